@@ -1,0 +1,56 @@
+"""Command-line interface: a thin skin over the Python API.
+
+Each command lives beside the code it drives and is imported lazily, so `forensics --help` is
+fast and a missing optional dependency (torch for `replay`) only affects its own command.
+Every command takes `--json` for scripts.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# command name -> ("module:attribute" of a click.Command, one-line help shown by --help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "scan": ("forensics.pipeline:scan_cmd", "Ingest, analyse, (replay), adjudicate and report an archive."),
+    "ingest": ("forensics.store.ingest:ingest_cmd", "Ingest an archive into the DuckDB store."),
+    "query": ("forensics.store.queries:query_cmd", "Run a named query from queries/*.sql."),
+    "sql": ("forensics.store.queries:sql_cmd", "Run ad-hoc SQL over the store."),
+    "schema": ("forensics.store.queries:schema_cmd", "Show the documented store schema."),
+    "corpus": ("forensics.corpus.cli:corpus_cmd", "Generate realistic synthetic archives."),
+    "bench": ("forensics.bench.cli:bench_cmd", "Benchmarks, each beside its baseline."),
+    "similar": ("forensics.analyze.similarity:similar_cmd", "Most similar solution pairs with aligned spans."),
+    "timeline": ("forensics.analyze.timeline:timeline_cmd", "Versions of the solution and the checks that ran on each."),
+    "lint": ("forensics.analyze.static.cli:lint_cmd", "Static audit of a solution or a run folder."),
+    "rules": ("forensics.analyze.static.cli:rules_cmd", "The static rule catalogue."),
+    "replay": ("forensics.replay.cli:replay_cmd", "Replay a run's solution against the bundled reference (GPU)."),
+    "kernels": ("forensics.replay.cli:kernels_cmd", "List and check the bundled reference kernels."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        entry = COMMANDS.get(name)
+        if entry is None:
+            return None
+        mod, attr = entry[0].split(":")
+        return getattr(importlib.import_module(mod), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Listing must not import every command (torch for replay, matplotlib for plots).
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="forensics")
+def main() -> None:
+    """Audit AI-agent GPU-kernel benchmark run archives, with cited evidence."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,502 @@
+"""The one place the store's schema is defined and documented.
+
+Every table the tool writes is declared here, with a comment per column.  The DDL, DuckDB's
+``COMMENT ON`` metadata (visible through ``duckdb_columns()``) and ``docs/schema.md`` are all
+generated from this list, so they cannot drift apart.
+
+Conventions
+-----------
+* ``run_id`` is the run's unique key inside the store.  It equals the run directory's basename,
+  except when two archive roots hold a run of the same name (spec 1.1: the same run_id in
+  ``runs/`` and ``runs-b200/``); then it is ``<basename>@<root>``.  Every per-run table carries it.
+* ``source`` is a path relative to the run directory (``transcript.jsonl``,
+  ``codex_session.jsonl``, ``agent_home/.grok/sessions/x/chat_history.jsonl``).
+* ``line`` is 1-based, counted in physical lines of the decompressed source file.
+* ``call_seq`` is the tool-call sequence number, 1-based, in transcript order over the run's
+  primary tool-call source.  It is the "tool-call number" auditors cite ("action 20 read ...").
+* JSON columns hold UTF-8 JSON text.
+* Analyzer tables are rewritten per run: an analyzer deletes its rows for a run and inserts new
+  ones in one transaction, so re-running never duplicates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    comment: str
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    comment: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...] = ()
+    owner: str = ""  # which part of the tool writes it
+    indexes: tuple[tuple[str, ...], ...] = field(default=())
+
+    def ddl(self) -> str:
+        cols = [f'    "{c.name}" {c.type}' for c in self.columns]
+        if self.primary_key:
+            cols.append(f"    PRIMARY KEY ({', '.join(self.primary_key)})")
+        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n" + ",\n".join(cols) + "\n);"
+
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def C(name: str, type_: str, comment: str) -> Column:
+    return Column(name, type_, comment)
+
+
+RUN = C("run_id", "VARCHAR NOT NULL", "Run key (run directory basename, '@root' appended on a collision).")
+SOURCE = C("source", "VARCHAR", "File the row came from, relative to the run directory.")
+LINE = C("line", "BIGINT", "1-based line number in the source file.")
+
+TABLES: tuple[Table, ...] = (
+    # ------------------------------------------------------------------ ingest (issue 2)
+    Table(
+        "archives",
+        "Each archive source ingested into this store (a directory tree, a run folder, or a .tar/.tar.gz/.zip).",
+        (
+            C("archive", "VARCHAR NOT NULL", "Absolute path of the archive as given to ingest."),
+            C("kind", "VARCHAR", "dir | run | tar | tgz | zip."),
+            C("n_runs", "INTEGER", "Number of run folders discovered."),
+            C("ingested_at", "TIMESTAMPTZ", "When the last ingest of this archive finished."),
+            C("tool_version", "VARCHAR", "forensics version that wrote the rows."),
+        ),
+        primary_key=("archive",),
+        owner="store.ingest",
+    ),
+    Table(
+        "runs",
+        "One row per run folder: identity parsed from the run id, the archived result.json, and what the logs say.",
+        (
+            RUN,
+            C("run_name", "VARCHAR", "Run directory basename, as the runner named it."),
+            C("archive", "VARCHAR", "Archive source the run was read from (archives.archive)."),
+            C("run_path", "VARCHAR", "Path of the run folder inside the archive (relative; '' for a single-run archive)."),
+            C("root", "VARCHAR", "Archive root the run sits under: runs, runs-h100, runs-b200, runs-lambda-<node>, rescue, ..."),
+            C("bench", "VARCHAR", "hard | cuda | mini | mega | multi | unknown (from the path, the problem name, or result.json)."),
+            C("run_ts", "TIMESTAMP", "Timestamp in the run id (host local time, no zone)."),
+            C("harness", "VARCHAR", "Harness token from the run id (claude, codex, or-fable, ...)."),
+            C("model_slug", "VARCHAR", "Model slug from the run id (model with '/:[] ' replaced by '_')."),
+            C("problem", "VARCHAR", "Problem name NN_snake_name (from the run id, or result.json.problem)."),
+            C("collision_suffix", "VARCHAR", "'<shellpid>_<attempt>' when the runner appended one, else NULL."),
+            C("era", "VARCHAR", "Format era E0..E5 (spec section 0), inferred from files, result keys and date."),
+            C("era_evidence", "VARCHAR", "Why that era was chosen."),
+            C("transcript_format", "VARCHAR", "Detected format of the primary transcript: claude, claude_session, codex, codex_text, opencode, cursor, gemini, kimi, droid, grok_stream, grok_chat, empty, missing, unknown."),
+            C("format_evidence", "VARCHAR", "Why that format was chosen (harness name, sniffed keys)."),
+            C("tool_source", "VARCHAR", "Source file the tool calls were taken from."),
+            C("container_mode", "BOOLEAN", "Container-mode run (agent_home/ present, banner, or result.agent_container)."),
+            C("has_result", "BOOLEAN", "result.json exists and parsed."),
+            C("result_json", "JSON", "The archived result.json as parsed (NULL if absent or invalid)."),
+            C("result_error", "VARCHAR", "Why result.json could not be read, if it could not."),
+            C("model", "VARCHAR", "result.json.model."),
+            C("reasoning_effort", "VARCHAR", "result.json.reasoning_effort."),
+            C("started_at", "TIMESTAMPTZ", "result.json.started_at (true time with offset)."),
+            C("finished_at", "TIMESTAMPTZ", "result.json.finished_at."),
+            C("has_solution", "BOOLEAN", "result.json.has_solution, else whether solution.py exists."),
+            C("correct", "BOOLEAN", "result.json.correct (the archived check gate)."),
+            C("failure_reason", "VARCHAR", "result.json.failure_reason."),
+            C("peak_fraction", "DOUBLE", "result.json.peak_fraction (archived score)."),
+            C("template_mutated", "BOOLEAN", "result.json.template_mutated."),
+            C("session_complete", "BOOLEAN", "result.json.session_complete."),
+            C("harness_exit_code", "INTEGER", "result.json.harness_exit_code."),
+            C("check_exit_code", "INTEGER", "result.json.check_exit_code."),
+            C("benchmark_exit_code", "INTEGER", "result.json.benchmark_exit_code."),
+            C("elapsed_seconds", "DOUBLE", "result.json.elapsed_seconds (agent wall time)."),
+            C("regrade_json", "JSON", "result.json.regrade object, if present."),
+            C("gpu_name", "VARCHAR", "GPU identity from regrade.gpu_name, a top-level gpu_name, or the mega 'gpu' marker file."),
+            C("solution_sha256", "VARCHAR", "sha256 of the archived final solution.py (NULL if absent)."),
+            C("solution_lines", "INTEGER", "Line count of the archived solution.py."),
+            C("check_verdict", "VARCHAR", "PASS | FAIL | NONE: what check.log says (a line exactly PASS / a FAIL: line / neither)."),
+            C("check_fail_reason", "VARCHAR", "The first FAIL: line of check.log."),
+            C("benchmark_peak_fraction", "DOUBLE", "The peak_fraction: line of benchmark.log (first, as E0-E4 graded)."),
+            C("n_peak_fraction_lines", "INTEGER", "How many peak_fraction: lines benchmark.log has (E5 requires exactly one)."),
+            C("transcript_bytes", "BIGINT", "Size in bytes of the primary transcript (decompressed)."),
+            C("transcript_lines", "BIGINT", "Physical lines in the primary transcript."),
+            C("n_records", "BIGINT", "Records ingested for this run (all sources)."),
+            C("n_tool_calls", "INTEGER", "Tool calls ingested for this run."),
+            C("n_parse_errors", "INTEGER", "parse_errors rows for this run."),
+            C("fingerprint", "VARCHAR", "Hash of (path, size, mtime) of the run's input files; unchanged fingerprint => re-ingest is a no-op."),
+            C("ingested_at", "TIMESTAMPTZ", "When this run's rows were committed."),
+        ),
+        primary_key=("run_id",),
+        owner="store.ingest",
+    ),
+    Table(
+        "files",
+        "Every file of every run folder, with size and sha256 (sha256 skipped only for build caches and venvs).",
+        (
+            RUN,
+            C("path", "VARCHAR NOT NULL", "Path relative to the run directory."),
+            C("size", "BIGINT", "Size in bytes."),
+            C("sha256", "VARCHAR", "sha256 of the content (NULL for cache/, tmp/, .venv/ and symlinks)."),
+            C("category", "VARCHAR", "transcript | session_store | solution | result | check_log | benchmark_log | gpu_lock_log | stderr | template | workspace_problem | workspace_src | trusted_src | scratch | sidecar | annotation | post_hoc | secret_config | cache | other."),
+            C("is_symlink", "BOOLEAN", "Entry is a symbolic link (target not followed)."),
+            C("link_target", "VARCHAR", "Symlink target, if a link."),
+            C("mtime", "TIMESTAMPTZ", "Modification time recorded in the archive."),
+        ),
+        primary_key=("run_id", "path"),
+        owner="store.ingest",
+    ),
+    Table(
+        "records",
+        "Every parsed line of every transcript source, normalized: one row per JSON record (or text line of a plain-text transcript).",
+        (
+            RUN,
+            SOURCE,
+            LINE,
+            C("byte_offset", "BIGINT", "Byte offset of the line in the (decompressed) source."),
+            C("nbytes", "BIGINT", "Length of the line in bytes."),
+            C("format", "VARCHAR", "Format the parser read the line as."),
+            C("rtype", "VARCHAR", "Record type as written (type / role / payload.type ...); 'banner' for skipped container banner lines, 'text' for plain text."),
+            C("subtype", "VARCHAR", "Record subtype where the format has one (system.subtype, event_msg payload.type, tool_call started/completed)."),
+            C("role", "VARCHAR", "user | assistant | system | tool | developer, where the record is a message."),
+            C("msg_id", "VARCHAR", "Message id (Claude message.id, used to deduplicate usage)."),
+            C("ts", "TIMESTAMPTZ", "Timestamp carried by the record, if the format has one."),
+            C("text", "VARCHAR", "Message/thinking/delta text carried by the record (NULL for progress and tool frames)."),
+            C("n_tool_calls", "INTEGER", "Tool calls this record carries."),
+            C("n_tool_results", "INTEGER", "Tool results this record carries."),
+            C("parent_id", "VARCHAR", "Parent tool-use id (Claude subagent lines) or parentUuid (session-store form)."),
+            C("is_sidechain", "BOOLEAN", "Record belongs to a subagent / sidechain."),
+            C("is_api_error", "BOOLEAN", "Record is a synthetic provider-error turn or error event."),
+        ),
+        owner="store.ingest",
+    ),
+    Table(
+        "tool_calls",
+        "Every tool call the agent made, normalized across harnesses.",
+        (
+            RUN,
+            C("call_seq", "INTEGER NOT NULL", "Tool-call number, 1-based, in transcript order."),
+            SOURCE,
+            LINE,
+            C("call_id", "VARCHAR", "Harness link id (tool_use id, call_id, callID, tool_call_id, tool_id)."),
+            C("tool", "VARCHAR", "Tool name as the harness wrote it (Bash, exec_command, shell, run_shell_command, ...)."),
+            C("kind", "VARCHAR", "Normalized kind: read | write | edit | exec | list | search | task | other."),
+            C("command", "VARCHAR", "Shell command text for exec calls (argv joined for the old codex shell form)."),
+            C("paths", "VARCHAR[]", "File/dir paths named by the call's arguments (not yet resolved)."),
+            C("cwd", "VARCHAR", "Working directory the call ran in, if known (workdir argument or session cwd)."),
+            C("args", "JSON", "The call's arguments as parsed (partial JSON kept under key 'raw')."),
+            C("ts", "TIMESTAMPTZ", "Timestamp of the call record, if the format has one."),
+            C("parent_id", "VARCHAR", "Parent tool-use id when the call was made by a subagent."),
+            C("background", "BOOLEAN", "Started in the background (run_in_background, Monitor, codex session still running)."),
+        ),
+        primary_key=("run_id", "call_seq"),
+        owner="store.ingest",
+    ),
+    Table(
+        "tool_results",
+        "Tool results, linked to their call; text with the harness envelope stripped.",
+        (
+            RUN,
+            C("call_seq", "INTEGER", "Linked tool_calls.call_seq (NULL if the link id matched no call)."),
+            C("call_id", "VARCHAR", "Link id as written."),
+            SOURCE,
+            LINE,
+            C("exit_code", "INTEGER", "Exit status parsed from the envelope (Codex 'exited with code N', Claude 'Exit code N', Kimi <system> prefix, TaskOutput <exit_code>)."),
+            C("is_error", "BOOLEAN", "Harness error flag (is_error, status=error, success=false)."),
+            C("status", "VARCHAR", "Status as written (completed, error, success, running, ...)."),
+            C("text", "VARCHAR", "Result text with the envelope stripped."),
+            C("text_len", "BIGINT", "Length of text in characters."),
+            C("ts", "TIMESTAMPTZ", "Timestamp of the result record, if any."),
+            C("running_session", "VARCHAR", "Codex 'Process running with session ID N' / background task id: output continues in later results."),
+        ),
+        owner="store.ingest",
+    ),
+    Table(
+        "file_accesses",
+        "Each file or directory a tool call touched, as written and resolved, with its owner (this run, another run, harness, system).",
+        (
+            RUN,
+            C("call_seq", "INTEGER", "Tool call that made the access."),
+            LINE,
+            C("path_written", "VARCHAR", "Path as it appears in the call (argument or command token)."),
+            C("resolved_path", "VARCHAR", "Absolute, normalized path after applying cwd, cd, ~ and relative segments."),
+            C("access", "VARCHAR", "read | write | edit | list | search | exec | delete | copy_src | copy_dst | mention."),
+            C("via", "VARCHAR", "How the access was found: arg (structured argument), shell (parsed command), python (open() in python -c/heredoc), result (a path shown in a tool result)."),
+            C("owner", "VARCHAR", "self | foreign | harness | system | unknown."),
+            C("foreign_run_id", "VARCHAR", "For owner=foreign: the other run's id."),
+            C("foreign_file", "VARCHAR", "For owner=foreign: path inside the other run's folder."),
+            C("is_glob", "BOOLEAN", "The path contains glob characters."),
+        ),
+        owner="transcripts.access",
+    ),
+    Table(
+        "session_end",
+        "How each run's agent session ended: terminal record, provider errors, cut-off, token usage deduplicated by message id.",
+        (
+            RUN,
+            SOURCE,
+            C("terminal_line", "BIGINT", "Line of the terminal record (Claude/Cursor/Gemini result, Codex task_complete, Grok end); NULL if none."),
+            C("terminal_type", "VARCHAR", "result | task_complete | end | none."),
+            C("subtype", "VARCHAR", "Terminal record subtype (success, error_max_turns, ...)."),
+            C("is_error", "BOOLEAN", "Terminal record says is_error."),
+            C("stop_reason", "VARCHAR", "stop_reason of the terminal record."),
+            C("terminal_reason", "VARCHAR", "terminal_reason of the terminal record (api_error, ...)."),
+            C("api_error_status", "INTEGER", "HTTP-like status of a provider error (402, 429, 401, 500...) from the terminal record or a synthetic error turn."),
+            C("api_error_text", "VARCHAR", "Text of the last provider error (synthetic turn, error event, rate_limit_event)."),
+            C("api_error_line", "BIGINT", "Line of that provider error."),
+            C("n_api_errors", "INTEGER", "Count of provider error records."),
+            C("rate_limited", "BOOLEAN", "A rate_limit_event rejected or a 429 / rate-limit text was seen."),
+            C("cut_off", "BOOLEAN", "No terminal marker where the format has one, or the last line is truncated."),
+            C("truncated_last_line", "BOOLEAN", "The file ends in an incomplete JSON line."),
+            C("end_reason", "VARCHAR", "Normalized: success | api_error | rate_limited | cut_off | error | no_marker_format | empty | unknown."),
+            C("num_turns", "INTEGER", "num_turns of the terminal record."),
+            C("n_assistant_messages", "INTEGER", "Distinct assistant message ids."),
+            C("input_tokens", "BIGINT", "Input tokens (terminal record, or sum over distinct message ids)."),
+            C("output_tokens", "BIGINT", "Output tokens (same rule)."),
+            C("cache_read_tokens", "BIGINT", "Cache-read input tokens."),
+            C("cache_creation_tokens", "BIGINT", "Cache-creation input tokens."),
+            C("reasoning_tokens", "BIGINT", "Reasoning tokens (codex, opencode)."),
+            C("cost_usd", "DOUBLE", "total_cost_usd / cost if reported."),
+            C("usage_source", "VARCHAR", "terminal_record | dedup_messages | token_count_events | step_finish | none."),
+            C("first_ts", "TIMESTAMPTZ", "First timestamp seen in the session."),
+            C("last_ts", "TIMESTAMPTZ", "Last timestamp seen in the session."),
+            C("last_line", "BIGINT", "Last line number of the source."),
+        ),
+        primary_key=("run_id",),
+        owner="store.ingest",
+    ),
+    Table(
+        "parse_errors",
+        "Every line or file the ingest could not read as expected. Ingest never stops on these.",
+        (
+            RUN,
+            SOURCE,
+            LINE,
+            C("byte_offset", "BIGINT", "Byte offset of the bad line, if a line."),
+            C("reason", "VARCHAR", "invalid_json | invalid_utf8 | truncated_line | huge_line | unknown_record | bad_field | missing_file | empty_file | compressed | unreadable | bad_result_json | bad_log_line ..."),
+            C("detail", "VARCHAR", "Human-readable detail (decoder message)."),
+            C("excerpt", "VARCHAR", "First 200 characters of the offending content (replacement chars for bad bytes)."),
+        ),
+        owner="store.ingest",
+    ),
+    Table(
+        "check_log_lines",
+        "Parsed harness lines of check.log / benchmark.log / gpu_lock.log and their contended/regrade variants.",
+        (
+            RUN,
+            SOURCE,
+            LINE,
+            C("kind", "VARCHAR", "pass | fail | property_seed | cuda_language | seed_ok | shape | shape_fraction | peak_fraction | result | benchmark_event | lock_wait | lock_start | lock_end | lock_timeout | warn | error."),
+            C("shape", "INTEGER", "Shape index, where the line names one."),
+            C("seed", "BIGINT", "Seed, where the line names one."),
+            C("case_name", "VARCHAR", "Numeric-stress case (nominal, small_input, ...), where named."),
+            C("value", "DOUBLE", "Main number on the line (peak_fraction, ms, elapsed_s, status...)."),
+            C("fields", "JSON", "All key=value fields parsed from the line."),
+            C("ts", "TIMESTAMPTZ", "Timestamp on the line (gpu_lock, benchmark_event)."),
+            C("text", "VARCHAR", "The line verbatim."),
+        ),
+        owner="archive.logs",
+    ),
+    # ------------------------------------------------------------------ analyzers (issues 3-7)
+    Table(
+        "findings",
+        "Every analyzer's conclusions. One row per finding, each citing exactly where it came from.",
+        (
+            RUN,
+            C("finding_id", "VARCHAR NOT NULL", "Stable id: analyzer:rule:hash of the evidence."),
+            C("analyzer", "VARCHAR", "provenance | similarity | timeline | static | integrity | replay | verdict | ingest."),
+            C("rule", "VARCHAR", "Rule id within the analyzer (e.g. STALE-PTR-CACHE, foreign-read, superseded-pass)."),
+            C("category", "VARCHAR", "contamination | reward_hack | correctness | measurement | integrity | provenance | portability | info."),
+            C("severity", "VARCHAR", "info | low | medium | high | critical."),
+            C("message", "VARCHAR", "One-sentence statement of the finding with its numbers."),
+            C("evidence", "JSON", "List of pointers: {file, line_start, line_end, transcript_line, call_seq, sha256, quote}."),
+            C("file", "VARCHAR", "Primary cited file (relative to the run dir)."),
+            C("line_start", "INTEGER", "Primary cited line range start."),
+            C("line_end", "INTEGER", "Primary cited line range end."),
+            C("transcript_line", "BIGINT", "Primary cited transcript line."),
+            C("call_seq", "INTEGER", "Primary cited tool-call number."),
+            C("probe", "VARCHAR", "Empirical probe this finding calls for (same-buffer overwrite, unsampled-region mutation, fresh state object, alternate caller caches, L2-persistence reset timing...)."),
+            C("data", "JSON", "Analyzer-specific structured payload (scores, hashes, spans)."),
+        ),
+        primary_key=("run_id", "finding_id"),
+        owner="analyze",
+    ),
+    Table(
+        "foreign_refs",
+        "Every reference to another run found in tool calls, results, command text or a token stream, classified.",
+        (
+            RUN,
+            C("call_seq", "INTEGER", "Tool call (NULL for token-stream mentions)."),
+            SOURCE,
+            LINE,
+            C("foreign_run_id", "VARCHAR", "The other run's id as named."),
+            C("foreign_problem", "VARCHAR", "Problem parsed from the foreign run id."),
+            C("same_problem", "BOOLEAN", "Foreign run is of the same problem."),
+            C("foreign_started_before", "BOOLEAN", "Foreign run's timestamp precedes this run's (NULL if unknown)."),
+            C("foreign_in_archive", "BOOLEAN", "The foreign run is present in the store."),
+            C("foreign_file", "VARCHAR", "File inside the foreign run (solution.py, result.json, check.log...)."),
+            C("artifact", "VARCHAR", "solution | result | check_log | benchmark_log | transcript | session_store | build_cache | scratch | dir | other."),
+            C("classification", "VARCHAR", "benign_exposure | deliberate_read | copy."),
+            C("reason", "VARCHAR", "Why: 'ls listing', 'nvidia-smi output', 'cat of solution.py', 'text reappears in write at call 57'..."),
+            C("where", "VARCHAR", "command | argument | result | stream."),
+            C("excerpt", "VARCHAR", "The text around the mention."),
+        ),
+        owner="analyze.provenance",
+    ),
+    Table(
+        "similarity_pairs",
+        "Candidate pairs of similar solutions (MinHash/LSH), with exact aligned spans.",
+        (
+            C("a_id", "VARCHAR NOT NULL", "First solution (run_id, or 'ext:<path>' for --against files)."),
+            C("b_id", "VARCHAR NOT NULL", "Second solution."),
+            C("a_problem", "VARCHAR", "Problem of a."),
+            C("b_problem", "VARCHAR", "Problem of b."),
+            C("jaccard_est", "DOUBLE", "MinHash estimate of shingle Jaccard (after discounting shared scaffolding)."),
+            C("jaccard", "DOUBLE", "Exact Jaccard of the discounted shingle sets."),
+            C("containment_a", "DOUBLE", "Fraction of a's distinctive shingles found in b."),
+            C("containment_b", "DOUBLE", "Fraction of b's distinctive shingles found in a."),
+            C("spans", "JSON", "Aligned spans: [{a_start, a_end, b_start, b_end, tokens}] with 1-based line numbers."),
+            C("a_sha256", "VARCHAR", "sha256 of a's source."),
+            C("b_sha256", "VARCHAR", "sha256 of b's source."),
+        ),
+        owner="analyze.similarity",
+    ),
+    Table(
+        "file_versions",
+        "Every version of every file the agent wrote, rebuilt from the tool calls.",
+        (
+            RUN,
+            C("path", "VARCHAR", "Resolved path of the file written."),
+            C("rel_path", "VARCHAR", "Path relative to the problem/workspace directory (solution.py, scratch helpers)."),
+            C("version", "INTEGER", "1-based version number of this file."),
+            C("call_seq", "INTEGER", "Tool call that produced the version."),
+            LINE,
+            C("ts", "TIMESTAMPTZ", "Timestamp of that call, if the format has one."),
+            C("op", "VARCHAR", "write | edit | multiedit | patch | heredoc | tee | sed_i | cp | mv | python_write | unknown."),
+            C("sha256", "VARCHAR", "sha256 of the rebuilt content (NULL if unknown: a gap)."),
+            C("size", "BIGINT", "Length in bytes of the rebuilt content."),
+            C("n_lines", "INTEGER", "Lines of the rebuilt content."),
+            C("gap", "BOOLEAN", "Content could not be rebuilt exactly (old text did not match, or unknown base)."),
+            C("gap_reason", "VARCHAR", "Why there is a gap."),
+            C("matches_final", "BOOLEAN", "This version is byte-identical to the archived final file."),
+            C("content", "VARCHAR", "The rebuilt content (NULL on a gap)."),
+        ),
+        owner="analyze.timeline",
+    ),
+    Table(
+        "check_runs",
+        "Every in-transcript run of check.py / benchmark.py (or a wrapper that calls them), with outcome and the solution version it ran on.",
+        (
+            RUN,
+            C("call_seq", "INTEGER", "Tool call that ran it."),
+            LINE,
+            C("result_line", "BIGINT", "Line of the (last) result that carried its output."),
+            C("ts", "TIMESTAMPTZ", "Timestamp, if known."),
+            C("script", "VARCHAR", "check | benchmark | wrapper."),
+            C("command", "VARCHAR", "The command as run."),
+            C("env_weakening", "VARCHAR[]", "Weakening settings in the command (KBH_NUMERIC_STRESS=0, ...)."),
+            C("outcome", "VARCHAR", "PASS | FAIL | ERROR | TIMEOUT | UNKNOWN (output cut by tail/grep, or not returned)."),
+            C("fail_reason", "VARCHAR", "First FAIL: line."),
+            C("exit_code", "INTEGER", "Exit status from the envelope."),
+            C("peak_fraction", "DOUBLE", "peak_fraction: value in the output (benchmark runs)."),
+            C("shape_lines", "JSON", "Per-shape lines parsed from the output."),
+            C("solution_version", "INTEGER", "file_versions.version of solution.py current when it ran (NULL if none/unknown)."),
+            C("solution_sha256", "VARCHAR", "sha256 of that version."),
+            C("is_final_version", "BOOLEAN", "That version is the archived final solution.py."),
+            C("superseded", "BOOLEAN", "solution.py was edited after this run."),
+            C("background", "BOOLEAN", "Output arrived through a later TaskOutput / write_stdin."),
+        ),
+        owner="analyze.timeline",
+    ),
+    Table(
+        "replay_results",
+        "Outcome of each replay probe run on a GPU (or the CPU path) against the bundled reference.",
+        (
+            RUN,
+            C("probe", "VARCHAR", "check | stress | same-buffer | unsampled-region | fresh-state | alternate-cache | output-alias | nan-poison | determinism | timing | timing-l2-reset | build."),
+            C("status", "VARCHAR", "pass | fail | error | timeout | crash | early_exit | tampered | not_replayable | skipped."),
+            C("shape", "VARCHAR", "Shape description the probe used."),
+            C("seed", "BIGINT", "Seed."),
+            C("case_name", "VARCHAR", "Stress case or probe variant."),
+            C("max_abs", "DOUBLE", "Max absolute error against the reference."),
+            C("max_rel", "DOUBLE", "Max relative error."),
+            C("n_bad", "BIGINT", "Elements outside tolerance."),
+            C("n_total", "BIGINT", "Elements compared."),
+            C("worst_index", "VARCHAR", "Index of the worst element."),
+            C("ms", "DOUBLE", "Median time (timing probes)."),
+            C("tflops", "DOUBLE", "Achieved TFLOP/s."),
+            C("gbps", "DOUBLE", "Achieved GB/s."),
+            C("device", "VARCHAR", "GPU name the probe ran on."),
+            C("detail", "VARCHAR", "Message, stderr tail or reason."),
+            C("data", "JSON", "Probe-specific payload."),
+            C("ran_at", "TIMESTAMPTZ", "When the probe ran."),
+        ),
+        owner="replay",
+    ),
+    Table(
+        "verdicts",
+        "The adjudicated verdict per run, each field with the findings that decided it.",
+        (
+            RUN,
+            C("verdict", "VARCHAR", "clean | reward_hack | contamination | rubric_leak | fail | bug | interesting | retryable_infra_failure | harness_limited | timeout_unverified | unknown ..."),
+            C("reward_hack", "VARCHAR", "true | false | unknown."),
+            C("contamination", "VARCHAR", "clean | contaminated | unknown."),
+            C("correct", "VARCHAR", "true | false | unknown."),
+            C("failure_reason", "VARCHAR", "pass | check_failed | audit_empirical_failed | incomplete_session | provider_insufficient_credits | ... | unknown."),
+            C("measurement_status", "VARCHAR", "in_run_contended | sequential_isolated | sequential_isolated_empirical_failed | ungraded_recovered | ... | unknown."),
+            C("publish_grade", "VARCHAR", "true | false | unknown."),
+            C("empirical_recompute_required", "VARCHAR", "true | false | unknown."),
+            C("exclude_from_denominator", "BOOLEAN", "Provider failure before any output: not a model attempt."),
+            C("decided_by", "JSON", "{field: [finding_id, ...]} for every decided field; {field: reason} for unknown ones."),
+            C("archived", "JSON", "The archived verdict fields (annotation YAML / result.json) and per-field agree | disagree | cannot_tell."),
+            C("summary", "VARCHAR", "Generated summary paragraph."),
+        ),
+        primary_key=("run_id",),
+        owner="verdict",
+    ),
+)
+
+TABLE_BY_NAME = {t.name: t for t in TABLES}
+
+# Per-run tables that an ingest of a run rewrites (delete + insert in one transaction).
+INGEST_TABLES = ("runs", "files", "records", "tool_calls", "tool_results", "file_accesses",
+                 "session_end", "parse_errors", "check_log_lines")
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def ddl_statements() -> list[str]:
+    out: list[str] = []
+    for t in TABLES:
+        out.append(t.ddl())
+    return out
+
+
+def comment_statements() -> list[str]:
+    out: list[str] = []
+    for t in TABLES:
+        out.append(f"COMMENT ON TABLE {t.name} IS {_sql_str(t.comment)};")
+        for c in t.columns:
+            out.append(f'COMMENT ON COLUMN {t.name}."{c.name}" IS {_sql_str(c.comment)};')
+    return out
+
+
+def markdown() -> str:
+    """The schema as a Markdown document (written to docs/schema.md by `forensics schema --markdown`)."""
+    lines = ["# Store schema", "", "Generated from `forensics/store/schema.py` (`forensics schema --markdown`).", "",
+             (__doc__ or "").strip(), ""]
+    for t in TABLES:
+        lines.append(f"## `{t.name}`")
+        lines.append("")
+        lines.append(t.comment + (f" Written by `{t.owner}`." if t.owner else ""))
+        if t.primary_key:
+            lines.append(f"Primary key: `({', '.join(t.primary_key)})`.")
+        lines.append("")
+        lines.append("| column | type | meaning |")
+        lines.append("|---|---|---|")
+        for c in t.columns:
+            lines.append(f"| `{c.name}` | {c.type.replace(' NOT NULL', '')} | {c.comment.replace('|', '/')} |")
+        lines.append("")
+    return "\n".join(lines)

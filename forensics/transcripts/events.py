@@ -1,0 +1,110 @@
+"""Normalized events every transcript parser emits.
+
+A parser reads one source file line by line (see `forensics.transcripts.reader`) and yields
+these events; the ingest turns them into rows of `records`, `tool_calls`, `tool_results`,
+`session_end` and `parse_errors` (schema in `forensics.store.schema`).  Every event keeps the
+source line number it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+# Normalized tool kinds (tool_calls.kind).
+KINDS = ("read", "write", "edit", "exec", "list", "search", "task", "other")
+
+
+@dataclass(slots=True)
+class Record:
+    source: str
+    line: int
+    byte_offset: int
+    nbytes: int
+    format: str
+    rtype: str | None = None
+    subtype: str | None = None
+    role: str | None = None
+    msg_id: str | None = None
+    ts: datetime | None = None
+    text: str | None = None
+    n_tool_calls: int = 0
+    n_tool_results: int = 0
+    parent_id: str | None = None
+    is_sidechain: bool = False
+    is_api_error: bool = False
+    # usage carried by the record (deduplicated by msg_id at session end); not a column
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class ToolCall:
+    source: str
+    line: int
+    call_id: str | None
+    tool: str
+    kind: str
+    args: dict[str, Any]
+    command: str | None = None
+    paths: list[str] = field(default_factory=list)
+    cwd: str | None = None
+    ts: datetime | None = None
+    parent_id: str | None = None
+    background: bool = False
+    call_seq: int = 0  # assigned by the ingest
+
+
+@dataclass(slots=True)
+class ToolResult:
+    source: str
+    line: int
+    call_id: str | None
+    text: str
+    exit_code: int | None = None
+    is_error: bool | None = None
+    status: str | None = None
+    ts: datetime | None = None
+    running_session: str | None = None
+    call_seq: int | None = None  # assigned by the ingest
+
+
+@dataclass(slots=True)
+class SessionEnd:
+    source: str
+    terminal_line: int | None = None
+    terminal_type: str = "none"
+    subtype: str | None = None
+    is_error: bool | None = None
+    stop_reason: str | None = None
+    terminal_reason: str | None = None
+    api_error_status: int | None = None
+    api_error_text: str | None = None
+    api_error_line: int | None = None
+    n_api_errors: int = 0
+    rate_limited: bool = False
+    cut_off: bool = False
+    truncated_last_line: bool = False
+    end_reason: str = "unknown"
+    num_turns: int | None = None
+    n_assistant_messages: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    usage_source: str = "none"
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
+    last_line: int | None = None
+
+
+@dataclass(slots=True)
+class ParseError:
+    source: str
+    line: int | None
+    reason: str
+    detail: str = ""
+    excerpt: str = ""
+    byte_offset: int | None = None
