@@ -1,0 +1,642 @@
+"""Ingest: archive -> DuckDB store.
+
+    report = ingest_archive(store, "outputs/runs", jobs=2, progress=True)
+
+For every run folder the archive holds (forensics.archive.discover), one pass reads its files
+read-only, parses result.json, the runner logs and every transcript source, and writes the rows
+of ``runs, files, records, tool_calls, tool_results, file_accesses, session_end, parse_errors,
+check_log_lines`` for that run in ONE transaction (old rows of the run deleted first).  So:
+
+* re-ingesting adds no duplicate rows, and a run whose files are unchanged (same fingerprint of
+  paths, sizes and mtimes) is skipped;
+* an ingest killed at any point (even SIGKILL) leaves every run either fully written or absent;
+  running it again finishes the job and ends with the same store as an uninterrupted run;
+* bad input never stops the ingest: each problem becomes a ``parse_errors`` row.
+
+With ``jobs > 1`` worker processes parse runs into Arrow batches and the parent (DuckDB's single
+writer) commits them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import click
+import orjson
+import pyarrow as pa
+
+from forensics import __version__
+from forensics.archive import logs as L
+from forensics.archive.discover import DiscoveredRun, discover_runs
+from forensics.archive.result import infer_era, read_result, result_fields
+from forensics.archive.runid import bench_of_problem
+from forensics.archive.source import ArchiveError, ArchiveSource, open_source
+from forensics.store import schema as S
+from forensics.store.db import RowBuffer, Store
+
+BATCH_ROWS = 50_000
+HASH_SKIP_PREFIXES = ("cache/", "tmp/", "repo/.venv/", ".venv/")
+TRANSCRIPT_NAMES = ("transcript.jsonl", "transcript.jsonl.gz", "agent.log")
+
+
+# --------------------------------------------------------------------------- helpers
+class HashingReader:
+    """Wraps a binary stream, hashing and counting every byte read through it."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.h = hashlib.sha256()
+        self.n = 0
+
+    def read(self, n: int = -1) -> bytes:
+        b = self.raw.read(n)
+        self.h.update(b)
+        self.n += len(b)
+        return b
+
+    def readinto(self, buf) -> int:
+        b = self.read(len(buf))
+        buf[: len(b)] = b
+        return len(b)
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.raw.close()
+
+    @property
+    def closed(self) -> bool:
+        return getattr(self.raw, "closed", False)
+
+    def finish(self) -> str:
+        # drain what the parser left unread so the hash covers the whole file
+        while True:
+            b = self.raw.read(1 << 20)
+            if not b:
+                break
+            self.h.update(b)
+            self.n += len(b)
+        return self.h.hexdigest()
+
+
+def categorize(rel: str, problem: str | None) -> str:
+    name = rel.rsplit("/", 1)[-1]
+    top = rel.split("/", 1)[0]
+    if rel in TRANSCRIPT_NAMES or rel == "codex_session.jsonl":
+        return "transcript"
+    if rel.startswith("agent_home/") and (rel.endswith(".jsonl") and ("sessions/" in rel)):
+        return "session_store"
+    if rel.startswith("grok_session/"):
+        return "session_store"
+    if rel == "solution.py":
+        return "solution"
+    if rel in ("result.json", "result.regrade.json", "result.pre_recheck.json", "rebench.json"):
+        return "result" if rel == "result.json" else "post_hoc"
+    if rel == "stderr.log":
+        return "stderr"
+    if "gpu_lock" in name and name.endswith(".log"):
+        return "gpu_lock_log"
+    if "/" not in rel and name.endswith(".log") and "check" in name:
+        return "check_log"
+    if "/" not in rel and name.endswith(".log") and "bench" in name:
+        return "benchmark_log"
+    if top == "template_files":
+        return "template"
+    if top == "trusted_src":
+        return "trusted_src"
+    if rel.startswith("repo/src/"):
+        return "workspace_src"
+    if rel.startswith("repo/problems/"):
+        return "workspace_problem"
+    if top == "scratch":
+        return "sidecar" if name.endswith((".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")) else "scratch"
+    if top in ("cache", "tmp") or "/.venv/" in f"/{rel}":
+        return "cache"
+    if "opencode" in top and top.endswith("_config") or name in ("auth.json", ".credentials.json") or rel.startswith("agent_home/.config"):
+        return "secret_config"
+    if name.endswith(".yaml") and ("annotation" in rel or rel.count("/") == 0):
+        return "annotation"
+    if name in ("index.html", "index_solution.py.txt", "roofline.png", "template_mutations.log"):
+        return "post_hoc"
+    return "other"
+
+
+def _excerpt(b: bytes | str, n: int = 200) -> str:
+    if isinstance(b, bytes):
+        b = b[: n * 4].decode("utf-8", "replace")
+    return b[:n]
+
+
+def _fingerprint(run: DiscoveredRun) -> str:
+    h = hashlib.sha256(__version__.encode())
+    for e in sorted(run.entries, key=lambda e: e.path):
+        h.update(f"{e.path}|{e.size}|{e.mtime.timestamp() if e.mtime else ''}|{e.is_symlink}\n".encode())
+    return h.hexdigest()
+
+
+def transcript_sources(files: dict[str, Any], harness: str | None) -> list[str]:
+    """Transcript files of a run, the primary first."""
+    out: list[str] = []
+    for n in TRANSCRIPT_NAMES:
+        if n in files:
+            out.append(n)
+    if "codex_session.jsonl" in files:
+        out.append("codex_session.jsonl")
+    chats = sorted((p for p in files if p.endswith("chat_history.jsonl")
+                    and (p.startswith("agent_home/.grok/") or p.startswith("grok_session/"))),
+                   key=lambda p: (-files[p].size, p))
+    if chats:
+        out.append(chats[0])  # the spec's rule: pick the largest session store
+    if "codex_session.jsonl" not in files:
+        rollouts = sorted((p for p in files if p.startswith("agent_home/.codex/sessions/") and p.endswith(".jsonl")),
+                          key=lambda p: (-files[p].size, p))
+        if rollouts:
+            out.append(rollouts[0])
+    return out
+
+
+def _tool_and_end_sources(sources: list[str], harness: str | None) -> tuple[str | None, str | None]:
+    """(source to take tool calls from, source whose terminal marker decides the session end)."""
+    if not sources:
+        return None, None
+    codex = next((s for s in sources if s == "codex_session.jsonl" or s.startswith("agent_home/.codex/")), None)
+    chat = next((s for s in sources if s.endswith("chat_history.jsonl")), None)
+    main = next((s for s in sources if s in TRANSCRIPT_NAMES), None)
+    if codex:
+        return codex, codex
+    if chat:
+        return chat, main or chat
+    return main or sources[0], main or sources[0]
+
+
+# --------------------------------------------------------------------------- per-run parse
+@dataclass
+class RunRows:
+    run_id: str
+    fingerprint: str
+    batches: dict[str, list[pa.Table]] = field(default_factory=dict)
+    counts: Counter = field(default_factory=Counter)
+    bytes_read: int = 0
+    error: str | None = None
+
+
+class _Sink:
+    """Per-table row buffers flushed into Arrow batches every BATCH_ROWS rows."""
+
+    def __init__(self, out: RunRows):
+        self.out = out
+        self.bufs = {t: RowBuffer(t) for t in S.INGEST_TABLES}
+
+    def add(self, table: str, row: dict[str, Any]) -> None:
+        b = self.bufs[table]
+        b.add(row)
+        if b.n >= BATCH_ROWS:
+            self.flush(table)
+
+    def flush(self, table: str) -> None:
+        b = self.bufs[table]
+        if b.n:
+            self.out.batches.setdefault(table, []).append(b.to_arrow())
+            self.out.counts[table] += b.n
+            b.clear()
+
+    def close(self) -> None:
+        for t in self.bufs:
+            self.flush(t)
+
+
+def _parse_transcript(src: ArchiveSource, full: str, source: str, harness: str | None, run_id: str):
+    """Parse one transcript source; yields events.  Never raises."""
+    from forensics.transcripts import parse_source  # late: the parsers are the heavy part
+    try:
+        raw = src.open(full)
+    except (OSError, FileNotFoundError, PermissionError) as e:
+        from forensics.transcripts.events import ParseError, SessionEnd
+        yield ParseError(source, None, "unreadable", str(e))
+        yield SessionEnd(source, end_reason="unknown")
+        return None
+    hr = HashingReader(raw)
+    try:
+        yield from parse_source(hr, source=source, harness=harness)
+    finally:
+        try:
+            hr.finish()
+        except OSError:
+            pass
+        yield ("__hash__", hr.h.hexdigest(), hr.n)
+        try:
+            raw.close()
+        except OSError:
+            pass
+
+
+def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
+              known_runs: dict[str, str | None]) -> RunRows:
+    """Read one run folder and produce all its ingest rows (no store access: safe in a worker)."""
+    from forensics.transcripts.events import ParseError, Record, SessionEnd, ToolCall, ToolResult
+
+    out = RunRows(run.run_id, _fingerprint(run))
+    sink = _Sink(out)
+    rid = run.run_id
+    files = run.rel_files()
+    pre = run.run_path + "/" if run.run_path else ""
+    parsed = run.parsed
+    problem = parsed.problem if parsed else None
+    n_parse_errors = 0
+
+    def perr(source: str | None, line: int | None, reason: str, detail: str = "", excerpt: str = "", offset=None):
+        nonlocal n_parse_errors
+        n_parse_errors += 1
+        sink.add("parse_errors", {"run_id": rid, "source": source, "line": line, "byte_offset": offset,
+                                  "reason": reason, "detail": detail[:2000], "excerpt": excerpt[:200]})
+
+    def read(rel: str, limit: int | None = None) -> bytes | None:
+        try:
+            return src.read(pre + rel, limit)
+        except (OSError, FileNotFoundError, PermissionError) as e:
+            perr(rel, None, "unreadable", str(e))
+            return None
+
+    # ---- result.json
+    res, res_err = None, None
+    if "result.json" in files:
+        data = read("result.json")
+        if data is not None:
+            res, res_err = read_result(data)
+            if res_err:
+                perr("result.json", None, "bad_result_json", res_err, _excerpt(data))
+    rf = result_fields(res)
+    if res and isinstance(res.get("problem"), str) and not problem:
+        problem = res["problem"]
+    harness = (res.get("harness") if res and isinstance(res.get("harness"), str) else None) or (parsed.harness if parsed else None)
+    bench = bench_of_problem(problem)
+    parts = PurePosixPath(run.run_path).parts
+    if "benchmarks" in parts:
+        i = parts.index("benchmarks")
+        if i + 1 < len(parts):
+            bench = parts[i + 1]
+
+    # ---- logs
+    check_summary = bench_summary = None
+    for rel in sorted(files):
+        kind = L.log_kind(rel)
+        if kind is None:
+            continue
+        data = read(rel)
+        if data is None:
+            continue
+        summary = L.PARSERS[kind](data.decode("utf-8", "replace"), rel)
+        for r in summary.rows:
+            r["run_id"] = rid
+            sink.add("check_log_lines", r)
+        if rel == "check.log":
+            check_summary = summary
+        elif rel == "benchmark.log":
+            bench_summary = summary
+
+    # ---- transcripts
+    sources = transcript_sources(files, harness)
+    tool_src, end_src = _tool_and_end_sources(sources, harness)
+    if not sources:
+        perr("transcript.jsonl", None, "missing_file", "run has no transcript.jsonl / agent.log / session store")
+    calls: list[ToolCall] = []
+    results: list[ToolResult] = []
+    id_to_seq: dict[str, int] = {}
+    pending_results: list[ToolResult] = []
+    ends: dict[str, SessionEnd] = {}
+    hashes: dict[str, tuple[str, int]] = {}
+    n_records = 0
+    primary_lines = 0
+    fmt_by_source: dict[str, tuple[str | None, str | None]] = {}
+    for source in sources:
+        is_tool = source == tool_src
+        seen_call_ids: dict[str, int] = {}
+        last_line = 0
+        for ev in _parse_transcript(src, pre + source, source, harness, rid):
+            if isinstance(ev, Record):
+                n_records += 1
+                last_line = ev.line
+                sink.add("records", {
+                    "run_id": rid, "source": ev.source, "line": ev.line, "byte_offset": ev.byte_offset,
+                    "nbytes": ev.nbytes, "format": ev.format, "rtype": ev.rtype, "subtype": ev.subtype,
+                    "role": ev.role, "msg_id": ev.msg_id, "ts": ev.ts, "text": ev.text,
+                    "n_tool_calls": ev.n_tool_calls, "n_tool_results": ev.n_tool_results,
+                    "parent_id": ev.parent_id, "is_sidechain": ev.is_sidechain, "is_api_error": ev.is_api_error})
+            elif isinstance(ev, ToolCall):
+                if not is_tool:
+                    continue
+                ev.call_seq = len(calls) + 1
+                calls.append(ev)
+                if ev.call_id:
+                    seen_call_ids[ev.call_id] = ev.call_seq
+                    id_to_seq.setdefault(ev.call_id, ev.call_seq)
+            elif isinstance(ev, ToolResult):
+                if not is_tool:
+                    continue
+                ev.call_seq = id_to_seq.get(ev.call_id) if ev.call_id else None
+                results.append(ev)
+            elif isinstance(ev, ParseError):
+                perr(ev.source, ev.line, ev.reason, ev.detail, ev.excerpt, ev.byte_offset)
+            elif isinstance(ev, SessionEnd):
+                ends[source] = ev
+                fmt_by_source[source] = (getattr(ev, "format", None), getattr(ev, "format_evidence", None))
+            elif isinstance(ev, tuple) and ev and ev[0] == "__hash__":
+                hashes[source] = (ev[1], ev[2])
+        if source == (sources[0] if sources else None):
+            primary_lines = last_line
+    del pending_results
+
+    for c in calls:
+        sink.add("tool_calls", {
+            "run_id": rid, "call_seq": c.call_seq, "source": c.source, "line": c.line, "call_id": c.call_id,
+            "tool": c.tool, "kind": c.kind, "command": c.command, "paths": list(c.paths or []), "cwd": c.cwd,
+            "args": c.args, "ts": c.ts, "parent_id": c.parent_id, "background": c.background})
+    for r in results:
+        sink.add("tool_results", {
+            "run_id": rid, "call_seq": r.call_seq, "call_id": r.call_id, "source": r.source, "line": r.line,
+            "exit_code": r.exit_code, "is_error": r.is_error, "status": r.status, "text": r.text,
+            "text_len": len(r.text) if r.text is not None else None, "ts": r.ts,
+            "running_session": r.running_session})
+
+    # ---- file accesses
+    try:
+        from forensics.transcripts import access
+        ctx = access.RunContext.for_run(run_id=rid, run_name=run.name, problem=problem,
+                                        run_ts=parsed.timestamp if parsed else None,
+                                        calls=calls, known_runs=known_runs)
+        for row in access.extract_accesses(ctx, calls, results):
+            row["run_id"] = rid
+            sink.add("file_accesses", row)
+    except ImportError as e:  # the access resolver is part of the package; its absence is a defect
+        perr(None, None, "internal", f"file access resolver unavailable: {e}")
+
+    # ---- session end
+    end = ends.get(end_src) if end_src else None
+    if end is not None:
+        row = {k: getattr(end, k) for k in S.TABLE_BY_NAME["session_end"].column_names() if hasattr(end, k)}
+        row["run_id"] = rid
+        sink.add("session_end", row)
+    elif not sources:
+        sink.add("session_end", {"run_id": rid, "source": None, "terminal_type": "none", "end_reason": "missing",
+                                 "cut_off": None})
+
+    # ---- files table
+    for rel, e in sorted(files.items()):
+        sha = None
+        if rel in hashes:
+            sha = hashes[rel][0]
+        elif not e.is_symlink and not rel.startswith(HASH_SKIP_PREFIXES) and "/.venv/" not in f"/{rel}":
+            h = hashlib.sha256()
+            try:
+                with src.open(pre + rel) as f:
+                    while True:
+                        b = f.read(1 << 20)
+                        if not b:
+                            break
+                        h.update(b)
+                sha = h.hexdigest()
+            except (OSError, FileNotFoundError, PermissionError) as ex:
+                perr(rel, None, "unreadable", str(ex))
+        if e.size == 0 and not e.is_symlink and rel in sources:
+            perr(rel, None, "empty_file", "transcript file is empty")
+        sink.add("files", {"run_id": rid, "path": rel, "size": e.size, "sha256": sha,
+                           "category": categorize(rel, problem), "is_symlink": e.is_symlink,
+                           "link_target": e.link_target, "mtime": e.mtime})
+    out.bytes_read = sum(n for _, n in hashes.values())
+
+    # ---- solution
+    sol_sha = sol_lines = None
+    if "solution.py" in files:
+        data = read("solution.py")
+        if data is not None:
+            sol_sha = hashlib.sha256(data).hexdigest()
+            sol_lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+    fmt, fmt_ev = fmt_by_source.get(sources[0], (None, None)) if sources else ("missing", "no transcript file")
+    era, era_ev = infer_era(set(files) | {e.path for e in run.entries}, res, parsed.timestamp if parsed else None,
+                            any(r for r in (check_summary.rows if check_summary else []) if r["kind"] == "property_seed"))
+    container = ("agent_home" in {p.split("/", 1)[0] for p in files}) or bool(res and res.get("agent_container") is True)
+    gpu_name = rf.pop("gpu_name")
+    if gpu_name is None and "gpu" in files:
+        g = read("gpu", 200)
+        if g:
+            gpu_name = g.decode("utf-8", "replace").strip() or None
+    if rf["has_solution"] is None:
+        rf["has_solution"] = "solution.py" in files
+    primary_src = sources[0] if sources else None
+    runs_row = {
+        "run_id": rid, "run_name": run.name, "archive": archive_location, "run_path": run.run_path,
+        "root": run.root, "bench": bench or "unknown",
+        "run_ts": parsed.timestamp if parsed else None, "harness": parsed.harness if parsed else harness,
+        "model_slug": parsed.model_slug if parsed else None, "problem": problem,
+        "collision_suffix": parsed.collision_suffix if parsed else None,
+        "era": era, "era_evidence": era_ev, "transcript_format": fmt, "format_evidence": fmt_ev,
+        "tool_source": tool_src, "container_mode": container, "has_result": res is not None and res_err is None,
+        "result_json": res, "result_error": res_err, **rf, "gpu_name": gpu_name,
+        "solution_sha256": sol_sha, "solution_lines": sol_lines,
+        "check_verdict": check_summary.verdict if check_summary else None,
+        "check_fail_reason": check_summary.fail_reason if check_summary else None,
+        "benchmark_peak_fraction": bench_summary.peak_fraction if bench_summary else None,
+        "n_peak_fraction_lines": bench_summary.n_peak_lines if bench_summary else None,
+        "transcript_bytes": hashes[primary_src][1] if primary_src in hashes else None,
+        "transcript_lines": primary_lines or None,
+        "n_records": n_records, "n_tool_calls": len(calls), "n_parse_errors": n_parse_errors,
+        "fingerprint": out.fingerprint, "ingested_at": None,
+    }
+    sink.close()
+    out.batches["runs"] = [RowBuffer_from(runs_row)]
+    return out
+
+
+def RowBuffer_from(row: dict[str, Any]) -> pa.Table:
+    b = RowBuffer("runs")
+    b.add(row)
+    return b.to_arrow()
+
+
+# --------------------------------------------------------------------------- writing
+def _write_run(store: Store, rows: RunRows) -> None:
+    now = datetime.now(timezone.utc)
+    runs_tbl = rows.batches.pop("runs")[0]
+    runs_tbl = runs_tbl.set_column(runs_tbl.schema.get_field_index("ingested_at"), "ingested_at",
+                                   pa.array([now], type=pa.timestamp("us", tz="UTC")))
+    with store.transaction():
+        for t in S.INGEST_TABLES:
+            store.con.execute(f"DELETE FROM {t} WHERE run_id = ?", [rows.run_id])
+        for t, batches in rows.batches.items():
+            for b in batches:
+                store.insert_arrow(t, b)
+        store.insert_arrow("runs", runs_tbl)  # last: its presence marks the run complete
+
+
+# --------------------------------------------------------------------------- orchestration
+@dataclass
+class IngestReport:
+    archive: str
+    kind: str
+    run_ids: list[str] = field(default_factory=list)
+    ingested: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)
+    bytes_read: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"archive": self.archive, "kind": self.kind, "runs": len(self.run_ids),
+                "ingested": len(self.ingested), "skipped_unchanged": len(self.skipped),
+                "removed": len(self.removed), "rows": dict(sorted(self.counts.items())),
+                "parse_errors": self.counts.get("parse_errors", 0), "bytes_read": self.bytes_read,
+                "seconds": round(self.seconds, 3)}
+
+
+_W: dict[str, Any] = {}
+
+
+def _worker_init(location: str) -> None:
+    _W["src"] = open_source(location)
+
+
+def _worker_parse(args) -> RunRows:
+    run, location, known = args
+    try:
+        return parse_run(_W["src"], run, location, known)
+    except Exception as e:  # noqa: BLE001 - one bad run must not stop the ingest
+        r = RunRows(run.run_id, _fingerprint(run))
+        r.error = f"{type(e).__name__}: {e}"
+        return r
+
+
+def _error_rows(run: DiscoveredRun, location: str, err: str) -> RunRows:
+    """A run whose parse crashed still gets a runs row and a parse_errors row (never lost)."""
+    rows = RunRows(run.run_id, "error:" + _fingerprint(run))
+    b = RowBuffer("parse_errors")
+    b.add({"run_id": run.run_id, "reason": "internal", "detail": err[:2000]})
+    rows.batches["parse_errors"] = [b.to_arrow()]
+    rows.counts["parse_errors"] = 1
+    rows.batches["runs"] = [RowBuffer_from({"run_id": run.run_id, "run_name": run.name, "archive": location,
+                                            "run_path": run.run_path, "root": run.root, "n_parse_errors": 1,
+                                            "fingerprint": rows.fingerprint})]
+    return rows
+
+
+def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, progress: bool = False,
+                   force: bool = False) -> IngestReport:
+    t0 = time.perf_counter()
+    path = Path(archive)
+    src = open_source(path)
+    location = src.location
+    single = path.name
+    for suf in (".tar.gz", ".tgz", ".tar", ".zip"):
+        if single.endswith(suf):
+            single = single[: -len(suf)]
+    runs = discover_runs(src, single_name=single)
+    rep = IngestReport(location, src.kind, [r.run_id for r in runs])
+
+    existing = {r[0]: r[1] for r in store.con.execute(
+        "select run_id, fingerprint from runs where archive = ?", [location]).fetchall()}
+    gone = sorted(set(existing) - set(rep.run_ids))
+    if gone:
+        with store.transaction():
+            for rid in gone:
+                for t in S.INGEST_TABLES:
+                    store.con.execute(f"DELETE FROM {t} WHERE run_id = ?", [rid])
+        rep.removed = gone
+
+    known: dict[str, str | None] = {r[0]: r[1] for r in store.con.execute("select run_name, problem from runs").fetchall()}
+    known.update({r.name: (r.parsed.problem if r.parsed else None) for r in runs})
+    todo = []
+    for r in runs:
+        fp = _fingerprint(r)
+        if not force and existing.get(r.run_id) == fp:
+            rep.skipped.append(r.run_id)
+        else:
+            todo.append(r)
+    # stream tar members forward: process runs in archive order
+    if hasattr(src, "member_offset"):
+        todo.sort(key=lambda r: min((src.member_offset(f"{r.run_path}/{e.path}") for e in r.entries if not e.is_dir), default=0))
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(todo), unit="run", desc="ingest", file=sys.stderr, leave=False)
+
+    def commit(rows: RunRows, run: DiscoveredRun) -> None:
+        if rows.error:
+            rows = _error_rows(run, location, rows.error)
+        _write_run(store, rows)
+        rep.ingested.append(rows.run_id)
+        rep.counts.update(rows.counts)
+        rep.bytes_read += rows.bytes_read
+        if bar:
+            bar.update(1)
+
+    if jobs <= 1 or len(todo) <= 1:
+        for r in todo:
+            try:
+                rows = parse_run(src, r, location, known)
+            except Exception as e:  # noqa: BLE001 - one bad run must not stop the ingest
+                rows = RunRows(r.run_id, _fingerprint(r))
+                rows.error = f"{type(e).__name__}: {e}"
+            commit(rows, r)
+    else:
+        ctx = mp.get_context("spawn" if sys.platform == "darwin" else "fork")
+        by_id = {r.run_id: r for r in todo}
+        with ctx.Pool(jobs, initializer=_worker_init, initargs=(location,)) as pool:
+            for rows in pool.imap(_worker_parse, [(r, location, known) for r in todo], chunksize=1):
+                commit(rows, by_id[rows.run_id])
+    if bar:
+        bar.close()
+
+    now = datetime.now(timezone.utc)
+    with store.transaction():
+        store.con.execute("DELETE FROM archives WHERE archive = ?", [location])
+        store.insert_rows("archives", [{"archive": location, "kind": src.kind, "n_runs": len(runs),
+                                        "ingested_at": now, "tool_version": __version__}])
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def ingest_path(store: Store, path: str | os.PathLike, **kw) -> IngestReport:
+    """Ingest any path: an archive tree, a single run folder, or a .tar/.tar.gz/.zip."""
+    return ingest_archive(store, path, **kw)
+
+
+# --------------------------------------------------------------------------- CLI
+def _echo_json(obj: Any) -> None:
+    click.echo(orjson.dumps(obj, default=str, option=orjson.OPT_INDENT_2).decode())
+
+
+@click.command("ingest")
+@click.argument("archive", type=click.Path(exists=False))
+@click.option("--db", default="audit.duckdb", show_default=True, help="DuckDB store to write.")
+@click.option("--jobs", "-j", default=1, show_default=True, help="Worker processes for parsing.")
+@click.option("--force", is_flag=True, help="Re-ingest runs even when their files are unchanged.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+def ingest_cmd(archive: str, db: str, jobs: int, force: bool, as_json: bool, progress: bool) -> None:
+    """Ingest ARCHIVE (an outputs/runs tree, a run folder, or a .tar/.tar.gz/.zip) into the store."""
+    try:
+        with Store(db) as store:
+            rep = ingest_archive(store, archive, jobs=jobs, progress=progress and not as_json, force=force)
+    except ArchiveError as e:
+        raise click.ClickException(str(e)) from e
+    d = rep.to_dict()
+    if as_json:
+        _echo_json(d)
+        return
+    click.echo(f"{d['archive']} ({d['kind']}): {d['runs']} runs, {d['ingested']} ingested, "
+               f"{d['skipped_unchanged']} unchanged, {d['removed']} removed in {d['seconds']} s")
+    rows = d["rows"]
+    click.echo("rows: " + ", ".join(f"{k}={v}" for k, v in rows.items() if k != "runs"))
+    click.echo(f"parse errors: {d['parse_errors']}" + ("  (see: forensics query parse-errors)" if d["parse_errors"] else ""))

@@ -1,0 +1,197 @@
+"""Named SQL (`queries/*.sql`), ad-hoc SQL, and the schema, over the store.
+
+A named query file starts with a header of `--` comment lines:
+
+    -- tool-calls-by-tool: Tool calls per run, by tool name and normalized kind.
+    -- param run: restrict to this run_id (default: all runs)
+    select ... where ($run is null or run_id = $run)
+
+The first line names the query and says what it answers; each `-- param NAME: text` line
+declares a named parameter (DuckDB `$NAME`), NULL when not given.  Notebooks and tests run the
+same files through `run_named(store, name, **params)`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from forensics.store import schema as S
+from forensics.store.db import DEFAULT_DB, Store
+
+QUERY_DIRS = [Path(__file__).resolve().parents[2] / "queries", Path(__file__).resolve().parent / "queries"]
+_PARAM = re.compile(r"^--\s*param\s+(\w+)\s*:\s*(.*)$")
+
+
+@dataclass
+class NamedQuery:
+    name: str
+    description: str
+    sql: str
+    path: Path
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def _parse(path: Path) -> NamedQuery:
+    text = path.read_text(encoding="utf-8")
+    params: dict[str, str] = {}
+    desc_lines: list[str] = []
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            if line.strip():
+                break
+            continue
+        m = _PARAM.match(line)
+        if m:
+            params[m[1]] = m[2].strip()
+            continue
+        body = line[2:].strip()
+        if not desc_lines and body.startswith(path.stem + ":"):
+            body = body.split(":", 1)[1].strip()
+        if body:
+            desc_lines.append(body)
+    desc = " ".join(desc_lines)
+    return NamedQuery(path.stem, desc.strip(), text, path, params)
+
+
+def named_queries() -> dict[str, NamedQuery]:
+    out: dict[str, NamedQuery] = {}
+    for d in QUERY_DIRS:
+        if d.is_dir():
+            for p in sorted(d.glob("*.sql")):
+                out.setdefault(p.stem, _parse(p))
+    return out
+
+
+def run_named(store: Store, name: str, **params: Any) -> tuple[list[str], list[tuple]]:
+    qs = named_queries()
+    if name not in qs:
+        raise KeyError(f"no query named {name!r}; try `forensics query --list`")
+    q = qs[name]
+    unknown = set(params) - set(q.params)
+    if unknown:
+        raise KeyError(f"query {name} has no parameter(s) {sorted(unknown)}; it takes {sorted(q.params)}")
+    bind = {k: params.get(k) for k in q.params if f"${k}" in q.sql}
+    cur = store.con.execute(q.sql, bind) if bind else store.con.execute(q.sql)
+    cols = [d[0] for d in cur.description] if cur.description else []
+    return cols, cur.fetchall()
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v
+
+
+def _emit(cols: list[str], rows: list[tuple], as_json: bool, max_width: int = 60) -> None:
+    if as_json:
+        click.echo(orjson.dumps([{c: _jsonable(v) for c, v in zip(cols, r)} for r in rows],
+                                default=str, option=orjson.OPT_INDENT_2).decode())
+        return
+    cells = [[("" if v is None else str(v)).replace("\n", "\\n") for v in r] for r in rows]
+    cells = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in cells]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    click.echo("  ".join("-" * w for w in widths))
+    for r in cells:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    click.echo(f"({len(rows)} rows)")
+
+
+def _open_ro(db: str) -> Store:
+    if not Path(db).exists():
+        raise click.ClickException(f"no store at {db}; run `forensics ingest ARCHIVE --db {db}` first")
+    return Store(db, read_only=True)
+
+
+@click.command("query")
+@click.argument("name", required=False)
+@click.option("--db", default=DEFAULT_DB, show_default=True)
+@click.option("--run", "run_id", default=None, help="Shorthand for --param run=RUN_ID.")
+@click.option("--param", "-p", "params", multiple=True, help="NAME=VALUE for a query parameter.")
+@click.option("--list", "list_", is_flag=True, help="List the named queries.")
+@click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
+@click.option("--json", "as_json", is_flag=True)
+def query_cmd(name, db, run_id, params, list_, show, as_json) -> None:
+    """Run a named query from queries/*.sql (see --list)."""
+    qs = named_queries()
+    if list_ or not name:
+        if as_json:
+            click.echo(orjson.dumps([{"name": q.name, "description": q.description, "params": q.params,
+                                      "path": str(q.path)} for q in qs.values()], option=orjson.OPT_INDENT_2).decode())
+        else:
+            for q in qs.values():
+                ps = ", ".join(q.params) if q.params else "-"
+                click.echo(f"{q.name:28s} {q.description}  [params: {ps}]")
+        return
+    if name not in qs:
+        raise click.ClickException(f"no query named {name!r}; known: {', '.join(qs)}")
+    if show:
+        click.echo(qs[name].sql)
+        return
+    kv: dict[str, Any] = {}
+    for p in params:
+        if "=" not in p:
+            raise click.ClickException(f"--param wants NAME=VALUE, got {p!r}")
+        k, v = p.split("=", 1)
+        kv[k] = v
+    if run_id is not None:
+        kv["run"] = run_id
+    with _open_ro(db) as store:
+        try:
+            cols, rows = run_named(store, name, **kv)
+        except KeyError as e:
+            raise click.ClickException(str(e.args[0])) from e
+    _emit(cols, rows, as_json)
+
+
+@click.command("sql")
+@click.argument("statement")
+@click.option("--db", default=DEFAULT_DB, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def sql_cmd(statement: str, db: str, as_json: bool) -> None:
+    """Run ad-hoc SQL over the store (read-only)."""
+    import duckdb
+    with _open_ro(db) as store:
+        try:
+            cur = store.con.execute(statement)
+        except duckdb.Error as e:
+            raise click.ClickException(str(e)) from e
+        cols = [d[0] for d in cur.description] if cur.description else []
+        rows = cur.fetchall() if cur.description else []
+    _emit(cols, rows, as_json)
+
+
+@click.command("schema")
+@click.argument("table", required=False)
+@click.option("--markdown", is_flag=True, help="The whole schema as Markdown (docs/schema.md).")
+@click.option("--json", "as_json", is_flag=True)
+def schema_cmd(table: str | None, markdown: bool, as_json: bool) -> None:
+    """Show the documented store schema (all tables, or one)."""
+    if markdown:
+        click.echo(S.markdown())
+        return
+    tables = [S.TABLE_BY_NAME[table]] if table else list(S.TABLES)
+    if table and table not in S.TABLE_BY_NAME:
+        raise click.ClickException(f"no table {table!r}")
+    if as_json:
+        click.echo(orjson.dumps([{"table": t.name, "comment": t.comment, "columns": [
+            {"name": c.name, "type": c.type, "comment": c.comment} for c in t.columns]} for t in tables],
+            option=orjson.OPT_INDENT_2).decode())
+        return
+    for t in tables:
+        click.echo(f"{t.name}: {t.comment}")
+        for c in t.columns:
+            click.echo(f"  {c.name:24s} {c.type.replace(' NOT NULL', ''):12s} {c.comment}")
+        click.echo("")
