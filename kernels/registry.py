@@ -1,0 +1,320 @@
+"""The registry of bundled reference problems.
+
+    from kernels import registry
+    spec = registry.get("01_fp8_gemm", deck_version="2026-06-14")   # or an archive date
+    ref_mod = spec.reference_module(spec.shapes[0])   # register as sys.modules["reference"]
+    model = spec.build_reference(spec.shapes[0], "cuda")
+    inputs = spec.make_inputs(spec.shapes[0], seed=42, device="cuda")
+    out = model(*inputs)                              # the deck's reference semantics
+    res = spec.compare(out, solution_out, case="nominal", inputs=inputs)
+
+Full description: docs/kernels.md.  Every problem is a `ProblemSpec`; the deck's
+`reference.py` semantics live in `kernels/ref/<bench>_<name>[_<version>].py`, loaded as a fresh
+module per call; oracles are in `kernels/problems/`, Triton kernels in `kernels/triton/`
+(imported lazily, on the first `triton_forward` call).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from .common import (NOMINAL, StressCase, apply_stress, check_tensor, eval_formula,
+                     load_reference_module, lookup_tolerance, merge_results, to_device,
+                     tolerance_for_case)
+
+Shape = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class PropertyCase:
+    """One deterministic property example (A3: the `@example` canonical case of a problem, or one
+    we add).  `mutate(spec, shape, inputs) -> inputs` builds the case's inputs from base inputs
+    (cloned; the A3 flow of mutating the same storage is the runner's job: it may copy_ the
+    returned tensors into the original storage)."""
+    name: str
+    shape_index: int
+    params: Mapping[str, Any]
+    mutate: Callable[["ProblemSpec", Shape, list], list]
+    atol: float
+    rtol: float
+    canonical: bool = True          # the deck's own @example (False: one we add)
+    base_seed: int = 0xC0DE         # A3 base inputs: torch.manual_seed(0xC0DE); get_inputs()
+    expected: str | None = None     # a closed-form expectation, if any (e.g. "all ones")
+
+
+@dataclass
+class ProblemSpec:
+    name: str                                   # "01_fp8_gemm"
+    bench: str                                  # "hard" | "cuda" | "mega"
+    deck_version: str                           # "2026-06-14", "pre-2026-06-14", "2026-08-07", ...
+    since: str | None                           # first archive date this version applies to (None: always)
+    until: str | None                           # first date it no longer applies (exclusive)
+    regime: str                                 # "compute" | "memory" | "tok_s" | "sps" | "speedup"
+    peak_key: str | None                        # key into Hardware.peak_tflops_dense, or peak_tok_s etc.
+    shapes: list[dict]                          # canonical benchmark shapes (shapes.py / benchmark)
+    check_shapes: list[dict]                    # what check.py iterates (NSA fixed, GLM T<=256, ...)
+    seeds: tuple[int, ...]                      # check seeds
+    ref_file: str                               # kernels/ref/<file>
+    global_names: tuple[str, ...]               # module globals check.py sets on `reference`
+    tolerance: dict                             # problem.yaml `tolerance:` (as written, long/short keys)
+    stress_cases: list[StressCase]              # nominal first
+    flops_expr: str
+    bytes_expr: str
+    n_trials: int
+    timing: str                                 # "cuda_events_l2_flush" | "wall_clock_median" | "wall_clock_best_of_3"
+    forbidden: list[str]
+    forbidden_kind: str                         # "substring" | "ast_import"
+    interface: dict                             # class/forward/state_dict contract, see docs/kernels.md
+    oracle_fn: Callable | None = None           # oracle(model, inputs)
+    triton_fn: Callable | None = None           # triton_forward(model, inputs) or None
+    compare_fn: Callable | None = None          # problem-specific comparison (topk, multi-output)
+    make_inputs_fn: Callable | None = None      # overrides the get_inputs path (stateful problems)
+    property_cases: list[PropertyCase] = field(default_factory=list)
+    property_since: str | None = None           # A3 suite exists in archives from this date
+    stress_since: str | None = None             # A2 suite exists from this date
+    stateful: dict | None = None                # cuda 03 / cuda 04 / mega 02 API metadata
+    peak_value: float | None = None             # tok_s / sps denominators (yaml peak_tok_s, peak_sps)
+    notes: list[str] = field(default_factory=list)
+    default_dtype_key: str = "bfloat16"
+
+    # -- identity -----------------------------------------------------------------------------
+    @property
+    def key(self) -> str:
+        return f"{self.bench}/{self.name}"
+
+    def __repr__(self) -> str:  # dataclass repr would print the callables
+        return f"ProblemSpec({self.key}@{self.deck_version})"
+
+    # -- shapes and modules -----------------------------------------------------------------
+    def shape_globals(self, shape: Shape) -> dict:
+        """Module globals check.py sets on `reference` before building the models."""
+        return {k: shape[k] for k in self.global_names if k in shape}
+
+    def reference_module(self, shape: Shape | None = None):
+        """A fresh module object with the deck's `reference.py` names (Model, get_inputs,
+        get_init_inputs, the shape globals and helpers).  Not put in sys.modules: the caller
+        registers it as `reference` when a solution imports it."""
+        return load_reference_module(self.ref_file, "reference", self.shape_globals(shape) if shape else None)
+
+    def init_args(self, shape: Shape) -> list:
+        mod = self.reference_module(shape)
+        return list(mod.get_init_inputs())
+
+    def make_inputs(self, shape: Shape, seed: int, device: str | torch.device = "cpu") -> list:
+        """`torch.manual_seed(seed)` then the reference `get_inputs()` (CPU generation, quirks
+        included: KDA reseeds 0 itself), then moved to `device`."""
+        if self.make_inputs_fn is not None:
+            return self.make_inputs_fn(self, shape, seed, device)
+        mod = self.reference_module(shape)
+        torch.manual_seed(seed)
+        if torch.cuda.is_available():
+            torch.cuda.manual_seed_all(seed)
+        return to_device(list(mod.get_inputs()), device)
+
+    def build_reference(self, shape: Shape, device: str | torch.device = "cpu", exact_init: bool | None = None,
+                        module=None) -> torch.nn.Module:
+        """`reference.Model(*get_init_inputs())` in eval mode on `device`.
+
+        exact_init=True builds on the CPU with the deck's generator calls and then moves it (the
+        exact deck weights); False builds directly on `device` (same distributions, different
+        numbers; much faster for multi-GB weights).  Default: exact on CPU, on-device elsewhere.
+        Correctness probes load these weights into the solution, so either is valid there."""
+        mod = module or self.reference_module(shape)
+        dev = torch.device(device)
+        if exact_init is None:
+            exact_init = dev.type == "cpu"
+        args = list(mod.get_init_inputs())
+        if exact_init:
+            model = mod.Model(*args).to(dev)
+        else:
+            with dev:
+                model = mod.Model(*args)
+            model = model.to(dev)
+        return model.eval()
+
+    # -- computations -----------------------------------------------------------------------
+    def oracle(self, model, inputs):
+        """Simple, obviously right fp32/fp64 computation of the same semantics."""
+        if self.oracle_fn is None:
+            raise NotImplementedError(f"{self.key}: no oracle")
+        with torch.no_grad():
+            return self.oracle_fn(model, inputs)
+
+    @property
+    def has_triton(self) -> bool:
+        return self.triton_fn is not None
+
+    def triton_forward(self, model, inputs):
+        """The fast Triton reference (checked against the oracle), or raise if there is none."""
+        if self.triton_fn is None:
+            raise NotImplementedError(f"{self.key}: no Triton reference")
+        with torch.no_grad():
+            return self.triton_fn(model, inputs)
+
+    def reference_forward(self, model, inputs):
+        """What check.py compares against: the deck reference semantics, `model(*inputs)`."""
+        with torch.no_grad():
+            return model(*inputs)
+
+    # -- tolerances and comparison ----------------------------------------------------------
+    def stress_case(self, case: str | StressCase | PropertyCase = "nominal"):
+        if isinstance(case, (StressCase, PropertyCase)):
+            return case
+        for c in self.stress_cases:
+            if c.name == case:
+                return c
+        for c in self.property_cases:
+            if c.name == case:
+                return c
+        raise KeyError(f"{self.key}: no stress or property case {case!r}")
+
+    def tolerance_for(self, dtype: torch.dtype, case: str | StressCase | PropertyCase = "nominal") -> tuple[float, float]:
+        c = self.stress_case(case)
+        if isinstance(c, PropertyCase):
+            return c.atol, c.rtol
+        return lookup_tolerance(dtype, tolerance_for_case(self.tolerance, c if c.name != "nominal" else None))
+
+    def compare(self, ref_out, sol_out, case: str | StressCase | PropertyCase = "nominal", inputs=None) -> dict:
+        """A1 predicate (plus the problem's special rules) -> dict(ok, max_abs, max_rel, n_bad,
+        n_total, worst_index, atol, rtol, msg[, parts])."""
+        if self.compare_fn is not None:
+            return self.compare_fn(self, ref_out, sol_out, self.stress_case(case), inputs)
+        if isinstance(ref_out, (tuple, list)):
+            if not isinstance(sol_out, (tuple, list)) or len(sol_out) != len(ref_out):
+                return check_tensor(torch.zeros(1), None, 0, 0, "output structure")
+            parts = {}
+            for i, (r, s) in enumerate(zip(ref_out, sol_out)):
+                atol, rtol = self.tolerance_for(r.dtype, case)
+                parts[f"out{i}"] = check_tensor(r, s, atol, rtol, f"out{i}")
+            return merge_results(parts)
+        atol, rtol = self.tolerance_for(ref_out.dtype, case)
+        return check_tensor(ref_out, sol_out, atol, rtol)
+
+    def apply_stress(self, model_ref, model_sol, inputs, case: str | StressCase):
+        """Context manager: `with spec.apply_stress(ref, sol, inputs, "small_weight") as x: ...`"""
+        return apply_stress(model_ref, model_sol, inputs, self.stress_case(case))
+
+    # -- property cases -----------------------------------------------------------------------
+    def property_inputs(self, case: str | PropertyCase, device: str | torch.device = "cpu") -> tuple[dict, list]:
+        """(shape, inputs) of a property case: base inputs from manual_seed(0xC0DE) on the case's
+        shape, then the case mutation."""
+        c = self.stress_case(case)
+        assert isinstance(c, PropertyCase)
+        shape = self.shapes[c.shape_index]
+        base = self.make_inputs(shape, c.base_seed, "cpu")
+        return shape, to_device(c.mutate(self, shape, base), device)
+
+    # -- roofline -------------------------------------------------------------------------------
+    def flops(self, shape: Shape) -> float:
+        return eval_formula(self.flops_expr, shape)
+
+    def bytes(self, shape: Shape) -> float:
+        return eval_formula(self.bytes_expr, shape)
+
+    def describe(self) -> dict:
+        """JSON-friendly summary (for `forensics kernels list` and docs)."""
+        return dict(name=self.name, bench=self.bench, deck_version=self.deck_version, since=self.since,
+                    until=self.until, regime=self.regime, peak_key=self.peak_key, shapes=self.shapes,
+                    check_shapes=self.check_shapes, seeds=list(self.seeds), global_names=list(self.global_names),
+                    tolerance=self.tolerance,
+                    stress_cases=[dict(name=c.name, input_scales=dict(c.input_scales), state_scales=dict(c.state_scales),
+                                       atol=c.atol, rtol=c.rtol) for c in self.stress_cases],
+                    property_cases=[dict(name=c.name, shape_index=c.shape_index, params=dict(c.params), atol=c.atol,
+                                         rtol=c.rtol, canonical=c.canonical) for c in self.property_cases],
+                    flops=self.flops_expr, bytes=self.bytes_expr, n_trials=self.n_trials, timing=self.timing,
+                    forbidden=self.forbidden, forbidden_kind=self.forbidden_kind, interface=self.interface,
+                    stateful=self.stateful, has_oracle=self.oracle_fn is not None, has_triton=self.has_triton,
+                    notes=self.notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------------------------
+
+_PROBLEM_MODULES = (
+    "kernels.problems.hard_01_fp8_gemm",
+    "kernels.problems.hard_02_kda",
+    "kernels.problems.hard_03_paged_attention",
+    "kernels.problems.hard_05_topk",
+    "kernels.problems.hard_06_sonic_moe",
+    "kernels.problems.hard_07_w4a16",
+    "kernels.problems.cuda_01_glm_moe",
+    "kernels.problems.cuda_02_nsa",
+    "kernels.problems.cuda_03_megaqwen",
+    "kernels.problems.cuda_04_mingru",
+    "kernels.problems.mega_02_kimi",
+)
+
+#: name -> {deck_version -> spec}, every version
+VERSIONS: dict[str, dict[str, ProblemSpec]] = {}
+#: name -> the current (latest) version's spec
+PROBLEMS: dict[str, ProblemSpec] = {}
+
+
+def _register(spec: ProblemSpec) -> None:
+    VERSIONS.setdefault(spec.name, {})[spec.deck_version] = spec
+
+
+#: problem module -> "ExcType: message" for modules that failed to import (they are skipped,
+#: so one broken problem never hides the others; `get` on it raises KeyError naming the error)
+LOAD_ERRORS: dict[str, str] = {}
+
+
+def _load() -> None:
+    for modname in _PROBLEM_MODULES:
+        try:
+            mod = importlib.import_module(modname)
+        except Exception as exc:  # noqa: BLE001 - recorded, reported by get()/names()
+            LOAD_ERRORS[modname] = f"{type(exc).__name__}: {exc}"
+            continue
+        for spec in mod.SPECS:
+            _register(spec)
+    for name, versions in VERSIONS.items():
+        PROBLEMS[name] = max(versions.values(), key=lambda s: s.since or "")
+
+
+def _resolve_name(problem: str) -> str:
+    p = problem.strip().rstrip("/").split("/")[-1]
+    if p in VERSIONS:
+        return p
+    hits = [n for n in VERSIONS if n.split("_", 1)[1] == p or n.startswith(p + "_") or p in n]
+    if len(hits) == 1:
+        return hits[0]
+    broken = [m for m in LOAD_ERRORS if p in m]
+    raise KeyError(f"unknown problem {problem!r}" + (f" (ambiguous: {hits})" if hits else "")
+                   + (f" (failed to load: {LOAD_ERRORS[broken[0]]})" if broken else ""))
+
+
+def deck_versions(problem: str) -> list[str]:
+    """Deck versions of a problem, oldest first."""
+    return [s.deck_version for s in sorted(VERSIONS[_resolve_name(problem)].values(), key=lambda s: s.since or "")]
+
+
+def get(problem: str, deck_version: str | None = None) -> ProblemSpec:
+    """The spec of `problem` ("01_fp8_gemm", "hard/01_fp8_gemm" or "fp8_gemm").
+
+    deck_version: None -> the current version; an exact version label ("2026-06-14",
+    "pre-2026-06-14"); or an archive date "YYYY-MM-DD[...]" -> the version in force that day."""
+    name = _resolve_name(problem)
+    versions = VERSIONS[name]
+    if deck_version is None:
+        return PROBLEMS[name]
+    if deck_version in versions:
+        return versions[deck_version]
+    date = str(deck_version)[:10]
+    for s in versions.values():
+        if (s.since is None or s.since <= date) and (s.until is None or date < s.until):
+            return s
+    raise KeyError(f"{name}: no deck version for {deck_version!r} (have {sorted(versions)})")
+
+
+def names() -> list[str]:
+    return sorted(PROBLEMS)
+
+
+_load()
