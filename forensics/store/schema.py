@@ -226,6 +226,8 @@ TABLES: tuple[Table, ...] = (
             C("foreign_run_id", "VARCHAR", "For owner=foreign: the other run's id."),
             C("foreign_file", "VARCHAR", "For owner=foreign: path inside the other run's folder."),
             C("is_glob", "BOOLEAN", "The path contains glob characters."),
+            # added by issue 3 (contamination): what made the access, for the provenance reasons
+            C("detail", "VARCHAR", "Tool or command that made the access: 'cat', 'sed -n', 'find -exec cat', 'python open', 'Read', 'result of ls', 'command text'."),
         ),
         owner="transcripts.access",
     ),
