@@ -1,0 +1,204 @@
+"""Replay entry points a notebook, the CLI and the store analyzer all call.
+
+    from forensics.replay.api import replay_run_dir, replay_solution
+    out = replay_run_dir("runs/20260801_..._05_topk_bitonic", device="cuda", probes=["all"])
+    out.rows, out.findings, out.info
+
+Only torch, the standard library and `kernels` are imported here (no duckdb/orjson), so a GPU
+machine without the store dependencies can replay run folders.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from .probes import ALL_PROBES, Limits, Outcome, Replay
+from .runner import Scratch
+
+# Tiny shapes for the CPU path (CI): same globals as the deck's shapes, small enough for seconds.
+TINY_SHAPES: dict[str, list[dict]] = {
+    "01_fp8_gemm": [dict(M=16, N=32, K=64)],
+    "02_kda_cutlass": [dict(B=1, T=128, H=2, K=16, V=16, CHUNK_SIZE=64)],
+    "03_paged_attention": [dict(BATCH=2, NUM_HEADS=4, NUM_KV_HEADS=2, HEAD_DIM=16, SEQ_LEN=40, PAGE_SIZE=16)],
+    "05_topk_bitonic": [dict(batch=4, n=512, k=8)],
+    "06_sonic_moe_swiglu": [dict(T_total=32, H=64, I=32, E=4, K=2)],
+    "07_w4a16_gemm": [dict(M=2, N=64, K=256)],
+}
+
+PROBE_ALIASES = {"all": ALL_PROBES, "stress": ("check",), "timing-l2-reset": ("timing",),
+                 "build": ("check",), "pointer-cache": ("same-buffer", "unsampled-region"),
+                 "graph": ("same-buffer", "fresh-state"), "state": ("fresh-state", "alternate-cache")}
+
+_DATA = Path(__file__).resolve().parent.parent / "data" / "deck-hashes.json"
+
+
+def expand_probes(probes: Iterable[str] | None) -> list[str]:
+    if not probes:
+        return list(ALL_PROBES)
+    out: list[str] = []
+    for p in probes:
+        for q in PROBE_ALIASES.get(p, (p,)):
+            if q not in ALL_PROBES:
+                raise ValueError(f"unknown probe {q!r} (have {', '.join(ALL_PROBES)}, all)")
+            if q not in out:
+                out.append(q)
+    return [p for p in ALL_PROBES if p in out]  # canonical order: check first, timing last
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def template_date(problem: str, template_files: dict[str, bytes]) -> tuple[str | None, list[str]]:
+    """Commit date of the deck version the archive's own template files match (deck-hashes.json)."""
+    try:
+        hist = json.loads(_DATA.read_text())["history"]
+    except (OSError, ValueError, KeyError):
+        return None, ["deck-hashes.json unreadable"]
+    notes: list[str] = []
+    dates: list[str] = []
+    for name in ("reference.py", "check.py", "problem.yaml"):
+        data = template_files.get(name)
+        if data is None:
+            continue
+        sha = _sha(data)
+        hit = None
+        for key, versions in hist.items():
+            if key.endswith(f"/{problem}/{name}"):
+                for v in versions:
+                    if v["sha256"] == sha:
+                        hit = v["commit_date"]
+        if hit:
+            dates.append(hit)
+            notes.append(f"template {name} matches the deck version committed {hit}")
+        else:
+            notes.append(f"template {name} sha256 {sha[:12]} matches no known deck version")
+    return (max(dates) if dates else None), notes
+
+
+def choose_spec(problem: str, archive_date: str | None, template_files: dict[str, bytes] | None = None,
+                deck_version: str | None = None):
+    """(spec, how, notes): the kernels ProblemSpec of the run's deck version."""
+    from kernels import registry
+    notes: list[str] = []
+    if deck_version:
+        return registry.get(problem, deck_version=deck_version), "forced", notes
+    tdate, tnotes = template_date(registry.get(problem).name, template_files or {})
+    notes += tnotes
+    if tdate:
+        try:
+            spec = registry.get(problem, deck_version=tdate)
+            if archive_date:
+                by_date = registry.get(problem, deck_version=archive_date[:10])
+                if by_date.deck_version != spec.deck_version:
+                    notes.append(f"archive date {archive_date[:10]} implies version {by_date.deck_version}; "
+                                 f"the template files win")
+            return spec, "template-hash", notes
+        except KeyError as e:
+            notes.append(str(e))
+    if archive_date:
+        return registry.get(problem, deck_version=archive_date[:10]), "archive-date", notes
+    return registry.get(problem), "current (no date, no matching template)", notes
+
+
+def reference_file(spec) -> Path:
+    from kernels.common import REF_DIR
+    return Path(REF_DIR) / spec.ref_file
+
+
+def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | None = None, *,
+                    device: str = "cuda", probes: Iterable[str] | None = None, shapes: str = "canonical",
+                    archive_date: str | None = None, template_files: dict[str, bytes] | None = None,
+                    deck_version: str | None = None, limits: Limits | None = None,
+                    cache_root: Path | None = None, keep_scratch: bool = False, archived: dict | None = None,
+                    seeds: Iterable[int] | None = None, ref_impl: str = "reference") -> Outcome:
+    """Replay one solution against the bundled reference.  Never raises for the solution's sake."""
+    spec, how, notes = choose_spec(problem, archive_date, template_files, deck_version)
+    if shapes == "tiny" and not getattr(spec, "tiny_shapes", None):
+        tiny = TINY_SHAPES.get(spec.name)
+        if tiny is None:
+            raise ValueError(f"no tiny shapes for {spec.name}; use --shapes canonical")
+        spec_tiny = tiny
+    else:
+        spec_tiny = None
+    scratch = Scratch(solution, sidecars, reference_src=reference_file(spec), cache_root=cache_root, keep=keep_scratch)
+    rp = Replay(spec, scratch, device=device, shapes=shapes, limits=limits, archive_date=archive_date,
+                seeds=seeds, ref_impl=ref_impl)
+    if spec_tiny is not None:
+        rp.check_shapes = lambda: [dict(s) for s in spec_tiny]  # type: ignore[method-assign]
+    rp.archived = archived or {}
+    try:
+        out = rp.run(expand_probes(probes))
+    finally:
+        scratch.cleanup()
+    out.info.update(problem=spec.name, bench=spec.bench, deck_version=spec.deck_version, version_choice=how,
+                    version_notes=notes, solution_sha256=scratch.sha256, scratch_skipped=scratch.skipped,
+                    cache_dir=str(scratch.cache), device=device, shapes=shapes, status=out.status())
+    if how.startswith("current"):
+        rp.finding("replay-contract-unknown", f"The run's deck version could not be established (no archive date, "
+                   f"no matching template files); replayed against the current version {spec.deck_version}.",
+                   {"notes": notes})
+    return out
+
+
+_RUN_DATE = re.compile(r"(?:^|/)(20\d{2})(\d{2})(\d{2})_\d{6}_")
+
+
+def read_run_dir(run_dir: Path) -> dict[str, Any]:
+    """What replay needs from a run folder (read-only): problem, date, template files, archived numbers."""
+    run_dir = Path(run_dir)
+    res: dict = {}
+    if (run_dir / "result.json").is_file():
+        try:
+            res = json.loads((run_dir / "result.json").read_text(errors="replace"))
+        except ValueError:
+            res = {}
+    problem = res.get("problem")
+    date = None
+    try:
+        from forensics.archive.runid import parse_run_id
+        rid = parse_run_id(run_dir.name)
+        if rid is not None:
+            problem = problem or rid.problem
+            date = rid.timestamp.strftime("%Y-%m-%d")
+    except ImportError:  # pragma: no cover - GPU machine without the package deps
+        pass
+    if date is None:
+        m = _RUN_DATE.search(str(run_dir.name))
+        if m:
+            date = "-".join(m.groups())
+    if date is None and res.get("started_at"):
+        date = str(res["started_at"])[:10]
+    templates = {}
+    tdir = run_dir / "template_files"
+    if tdir.is_dir():
+        for p in tdir.iterdir():
+            if p.is_file():
+                templates[p.name] = p.read_bytes()
+    from .timing import parse_benchmark_log
+    bl = run_dir / "benchmark.log"
+    archived = {"peak_fraction": res.get("peak_fraction"),
+                "gpu": (res.get("regrade") or {}).get("gpu_name") if isinstance(res.get("regrade"), dict) else res.get("gpu_name"),
+                "shapes": parse_benchmark_log(bl.read_text(errors="replace")) if bl.is_file() else {}}
+    return {"problem": problem, "date": date, "templates": templates, "archived": archived, "result": res}
+
+
+def replay_run_dir(run_dir: str | Path, problem: str | None = None, **kw: Any) -> Outcome:
+    run_dir = Path(run_dir)
+    meta = read_run_dir(run_dir)
+    problem = problem or meta["problem"]
+    if not problem:
+        raise ValueError(f"{run_dir}: cannot tell the problem (no result.json problem, unparseable run id)")
+    sol = (run_dir / "solution.py").read_bytes()
+    sidecars: dict[str, bytes] = {}
+    sdir = run_dir / "scratch"
+    if sdir.is_dir():
+        for p in sorted(sdir.rglob("*")):
+            if p.is_file() and not p.is_symlink() and p.stat().st_size <= 256 * 2**20:
+                sidecars[str(p.relative_to(sdir))] = p.read_bytes()
+    kw.setdefault("archive_date", meta["date"])
+    return replay_solution(problem, sol, sidecars, template_files=meta["templates"], archived=meta["archived"], **kw)

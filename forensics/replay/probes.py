@@ -1,0 +1,939 @@
+"""Replay probes: the official check and the empirical probes auditors run by hand.
+
+Every probe yields `replay_results` rows (dicts keyed by that table's columns, without run_id /
+ran_at) and, where it fails, findings (dicts: rule, severity, category, message, probe, data).
+The parent (this process) generates the inputs with `kernels.registry`, computes the reference
+and compares with `ProblemSpec.compare`; the child (`worker.py`) only runs the solution.
+
+Probes (names as in replay_results.probe):
+
+check            nominal + numeric-stress cases (A2) over check shapes and seeds, deck version's
+stress           (the stress rows are reported under probe 'stress')
+property         the deck's A3 property cases on the same storage after 11 warm calls
+same-buffer      warm 11 calls, then overwrite every input (and every float parameter) in place,
+                 data_ptr unchanged, and compare against a fresh reference
+unsampled-region the same, changing only the first row, the last row or scattered elements
+fresh-state      delete the warmed model and inputs, build new ones with other weights and data
+                 (CPython and the caching allocator often hand back the same id()/data_ptr)
+alternate-cache  stateful decode APIs: decode from caller caches other than the last prefill's
+output-alias     does a later call overwrite an earlier returned tensor (allowed, reported)
+nan-poison       CUDA: fill the caching allocator's free blocks with NaN before the call
+determinism      three calls on the same inputs must agree bit for bit
+timing           see forensics.replay.timing
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+
+from .runner import Child, Reply, Scratch
+
+ALL_PROBES = ("check", "property", "same-buffer", "unsampled-region", "fresh-state", "alternate-cache",
+              "output-alias", "nan-poison", "determinism", "timing")
+DEFAULT_PROBES = ALL_PROBES
+
+NOT_REPLAYABLE_MARKERS = (
+    "no kernel image is available", "unsupported gpu architecture", "compute_120", "sm_120", "sm_100",
+    "torch not compiled with cuda", "found no nvidia driver", "cuda driver initialization failed",
+    "no cuda gpus are available", "nvcc: not found", "cuda_home environment variable is not set",
+)
+
+FINDING_RULES = {
+    # rule: (severity, category, probe)
+    "replay-check-failed": ("high", "correctness", "check"),
+    "replay-property-failed": ("high", "correctness", "property"),
+    "replay-stale-same-buffer": ("critical", "correctness", "same-buffer"),
+    "replay-stale-unsampled-region": ("critical", "correctness", "unsampled-region"),
+    "replay-stale-fresh-state": ("critical", "correctness", "fresh-state"),
+    "replay-ignores-caller-cache": ("critical", "correctness", "alternate-cache"),
+    "replay-output-alias": ("info", "info", "output-alias"),
+    "replay-unwritten-output": ("high", "correctness", "nan-poison"),
+    "replay-nondeterministic": ("low", "correctness", "determinism"),
+    "replay-early-exit": ("critical", "reward_hack", None),
+    "replay-torch-monkeypatch": ("critical", "reward_hack", None),
+    "replay-input-mutated": ("high", "integrity", None),
+    "replay-crash": ("high", "correctness", None),
+    "replay-timeout": ("medium", "measurement", None),
+    "replay-error": ("high", "correctness", None),
+    "replay-build-failed": ("high", "correctness", "build"),
+    "replay-not-replayable": ("info", "portability", "build"),
+    "replay-contract-unknown": ("info", "info", None),
+    "replay-timing-implausible": ("high", "measurement", "timing"),
+    "replay-timing-l2-dependent": ("medium", "measurement", "timing-l2-reset"),
+}
+
+
+@dataclass
+class Limits:
+    build_s: float = 900.0     # import + first construction (compilation happens here)
+    call_s: float = 300.0      # one request during check/probes
+    probe_s: float = 900.0     # whole probe
+    time_s: float = 600.0      # one timing request
+
+
+@dataclass
+class Outcome:
+    rows: list[dict] = field(default_factory=list)
+    findings: list[dict] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+    def status(self) -> str:
+        """Overall: the worst row status."""
+        order = ["tampered", "early_exit", "crash", "fail", "error", "timeout", "not_replayable", "skipped", "pass"]
+        seen = {r["status"] for r in self.rows}
+        for s in order:
+            if s in seen:
+                return s
+        return "skipped"
+
+
+# ------------------------------------------------------------------------------ helpers
+def _tensors(x: Any) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _tensors(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _tensors(v)]
+    return []
+
+
+def _unwrap(x: Any) -> Any:
+    """Child exports: subclass markers -> flagged dict; opaque -> kept as marker."""
+    if isinstance(x, dict) and "__subclass__" in x:
+        return x
+    if isinstance(x, list):
+        return [_unwrap(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_unwrap(v) for v in x)
+    return x
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.cpu(), b.cpu())
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _maxdiff(a: Any, b: Any) -> float:
+    ta, tb = _tensors(a), _tensors(b)
+    m = 0.0
+    for x, y in zip(ta, tb):
+        if x.shape != y.shape:
+            return math.inf
+        if x.numel():
+            d = (x.float() - y.float()).abs()
+            m = max(m, float(torch.nan_to_num(d, nan=math.inf).max()))
+    return m
+
+
+def _to_cpu(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu()
+    if isinstance(x, list):
+        return [_to_cpu(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_to_cpu(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_cpu(v) for k, v in x.items()}
+    return x
+
+
+def _to_dev(x: Any, device: str) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, list):
+        return [_to_dev(v, device) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_to_dev(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_dev(v, device) for k, v in x.items()}
+    return x
+
+
+def _nbytes(x: Any) -> list[int]:
+    return [t.numel() * t.element_size() for t in _tensors(x)]
+
+
+def shape_label(shape: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in shape.items() if isinstance(v, (int, float, str, bool)))
+
+
+def _region_mutate(base: torch.Tensor, other: torch.Tensor, region: str, gen: torch.Generator) -> torch.Tensor:
+    """base with only `region` replaced by other's values (float tensors; same shape)."""
+    out = base.clone()
+    if out.numel() == 0:
+        return out
+    if region == "first-row":
+        out[0] = other[0] if out.dim() else other
+    elif region == "last-row":
+        out[-1] = other[-1] if out.dim() else other
+    elif region == "scattered":
+        flat_o, flat_b = out.view(-1), other.reshape(-1)
+        n = flat_o.numel()
+        k = min(n, max(8, n // 997))
+        idx = torch.randperm(n, generator=gen)[:k]
+        flat_o[idx] = flat_b[idx]
+    else:  # pragma: no cover
+        raise ValueError(region)
+    return out
+
+
+def _perturb_state(sd: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Other valid weights: every float tensor scaled elementwise by U(0.5, 1.5)."""
+    out = {}
+    for k, v in sd.items():
+        if v.is_floating_point() and v.numel():
+            f = torch.rand(v.shape, generator=gen) + 0.5
+            out[k] = (v.float() * f).to(v.dtype)
+        else:
+            out[k] = v.clone()
+    return out
+
+
+def classify_error(text: str) -> str:
+    t = (text or "").lower()
+    return "not_replayable" if any(m in t for m in NOT_REPLAYABLE_MARKERS) else "error"
+
+
+# ------------------------------------------------------------------------------ the replay
+class Replay:
+    """One solution against one ProblemSpec, in one scratch, on one device."""
+
+    def __init__(self, spec: Any, scratch: Scratch, device: str = "cpu", shapes: str = "canonical",
+                 limits: Limits | None = None, archive_date: str | None = None, ref_impl: str = "reference",
+                 python: str | None = None, seeds: Iterable[int] | None = None) -> None:
+        self.spec = spec
+        self.scratch = scratch
+        self.device = device
+        self.shapes_mode = shapes
+        self.limits = limits or Limits()
+        self.archive_date = archive_date
+        self.ref_impl = ref_impl
+        self.python = python
+        self.seeds = tuple(seeds) if seeds is not None else tuple(spec.seeds)
+        self.child: Child | None = None
+        self.out = Outcome()
+        self.tampered: list[str] = []
+        self.early_exit = False
+        self.build_failed: Reply | None = None
+        self.hello: dict = {}
+        self._sd_cache: dict[str, tuple[Any, str]] = {}
+        self._seen_findings: set[tuple[str, str]] = set()
+
+    # ---------------------------------------------------------------- shapes
+    def check_shapes(self) -> list[dict]:
+        if self.shapes_mode == "tiny":
+            tiny = getattr(self.spec, "tiny_shapes", None)
+            if tiny:
+                return [dict(s) for s in tiny]
+        return [dict(s) for s in self.spec.check_shapes]
+
+    def bench_shapes(self) -> list[dict]:
+        if self.shapes_mode == "tiny":
+            return self.check_shapes()
+        return [dict(s) for s in self.spec.shapes]
+
+    # ---------------------------------------------------------------- rows and findings
+    def row(self, probe: str, status: str, shape: dict | None = None, seed: int | None = None,
+            case: str | None = None, res: dict | None = None, detail: str = "", **kw: Any) -> dict:
+        if status == "pass" and self.tampered:
+            status = "tampered"
+            detail = (detail + "; " if detail else "") + "torch was monkeypatched: " + ", ".join(self.tampered[:5])
+        r = {"probe": probe, "status": status, "shape": shape_label(shape) if shape else None, "seed": seed,
+             "case_name": case, "max_abs": None, "max_rel": None, "n_bad": None, "n_total": None,
+             "worst_index": None, "ms": None, "tflops": None, "gbps": None,
+             "device": self.hello.get("gpu") or self.device, "detail": detail[:4000] or None, "data": None}
+        if res:
+            for k in ("max_abs", "max_rel", "n_bad", "n_total"):
+                v = res.get(k)
+                r[k] = None if v is None else (float(v) if k.startswith("max") else int(v))
+                if isinstance(r[k], float) and not math.isfinite(r[k]):
+                    r[k] = None if math.isnan(r[k]) else 1e308
+            wi = res.get("worst_index")
+            r["worst_index"] = None if wi is None else str(wi)
+            if not r["detail"]:
+                r["detail"] = str(res.get("msg", ""))[:4000] or None
+        r.update({k: v for k, v in kw.items() if k in r})
+        if "data" in kw:
+            r["data"] = kw["data"]
+        self.out.rows.append(r)
+        return r
+
+    def finding(self, rule: str, message: str, data: dict | None = None, probe: str | None = None,
+                severity: str | None = None) -> None:
+        sev, cat, p = FINDING_RULES[rule]
+        key = (rule, message)
+        if key in self._seen_findings:
+            return
+        self._seen_findings.add(key)
+        self.out.findings.append({"rule": rule, "severity": severity or sev, "category": cat,
+                                  "probe": probe or p, "message": message, "data": data or {}})
+
+    def _note_tamper(self, reply: Reply, where: str) -> None:
+        ch = reply.get("tamper") or []
+        new = [c for c in ch if c not in self.tampered]
+        if new:
+            self.tampered.extend(new)
+            self.finding("replay-torch-monkeypatch",
+                         f"The solution replaced torch functions during {where}: {', '.join(new[:6])}"
+                         + (f" (+{len(new) - 6} more)" if len(new) > 6 else "") + ".",
+                         {"changes": new, "where": where})
+
+    def failed_reply(self, probe: str, reply: Reply, shape: dict | None = None, seed: int | None = None,
+                     case: str | None = None, what: str = "call") -> dict:
+        """Turn a non-ok reply into a row + finding; returns the row."""
+        text = (reply.error or "") + "\n" + str(reply.get("tb", "") or "") + "\n" + str(reply.get("log_tail", "") or "")
+        st = reply.status
+        loc = f"{probe} {shape_label(shape) if shape else ''} seed {seed} case {case}".strip()
+        if st == "early_exit":
+            self.early_exit = True
+            self.finding("replay-early-exit",
+                         f"The solution ended the replay early during {what} ({loc}): {reply.error}.",
+                         {"returncode": reply.get("returncode"), "log_tail": str(reply.get("log_tail", ""))[-1500:]})
+            return self.row(probe, "early_exit", shape, seed, case, detail=reply.error)
+        if st == "crash":
+            if classify_error(text) == "not_replayable":
+                return self._not_replayable(probe, text, shape, seed, case)
+            self.finding("replay-crash", f"The solution's process died during {what} ({loc}): {reply.error}.",
+                         {"returncode": reply.get("returncode"), "log_tail": str(reply.get("log_tail", ""))[-1500:]})
+            return self.row(probe, "crash", shape, seed, case, detail=reply.error + "\n" + str(reply.get("log_tail", ""))[-2000:])
+        if st == "timeout":
+            self.finding("replay-timeout",
+                         f"No result from the solution within the time limit during {what} ({loc}); "
+                         "timed out, not failed.", {"error": reply.error})
+            return self.row(probe, "timeout", shape, seed, case, detail=reply.error)
+        if classify_error(text) == "not_replayable":
+            return self._not_replayable(probe, text, shape, seed, case)
+        status = "fail" if probe in ("check", "stress", "property") else "error"
+        rule = "replay-check-failed" if probe in ("check", "stress") else (
+            "replay-property-failed" if probe == "property" else "replay-error")
+        self.finding(rule, f"The solution raised during {what} ({loc}): {reply.error[:300]}.",
+                     {"traceback": str(reply.get("tb", ""))[-3000:]}, probe=probe)
+        return self.row(probe, status, shape, seed, case, detail=reply.error + "\n" + str(reply.get("tb", ""))[-2000:])
+
+    def _not_replayable(self, probe: str, text: str, shape=None, seed=None, case=None) -> dict:
+        line = next((ln.strip() for ln in text.splitlines()
+                     if any(m in ln.lower() for m in NOT_REPLAYABLE_MARKERS)), text.strip()[:200])
+        self.finding("replay-not-replayable",
+                     f"The solution cannot run on this device ({self.hello.get('gpu') or self.device}, "
+                     f"capability {self.hello.get('capability')}): {line[:300]}. Not a correctness failure.",
+                     {"line": line, "device": self.hello.get("gpu") or self.device})
+        return self.row(probe, "not_replayable", shape, seed, case, detail=line)
+
+    # ---------------------------------------------------------------- child lifecycle
+    def ensure_child(self) -> Child | None:
+        """A live child with `reference` and `solution` imported, or None (build failed)."""
+        if self.build_failed is not None:
+            return None
+        if self.child is not None and self.child.alive():
+            return self.child
+        if self.child is not None:
+            self.child.kill()
+        t0 = time.monotonic()
+        ch = Child(self.scratch, self.device, self.python)
+        h = ch.request("hello", self.limits.build_s)
+        if not h.ok:
+            self.build_failed = h
+            self.failed_reply("build", h, what="worker start")
+            return None
+        self.hello = {k: v for k, v in h.data.items() if k not in ("id", "ok", "status")}
+        r = ch.request("import", self.limits.build_s, module="reference")
+        if not r.ok:
+            self.build_failed = r
+            self.failed_reply("build", r, what="import reference")
+            return None
+        r = ch.request("import", self.limits.build_s, module="solution")
+        self._note_tamper(r, "import")
+        if not r.ok:
+            self.build_failed = r
+            text = r.error + "\n" + str(r.get("tb", ""))
+            if r.status not in ("early_exit", "crash", "timeout") and classify_error(text) != "not_replayable":
+                self.finding("replay-build-failed", f"solution.py failed to import: {r.error[:300]}.",
+                             {"traceback": str(r.get("tb", ""))[-3000:]})
+                self.row("build", "error", detail=text[-3000:])
+            else:
+                self.failed_reply("build", r, what="import solution")
+            return None
+        self.out.info.setdefault("import_s", []).append(round(time.monotonic() - t0, 3))
+        self.child = ch
+        return ch
+
+    def close(self) -> None:
+        if self.child is not None:
+            r = self.child.close()
+            if r is not None and r.status in ("early_exit", "crash"):
+                self.failed_reply("build", r, what="shutdown")
+            elif r is not None:
+                self._note_tamper(r, "the replay")
+            self.child = None
+
+    # ---------------------------------------------------------------- model / call plumbing
+    def ref_model(self, shape: dict):
+        return self.spec.build_reference(shape, self.device)
+
+    def state_file(self, shape: dict, model, key: str = "") -> str:
+        sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        p = self.scratch.path("state" + key)
+        torch.save(sd, p)
+        return p
+
+    def reference(self, model, inputs):
+        if self.ref_impl == "triton" and getattr(self.spec, "has_triton", False):
+            return self.spec.triton_forward(model, inputs)
+        if self.ref_impl == "oracle":
+            return self.spec.oracle(model, inputs)
+        return self.spec.reference_forward(model, inputs)
+
+    def init_args_spec(self, shape: dict) -> list:
+        """Constructor args as the child sees them: JSON literals, or a call to `reference`."""
+        args = self.spec.init_args(shape)
+        try:
+            import json
+            json.dumps(args)
+            return [{"lit": a} for a in args]
+        except TypeError:
+            return [{"call_ref": "get_init_inputs", "index": i} for i in range(len(args))]
+
+    def new_model(self, ch: Child, obj: str, shape: dict, state_path: str | None) -> Reply:
+        g = ch.request("setglobals", self.limits.call_s, module="reference", values=self.spec.shape_globals(shape))
+        if not g.ok:
+            return g
+        factory = "Model"
+        r = ch.request("new", self.limits.build_s, obj=obj, factory=f"solution:{factory}",
+                       args=self.init_args_spec(shape), state_dict=state_path, strict=True)
+        self._note_tamper(r, "construction")
+        return r
+
+    def put(self, ch: Child, inputs: list, prefix: str = "x") -> tuple[Reply, list]:
+        slots = {}
+        args = []
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor):
+                slots[f"{prefix}{i}"] = x.detach().cpu()
+                args.append({"slot": f"{prefix}{i}"})
+            else:
+                args.append({"lit": x})
+        p = self.scratch.path("put")
+        torch.save(slots, p)
+        return ch.request("put", self.limits.call_s, file=p), args
+
+    def write(self, ch: Child, values: dict[str, torch.Tensor]) -> Reply:
+        p = self.scratch.path("write")
+        torch.save({k: v.detach().cpu() for k, v in values.items()}, p)
+        r = ch.request("write", self.limits.call_s, file=p)
+        if r.ok:
+            moved = [k for k, w in r["written"].items() if w["ptr_before"] != w["ptr_after"]]
+            if moved:  # pragma: no cover - copy_ never moves storage
+                r.data["moved"] = moved
+        return r
+
+    def call(self, ch: Child, obj: str, args: list, save_inputs: list[str] | None = None, repeat: int = 1,
+             out_slot: str | None = None, poison: list[int] | None = None, method: str | None = None) -> tuple[Reply, Any]:
+        p = self.scratch.path("out")
+        meth = method or "forward"
+        r = ch.request("call", self.limits.call_s, fn={"obj": obj, "method": meth}, args=args,
+                       save=p, save_inputs=save_inputs or [], repeat=repeat, out_slot=out_slot,
+                       poison=poison, watch=save_inputs or [])
+        self._note_tamper(r, "a call")
+        if not r.ok:
+            return r, None
+        payload = torch.load(p, map_location="cpu", weights_only=True)
+        Path(p).unlink(missing_ok=True)
+        return r, payload
+
+    def _sol_out(self, payload) -> Any:
+        out = _unwrap(payload["out"])
+        return _to_dev(out, self.device)
+
+    def _check_inputs(self, probe: str, sent: dict[str, torch.Tensor], payload, shape, seed, case) -> None:
+        after = payload.get("inputs_after", {})
+        bad = [k for k, v in sent.items() if k in after and not _same(v, after[k])]
+        if bad:
+            self.finding("replay-input-mutated",
+                         f"The solution changed its input tensor(s) {', '.join(bad)} during {probe} "
+                         f"({shape_label(shape)}, seed {seed}, case {case}).",
+                         {"inputs": bad, "max_change": max(_maxdiff(sent[k], after[k]) for k in bad)})
+
+    def _subclass_out(self, out: Any) -> bool:
+        return any(isinstance(o, dict) and ("__subclass__" in o or "__opaque__" in o)
+                   for o in (out if isinstance(out, (list, tuple)) else [out]))
+
+    def compare(self, ref_out, sol_out, case="nominal", inputs=None) -> dict:
+        if self._subclass_out(sol_out):
+            return {"ok": False, "msg": f"solution returned a non-Tensor object: {sol_out!r}"[:300]}
+        return self.spec.compare(ref_out, sol_out, case=case, inputs=inputs)
+
+    # ---------------------------------------------------------------- probe: check (+stress)
+    def stress_cases(self) -> list:
+        cases = list(self.spec.stress_cases)
+        since = getattr(self.spec, "stress_since", None)
+        if since and self.archive_date and self.archive_date[:10] < since:
+            cases = [c for c in cases if c.name == "nominal"]
+            self.out.info["stress_note"] = f"numeric stress exists from {since}; archive dated {self.archive_date[:10]}"
+        return cases
+
+    def probe_check(self) -> None:
+        cases = self.stress_cases()
+        for si, shape in enumerate(self.check_shapes()):
+            ch = self.ensure_child()
+            if ch is None:
+                return
+            ref = self.ref_model(shape)
+            st = self.state_file(shape, ref)
+            r = self.new_model(ch, "m", shape, st)
+            if not r.ok:
+                self.failed_reply("check", r, shape, what="Model construction / load_state_dict(strict=True)")
+                self.child = None if not ch.alive() else ch
+                continue
+            for seed in self.seeds:
+                base = self.spec.make_inputs(shape, seed, "cpu")
+                for case in cases:
+                    probe = "check" if case.name == "nominal" else "stress"
+                    if self.early_exit or self.ensure_child() is not ch:
+                        if self.child is None or self.child is not ch:
+                            self.row(probe, "skipped", shape, seed, case.name, detail="child lost earlier")
+                            continue
+                    self._check_case(ch, probe, shape, seed, case, ref, base)
+            ch.request("delete", self.limits.call_s, objs=["m"], slots=[])
+
+    def _check_case(self, ch: Child, probe: str, shape, seed, case, ref, base) -> None:
+        dev_inputs = _to_dev(base, self.device)
+        try:
+            with self.spec.apply_stress(ref, None, dev_inputs, case) as x:
+                ref_out = self.reference(ref, x)
+                scaled_ref_state = {k: v for k, v in ref.state_dict().items() if k in case.state_scales}
+                # the same state scaling written into the solution's own parameters, in place
+                if case.state_scales:
+                    w = self.write(ch, {f"m::{k}": v for k, v in scaled_ref_state.items()})
+                    if not w.ok:
+                        self.failed_reply(probe, w, shape, seed, case.name, what=f"state scaling {list(case.state_scales)}")
+                        return
+                xin = [t.detach().cpu() if isinstance(t, torch.Tensor) else t for t in x]
+                pr, args = self.put(ch, xin)
+                if not pr.ok:
+                    self.failed_reply(probe, pr, shape, seed, case.name, what="input transfer")
+                    return
+                names = [a["slot"] for a in args if "slot" in a]
+                r, payload = self.call(ch, "m", args, save_inputs=names)
+        except (KeyError, TypeError) as e:  # a state-scale name missing from the reference
+            self.row(probe, "error", shape, seed, case.name, detail=f"stress case cannot be applied: {e}")
+            return
+        if case.state_scales:  # restored reference state -> restore the solution's too
+            self.write(ch, {f"m::{k}": v for k, v in ref.state_dict().items() if k in case.state_scales})
+        if r.status != "ok":
+            self.failed_reply(probe, r, shape, seed, case.name)
+            return
+        sent = {n: t for n, t in zip(names, [t for t in xin if isinstance(t, torch.Tensor)])}
+        self._check_inputs(probe, sent, payload, shape, seed, case.name)
+        res = self.compare(ref_out, self._sol_out(payload), case=case.name, inputs=x)
+        if res.get("ok"):
+            self.row(probe, "pass", shape, seed, case.name, res)
+        else:
+            self.row(probe, "fail", shape, seed, case.name, res)
+            self.finding("replay-check-failed",
+                         f"{probe} failed on {shape_label(shape)} seed {seed} case {case.name}: {res.get('msg', '')}"[:600],
+                         _stats(res), probe=probe)
+
+    # ---------------------------------------------------------------- shared warm-up
+    def _warm(self, probe: str, shape: dict, seed: int, n_warm: int = 11, obj: str = "w"):
+        """New model `obj` + inputs A in slots, called n_warm times. -> (ch, ref, base, args, names) or None."""
+        ch = self.ensure_child()
+        if ch is None:
+            self.row(probe, "skipped", shape, seed, detail="no working child (build failed)")
+            return None
+        ref = self.ref_model(shape)
+        r = self.new_model(ch, obj, shape, self.state_file(shape, ref))
+        if not r.ok:
+            self.failed_reply(probe, r, shape, seed, what="Model construction")
+            return None
+        base = self.spec.make_inputs(shape, seed, "cpu")
+        pr, args = self.put(ch, base, prefix=obj + "x")
+        if not pr.ok:
+            self.failed_reply(probe, pr, shape, seed, what="input transfer")
+            return None
+        names = [a["slot"] for a in args if "slot" in a]
+        r, _ = self.call(ch, obj, args, repeat=n_warm)
+        if not r.ok:
+            self.failed_reply(probe, r, shape, seed, what=f"{n_warm} warm-up calls")
+            return None
+        return ch, ref, base, args, names
+
+    def _judge(self, probe: str, rule: str, variant: str, shape, seed, ref_out, sol_payload, inputs,
+               extra: str = "") -> bool:
+        res = self.compare(ref_out, self._sol_out(sol_payload), inputs=inputs)
+        if res.get("ok"):
+            self.row(probe, "pass", shape, seed, variant, res)
+            return True
+        self.row(probe, "fail", shape, seed, variant, res)
+        self.finding(rule, f"{probe} ({variant}) on {shape_label(shape)} seed {seed}: output does not follow "
+                     f"the new data{extra}: {res.get('msg', '')}"[:700], _stats(res) | {"variant": variant})
+        return False
+
+    def probe_shape(self) -> dict:
+        shapes = self.check_shapes()
+        return shapes[0]
+
+    # ---------------------------------------------------------------- probe: same-buffer + unsampled-region
+    def probe_same_buffer(self, regions: bool = False) -> None:
+        probe = "unsampled-region" if regions else "same-buffer"
+        rule = "replay-stale-unsampled-region" if regions else "replay-stale-same-buffer"
+        shape = self.probe_shape()
+        seed = self.seeds[0]
+        w = self._warm(probe, shape, seed)
+        if w is None:
+            return
+        ch, ref, base, args, names = w
+        other = self.spec.make_inputs(shape, seed + 7919, "cpu")
+        gen = torch.Generator().manual_seed(1234)
+        tens_idx = [i for i, x in enumerate(base) if isinstance(x, torch.Tensor)]
+        variants: list[tuple[str, list]] = []
+        if regions:
+            for region in ("first-row", "last-row", "scattered"):
+                new = list(base)
+                changed = False
+                for i in tens_idx:
+                    if base[i].is_floating_point() and base[i].shape == other[i].shape:
+                        new[i] = _region_mutate(base[i], other[i], region, gen)
+                        changed = changed or not torch.equal(new[i], base[i])
+                if changed:
+                    variants.append((region, new))
+        else:
+            variants.append(("all-inputs", list(other)))
+            for i in tens_idx:  # one input at a time, the others kept
+                if len(tens_idx) > 1 and base[i].is_floating_point():
+                    new = list(base)
+                    new[i] = other[i]
+                    variants.append((f"input{i}", new))
+        for variant, new in variants:
+            wr = self.write(ch, {f"wx{i}": new[i] for i in tens_idx})
+            if not wr.ok:
+                self.failed_reply(probe, wr, shape, seed, variant, what="in-place overwrite")
+                return
+            r, payload = self.call(ch, "w", args)
+            if not r.ok:
+                self.failed_reply(probe, r, shape, seed, variant)
+                return
+            ref_out = self.reference(ref, _to_dev(new, self.device))
+            ptrs = {k: (v["ptr_before"] == v["ptr_after"]) for k, v in wr["written"].items()}
+            self._judge(probe, rule, variant, shape, seed, ref_out, payload, new,
+                        extra=" (same storage, data_ptr unchanged)" if all(ptrs.values()) else "")
+            # restore A in place before the next variant (A3 step 4)
+            self.write(ch, {f"wx{i}": base[i] for i in tens_idx})
+            r, _ = self.call(ch, "w", args)
+        if not regions:
+            self._same_buffer_params(ch, ref, shape, seed, base, args, gen)
+        ch.request("delete", self.limits.call_s, objs=["w"], slots=[f"wx{i}" for i in tens_idx])
+
+    def _same_buffer_params(self, ch, ref, shape, seed, base, args, gen) -> None:
+        """Overwrite each float parameter/buffer of the warmed model in place (like small_weight)."""
+        sd = ref.state_dict()
+        floats = [k for k, v in sd.items() if v.is_floating_point() and v.numel()]
+        if not floats:
+            return
+        new_sd = _perturb_state({k: sd[k].detach().cpu() for k in floats}, gen)
+        wr = self.write(ch, {f"w::{k}": v for k, v in new_sd.items()})
+        if not wr.ok:
+            self.failed_reply("same-buffer", wr, shape, seed, "parameters", what="in-place parameter overwrite")
+            return
+        with torch.no_grad():
+            saved = {k: sd[k].detach().clone() for k in floats}
+            named = dict(ref.named_parameters())
+            named.update(dict(ref.named_buffers()))
+            for k in floats:
+                named[k].data.copy_(new_sd[k].to(named[k].device))
+            ref_out = self.reference(ref, _to_dev(base, self.device))
+            for k in floats:
+                named[k].data.copy_(saved[k])
+        r, payload = self.call(ch, "w", args)
+        if not r.ok:
+            self.failed_reply("same-buffer", r, shape, seed, "parameters")
+            return
+        self._judge("same-buffer", "replay-stale-same-buffer", "parameters:" + ",".join(floats)[:80], shape, seed,
+                    ref_out, payload, base, extra=" (parameters overwritten in place)")
+
+    # ---------------------------------------------------------------- probe: fresh-state
+    def probe_fresh_state(self) -> None:
+        probe = "fresh-state"
+        if (self.spec.stateful or {}).get("kind") in ("decode", "step"):
+            return self.probe_fresh_state_stateful()
+        shape = self.probe_shape()
+        seed = self.seeds[0]
+        w = self._warm(probe, shape, seed, n_warm=3, obj="f")
+        if w is None:
+            return
+        ch, ref, base, args, names = w
+        meta0 = ch.request("meta", self.limits.call_s, objs=["f"], slots=names)
+        names2 = [f"fx{i}" for i, x in enumerate(base) if isinstance(x, torch.Tensor)]
+        ch.request("delete", self.limits.call_s, objs=["f"], slots=names)
+        gen = torch.Generator().manual_seed(4321)
+        sd2 = _perturb_state({k: v.detach().cpu() for k, v in ref.state_dict().items()}, gen)
+        ref.load_state_dict({k: v.to(self.device) for k, v in sd2.items()})
+        p = self.scratch.path("state-fresh")
+        torch.save(sd2, p)
+        r = self.new_model(ch, "f", shape, p)
+        if not r.ok:
+            self.failed_reply(probe, r, shape, seed, what="second Model construction")
+            return
+        other = self.spec.make_inputs(shape, seed + 104729, "cpu")
+        pr, args2 = self.put(ch, other, prefix="fx")
+        if not pr.ok:
+            self.failed_reply(probe, pr, shape, seed, what="input transfer")
+            return
+        meta1 = ch.request("meta", self.limits.call_s, objs=["f"], slots=names2)
+        reused = _reuse(meta0, meta1)
+        r, payload = self.call(ch, "f", args2)
+        if not r.ok:
+            self.failed_reply(probe, r, shape, seed)
+            return
+        ref_out = self.reference(ref, _to_dev(other, self.device))
+        self._judge(probe, "replay-stale-fresh-state", "new-model-new-inputs", shape, seed, ref_out, payload, other,
+                    extra=f" (new objects; reused: {reused or 'none'})")
+        ch.request("delete", self.limits.call_s, objs=["f"], slots=names2)
+
+    # ---------------------------------------------------------------- probe: output aliasing
+    def probe_output_alias(self) -> None:
+        probe = "output-alias"
+        shape = self.probe_shape()
+        seed = self.seeds[0]
+        w = self._warm(probe, shape, seed, n_warm=1, obj="a")
+        if w is None:
+            return
+        ch, ref, base, args, names = w
+        r, first = self.call(ch, "a", args, out_slot="o1")
+        if not r.ok:
+            self.failed_reply(probe, r, shape, seed)
+            return
+        other = self.spec.make_inputs(shape, seed + 15485863, "cpu")
+        tens_idx = [i for i, x in enumerate(base) if isinstance(x, torch.Tensor)]
+        wr = self.write(ch, {f"ax{i}": other[i] for i in tens_idx})
+        r2, second = self.call(ch, "a", args, out_slot="o2")
+        if not (wr.ok and r2.ok):
+            self.failed_reply(probe, r2 if not r2.ok else wr, shape, seed)
+            return
+        p = self.scratch.path("snap")
+        s = ch.request("snap", self.limits.call_s, slots=["o1"], save=p)
+        if not s.ok:
+            self.failed_reply(probe, s, shape, seed)
+            return
+        later = torch.load(p, map_location="cpu", weights_only=True)["o1"]
+        if _same(first["out"], later):
+            self.row(probe, "pass", shape, seed, "earlier-output-intact", detail="an earlier output is not overwritten by a later call")
+        else:
+            d = _maxdiff(first["out"], later)
+            self.row(probe, "pass", shape, seed, "earlier-output-overwritten", max_abs=d,
+                     detail=f"a later call overwrote the tensor returned by an earlier call (max change {d:.4g}); "
+                            "allowed by the contract, reported")
+            self.finding("replay-output-alias",
+                         f"A later call overwrote the tensor the solution returned from an earlier call "
+                         f"(persistent output buffer; max change {d:.4g}) on {shape_label(shape)}. Allowed, reported.",
+                         {"max_change": d})
+        ch.request("delete", self.limits.call_s, objs=["a"], slots=["o1", "o2"] + [f"ax{i}" for i in tens_idx])
+
+    # ---------------------------------------------------------------- probe: NaN poison
+    def probe_nan_poison(self) -> None:
+        probe = "nan-poison"
+        shape = self.probe_shape()
+        seed = self.seeds[0]
+        if not self.device.startswith("cuda"):
+            self.row(probe, "skipped", shape, seed, detail="CPU: the caching allocator poisoning needs CUDA")
+            return
+        ch = self.ensure_child()
+        if ch is None:
+            return
+        ref = self.ref_model(shape)
+        r = self.new_model(ch, "n", shape, self.state_file(shape, ref))
+        if not r.ok:
+            self.failed_reply(probe, r, shape, seed, what="Model construction")
+            return
+        base = self.spec.make_inputs(shape, seed, "cpu")
+        ref_out = self.reference(ref, _to_dev(base, self.device))
+        sizes = _nbytes(ref_out) + [64 * 2**20]
+        pr, args = self.put(ch, base, prefix="nx")
+        r, payload = self.call(ch, "n", args, poison=sizes)
+        if not r.ok:
+            self.failed_reply(probe, r, shape, seed)
+            return
+        sol = self._sol_out(payload)
+        nan = sum(int(torch.isnan(t).sum()) for t in _tensors(sol) if t.is_floating_point())
+        res = self.compare(ref_out, sol, inputs=base)
+        detail = f"allocator poisoned with 0xFF ({(r.get('poison') or {}).get('bytes')} bytes); {nan} NaN in the output"
+        if res.get("ok"):
+            self.row(probe, "pass", shape, seed, "allocator-poisoned", res, detail=detail)
+        else:
+            self.row(probe, "fail", shape, seed, "allocator-poisoned", res, detail=detail)
+            self.finding("replay-unwritten-output",
+                         f"With the allocator's free memory poisoned with NaN, {nan} output elements stayed NaN / "
+                         f"the output failed on {shape_label(shape)}: {res.get('msg', '')}"[:600], _stats(res) | {"nan": nan})
+        ch.request("delete", self.limits.call_s, objs=["n"], slots=[a["slot"] for a in args if "slot" in a])
+
+    # ---------------------------------------------------------------- probe: determinism
+    def probe_determinism(self) -> None:
+        probe = "determinism"
+        shape = self.probe_shape()
+        seed = self.seeds[0]
+        w = self._warm(probe, shape, seed, n_warm=1, obj="d")
+        if w is None:
+            return
+        ch, ref, base, args, names = w
+        outs = []
+        for _ in range(3):
+            r, payload = self.call(ch, "d", args)
+            if not r.ok:
+                self.failed_reply(probe, r, shape, seed)
+                return
+            outs.append(payload["out"])
+        d = max(_maxdiff(outs[0], o) for o in outs[1:])
+        same = all(_same(outs[0], o) for o in outs[1:])
+        if same:
+            self.row(probe, "pass", shape, seed, "3-calls", detail="bitwise identical", max_abs=0.0)
+        else:
+            self.row(probe, "fail", shape, seed, "3-calls", max_abs=d, detail=f"repeated calls differ by up to {d:.4g}")
+            self.finding("replay-nondeterministic",
+                         f"Three calls on the same inputs returned different outputs (max difference {d:.4g}) on "
+                         f"{shape_label(shape)}.", {"max_abs": d})
+        ch.request("delete", self.limits.call_s, objs=["d"], slots=names)
+
+    # ---------------------------------------------------------------- stateful APIs
+    def probe_fresh_state_stateful(self) -> None:
+        from .stateful import fresh_state
+        fresh_state(self)
+
+    def probe_alternate_cache(self) -> None:
+        from .stateful import alternate_cache
+        alternate_cache(self)
+
+    def probe_check_stateful(self) -> None:
+        from .stateful import check
+        check(self)
+
+    def probe_property(self) -> None:
+        cases = list(getattr(self.spec, "property_cases", []) or [])
+        since = getattr(self.spec, "property_since", None)
+        if not cases:
+            return
+        if since and self.archive_date and self.archive_date[:10] < since:
+            self.row("property", "skipped", detail=f"the property suite exists from {since}; "
+                     f"archive dated {self.archive_date[:10]} (run anyway with --probe property)")
+            return
+        for case in cases:
+            shape, pin = self.spec.property_inputs(case, "cpu")
+            if self.shapes_mode == "tiny":
+                shape = self.probe_shape()
+                base = self.spec.make_inputs(shape, case.base_seed, "cpu")
+                try:
+                    pin = case.mutate(self.spec, shape, [b.clone() if isinstance(b, torch.Tensor) else b for b in base])
+                except Exception as e:  # noqa: BLE001
+                    self.row("property", "skipped", shape, None, case.name, detail=f"case needs its own shape: {e}")
+                    continue
+            w = self._warm("property", shape, case.base_seed, obj="p")
+            if w is None:
+                return
+            ch, ref, base, args, names = w
+            tens_idx = [i for i, x in enumerate(base) if isinstance(x, torch.Tensor)]
+            same_layout = all(isinstance(pin[i], torch.Tensor) and pin[i].shape == base[i].shape
+                              and pin[i].dtype == base[i].dtype for i in tens_idx)
+            if same_layout:  # A3 step 5: mutate the same storage
+                wr = self.write(ch, {f"px{i}": pin[i] for i in tens_idx})
+                if not wr.ok:
+                    self.failed_reply("property", wr, shape, None, case.name)
+                    return
+                r, payload = self.call(ch, "p", args)
+            else:
+                pr, args2 = self.put(ch, pin, prefix="pq")
+                r, payload = self.call(ch, "p", args2)
+            if not r.ok:
+                self.failed_reply("property", r, shape, None, case.name)
+                continue
+            ref_out = self.reference(ref, _to_dev(pin, self.device))
+            res = self.compare(ref_out, self._sol_out(payload), case=case.name, inputs=pin)
+            if res.get("ok"):
+                self.row("property", "pass", shape, case.base_seed, case.name, res)
+            else:
+                self.row("property", "fail", shape, case.base_seed, case.name, res)
+                self.finding("replay-property-failed", f"property case {case.name} on {shape_label(shape)} "
+                             f"(same storage after 11 calls): {res.get('msg', '')}"[:600], _stats(res))
+            ch.request("delete", self.limits.call_s, objs=["p"], slots=names)
+
+    # ---------------------------------------------------------------- driver
+    def run(self, probes: Iterable[str]) -> Outcome:
+        probes = list(probes)
+        kind = (self.spec.stateful or {}).get("kind") if self.spec.stateful else None
+        t0 = time.monotonic()
+        try:
+            if self.ensure_child() is None:
+                for p in probes:
+                    if p != "check":
+                        self.row(p, "skipped", detail="the solution could not be built or imported")
+                return self.out
+            table = {
+                "check": self.probe_check_stateful if kind else self.probe_check,
+                "property": self.probe_property,
+                "same-buffer": (lambda: self.probe_same_buffer(False)),
+                "unsampled-region": (lambda: self.probe_same_buffer(True)),
+                "fresh-state": self.probe_fresh_state,
+                "alternate-cache": self.probe_alternate_cache,
+                "output-alias": self.probe_output_alias,
+                "nan-poison": self.probe_nan_poison,
+                "determinism": self.probe_determinism,
+            }
+            for p in probes:
+                if p == "timing":
+                    continue
+                if self.early_exit:
+                    self.row(p, "skipped", detail="the solution exited the replay early")
+                    continue
+                if kind and p in ("same-buffer", "unsampled-region", "output-alias", "nan-poison", "determinism", "property"):
+                    from . import stateful
+                    fn = getattr(stateful, p.replace("-", "_"), None)
+                    if fn is None:
+                        self.row(p, "skipped", detail=f"not defined for the {kind} API")
+                        continue
+                    tp = time.monotonic()
+                    fn(self)
+                else:
+                    if p == "alternate-cache" and not kind:
+                        continue
+                    tp = time.monotonic()
+                    table[p]()
+                self.out.info.setdefault("probe_s", {})[p] = round(time.monotonic() - tp, 3)
+            if "timing" in probes and not self.early_exit:
+                from .timing import probe_timing
+                tp = time.monotonic()
+                probe_timing(self)
+                self.out.info.setdefault("probe_s", {})["timing"] = round(time.monotonic() - tp, 3)
+        finally:
+            self.close()
+            self.out.info["total_s"] = round(time.monotonic() - t0, 3)
+            self.out.info["hello"] = self.hello
+        return self.out
+
+
+def _stats(res: dict) -> dict:
+    return {k: res.get(k) for k in ("max_abs", "max_rel", "n_bad", "n_total", "worst_index", "atol", "rtol")
+            if res.get(k) is not None}
+
+
+def _reuse(m0: Reply, m1: Reply) -> str:
+    if not (m0.ok and m1.ok):
+        return ""
+    hits = []
+    ids0 = {v for v in (m0.get("ids") or {}).values()}
+    ids1 = {v for v in (m1.get("ids") or {}).values()}
+    if ids0 & ids1:
+        hits.append("id() of the model")
+    p0 = {v.get("ptr") for v in (m0.get("slots") or {}).values()}
+    p1 = {v.get("ptr") for v in (m1.get("slots") or {}).values()}
+    if p0 & p1 - {None}:
+        hits.append("input data_ptr")
+    return ", ".join(hits)

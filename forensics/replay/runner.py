@@ -1,0 +1,319 @@
+"""Parent side of the isolated runner: scratch copies, scrubbed environment, child processes.
+
+The solution under audit never runs in this process.  `Session` copies the run's `solution.py`
+and its `scratch/` sidecars into a fresh scratch directory (the archive is only read), writes
+the deck `reference.py` of the problem beside it, and starts `worker.py` (copied there too) as a
+child in its own process group with a scrubbed environment.  Requests go over a pipe; a request
+that does not get its reply within its time limit kills the whole process group.
+
+Everything the child hands back is data: tensors are loaded with ``torch.load(weights_only=True)``
+and judged here.  A missing reply is classified, never ignored:
+
+* ``early_exit``: the child ended with status 0 (``os._exit(0)``, ``sys.exit()`` swallowed by
+  nothing) before its normal completion marker (the reply to ``bye``), or the worker caught a
+  ``SystemExit`` raised by the solution;
+* ``crash``: it died with a signal or a non-zero status (stderr tail kept);
+* ``timeout``: no reply within the limit (the process group is killed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+WORKER_SRC = Path(__file__).with_name("worker.py")
+
+# Environment variables the child may inherit (everything else is dropped: KBH_*, API keys,
+# tokens, proxies, the parent's PYTHONPATH ...).
+ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
+             "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+             "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+             "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX", "TRITON_INTERPRET", "OMP_NUM_THREADS")
+_SECRETISH = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+
+SKIP_NAMES = {"__pycache__", ".venv", "cache", "tmp", ".git"}
+MAX_SIDECAR_BYTES = 256 * 2**20
+
+
+def default_cache_root() -> Path:
+    base = os.environ.get("FORENSICS_REPLAY_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "forensics", "replay")
+    return Path(base)
+
+
+def sha256_bytes(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def scrubbed_env(sol_dir: Path, ref_dir: Path, home: Path, cache: Path, device: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for k in ENV_ALLOW:
+        v = os.environ.get(k)
+        if v is not None and not any(s in k for s in _SECRETISH):
+            env[k] = v
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update({
+        "PYTHONPATH": os.pathsep.join([str(sol_dir), str(ref_dir)]),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONUNBUFFERED": "1",
+        "HOME": str(home),
+        "TMPDIR": str(home / "tmp"), "TMP": str(home / "tmp"), "TEMP": str(home / "tmp"),
+        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "CUDA_CACHE_PATH": str(cache / "cuda"),
+        "FORENSICS_WORKER_DEVICE": device,
+    })
+    return env
+
+
+@dataclass
+class Reply:
+    ok: bool
+    status: str            # ok | error | early_exit | crash | timeout | tampered
+    data: dict = field(default_factory=dict)
+    error: str = ""
+    elapsed_s: float = 0.0
+
+    def __getitem__(self, k: str) -> Any:
+        return self.data[k]
+
+    def get(self, k: str, default: Any = None) -> Any:
+        return self.data.get(k, default)
+
+
+class ChildDied(Exception):
+    def __init__(self, reply: Reply):
+        super().__init__(reply.error)
+        self.reply = reply
+
+
+class Child:
+    """One worker process.  `request(op, timeout, **fields)` -> Reply (never raises for the
+    solution's failures; the reply's status says what happened)."""
+
+    def __init__(self, scratch: "Scratch", device: str, python: str | None = None) -> None:
+        self.scratch = scratch
+        self.device = device
+        self.n = 0
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        env = scrubbed_env(scratch.sol_dir, scratch.ref_dir, scratch.home, scratch.cache, device)
+        env["FORENSICS_WORKER_FDS"] = f"{req_r},{resp_w}"
+        self.log_path = scratch.root / f"child-{int(time.time() * 1000)}-{os.getpid()}.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [python or sys.executable, "-s", str(scratch.harness / "worker.py")],
+            cwd=str(scratch.sol_dir), env=env, stdin=subprocess.DEVNULL, stdout=self.log,
+            stderr=subprocess.STDOUT, pass_fds=(req_r, resp_w), start_new_session=True, close_fds=True)
+        os.close(req_r)
+        os.close(resp_w)
+        self.wfd = req_w
+        self.rfd = resp_r
+        self.buf = b""
+        self.dead: Reply | None = None
+        self.finished = False
+
+    # ---- process control
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        for fd in (self.wfd, self.rfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.wfd = self.rfd = -1
+        try:
+            self.log.close()
+        except Exception:  # pragma: no cover
+            pass
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            self.log.flush()
+            data = self.log_path.read_bytes()
+        except OSError:
+            return ""
+        return data[-n:].decode("utf-8", "replace")
+
+    def alive(self) -> bool:
+        return self.dead is None and self.proc.poll() is None
+
+    def _died(self, what: str) -> Reply:
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = self.proc.returncode
+        tail = self.log_tail()
+        if rc == 0:
+            r = Reply(False, "early_exit", {"returncode": 0, "log_tail": tail},
+                      f"child exited with status 0 during {what}, before its normal completion marker")
+        else:
+            sig = -rc if rc is not None and rc < 0 else None
+            desc = f"signal {signal.Signals(sig).name}" if sig else f"status {rc}"
+            r = Reply(False, "crash", {"returncode": rc, "log_tail": tail}, f"child died ({desc}) during {what}")
+        self.dead = r
+        self.kill()
+        return r
+
+    def request(self, op: str, timeout: float, **fields: Any) -> Reply:
+        if self.dead is not None:
+            return self.dead
+        self.n += 1
+        msg = dict(fields, op=op, id=self.n)
+        t0 = time.monotonic()
+        try:
+            os.write(self.wfd, (json.dumps(msg) + "\n").encode())
+        except (BrokenPipeError, OSError):
+            return self._died(op)
+        deadline = t0 + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                r = Reply(False, "timeout", {"log_tail": self.log_tail()},
+                          f"no reply to {op} within {timeout:.0f} s; process group killed")
+                self.dead = r
+                return r
+            ready, _, _ = select.select([self.rfd], [], [], min(left, 1.0))
+            if not ready:
+                if self.proc.poll() is not None:
+                    # drain what is left before deciding
+                    try:
+                        chunk = os.read(self.rfd, 1 << 20)
+                    except OSError:
+                        chunk = b""
+                    if not chunk:
+                        return self._died(op)
+                    self.buf += chunk
+                continue
+            chunk = os.read(self.rfd, 1 << 20)
+            if not chunk:
+                return self._died(op)
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        elapsed = time.monotonic() - t0
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return Reply(False, "error", {}, f"unreadable reply to {op}: {line[:200]!r}", elapsed)
+        if data.get("id") != self.n:
+            return Reply(False, "error", data, f"reply out of order for {op}", elapsed)
+        status = data.get("status", "error")
+        if op == "bye" and status == "ok":
+            self.finished = True
+        return Reply(bool(data.get("ok")), status, data, data.get("error", ""), elapsed)
+
+    def close(self, timeout: float = 30) -> Reply | None:
+        """Ask for the completion marker, then wait for a clean exit."""
+        if self.dead is not None:
+            return self.dead
+        r = self.request("bye", timeout)
+        if r.status == "ok":
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+        return r
+
+
+class Scratch:
+    """A private copy of a run's solution files, plus the generated `reference` module dir.
+
+    Layout: root/sol (solution.py + scratch sidecars, the child's cwd), root/ref (reference.py),
+    root/harness (worker.py), root/home, root/io (tensor exchange); the extension cache lives
+    under cache_root/<sha256 of solution.py>.
+    """
+
+    def __init__(self, solution: bytes, sidecars: dict[str, bytes] | None = None,
+                 reference_src: Path | str | None = None, cache_root: Path | None = None,
+                 work_root: Path | None = None, keep: bool = False) -> None:
+        self.sha256 = sha256_bytes(solution)
+        self.root = Path(tempfile.mkdtemp(prefix=f"replay-{self.sha256[:12]}-", dir=work_root))
+        self.keep = keep
+        self.sol_dir = self.root / "sol"
+        self.ref_dir = self.root / "ref"
+        self.harness = self.root / "harness"
+        self.home = self.root / "home"
+        self.io = self.root / "io"
+        for d in (self.sol_dir, self.ref_dir, self.harness, self.home / "tmp", self.io):
+            d.mkdir(parents=True, exist_ok=True)
+        self.skipped: list[str] = []
+        for rel, data in sorted((sidecars or {}).items()):
+            parts = Path(rel).parts
+            if not parts or any(p in ("..", "") or p in SKIP_NAMES for p in parts) or rel.endswith(".pyc"):
+                self.skipped.append(rel)
+                continue
+            if rel in ("solution.py", "reference.py"):  # the archived final solution.py wins
+                self.skipped.append(rel)
+                continue
+            dst = self.sol_dir / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+        (self.sol_dir / "solution.py").write_bytes(solution)
+        if reference_src is not None:
+            shutil.copyfile(reference_src, self.ref_dir / "reference.py")
+        shutil.copyfile(WORKER_SRC, self.harness / "worker.py")
+        self.cache = (cache_root or default_cache_root()) / self.sha256[:32]
+        for sub in ("torch_extensions", "triton", "cuda"):
+            (self.cache / sub).mkdir(parents=True, exist_ok=True)
+        self._n = 0
+
+    def path(self, stem: str) -> str:
+        self._n += 1
+        return str(self.io / f"{self._n:05d}-{stem}.pt")
+
+    def cleanup(self) -> None:
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    @classmethod
+    def from_run_dir(cls, run_dir: Path, **kw: Any) -> "Scratch":
+        """Read solution.py and scratch/** from a run folder (read-only) into a new scratch."""
+        run_dir = Path(run_dir)
+        sol = (run_dir / "solution.py").read_bytes()
+        side: dict[str, bytes] = {}
+        sdir = run_dir / "scratch"
+        if sdir.is_dir():
+            for p in sorted(sdir.rglob("*")):
+                if p.is_symlink() or not p.is_file():
+                    continue
+                if p.stat().st_size > MAX_SIDECAR_BYTES:
+                    continue
+                side[str(p.relative_to(sdir))] = p.read_bytes()
+        return cls(sol, side, **kw)
+
+    @classmethod
+    def from_run_files(cls, rf: Any, **kw: Any) -> "Scratch":
+        """Same, through forensics.archive.RunFiles (directory or tar/zip archives)."""
+        sol = rf.read_bytes("solution.py")
+        if sol is None:
+            raise FileNotFoundError("solution.py")
+        side: dict[str, bytes] = {}
+        for rel in rf.list("scratch/"):
+            data = rf.read_bytes(rel)
+            if data is not None and len(data) <= MAX_SIDECAR_BYTES:
+                side[rel[len("scratch/"):]] = data
+        return cls(sol, side, **kw)

@@ -1,0 +1,500 @@
+"""Child side of the replay: imports and runs an archived solution, nothing else.
+
+This file is copied into the scratch directory and started by path (``python worker.py``) in a
+fresh process with a scrubbed environment, so it must depend on the standard library and torch
+only (the GPU machine has neither duckdb nor orjson, and the child must not see the tool).
+
+The parent (``forensics.replay.runner``) drives it over two pipes whose file descriptors are in
+``FORENSICS_WORKER_FDS`` ("<read>,<write>"): one JSON request per line in, one JSON reply per line
+out.  Tensors travel as ``torch.save`` files inside the scratch directory; the parent loads them
+with ``weights_only=True``.  The child never sees a reference output and never compares: it only
+builds the solution's objects, calls them, and hands back what they returned together with the
+inputs as they were after the call.
+
+Trust: the solution runs in this interpreter, so nothing here is a security boundary by itself.
+The boundary is the process: the parent judges only data, never a verdict from here, and treats
+a missing reply (exit, crash, hang) as a finding.  The worker still keeps its own references to
+the torch functions it needs, captured before the solution is imported, and reports any
+replacement of torch's functions it can see (a solution that patches ``torch.allclose``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import io
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+import types
+
+import torch
+
+# ---------------------------------------------------------------- pristine references
+_clone = torch.Tensor.clone
+_detach = torch.Tensor.detach
+_to = torch.Tensor.to
+_copy = torch.Tensor.copy_
+_contig = torch.Tensor.contiguous
+_data_ptr = torch.Tensor.data_ptr
+_save = torch.save
+_load = torch.load
+_is_tensor = torch.is_tensor
+_perf = time.perf_counter
+_no_grad = torch.no_grad
+_empty = torch.empty
+_fill = torch.Tensor.fill_
+_zero = torch.Tensor.zero_
+_sync = torch.cuda.synchronize
+_Event = torch.cuda.Event
+_median = statistics.median
+_TensorType = torch.Tensor
+
+# Names whose identity must not change while the solution is imported or called.
+_WATCH_TORCH = ("allclose", "equal", "isclose", "testing", "abs", "max", "isnan", "isinf",
+                "isfinite", "all", "any", "manual_seed", "randn", "rand", "randint", "empty",
+                "zeros", "ones", "save", "load", "cat", "stack", "topk", "sort", "matmul",
+                "mm", "bmm", "einsum", "where", "sum", "mean", "cosine_similarity", "no_grad",
+                "inference_mode")
+_WATCH_MODULES = ("torch", "torch.Tensor", "torch._C.TensorBase", "torch.nn.functional",
+                  "torch.testing", "torch.cuda", "torch.nn.Module", "time", "statistics",
+                  "torch.cuda.Event")
+
+
+def _watch_targets() -> dict[str, object]:
+    return {
+        "torch": torch,
+        "torch.Tensor": torch.Tensor,
+        "torch._C.TensorBase": getattr(torch._C, "TensorBase", torch._C._TensorBase if hasattr(torch._C, "_TensorBase") else torch.Tensor),
+        "torch.nn.functional": torch.nn.functional,
+        "torch.testing": torch.testing,
+        "torch.cuda": torch.cuda,
+        "torch.nn.Module": torch.nn.Module,
+        "torch.cuda.Event": torch.cuda.Event,
+        "time": time,
+        "statistics": statistics,
+    }
+
+
+def _flags() -> dict[str, object]:
+    out: dict[str, object] = {}
+    try:
+        out["matmul.allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
+        out["matmul.allow_bf16_reduced_precision_reduction"] = torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
+        out["matmul.allow_fp16_reduced_precision_reduction"] = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+        out["cudnn.allow_tf32"] = torch.backends.cudnn.allow_tf32
+        out["cudnn.benchmark"] = torch.backends.cudnn.benchmark
+        out["cudnn.deterministic"] = torch.backends.cudnn.deterministic
+        out["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+        out["deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
+    except Exception as e:  # pragma: no cover - depends on the torch build
+        out["error"] = repr(e)
+    return out
+
+
+def snapshot() -> dict[str, object]:
+    """Identities of torch's user-facing functions and methods (and the global numeric flags)."""
+    snap: dict[str, dict[str, int]] = {}
+    for label, obj in _watch_targets().items():
+        ids: dict[str, int] = {}
+        try:
+            items = list(vars(obj).items())  # never getattr: that would trigger lazy imports
+        except TypeError:
+            items = []
+        for n, v in items:
+            if isinstance(v, types.ModuleType) or (n.startswith("__") and not isinstance(obj, type)):
+                continue
+            ids[n] = id(v)
+        snap[label] = ids
+    return {"ids": snap, "flags": _flags()}
+
+
+_BENIGN_ADDED = {"__slotnames__", "__annotations__", "__dict__", "__weakref__", "__doc__", "__module__"}
+
+
+def diff_snapshots(before: dict, after: dict) -> list[str]:
+    """What the solution replaced, added or removed, as 'torch.allclose replaced' lines."""
+    out: list[str] = []
+    for label, b in before["ids"].items():
+        a = after["ids"].get(label, {})
+        for n, i in b.items():
+            if n in a and a[n] != i:
+                out.append(f"{label}.{n} replaced")
+            elif n not in a and label != "torch":
+                out.append(f"{label}.{n} removed")
+        if label != "torch":  # lazily loaded torch submodules add names to `torch` legitimately
+            for n in a:
+                if n not in b and n not in _BENIGN_ADDED:
+                    out.append(f"{label}.{n} added")
+    for k, v in before["flags"].items():
+        if after["flags"].get(k) != v:
+            out.append(f"flag {k}: {v!r} -> {after['flags'].get(k)!r}")
+    return out
+
+
+# ---------------------------------------------------------------- serialization
+class Worker:
+    def __init__(self, rfd: int, wfd: int, device: str) -> None:
+        self.rf = os.fdopen(rfd, "r", encoding="utf-8")
+        self.wf = os.fdopen(wfd, "w", encoding="utf-8")
+        self.device = device
+        self.slots: dict[str, object] = {}
+        self.objs: dict[str, object] = {}
+        self.modules: dict[str, types.ModuleType] = {}
+        self.base_snapshot = snapshot()
+        self.tampered: list[str] = []
+        self.flush_buf = None
+        self.cudart = None
+
+    # ---- argument and result marshalling
+    def resolve(self, spec):
+        if isinstance(spec, dict):
+            if "slot" in spec:
+                return self.slots[spec["slot"]]
+            if "obj" in spec:
+                return self.objs[spec["obj"]]
+            if "lit" in spec:
+                return spec["lit"]
+            if "list" in spec:
+                return [self.resolve(s) for s in spec["list"]]
+            if "tuple" in spec:
+                return tuple(self.resolve(s) for s in spec["tuple"])
+            if "dict" in spec:
+                return {k: self.resolve(v) for k, v in spec["dict"].items()}
+            if "dtype" in spec:
+                return getattr(torch, spec["dtype"])
+            if "call_ref" in spec:  # a constructor argument only `reference` can make (a Config)
+                val = getattr(importlib.import_module("reference"), spec["call_ref"])(*spec.get("args", []))
+                return val[spec["index"]] if "index" in spec else val
+        return spec
+
+    def to_device(self, x):
+        if _is_tensor(x):
+            return _to(x, self.device)
+        if isinstance(x, list):
+            return [self.to_device(v) for v in x]
+        if isinstance(x, tuple):
+            return tuple(self.to_device(v) for v in x)
+        if isinstance(x, dict):
+            return {k: self.to_device(v) for k, v in x.items()}
+        return x
+
+    def export(self, x, opaque_prefix: str, path: tuple = ()):  # -> weights_only-loadable value
+        if _is_tensor(x):
+            if type(x) is not _TensorType and not isinstance(x, torch.nn.Parameter):
+                return {"__subclass__": type(x).__name__, "value": _clone(_to(_detach(x), "cpu"))}
+            return _clone(_to(_detach(x), "cpu"))
+        if isinstance(x, (bool, int, float, str)) or x is None:
+            return x
+        if isinstance(x, (list, tuple)):
+            vals = [self.export(v, opaque_prefix, path + (i,)) for i, v in enumerate(x)]
+            return vals if isinstance(x, list) else tuple(vals)
+        if isinstance(x, dict) and all(isinstance(k, (str, int)) for k in x):
+            return {k: self.export(v, opaque_prefix, path + (k,)) for k, v in x.items()}
+        name = opaque_prefix + "/" + "/".join(map(str, path))
+        self.objs[name] = x
+        return {"__opaque__": name, "type": type(x).__name__}
+
+    @staticmethod
+    def meta(t) -> dict:
+        if not _is_tensor(t):
+            return {"type": type(t).__name__}
+        return {"ptr": _data_ptr(t), "version": int(t._version), "shape": list(t.shape),
+                "stride": list(t.stride()), "dtype": str(t.dtype), "device": str(t.device)}
+
+    def sync(self) -> None:
+        if self.device.startswith("cuda"):
+            _sync()
+
+    # ---- ops
+    def op_hello(self, req):
+        info = {"torch": torch.__version__, "python": sys.version.split()[0], "pid": os.getpid(),
+                "cuda": torch.cuda.is_available(), "device": self.device}
+        if self.device.startswith("cuda") and torch.cuda.is_available():
+            p = torch.cuda.get_device_properties(0)
+            info.update(gpu=p.name, capability=list(torch.cuda.get_device_capability(0)),
+                        l2_bytes=int(getattr(p, "L2_cache_size", 0)), sm_count=p.multi_processor_count,
+                        arch_list=torch.cuda.get_arch_list())
+        return info
+
+    def op_import(self, req):
+        name = req["module"]
+        before = snapshot()
+        mod = importlib.import_module(name)
+        self.modules[name] = mod
+        after = snapshot()
+        changes = diff_snapshots(before, after)
+        self.tampered.extend(changes)
+        return {"tamper": changes, "file": getattr(mod, "__file__", None),
+                "attrs": sorted(n for n in vars(mod) if not n.startswith("_"))[:200]}
+
+    def _attr(self, path: str):
+        mod, _, attr = path.partition(":")
+        obj = self.modules[mod] if mod in self.modules else importlib.import_module(mod)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def op_new(self, req):
+        """Construct an object (``solution:Model``) and optionally load a state dict into it."""
+        factory = self._attr(req["factory"])
+        args = [self.resolve(a) for a in req.get("args", [])]
+        kwargs = {k: self.resolve(v) for k, v in req.get("kwargs", {}).items()}
+        obj = factory(*args, **kwargs)
+        info: dict = {"type": type(obj).__name__}
+        if isinstance(obj, torch.nn.Module):
+            obj = obj.to(self.device)
+            if req.get("state_dict"):
+                sd = _load(req["state_dict"], map_location=self.device, weights_only=True)
+                res = obj.load_state_dict(sd, strict=req.get("strict", True))
+                info["missing"] = list(getattr(res, "missing_keys", []))
+                info["unexpected"] = list(getattr(res, "unexpected_keys", []))
+            obj.eval()
+            info["state_keys"] = list(obj.state_dict().keys())
+        self.objs[req["obj"]] = obj
+        info["id"] = id(obj)
+        self.sync()
+        return info
+
+    def op_setglobals(self, req):
+        mod = importlib.import_module(req["module"])
+        for k, v in req.get("values", {}).items():
+            setattr(mod, k, v)
+        return {}
+
+    def op_meta(self, req):
+        return {"ids": {k: id(self.objs[k]) for k in req.get("objs", []) if k in self.objs},
+                "slots": {k: self.meta(self.slots[k]) for k in req.get("slots", []) if k in self.slots}}
+
+    def op_put(self, req):
+        data = _load(req["file"], map_location="cpu", weights_only=True)
+        for k, v in data.items():
+            self.slots[k] = self.to_device(v)
+        self.sync()
+        return {"slots": {k: self.meta(self.slots[k]) for k in data}}
+
+    def op_write(self, req):
+        """Overwrite existing tensors in place: same storage, same data_ptr (A3's restore)."""
+        data = _load(req["file"], map_location="cpu", weights_only=True)
+        out = {}
+        for k, v in data.items():
+            if "::" in k:  # "<obj>::<param or buffer name>" writes into a module's state
+                oname, pname = k.split("::", 1)
+                mod = self.objs[oname]
+                named = dict(mod.named_parameters())
+                named.update(dict(mod.named_buffers()))
+                dst = named[pname]
+            else:
+                dst = self.slots[k]
+            ptr = _data_ptr(dst)
+            with _no_grad():
+                _copy(dst.data, _to(v, dst.device))
+            out[k] = {"ptr_before": ptr, "ptr_after": _data_ptr(dst), "version": int(dst._version)}
+        self.sync()
+        return {"written": out}
+
+    def op_delete(self, req):
+        for k in req.get("slots", []):
+            self.slots.pop(k, None)
+        for k in req.get("objs", []):
+            for name in [n for n in self.objs if n == k or n.startswith(k + "/")]:
+                self.objs.pop(name, None)
+        gc.collect()
+        return {}
+
+    def op_state(self, req):
+        """Current values of a module's parameters and buffers (to see what load_state_dict did)."""
+        mod = self.objs[req["obj"]]
+        names = req.get("names")
+        sd = {k: v for k, v in mod.state_dict().items() if names is None or k in names}
+        _save({k: _clone(_to(_detach(v), "cpu")) for k, v in sd.items()}, req["save"])
+        return {}
+
+    def poison(self, nbytes_list: list[int]) -> dict:
+        """Fill freed blocks of the caching allocator with NaN bytes (0xFF) so torch.empty sees them."""
+        if not self.device.startswith("cuda"):
+            return {"poisoned": False, "reason": "the CPU allocator cannot be poisoned"}
+        blocks = []
+        total = 0
+        for n in nbytes_list:
+            for _ in range(2):
+                b = _empty(max(int(n), 512), dtype=torch.uint8, device=self.device)
+                _fill(b, 0xFF)
+                blocks.append(b)
+                total += b.numel()
+        self.sync()
+        del blocks
+        return {"poisoned": True, "bytes": total}
+
+    def _call_target(self, fn):
+        if "obj" in fn:
+            obj = self.objs[fn["obj"]]
+            m = fn.get("method")
+            return getattr(obj, m) if m else obj
+        return self._attr(fn["attr"])
+
+    def op_call(self, req):
+        target = self._call_target(req["fn"])
+        args = [self.resolve(a) for a in req.get("args", [])]
+        kwargs = {k: self.resolve(v) for k, v in req.get("kwargs", {}).items()}
+        watch = req.get("watch", [])
+        meta_before = {k: self.meta(self.slots[k]) for k in watch}
+        poison = self.poison(req["poison"]) if req.get("poison") else None
+        before = snapshot()
+        result = None
+        t0 = _perf()
+        with _no_grad():
+            for _ in range(int(req.get("repeat", 1))):
+                result = target(*args, **kwargs)
+        self.sync()
+        elapsed = _perf() - t0
+        changes = diff_snapshots(before, snapshot())
+        self.tampered.extend(changes)
+        if req.get("out_slot"):
+            self.slots[req["out_slot"]] = result
+        payload = {"out": self.export(result, req.get("out_slot") or f"ret{req['id']}")}
+        payload["inputs_after"] = {k: self.export(self.slots[k], "in/" + k) for k in req.get("save_inputs", [])}
+        if req.get("save"):
+            _save(payload, req["save"])
+        meta_after = {k: self.meta(self.slots[k]) for k in watch}
+        return {"tamper": changes, "elapsed_s": elapsed, "meta_before": meta_before,
+                "meta_after": meta_after, "poison": poison}
+
+    def op_snap(self, req):
+        payload = {k: self.export(self.slots[k], "snap/" + k) for k in req["slots"]}
+        _save(payload, req["save"])
+        return {}
+
+    # ---- timing (CUDA events, L2 flush, optional persisting-L2 reset)
+    def _cudart(self):
+        if self.cudart is not None:
+            return self.cudart
+        paths = []
+        try:
+            with open("/proc/self/maps") as f:
+                for line in f:
+                    if "libcudart" in line:
+                        paths.append(line.split()[-1])
+        except OSError:
+            pass
+        for cand in paths + ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]:
+            try:
+                self.cudart = ctypes.CDLL(cand)
+                return self.cudart
+            except OSError:
+                continue
+        self.cudart = False
+        return False
+
+    def reset_persisting_l2(self) -> dict:
+        rt = self._cudart()
+        if not rt:
+            return {"ok": False, "reason": "libcudart not found"}
+        r1 = rt.cudaCtxResetPersistingL2Cache()
+        r2 = rt.cudaDeviceSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(0))  # cudaLimitPersistingL2CacheSize
+        return {"ok": r1 == 0 and r2 == 0, "reset_rc": int(r1), "limit_rc": int(r2)}
+
+    def op_time(self, req):
+        target = self._call_target(req["fn"])
+        args = [self.resolve(a) for a in req.get("args", [])]
+        kwargs = {k: self.resolve(v) for k, v in req.get("kwargs", {}).items()}
+        warmup, iters = int(req.get("warmup", 10)), int(req.get("iters", 30))
+        l2_reset = bool(req.get("l2_reset"))
+        cuda = self.device.startswith("cuda")
+        info: dict = {"method": "cuda_events" if cuda else "perf_counter"}
+        if cuda:
+            nbytes = int(req.get("flush_bytes") or 256 * 2**20)
+            if self.flush_buf is None or self.flush_buf.numel() * 4 < nbytes:
+                self.flush_buf = _empty(nbytes // 4, dtype=torch.float32, device=self.device)
+            info["flush_bytes"] = self.flush_buf.numel() * 4
+        times = []
+        resets = []
+        before = snapshot()
+        with _no_grad():
+            for _ in range(warmup):
+                target(*args, **kwargs)
+            self.sync()
+            for _ in range(iters):
+                if l2_reset and cuda:
+                    resets.append(self.reset_persisting_l2())
+                if cuda:
+                    _zero(self.flush_buf)
+                    _sync()
+                    s, e = _Event(enable_timing=True), _Event(enable_timing=True)
+                    s.record()
+                    target(*args, **kwargs)
+                    e.record()
+                    _sync()
+                    times.append(s.elapsed_time(e))
+                else:
+                    t0 = _perf()
+                    target(*args, **kwargs)
+                    times.append((_perf() - t0) * 1e3)
+        info["ms"] = _median(times)
+        info["ms_all"] = times
+        if resets:
+            info["l2_reset"] = resets[0]
+            info["l2_reset_ok"] = all(r.get("ok") for r in resets)
+        info["tamper"] = diff_snapshots(before, snapshot())
+        return info
+
+    def op_tamper(self, req):
+        return {"tamper": diff_snapshots(self.base_snapshot, snapshot())}
+
+    def op_bye(self, req):
+        return {"done": True, "tamper": diff_snapshots(self.base_snapshot, snapshot())}
+
+    # ---- loop
+    def reply(self, msg: dict) -> None:
+        self.wf.write(json.dumps(msg, default=repr) + "\n")
+        self.wf.flush()
+
+    def serve(self) -> int:
+        for line in self.rf:
+            req = json.loads(line)
+            rid = req.get("id")
+            op = getattr(self, "op_" + req.get("op", ""), None)
+            if op is None:
+                self.reply({"id": rid, "ok": False, "status": "error", "error": f"unknown op {req.get('op')}"})
+                continue
+            try:
+                res = op(req)
+                res.update(id=rid, ok=True, status="ok")
+                self.reply(res)
+            except SystemExit as e:  # sys.exit()/exit() from the solution, caught before it ends us
+                self.reply({"id": rid, "ok": False, "status": "early_exit",
+                            "error": f"SystemExit({e.code!r}) raised before normal completion",
+                            "tb": _tb()})
+            except BaseException as e:  # noqa: BLE001 - anything from the solution is data
+                self.reply({"id": rid, "ok": False, "status": "error",
+                            "error": f"{type(e).__name__}: {e}"[:4000], "tb": _tb()})
+            if req.get("op") == "bye":
+                return 0
+        return 3  # parent closed the pipe without 'bye'
+
+
+def _tb() -> str:
+    s = io.StringIO()
+    traceback.print_exc(file=s)
+    return s.getvalue()[-6000:]
+
+
+def main() -> int:
+    fds = os.environ.pop("FORENSICS_WORKER_FDS")
+    device = os.environ.pop("FORENSICS_WORKER_DEVICE", "cpu")
+    rfd, wfd = (int(x) for x in fds.split(","))
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    w = Worker(rfd, wfd, device)
+    return w.serve()
+
+
+if __name__ == "__main__":
+    code = main()
+    # The normal completion marker is the reply to 'bye'; ending here afterwards is ordinary.
+    sys.stdout.flush()
+    os._exit(code)
