@@ -36,7 +36,7 @@ _KNOWN_BY_LEN = sorted(PROBLEM_BENCH, key=len, reverse=True)
 
 _HEAD = re.compile(r"^(?P<date>\d{8})_(?P<time>\d{6})_(?P<harness>[^_]+)_(?P<rest>.+)$")
 _SUFFIX = re.compile(r"^(?P<body>.+)_(?P<pid>\d+)_(?P<attempt>\d{1,3})$")
-_GENERIC_PROBLEM = re.compile(r"_(\d\d_[a-z][a-z0-9]*(?:_[a-z0-9]+)*)$")
+_GENERIC_PROBLEM = re.compile(r"_(\d\d_[a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)*)$")
 RUN_ID_SHAPE = re.compile(r"\b(20\d{6}_\d{6}_[A-Za-z0-9.\-]+_[A-Za-z0-9_.\-\[\]]+?_\d\d_[a-z][a-z0-9_]*?)(?=[/\s'\"`:;,)]|$)")
 
 

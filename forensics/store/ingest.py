@@ -372,8 +372,9 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
     try:
         from forensics.transcripts import access
         ctx = access.RunContext.for_run(run_id=rid, run_name=run.name, problem=problem,
-                                        run_ts=parsed.timestamp if parsed else None,
-                                        calls=calls, known_runs=known_runs)
+                                        run_ts=parsed.timestamp if parsed else None, calls=calls,
+                                        known_runs=known_runs, root=run.root or None,
+                                        container=True if "agent_home" in {p.split("/", 1)[0] for p in files} else None)
         for row in access.extract_accesses(ctx, calls, results):
             row["run_id"] = rid
             sink.add("file_accesses", row)
