@@ -98,6 +98,12 @@ class SessionEnd:
     first_ts: datetime | None = None
     last_ts: datetime | None = None
     last_line: int | None = None
+    # Added by the transcript parsers (optional, additive): the format the source was read as,
+    # why (harness hint / content sniff / contradiction), and distinct session ids seen
+    # (several for appended opencode streams).
+    format: str | None = None
+    format_evidence: str | None = None
+    n_sessions: int | None = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,361 @@
+"""``parse_source``: the streaming parse loop shared by every format.
+
+Order of work for one source:
+
+1. open the stream (gzip by magic bytes), read the first batches and detect the format from
+   content plus the harness hint (``sniff.detect_format``);
+2. run every line through the format parser: the common case is one ``orjson.loads`` and one
+   dict lookup per line, no regex, no decoding to ``str``; all failure handling (blank lines,
+   banner, invalid UTF-8, invalid/truncated JSON, non-object JSON) is off the hot path, in
+   ``_slow``;
+3. yield exactly one ``SessionEnd`` last.
+
+Nothing raises out of ``parse_source``: an unexpected internal error becomes a ParseError
+``internal_error`` followed by the SessionEnd.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import chain
+from typing import IO, Iterator
+
+import orjson
+
+from . import reader
+from .base import Parser, text_of
+from .claude import ClaudeParser
+from .codex import CodexParser, CodexTextParser
+from .cursor import CursorParser
+from .droid import DroidParser
+from .events import ParseError, Record, SessionEnd
+from .gemini import GeminiParser
+from .grok import GrokChatParser, GrokStreamParser
+from .kimi import KimiParser
+from .opencode import OpenCodeParser
+from .sniff import FORMATS, detect_format, expected_format
+
+Event = object
+
+SNIFF_LINES = 400      # non-blank lines looked at for detection
+SNIFF_JSON = 8         # JSON-looking lines looked at for detection
+SNIFF_BATCHES = 128     # read batches held for detection (<= 8 MiB)
+
+
+class GenericParser(Parser):
+    """Formats we cannot interpret (hermes, pi, forced 'unknown'): one Record per line with its
+    type/role and any text; no tool events; end_reason 'unknown'."""
+
+    fmt = "unknown"
+
+    def handle(self, o, ln, off, nb):
+        t = o.get("type", o.get("role"))
+        t = t if isinstance(t, str) else None
+        role = o.get("role")
+        return Record(self.source, ln, off, nb, self.fmt, t, None, role if isinstance(role, str) else None,
+                      None, None, text_of(o.get("content")) or text_of(o.get("text")))
+
+    def finish(self, se, truncated):
+        super().finish(se, truncated)
+        se.end_reason = "unknown" if not se.n_api_errors else se.end_reason
+
+
+def make_parser(fmt: str, source: str, harness: str | None) -> Parser:
+    if fmt == "claude":
+        return ClaudeParser(source, harness)
+    if fmt == "claude_session":
+        return ClaudeParser(source, harness, session_form=True)
+    cls = {"codex": CodexParser, "codex_text": CodexTextParser, "opencode": OpenCodeParser,
+           "cursor": CursorParser, "gemini": GeminiParser, "kimi": KimiParser, "droid": DroidParser,
+           "grok_stream": GrokStreamParser, "grok_chat": GrokChatParser}.get(fmt, GenericParser)
+    return cls(source, harness)
+
+
+def parse_source(stream: IO[bytes] | bytes, source: str = "transcript.jsonl", harness: str | None = None,
+                 fmt: str | None = None) -> Iterator[Event]:
+    """Parse one transcript source into normalized events (see ``forensics.transcripts``)."""
+    st = _State()
+    try:
+        ctx = _open(stream, source, harness, fmt)
+        if ctx.__class__ is list:           # the stream could not even be opened
+            st.ended = True
+            yield from ctx
+            return
+        it, parser, fmt, evidence = ctx
+        if fmt == "codex_text" or fmt == "empty":
+            yield from _text_loop(it, parser, source, st)
+        else:
+            yield from _json_loop(it, parser, source, st)
+        se = _session_end(parser, fmt, evidence, source, harness, st)
+        if se.__class__ is ParseError:
+            yield se
+            se = _empty_end(parser, fmt, evidence, source, st)
+        st.ended = True
+        yield se
+    except Exception as e:  # noqa: BLE001 - bad evidence must never stop the ingest
+        yield ParseError(source, st.ln or None, "internal_error", f"{type(e).__name__}: {e}"[:500])
+        if not st.ended:
+            yield SessionEnd(source, end_reason="unknown", format=fmt or "unknown",
+                             format_evidence=f"parser failed: {type(e).__name__}", last_line=st.ln or None)
+
+
+def _open(stream, source: str, harness: str | None, fmt: str | None):
+    """Open the stream, read the detection sample, choose the format and build its parser.
+
+    Returns ``(batches, parser, fmt, evidence)``, or a list of final events if unreadable."""
+    try:
+        src = reader.Source(stream)
+    except Exception as e:  # noqa: BLE001
+        return [ParseError(source, None, "unreadable", f"{type(e).__name__}: {e}"[:500]),
+                SessionEnd(source, end_reason="unknown", format=fmt or "unknown",
+                           format_evidence="stream could not be read")]
+    batches = reader.iter_batches(src)
+    consumed: list = []
+    sample: list[bytes] = []
+    n_jsonish = 0
+    exhausted = True
+    for kind, payload in batches:
+        consumed.append((kind, payload))
+        if kind == reader.LINES or kind == reader.LAST:
+            for raw in payload:
+                if raw and not raw.isspace():
+                    sample.append(raw)
+                    if raw.lstrip()[:1] in (b"{", b"["):
+                        n_jsonish += 1
+                    if len(sample) >= SNIFF_LINES or n_jsonish >= SNIFF_JSON:
+                        break
+        elif kind == reader.HUGE:
+            n_jsonish += 1
+        if len(sample) >= SNIFF_LINES or n_jsonish >= SNIFF_JSON or len(consumed) >= SNIFF_BATCHES:
+            exhausted = False
+            break
+    if fmt:
+        evidence = "format given by the caller"
+        if fmt not in FORMATS:
+            evidence += f" ({fmt!r} is not a known format; read as unknown)"
+            fmt = "unknown"
+    else:
+        fmt, evidence = detect_format(sample, harness, source)
+        if fmt == "empty" and not exhausted:
+            exp, why = expected_format(harness, source)
+            fmt = exp if exp and exp not in ("codex_text", "empty") else "claude"
+            evidence = f"no content in the first {len(consumed)} blocks; {why}; reading as {fmt}"
+    if src.compressed:
+        evidence += "; gzip-compressed"
+    parser = make_parser(fmt if fmt != "empty" else "unknown", source, harness)
+    if fmt == "empty":
+        parser.fmt = "empty"
+    return chain(consumed, batches), parser, fmt, evidence
+
+
+def _session_end(parser: Parser, fmt: str, evidence: str, source: str, harness: str | None, st):
+    if not st.content:
+        return ParseError(source, None, "empty_file",
+                          "file is empty" if st.ln == 0 else f"{st.ln} blank lines only")
+    se = SessionEnd(source)
+    parser.finish(se, st.truncated)
+    if fmt == "codex_text":
+        exp, _why = expected_format(harness, source)
+        if exp in ("claude", "cursor", "gemini", "grok_stream"):
+            # a harness whose transcript should end with a terminal record produced no JSON at all
+            se.cut_off = True
+            se.end_reason = "cut_off"
+    se.last_line = st.ln
+    se.format = fmt
+    se.format_evidence = evidence
+    return se
+
+
+def _empty_end(parser, fmt, evidence, source, st) -> SessionEnd:
+    return SessionEnd(source, end_reason="empty", format="empty",
+                      format_evidence=evidence if fmt == "empty" else f"{evidence}; no content",
+                      last_line=st.ln or None)
+
+
+NO_OBJECT = object()
+
+
+class _State:
+    __slots__ = ("ln", "off", "started", "content", "truncated", "ended")
+
+    def __init__(self):
+        self.ln = 0
+        self.off = 0
+        self.started = False     # a JSON line has been seen (banner region is over)
+        self.content = False     # any non-blank line
+        self.truncated = False
+        self.ended = False
+
+
+def _huge(h: reader.Oversize, ln: int, off: int, source: str, fmt: str, st: _State) -> list:
+    st.content = True
+    head = h.head.lstrip()
+    if not h.terminated and head[:1] in (b"{", b"["):
+        st.truncated = True
+    detail = f"line of {h.nbytes} bytes exceeds {reader.HUGE_LINE} bytes; measured, not decoded"
+    if not h.terminated:
+        detail += " (no final newline)"
+    return [ParseError(source, ln, "huge_line", detail, reader.excerpt(h.head), off),
+            Record(source, ln, off, h.nbytes, fmt, "oversize")]
+
+
+def _slow(raw: bytes, ln: int, off: int, n: int, last: bool, st: _State, source: str, fmt: str):
+    """Failure path of the hot loop: (object or NO_OBJECT, events)."""
+    if raw.isspace():
+        return NO_OBJECT, ()
+    st.content = True
+    evs: list = []
+    try:
+        text = raw.decode("utf-8")
+        bad_utf8 = False
+    except UnicodeDecodeError as e:
+        text = raw.decode("utf-8", "replace")
+        bad_utf8 = True
+        evs.append(ParseError(source, ln, "invalid_utf8", f"byte {e.start}: {e.reason}; decoded with replacement",
+                              reader.excerpt(raw), off))
+    s = text.lstrip()
+    looks_json = s[:1] in ("{", "[")
+    err: Exception | None = None
+    if looks_json or st.started:
+        try:
+            return json.loads(text), evs   # stdlib: also accepts NaN/Infinity, lone surrogates
+        except Exception as e:  # noqa: BLE001
+            err = e
+    if not st.started and not looks_json:
+        evs.append(Record(source, ln, off, n, fmt, "banner", None, None, None, None, text.rstrip("\r")))
+        return NO_OBJECT, evs
+    if last:
+        evs.append(ParseError(source, ln, "truncated_line",
+                              f"last line has no newline and is not valid JSON ({type(err).__name__}: {str(err)[:200]})",
+                              reader.excerpt(raw), off))
+        st.truncated = True
+    else:
+        evs.append(ParseError(source, ln, "invalid_json",
+                              f"{type(err).__name__}: {str(err)[:200]}" if looks_json else
+                              "non-JSON text line after the JSON stream started",
+                              reader.excerpt(raw), off))
+    evs.append(Record(source, ln, off, n, fmt, "invalid", None, None, None, None,
+                      None if looks_json else text.rstrip("\r")[:65536]))
+    return NO_OBJECT, evs
+
+
+def _non_object(o, ln, off, n, source, fmt) -> list:
+    return [ParseError(source, ln, "bad_record", f"JSON value is a {type(o).__name__}, not an object",
+                       reader.excerpt(orjson.dumps(o) if not isinstance(o, (bytes, str)) else str(o).encode()),
+                       off),
+            Record(source, ln, off, n, fmt, "non_object")]
+
+
+def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
+    handle = parser.handle
+    loads = orjson.loads
+    fmt = parser.fmt
+    Rec = Record
+    LINES, LAST, HUGE = reader.LINES, reader.LAST, reader.HUGE
+    fast = parser.FAST_SYSTEM   # Claude heartbeat subtypes: Record(rtype='system') and nothing else
+    fast_types = parser.FAST_TYPES
+    started = st.started
+    ln = st.ln
+    off = st.off
+    for kind, payload in it:
+        if kind == LINES or kind == LAST:
+            last = kind == LAST
+            for raw in payload:
+                ln += 1
+                n = len(raw)
+                if n:
+                    try:
+                        o = loads(raw)
+                    except Exception:  # noqa: BLE001
+                        o, evs = _slow(raw, ln, off, n, last, st, source, fmt)
+                        if evs:
+                            yield from evs
+                        if o is NO_OBJECT:
+                            off += n + 1
+                            continue
+                    if o.__class__ is dict:
+                        if not started:
+                            started = st.started = st.content = True
+                        if fast is not None:
+                            t = o.get("type")
+                            if t == "system":
+                                t = o.get("subtype")
+                                if t in fast:
+                                    yield Rec(source, ln, off, n, fmt, "system", t)
+                                    off += n + 1
+                                    continue
+                            elif t in fast_types:
+                                yield Rec(source, ln, off, n, fmt, t)
+                                off += n + 1
+                                continue
+                        try:
+                            r = handle(o, ln, off, n)
+                        except Exception as e:  # noqa: BLE001 - a record shape we did not foresee
+                            r = [Rec(source, ln, off, n, fmt, _rtype(o)),
+                                 ParseError(source, ln, "bad_field", f"{type(e).__name__}: {e}"[:300],
+                                            reader.excerpt(raw), off)]
+                        if r.__class__ is Rec:
+                            yield r
+                        else:
+                            yield from r
+                    else:
+                        started = st.started = st.content = True
+                        yield from _non_object(o, ln, off, n, source, fmt)
+                off += n + 1
+            if last:
+                off -= 1
+        elif kind == HUGE:
+            ln += 1
+            started = st.started = True
+            yield from _huge(payload, ln, off, source, fmt, st)
+            off += payload.nbytes + (1 if payload.terminated else 0)
+        else:  # FAIL
+            reason, detail = payload
+            st.truncated = True
+            yield ParseError(source, ln + 1, reason, detail, "", off)
+    st.ln = ln
+    st.off = off
+
+
+def _rtype(o: dict):
+    t = o.get("type", o.get("role"))
+    return t if isinstance(t, str) else None
+
+
+def _text_loop(it, parser, source: str, st: _State) -> Iterator[Event]:
+    handle_text = getattr(parser, "handle_text", None)
+    fmt = parser.fmt
+    ln = 0
+    off = 0
+    for kind, payload in it:
+        if kind == reader.LINES or kind == reader.LAST:
+            for raw in payload:
+                ln += 1
+                n = len(raw)
+                if n and not raw.isspace():
+                    st.content = True
+                    try:
+                        raw.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        yield ParseError(source, ln, "invalid_utf8",
+                                         f"byte {e.start}: {e.reason}; decoded with replacement",
+                                         reader.excerpt(raw), off)
+                    if handle_text is not None:
+                        yield handle_text(raw, ln, off, n)
+                    else:
+                        yield Record(source, ln, off, n, fmt, "text", None, None, None, None,
+                                     raw.decode("utf-8", "replace").rstrip("\r"))
+                off += n + 1
+            if kind == reader.LAST:
+                off -= 1
+        elif kind == reader.HUGE:
+            ln += 1
+            yield from _huge(payload, ln, off, source, fmt, st)
+            st.truncated = False  # plain text has no notion of a truncated JSON line
+            off += payload.nbytes + (1 if payload.terminated else 0)
+        else:
+            reason, detail = payload
+            st.truncated = True
+            yield ParseError(source, ln + 1, reason, detail, "", off)
+    st.ln = ln
+    st.off = off

@@ -1,0 +1,90 @@
+"""Throughput of parse_source vs bare `for line in f: orjson.loads(line)` (not a test; run by hand).
+
+    python -m forensics.transcripts.perf [N_LINES]   # writes /tmp/forensics_perf_claude.jsonl
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+from forensics.transcripts import parse_source
+
+
+def generate(path: Path, n: int, seed: int = 0) -> None:
+    rnd = random.Random(seed)
+    with path.open("wb") as f:
+        f.write(orjson.dumps({"type": "system", "subtype": "init", "cwd": "/workspace/problems/01",
+                              "session_id": "s", "model": "claude-opus", "tools": ["Bash", "Read"],
+                              "mcp_servers": [], "claude_code_version": "2.1.0"}) + b"\n")
+        i = 0
+        m = 0
+        while i < n:
+            r = rnd.random()
+            if r < 0.90:
+                f.write(orjson.dumps({"type": "system", "subtype": "task_progress", "task_id": f"b{m % 7}",
+                                      "tool_use_id": f"toolu_{m:08d}", "description": "uv run python check.py",
+                                      "task_type": "local_bash", "usage": {"total_tokens": i, "tool_uses": 3,
+                                      "duration_ms": i * 10}, "uuid": f"u-{i}", "session_id": "s"}) + b"\n")
+            elif r < 0.95:
+                m += 1
+                usage = {"input_tokens": 3, "output_tokens": 120, "cache_read_input_tokens": 40000,
+                         "cache_creation_input_tokens": 900}
+                for blk in ({"type": "thinking", "thinking": "", "signature": "x" * 200},
+                            {"type": "text", "text": "Let me run the checker again. " * 5},
+                            {"type": "tool_use", "id": f"toolu_{m:08d}", "name": "Bash",
+                             "input": {"command": "cd /workspace && uv run python check.py 2>&1 | tail -20"}}):
+                    f.write(orjson.dumps({"type": "assistant", "message": {"id": f"msg_{m}", "model": "claude",
+                                          "role": "assistant", "content": [blk], "stop_reason": None,
+                                          "usage": usage}, "parent_tool_use_id": None, "session_id": "s",
+                                          "uuid": f"u-{i}"}) + b"\n")
+                    i += 1
+            else:
+                f.write(orjson.dumps({"type": "user", "message": {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": f"toolu_{m:08d}",
+                     "content": "shape=0 ok\n" * 20 + "PASS", "is_error": False}]},
+                    "parent_tool_use_id": None, "session_id": "s", "uuid": f"u-{i}"}) + b"\n")
+            i += 1
+        f.write(orjson.dumps({"type": "result", "subtype": "success", "is_error": False, "num_turns": m,
+                              "usage": {"input_tokens": 1, "output_tokens": 2}, "total_cost_usd": 1.5}) + b"\n")
+
+
+def bare(path: Path) -> float:
+    t = time.perf_counter()
+    with path.open("rb") as f:
+        for line in f:
+            orjson.loads(line)
+    return time.perf_counter() - t
+
+
+def ours(path: Path) -> tuple[float, int]:
+    t = time.perf_counter()
+    k = 0
+    with path.open("rb") as f:
+        for _ev in parse_source(f, source="transcript.jsonl", harness="claude"):
+            k += 1
+    return time.perf_counter() - t, k
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    path = Path("/tmp/forensics_perf_claude.jsonl")
+    generate(path, n)
+    size = path.stat().st_size
+    bs, os_, k = [], [], 0
+    for _ in range(5):  # interleaved, best of 5 each (the machine is shared)
+        bs.append(bare(path))
+        t, k = ours(path)
+        os_.append(t)
+    b, o = min(bs), min(os_)
+    print(f"lines={n} bytes={size} events={k}")
+    print(f"bare orjson: {b:.3f}s ({size / b / 1e6:.0f} MB/s)   parse_source: {o:.3f}s "
+          f"({size / o / 1e6:.0f} MB/s)   ratio={o / b:.2f}")
+
+
+if __name__ == "__main__":
+    main()

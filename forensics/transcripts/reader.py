@@ -1,0 +1,194 @@
+"""Streaming line reader for transcript sources.
+
+Reads a binary stream (possibly non-seekable: a tar or zip member) in fixed-size blocks and
+hands out *batches* of complete lines, so the parse loop pays one generator step per block,
+not per line.  Properties:
+
+* gzip is detected by its magic bytes and decompressed on the fly;
+* memory stays bounded: a line longer than ``HUGE_LINE`` bytes is never assembled — it is
+  measured while being skipped, keeping only an excerpt of its first bytes;
+* read errors (a corrupt gzip member, an I/O error) end the stream with an error batch instead
+  of an exception.
+
+Batch kinds yielded by :func:`iter_batches`:
+
+``(LINES, [bytes, ...])``     complete lines, newline stripped (may be ``b""`` for blank lines)
+``(LAST, [bytes])``           the final line, which had no terminating newline
+``(HUGE, Oversize)``          one oversize line (``Oversize.terminated`` says if a newline ended it)
+``(FAIL, (reason, detail))``  reading stopped: ``compressed`` (bad gzip data) or ``unreadable``
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+from dataclasses import dataclass
+from typing import IO, Callable, Iterator
+
+BLOCK = 1 << 16            # bytes read per call (small blocks keep the split lines cache-hot)
+HUGE_LINE = 16 << 20       # lines longer than this are measured, never decoded
+EXCERPT = 200              # characters kept from a bad / oversize line
+
+LINES, LAST, HUGE, FAIL = 0, 1, 2, 3
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(slots=True)
+class Oversize:
+    nbytes: int
+    head: bytes            # first bytes of the line (for the excerpt)
+    terminated: bool = True
+
+
+class _Prefixed(io.RawIOBase):
+    """A raw stream that replays ``prefix`` and then continues with ``read`` (used to put back
+    the bytes read for magic-number detection on a non-seekable stream)."""
+
+    def __init__(self, prefix: bytes, read: Callable[[int], bytes]):
+        self._prefix = prefix
+        self._read = read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        n = len(b)
+        if self._prefix:
+            chunk, self._prefix = self._prefix[:n], self._prefix[n:]
+        else:
+            chunk = self._read(n)
+            if chunk is None:
+                chunk = b""
+            if isinstance(chunk, str):
+                chunk = chunk.encode("utf-8", "surrogateescape")
+        b[: len(chunk)] = chunk
+        return len(chunk)
+
+
+def _as_bytes(chunk) -> bytes:
+    if chunk is None:
+        return b""
+    if isinstance(chunk, str):  # a text stream handed in by mistake: keep going
+        return chunk.encode("utf-8", "surrogateescape")
+    return bytes(chunk) if not isinstance(chunk, bytes) else chunk
+
+
+class Source:
+    """Opens a binary stream for block reading; records whether it was gzip-compressed."""
+
+    def __init__(self, stream: IO[bytes] | bytes):
+        self.compressed = False
+        if isinstance(stream, (bytes, bytearray, memoryview)):
+            stream = io.BytesIO(bytes(stream))
+        raw_read = stream.read
+        first = _as_bytes(raw_read(BLOCK))
+        if first[:2] == GZIP_MAGIC:
+            self.compressed = True
+            gz = gzip.GzipFile(fileobj=io.BufferedReader(_Prefixed(first, raw_read), BLOCK), mode="rb")
+            self._read = gz.read
+            self._first = b""
+        else:
+            self._read = lambda n: _as_bytes(raw_read(n))
+            self._first = first
+
+    def blocks(self) -> Iterator[bytes]:
+        """Yields non-empty blocks; raises on read errors (handled by iter_batches)."""
+        if self._first:
+            b, self._first = self._first, b""
+            yield b
+        read = self._read
+        while True:
+            b = read(BLOCK)
+            if not b:
+                return
+            yield b
+
+
+def iter_batches(src: Source) -> Iterator[tuple[int, object]]:
+    """Split the source into line batches (see module doc).  Never raises."""
+    parts: list[bytes] = []   # pieces of the current unterminated line
+    plen = 0
+    huge: Oversize | None = None
+    blocks = src.blocks()
+    while True:
+        try:
+            buf = next(blocks)
+        except StopIteration:
+            break
+        except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as e:
+            # flush what we have as an unterminated line, then report
+            if huge is not None:
+                huge.terminated = False
+                yield HUGE, huge
+            elif parts:
+                yield LAST, [b"".join(parts)]
+            yield FAIL, ("compressed" if src.compressed else "unreadable", f"{type(e).__name__}: {e}")
+            return
+        except Exception as e:  # noqa: BLE001 - evidence reading must never crash the ingest
+            if huge is not None:
+                huge.terminated = False
+                yield HUGE, huge
+            elif parts:
+                yield LAST, [b"".join(parts)]
+            yield FAIL, ("unreadable", f"{type(e).__name__}: {e}")
+            return
+        while buf:
+            if huge is not None:
+                i = buf.find(b"\n")
+                if i < 0:
+                    huge.nbytes += len(buf)
+                    buf = b""
+                    break
+                huge.nbytes += i
+                yield HUGE, huge
+                huge = None
+                buf = buf[i + 1:]
+                continue
+            j = buf.rfind(b"\n")
+            if j < 0:
+                parts.append(buf)
+                plen += len(buf)
+                buf = b""
+                if plen > HUGE_LINE:
+                    head = b"".join(parts)[: EXCERPT * 4]
+                    huge = Oversize(plen, head)
+                    parts = []
+                    plen = 0
+                break
+            if parts:
+                k = buf.find(b"\n")
+                first = b"".join(parts) + buf[:k]
+                parts = []
+                plen = 0
+                if len(first) > HUGE_LINE:
+                    yield HUGE, Oversize(len(first), first[: EXCERPT * 4])
+                    del first
+                    lines = buf[k + 1:j].split(b"\n") if j > k else []
+                else:
+                    lines = buf[k + 1:j].split(b"\n") if j > k else []
+                    lines.insert(0, first)
+            else:
+                lines = buf[:j].split(b"\n")
+            if lines:
+                yield LINES, lines
+            rest = buf[j + 1:]
+            if rest:
+                parts.append(rest)
+                plen = len(rest)
+            buf = b""
+    if huge is not None:
+        huge.terminated = False
+        yield HUGE, huge
+    elif parts:
+        last = b"".join(parts)
+        if len(last) > HUGE_LINE:
+            yield HUGE, Oversize(len(last), last[: EXCERPT * 4], terminated=False)
+        else:
+            yield LAST, [last]
+
+
+def excerpt(raw: bytes) -> str:
+    """First EXCERPT characters of a line, decoded leniently."""
+    return raw[: EXCERPT * 4].decode("utf-8", "replace")[:EXCERPT]
