@@ -252,20 +252,25 @@ def load_reference_module(filename: str, module_name: str = "reference", globals
     sys.modules; the caller registers it as `reference` when a solution imports it) and set the
     module globals check.py sets (`setattr` per shape key)."""
     path = REF_DIR / filename
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    # dataclasses (used by some reference files) look their module up in sys.modules while the
-    # class body runs; register temporarily under a private name.
-    private = f"_kernels_ref_{filename.replace('.', '_')}_{id(mod)}"
-    mod.__name__ = module_name
+    mod = types.ModuleType(module_name, f"bundled reference {filename}")
+    mod.__file__ = str(path)
+    code = compile(path.read_text(), str(path), "exec")
+    # dataclasses look the defining module up in sys.modules while a class body is processed:
+    # execute under a private registered name, then rename everything to `module_name`.
+    private = f"_kernels_ref_{path.stem}_{id(mod):x}"
+    mod.__dict__["__name__"] = private
     sys.modules[private] = mod
     try:
-        mod.__dict__["__name__"] = private
-        spec.loader.exec_module(mod)
+        exec(code, mod.__dict__)  # noqa: S102 - our own bundled file
     finally:
-        mod.__dict__["__name__"] = module_name
         sys.modules.pop(private, None)
+        mod.__dict__["__name__"] = module_name
+    for obj in list(mod.__dict__.values()):
+        if getattr(obj, "__module__", None) == private:
+            try:
+                obj.__module__ = module_name
+            except (AttributeError, TypeError):
+                pass
     for k, v in (globals_ or {}).items():
         setattr(mod, k, v)
     return mod

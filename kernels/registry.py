@@ -74,6 +74,8 @@ class ProblemSpec:
     triton_fn: Callable | None = None           # triton_forward(model, inputs) or None
     compare_fn: Callable | None = None          # problem-specific comparison (topk, multi-output)
     make_inputs_fn: Callable | None = None      # overrides the get_inputs path (stateful problems)
+    init_args_fn: Callable | None = None        # overrides get_init_inputs (cuda 03: max_seq per shape)
+    reference_fn: Callable | None = None        # overrides model(*inputs) (stateful problems)
     property_cases: list[PropertyCase] = field(default_factory=list)
     property_since: str | None = None           # A3 suite exists in archives from this date
     stress_since: str | None = None             # A2 suite exists from this date
@@ -101,8 +103,10 @@ class ProblemSpec:
         registers it as `reference` when a solution imports it."""
         return load_reference_module(self.ref_file, "reference", self.shape_globals(shape) if shape else None)
 
-    def init_args(self, shape: Shape) -> list:
-        mod = self.reference_module(shape)
+    def init_args(self, shape: Shape, module=None) -> list:
+        if self.init_args_fn is not None:
+            return list(self.init_args_fn(self, shape))
+        mod = module or self.reference_module(shape)
         return list(mod.get_init_inputs())
 
     def make_inputs(self, shape: Shape, seed: int, device: str | torch.device = "cpu") -> list:
@@ -128,7 +132,7 @@ class ProblemSpec:
         dev = torch.device(device)
         if exact_init is None:
             exact_init = dev.type == "cpu"
-        args = list(mod.get_init_inputs())
+        args = self.init_args(shape, mod)
         if exact_init:
             model = mod.Model(*args).to(dev)
         else:
@@ -157,8 +161,11 @@ class ProblemSpec:
             return self.triton_fn(model, inputs)
 
     def reference_forward(self, model, inputs):
-        """What check.py compares against: the deck reference semantics, `model(*inputs)`."""
+        """What check.py compares against: the deck reference semantics, `model(*inputs)`
+        (stateful problems: their `run`/`step` path, see `stateful`)."""
         with torch.no_grad():
+            if self.reference_fn is not None:
+                return self.reference_fn(self, model, inputs)
             return model(*inputs)
 
     # -- tolerances and comparison ----------------------------------------------------------

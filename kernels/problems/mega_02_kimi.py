@@ -1,0 +1,173 @@
+"""mega/02_kimi_linear_decode (D1): Model.step(hidden, state) with per-layer state dicts."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..common import _result, cosine, load_reference_module
+from ..registry import ProblemSpec
+from ._util import cases, lazy_triton
+
+SHAPES = [dict(ctx=c, steps=s, n_experts=64) for c, s in ((2048, 32), (8192, 16), (16384, 16))]
+CHECK_SHAPES = [dict(ctx=2048, steps=1, n_experts=64), dict(ctx=8192, steps=1, n_experts=64)]
+FORBIDDEN_MODULES = ["transformers", "flash_mla", "flashmla", "fla.ops", "flash_linear_attention", "vllm", "sglang",
+                     "bitsandbytes", "torchao", "marlin", "auto_gptq", "autoawq", "awq", "exllama", "reference",
+                     "baseline"]
+_REF = load_reference_module("mega_02_kimi.py", "_kimi_ref")
+COSINE_MIN = 0.98
+
+
+def init_args(spec, shape):
+    return [_REF.build_config(shape)]
+
+
+def make_inputs(spec, shape, seed, device="cpu", cfg=None):
+    """[hidden, state] = [init_token(cfg, seed), init_state(cfg, ctx, seed)] on `device`
+    (the deck draws them from CUDA generators; on the CPU the numbers differ)."""
+    cfg = cfg or _REF.build_config(shape)
+    return [_REF.init_token(cfg, seed, device), _REF.init_state(cfg, shape["ctx"], seed, device)]
+
+
+def reference_step(spec, model, inputs):
+    hidden, state = inputs
+    return model.step(hidden, state)
+
+
+def compare(spec, ref_out, sol_out, case, inputs):
+    """Mega check: output shape equal and finite; cosine >= 0.98 for the output, state[0]['S'] and
+    state[3]['c_kv'] (which must have ctx+1 rows)."""
+    try:
+        ref_h, ref_state = ref_out
+        sol_h, sol_state = sol_out
+    except (TypeError, ValueError):
+        return _result(False, f"step must return (hidden, state), got {type(sol_out).__name__}")
+    if not isinstance(sol_h, torch.Tensor) or tuple(sol_h.shape) != tuple(ref_h.shape):
+        return _result(False, "output shape mismatch")
+    if not bool(torch.isfinite(sol_h.float()).all()):
+        return _result(False, "output not finite")
+    try:
+        s_ref, s_sol = ref_state[0]["S"], sol_state[0]["S"]
+        c_ref, c_sol = ref_state[-1]["c_kv"], sol_state[-1]["c_kv"]
+    except (KeyError, IndexError, TypeError) as exc:
+        return _result(False, f"state layout: {exc!r}")
+    if tuple(c_sol.shape) != tuple(c_ref.shape):
+        return _result(False, f"MLA cache shape {tuple(c_sol.shape)} != {tuple(c_ref.shape)} (ctx+1 rows expected)")
+    cos = {"out": cosine(ref_h, sol_h), "S": cosine(s_ref, s_sol), "cache": cosine(c_ref, c_sol)}
+    ok = all(v >= COSINE_MIN for v in cos.values())
+    d = (ref_h.float() - sol_h.float().to(ref_h.device)).abs()
+    return _result(ok, "out={out:.4f} S={S:.4f} cache={cache:.4f} ".format(**cos) + ("OK" if ok else "FAIL (< 0.98)"),
+                   max_abs=float(d.max()), n_total=ref_h.numel(), cosines=cos, cosine_min=COSINE_MIN)
+
+
+def oracle(model, inputs):
+    """One step in fp64 with independent formulations: KDA as (I - b k k^T) D S + b k v^T,
+    MLA with the kv_b weight absorbed into the query (attention over the latent cache),
+    MoE as an explicit weighted sum over the selected experts."""
+    hidden, state = inputs
+    cfg = model.cfg
+    dd = torch.float64
+    x = hidden.to(dd)
+    new_state = []
+
+    def lin(q, v):  # QuantLinear in fp64
+        return v.to(dd) @ q.weight().to(dd)
+
+    def norm(v, w):
+        return v * torch.rsqrt(v.pow(2).mean() + _REF.EPS) * w.to(dd)
+
+    for blk, st in zip(model.blocks, state):
+        a_in = norm(x, blk.attn_norm)
+        at = blk.attn
+        if blk.kind == "K":
+            nh, dk = cfg.kda_heads, cfg.kda_head_dim
+            convs, st2 = [], {}
+            for idx, (proj, ck) in enumerate(((at.q_proj, "cq"), (at.k_proj, "ck"), (at.v_proj, "cv"))):
+                win = torch.cat([st[ck].to(dd), lin(proj, a_in)[None]], 0)
+                convs.append(F.silu(sum(at.conv_w[idx][:, j].to(dd) * win[j] for j in range(win.shape[0]))))
+                st2[ck] = win[1:]
+            q, k, v = (c.view(nh, dk) for c in convs)
+            q = q / math.sqrt(dk)
+            decay = torch.exp(-F.softplus(lin(at.g_proj, a_in))).view(nh, dk)
+            beta = torch.sigmoid(a_in @ at.beta_proj.weight.to(dd).T)
+            DS = decay[:, :, None] * st["S"].to(dd)
+            eye = torch.eye(dk, dtype=dd, device=x.device)
+            proj = eye[None] - beta[:, None, None] * k[:, :, None] * k[:, None, :]
+            S = proj @ DS + beta[:, None, None] * k[:, :, None] * v[:, None, :]
+            o = torch.einsum("hkv,hk->hv", S, q).reshape(-1)
+            st2["S"] = S
+            attn = lin(at.o_proj, o)
+        else:
+            nh, dn, dr, dv = cfg.mla_heads, cfg.qk_nope, cfg.qk_rope, cfg.v_head
+            pos = st["c_kv"].shape[0]
+            qa = lin(at.q_proj, a_in).view(nh, dn + dr)
+            kva = lin(at.kv_a, a_in)
+            c, kr = kva[: cfg.kv_lora], kva[cfg.kv_lora:]
+            inv = cfg.rope_theta ** (-2 * torch.arange(dr // 2, dtype=dd, device=x.device) / dr)
+            ang = pos * inv
+
+            def rope(t):
+                t1, t2 = t[..., 0::2], t[..., 1::2]
+                return torch.stack([t1 * ang.cos() - t2 * ang.sin(), t1 * ang.sin() + t2 * ang.cos()], -1).flatten(-2)
+
+            q_nope, q_rope, kr = qa[:, :dn], rope(qa[:, dn:]), rope(kr)
+            c_all = torch.cat([st["c_kv"].to(dd), c[None]], 0)
+            kr_all = torch.cat([st["k_rope"].to(dd), kr[None]], 0)
+            wkv = at.kv_b.weight().to(dd).view(cfg.kv_lora, nh, dn + dv)
+            w_k, w_v = wkv[..., :dn], wkv[..., dn:]
+            q_lat = torch.einsum("hd,chd->hc", q_nope, w_k)                  # absorbed query
+            scores = (c_all @ q_lat.T + kr_all @ q_rope.T) / math.sqrt(dn + dr)   # (L+1, h)
+            p = torch.softmax(scores, 0)
+            o = torch.einsum("lh,lc,chd->hd", p, c_all, w_v).reshape(-1)
+            st2 = {"c_kv": c_all, "k_rope": kr_all}
+            attn = lin(at.o_proj, o)
+        h = x + attn
+        m_in = norm(h, blk.moe_norm)
+        moe = blk.moe
+        probs = torch.softmax(m_in @ moe.router.weight.to(dd).T, -1)
+        w, idx = torch.topk(probs, cfg.n_active)
+        w = w / (w.sum() + 1e-9) * cfg.routed_scaling
+
+        def ffn(ex_g, ex_u, ex_d, e):
+            return (F.silu(m_in @ ex_g.weight(e).to(dd)) * (m_in @ ex_u.weight(e).to(dd))) @ ex_d.weight(e).to(dd)
+
+        out = sum(w[j] * ffn(moe.gate, moe.up, moe.down, int(idx[j])) for j in range(cfg.n_active))
+        out = out + sum(ffn(moe.s_gate, moe.s_up, moe.s_down, s) for s in range(cfg.n_shared))
+        x = h + out
+        new_state.append(st2)
+    return x.float(), [{k: t.float() for k, t in st.items()} for st in new_state]
+
+
+SPECS = [ProblemSpec(
+    name="02_kimi_linear_decode", bench="mega", deck_version="2026-07-21", since=None, until=None,
+    regime="speedup", peak_key=None, shapes=SHAPES, check_shapes=CHECK_SHAPES, seeds=(0, 1, 2),
+    ref_file="mega_02_kimi.py", global_names=(), tolerance={},
+    stress_cases=cases(), flops_expr="0", bytes_expr="0", n_trials=3, timing="wall_clock_best_of_3",
+    forbidden=FORBIDDEN_MODULES, forbidden_kind="ast_import",
+    interface=dict(init="Model(cfg: reference.Config)", forward="step(hidden bf16 (2304,), state) -> (hidden, state)",
+                   state_dict="identical buffer/param names to the reference (blocks.{0..3}.attn_norm, moe_norm, "
+                              "attn.{q,k,v,g,o}_proj.{w_q,scales,zeros}, attn.beta_proj.weight, attn.conv_w, "
+                              "MLA attn.{q_proj,kv_a,kv_b,o_proj}.*, moe.router.weight, moe.{gate,up,down,s_gate,s_up,s_down}.*)",
+                   module_helpers=["Config", "build_config", "init_state", "init_token", "QuantLinear", "QuantExperts",
+                                   "quantize_w4", "dequant_w4"], import_reference_allowed=False),
+    stateful=dict(
+        api=["Model(cfg).step(hidden, state) -> (hidden, state); state may be mutated in place or returned"],
+        state_layout="list of 4 dicts in pattern order (K,K,K,M): KDA {'S': (32,128,128) fp32, 'cq','ck','cv': "
+                     "(3,4096) bf16}; MLA {'c_kv': (L,512) bf16, 'k_rope': (L,64) bf16}, pos = L",
+        helpers={"init_state": "init_state(cfg, ctx, seed) - CUDA generator seeded seed",
+                 "init_token": "init_token(cfg, seed) - CUDA generator seeded seed+1, 0.25*randn(2304) bf16",
+                 "build_config": "build_config(shape) -> Config(n_experts=shape.n_experts)"},
+        check="seeds 0/1/2 x ctx {2048, 8192}: same fed state for both models, one step; cosines >= 0.98 "
+              "for out, state[0]['S'], state[3]['c_kv']",
+        benchmark="gate: one step from init_state(seed 7), cosine >= 0.98; warmup _run of min(3,steps) steps, "
+                  "3 trials best wall clock, each timed _run includes init_state and init_token; "
+                  "speedup = baseline_s / solution_s (baseline: bf16 dequantize-then-matmul)"),
+    init_args_fn=init_args, make_inputs_fn=make_inputs, reference_fn=reference_step, compare_fn=compare,
+    oracle_fn=oracle, triton_fn=None,
+    notes=["Parameter init distributions inside reset_parameters (seed 1234) are not in the contract: ours are "
+           "N(0,0.02) quantized weights, conv_w N(0,0.2); only the names, shapes and dtypes are contractual.",
+           "RMSNorm eps (1e-6) is our choice; not in the contract.",
+           "Replay should chain several steps and compare all layer states (Part F.6).",
+           "No Triton reference: the reference step is torch glue; see docs/kernels.md."],
+)]
