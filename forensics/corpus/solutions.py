@@ -1,0 +1,1056 @@
+"""Synthetic solution.py sources, one family per problem, with optional planted patterns.
+
+Each family computes the problem's semantics (spec/replay-contract.md) with plain PyTorch
+tensor ops plus a small Triton (hard/mini) or CUDA `load_inline` (cuda bench) kernel for an
+elementwise stage, so a replay on a GPU really runs it and the static analyzer sees the
+language evidence.  Planted patterns (a `data_ptr`-keyed pad cache that validates a 4096-element
+sample, `evict_last` hints, a persisting-L2 window, a global torch flag, an `id()`-keyed state
+cache, ...) are real code that really behaves the way the label says; the clean look-alikes
+(a cache keyed by pointer *and* `_version` that recomputes, a CUDA graph replayed on the live
+buffers) are really clean.
+
+`solution(problem, variant=..., seed=...)` returns the source text; `versions(...)` returns a
+plausible development history [(op, payload)] ending in that source.
+"""
+
+from __future__ import annotations
+
+import random
+
+HEADER = '"""{title}\n\n{body}\n"""\n'
+
+TRITON_EPILOGUE = '''
+@triton.jit
+def _scale_rows_kernel(x_ptr, s_ptr, y_ptr, n_cols, n_elem, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elem
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    s = tl.load(s_ptr + (offs % n_cols), mask=mask, other=0.0)
+    tl.store(y_ptr + offs, (x * s).to(tl.bfloat16), mask=mask)
+
+
+def _scale_cols(acc, scale):
+    """y[m, n] = bf16(acc[m, n] * scale[n]) with a Triton kernel on CUDA, torch elsewhere."""
+    if not acc.is_cuda:
+        return (acc * scale[None, :]).to(torch.bfloat16)
+    acc = acc.contiguous()
+    y = torch.empty(acc.shape, dtype=torch.bfloat16, device=acc.device)
+    n = acc.numel()
+    grid = (triton.cdiv(n, {block}),)
+    _scale_rows_kernel[grid](acc, scale.contiguous(), y, acc.shape[1], n, BLOCK={block})
+    return y
+'''
+
+CUDA_SILU_MUL = r'''
+_CUDA_SRC = r"""
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <torch/extension.h>
+
+__global__ void silu_mul_kernel(const float* __restrict__ g, const float* __restrict__ u,
+                                float* __restrict__ out, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float a = g[i];
+        out[i] = a / (1.0f + __expf(-a)) * u[i];
+    }
+}
+
+torch::Tensor silu_mul(torch::Tensor g, torch::Tensor u) {
+    auto out = torch::empty_like(g);
+    long n = g.numel();
+    int threads = {threads};
+    int blocks = (int)((n + threads - 1) / threads);
+    silu_mul_kernel<<<blocks, threads>>>(g.data_ptr<float>(), u.data_ptr<float>(), out.data_ptr<float>(), n);
+    return out;
+}
+"""
+_CPP_SRC = "torch::Tensor silu_mul(torch::Tensor g, torch::Tensor u);"
+_ext = None
+
+
+def _silu_mul(g, u):
+    """silu(g) * u in fp32: the raw CUDA kernel on a GPU, torch on the CPU."""
+    global _ext
+    if not g.is_cuda:
+        return torch.nn.functional.silu(g) * u
+    if _ext is None:
+        from torch.utils.cpp_extension import load_inline
+        _ext = load_inline(name="silu_mul_{tag}", cpp_sources=_CPP_SRC, cuda_sources=_CUDA_SRC,
+                           functions=["silu_mul"], extra_cuda_cflags=["-O3", "--use_fast_math"{extra_flags}],
+                           verbose=False)
+    return _ext.silu_mul(g.float().contiguous(), u.float().contiguous())
+'''
+
+
+def _fp8_gemm(v: dict) -> str:
+    pad_cache = v.get("pad_cache")  # None | "sampled_ptr" | "ptr_version"
+    flag = v.get("global_flag")
+    parts = [HEADER.format(title="FP8 GEMM: bf16 tensor-core GEMM of the exactly-upcast fp8 operands, fused scale epilogue.",
+                           body="The fp8->bf16 upcast is exact; the GEMM accumulates in fp32 and is rounded to bf16\n"
+                                "before the per-output-channel scale, like the reference.  The scale/cast epilogue\n"
+                                "is a Triton kernel.  Odd K is padded to a multiple of 16 for the tensor cores.")]
+    parts.append("import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n")
+    if flag:
+        parts.append("\ntorch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True\n")
+    parts.append(f"\nPAD_MULTIPLE = {v.get('pad', 16)}\nSAMPLE = 4096\n")
+    parts.append(TRITON_EPILOGUE.replace("{block}", str(v.get("block", 1024))))
+    if pad_cache == "sampled_ptr":
+        parts.append('''
+
+_pad_cache = {}
+
+
+def _padded(x, k_pad):
+    """Zero-pad the K dim of x to k_pad, reusing the previous padded copy when x looks unchanged."""
+    key = (x.data_ptr(), tuple(x.shape), k_pad)
+    flat = x.view(torch.uint8).reshape(-1)
+    sample = flat[:SAMPLE].clone()
+    hit = _pad_cache.get(key)
+    if hit is not None and torch.equal(hit[0], sample):
+        return hit[1]
+    xp = torch.zeros((x.shape[0], k_pad), dtype=torch.bfloat16, device=x.device)
+    xp[:, : x.shape[1]] = x.to(torch.bfloat16)
+    _pad_cache[key] = (sample, xp)
+    return xp
+''')
+    elif pad_cache == "ptr_version":
+        parts.append('''
+
+_pad_cache = {}
+
+
+def _padded(x, k_pad):
+    """Zero-pad the K dim of x; reuse only when pointer, shape AND the tensor's _version are unchanged."""
+    key = (x.data_ptr(), tuple(x.shape), k_pad)
+    hit = _pad_cache.get(key)
+    if hit is not None and hit[0] == x._version:
+        return hit[1]
+    xp = torch.zeros((x.shape[0], k_pad), dtype=torch.bfloat16, device=x.device)
+    xp[:, : x.shape[1]] = x.to(torch.bfloat16)
+    _pad_cache[key] = (x._version, xp)
+    return xp
+''')
+    else:
+        parts.append('''
+
+def _padded(x, k_pad):
+    xp = torch.zeros((x.shape[0], k_pad), dtype=torch.bfloat16, device=x.device)
+    xp[:, : x.shape[1]] = x.to(torch.bfloat16)
+    return xp
+''')
+    parts.append('''
+
+class Model(nn.Module):
+    def __init__(self, M, N, K):
+        super().__init__()
+        self.M, self.N, self.K = M, N, K
+        self.register_buffer("weight", torch.zeros(N, K, dtype=torch.float8_e4m3fn))
+        self.register_buffer("weight_scale", torch.ones(N, dtype=torch.float32))
+
+    def forward(self, x):
+        K = x.shape[1]
+        if K % PAD_MULTIPLE:
+            k_pad = (K + PAD_MULTIPLE - 1) // PAD_MULTIPLE * PAD_MULTIPLE
+            xb = _padded(x, k_pad)
+            wb = torch.zeros((self.N, k_pad), dtype=torch.bfloat16, device=x.device)
+            wb[:, :K] = self.weight.to(torch.bfloat16)
+        else:
+            xb = x.to(torch.bfloat16)
+            wb = self.weight.to(torch.bfloat16)
+        acc = (xb @ wb.t()).float()
+        return _scale_cols(acc, self.weight_scale)
+''')
+    return "".join(parts)
+
+
+def _paged_attention(v: dict) -> str:
+    evict = v.get("evict_last")
+    body = ["import math\n\nimport torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"]
+    hint = ', eviction_policy="evict_last"' if evict else ""
+    body.append(f'''
+
+@triton.jit
+def _gather_kv_kernel(cache_ptr, table_ptr, out_ptr, pages, page_elems, BLOCK: tl.constexpr):
+    """Copy the pages of one sequence (block_table row) into a contiguous K|V buffer."""
+    b = tl.program_id(0)
+    j = tl.program_id(1)
+    page = tl.load(table_ptr + b * pages + j)
+    for start in range(0, page_elems, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < page_elems
+        vals = tl.load(cache_ptr + page.to(tl.int64) * page_elems + offs, mask=m{hint})
+        tl.store(out_ptr + (b * pages + j).to(tl.int64) * page_elems + offs, vals, mask=m)
+
+
+def _gather(kv_cache, block_table):
+    B, pages = block_table.shape
+    P, Hkv, D2 = kv_cache.shape[1:]
+    if not kv_cache.is_cuda:
+        return kv_cache[block_table.long()].reshape(B, pages * P, Hkv, D2)
+    out = torch.empty((B, pages, P, Hkv, D2), dtype=kv_cache.dtype, device=kv_cache.device)
+    _gather_kv_kernel[(B, pages)](kv_cache, block_table.contiguous(), out, pages, P * Hkv * D2, BLOCK={v.get("block", 1024)})
+    return out.reshape(B, pages * P, Hkv, D2)
+''')
+    if evict:
+        body.append('''
+
+# Keep KV pages resident in L2 across calls: the benchmark's flush between trials would
+# otherwise evict them (evict_last survives the cold-cache write).
+EVICT_LAST_SHAPES = {0, 1, 2, 3}
+''')
+    body.append('''
+
+class Model(nn.Module):
+    def __init__(self, batch, num_heads, num_kv_heads, head_dim, seq_len, page_size):
+        super().__init__()
+        self.h, self.hkv, self.d, self.p = num_heads, num_kv_heads, head_dim, page_size
+        self.register_buffer("_dummy", torch.zeros(1), persistent=False)
+
+    def forward(self, query, kv_cache, block_table, seq_lens):
+        B, H, D = query.shape
+        kv = _gather(kv_cache, block_table)                      # (B, L_pad, Hkv, 2D)
+        k = kv[..., :D].float().repeat_interleave(H // self.hkv, dim=2)
+        v = kv[..., D:].float().repeat_interleave(H // self.hkv, dim=2)
+        scores = torch.einsum("bhd,blhd->bhl", query.float(), k) / math.sqrt(D)
+        pos = torch.arange(kv.shape[1], device=query.device)
+        scores = scores.masked_fill(pos[None, None, :] >= seq_lens.long()[:, None, None], float("-inf"))
+        p = torch.softmax(scores, dim=-1)
+        return torch.einsum("bhl,blhd->bhd", p, v).to(query.dtype)
+''')
+    return HEADER.format(title="Paged-attention decode: gather live pages with a Triton copy kernel, fp32 softmax.",
+                         body="One query per sequence, GQA by repeat_interleave order, slots past seq_len masked.") + "".join(body)
+
+
+def _topk(v: dict) -> str:
+    graph = v.get("graph")
+    s = ['import torch\nimport torch.nn as nn\n']
+    s.append('''
+
+def _select(x, k):
+    """Descending top-k by k rounds of row max + knockout (values fp32, indices int64)."""
+    work = x.clone()
+    vals = torch.empty((x.shape[0], k), dtype=x.dtype, device=x.device)
+    idx = torch.empty((x.shape[0], k), dtype=torch.int64, device=x.device)
+    for j in range(k):
+        m, i = work.max(dim=1)
+        vals[:, j] = m
+        idx[:, j] = i
+        work.scatter_(1, i[:, None], float("-inf"))
+    return vals, idx
+''')
+    if graph:
+        s.append('''
+
+class Model(nn.Module):
+    def __init__(self, batch, n, k):
+        super().__init__()
+        self.k = k
+        self.register_buffer("_dummy", torch.zeros(1))
+        self._graphs = {}
+
+    def forward(self, x):
+        if not x.is_cuda:
+            return _select(x, self.k)
+        key = (x.data_ptr(), tuple(x.shape))
+        g = self._graphs.get(key)
+        if g is None:
+            static_out = _select(x, self.k)          # warm up on a side stream
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = _select(x, self.k)
+            g = self._graphs[key] = (graph, static_out)
+        # replay re-runs every captured kernel on the current contents of x
+        g[0].replay()
+        return g[1][0], g[1][1]
+''')
+    else:
+        s.append('''
+
+class Model(nn.Module):
+    def __init__(self, batch, n, k):
+        super().__init__()
+        self.k = k
+        self.register_buffer("_dummy", torch.zeros(1))
+
+    def forward(self, x):
+        return _select(x, self.k)
+''')
+    return HEADER.format(title="Top-k of each row (sorted, int64 indices) without the library sort.",
+                         body="k rounds of a row-wise max with knockout; optional per-pointer CUDA-graph replay.") + "".join(s)
+
+
+def _kda(v: dict) -> str:
+    graph = v.get("graph")
+    s = ['import torch\nimport torch.nn as nn\n']
+    s.append('''
+
+def kda_forward(q, k, v, g, beta, scale):
+    """Token-recurrent form of the chunked KDA recurrence, fp32 state (B, H, K, V)."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    S = torch.zeros((B, H, K, V), dtype=torch.float32, device=q.device)
+    o = torch.empty((B, T, H, V), dtype=torch.float32, device=q.device)
+    qf, kf, vf = q.float() * scale, k.float(), v.float()
+    gf, bf = g.float(), beta.float()
+    for t in range(T):
+        S = S * torch.exp(gf[:, t])[..., None]
+        kt = kf[:, t]
+        pred = torch.einsum("bhk,bhkv->bhv", kt, S)
+        S = S + bf[:, t][..., None, None] * kt[..., None] * (vf[:, t] - pred)[..., None, :]
+        o[:, t] = torch.einsum("bhk,bhkv->bhv", qf[:, t], S)
+    return o.to(torch.bfloat16)
+''')
+    if graph:
+        s.append('''
+
+class Model(nn.Module):
+    def __init__(self, B, T, H, K, V, chunk_size=64):
+        super().__init__()
+        self.scale = K ** -0.5
+        self.register_buffer("_dummy", torch.zeros(1), persistent=False)
+        self._graphs = {}
+
+    def forward(self, q, k, v, g, beta):
+        if not q.is_cuda:
+            return kda_forward(q, k, v, g, beta, self.scale)
+        key = tuple(t.data_ptr() for t in (q, k, v, g, beta))
+        hit = self._graphs.get(key)
+        if hit is None:
+            kda_forward(q, k, v, g, beta, self.scale)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = kda_forward(q, k, v, g, beta, self.scale)
+            hit = self._graphs[key] = (graph, out)
+        hit[0].replay()   # reruns the captured kernels on the live input contents
+        return hit[1]
+''')
+    else:
+        s.append('''
+
+class Model(nn.Module):
+    def __init__(self, B, T, H, K, V, chunk_size=64):
+        super().__init__()
+        self.scale = K ** -0.5
+        self.register_buffer("_dummy", torch.zeros(1), persistent=False)
+
+    def forward(self, q, k, v, g, beta):
+        return kda_forward(q, k, v, g, beta, self.scale)
+''')
+    return HEADER.format(title="KDA chunk-forward as an exact per-token recurrence with an fp32 state.",
+                         body="S <- diag(e^g) S; S += beta k (v - S^T k)^T; o = S^T (scale q).") + "".join(s)
+
+
+def _moe_swiglu(v: dict) -> str:
+    launch_plan = v.get("launch_plan")
+    wcache = v.get("weight_cache", True)
+    s = ['import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n']
+    s.append('''
+
+@triton.jit
+def _swiglu_kernel(g_ptr, u_ptr, o_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    g = tl.load(g_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    u = tl.load(u_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    out = (g * tl.sigmoid(g)).to(tl.bfloat16).to(tl.float32) * u
+    tl.store(o_ptr + offs, out.to(tl.bfloat16), mask=m)
+
+
+def _swiglu(g, u):
+    if not g.is_cuda:
+        return (torch.nn.functional.silu(g) * u).to(torch.bfloat16)
+    out = torch.empty_like(g)
+    n = g.numel()
+    _swiglu_kernel[(triton.cdiv(n, 1024),)](g, u, out, n, BLOCK=1024)
+    return out
+''')
+    s.append('''
+
+class Model(nn.Module):
+    def __init__(self, T_total, H, I, E, K):
+        super().__init__()
+        self.E = E
+        self.W_gate = nn.Parameter(torch.randn(E, H, I, dtype=torch.bfloat16) * 0.02)
+        self.W_up = nn.Parameter(torch.randn(E, H, I, dtype=torch.bfloat16) * 0.02)
+''' + ('''        self._packed = None
+        self._packed_key = None
+''' if wcache else '') + ('''        self._plans = {}
+''' if launch_plan else '') + '''
+''')
+    if wcache:
+        s.append('''    def _weights(self):
+        """Gate|up packed per expert; rebuilt whenever either parameter's pointer or _version changes."""
+        key = (self.W_gate.data_ptr(), self.W_gate._version, self.W_up.data_ptr(), self.W_up._version)
+        if self._packed_key != key:
+            self._packed = torch.cat([self.W_gate, self.W_up], dim=2).contiguous()
+            self._packed_key = key
+        return self._packed
+
+''')
+    else:
+        s.append('''    def _weights(self):
+        return torch.cat([self.W_gate, self.W_up], dim=2)
+
+''')
+    if launch_plan:
+        s.append('''    def _plan(self, expert_offsets):
+        """Per-expert row ranges, computed once per offsets pointer."""
+        key = expert_offsets.data_ptr()
+        plan = self._plans.get(key)
+        if plan is None:
+            off = expert_offsets.tolist()
+            plan = [(e, off[e], off[e + 1]) for e in range(self.E) if off[e + 1] > off[e]]
+            self._plans[key] = plan
+        return plan
+
+''')
+    else:
+        s.append('''    def _plan(self, expert_offsets):
+        off = expert_offsets.tolist()
+        return [(e, off[e], off[e + 1]) for e in range(self.E) if off[e + 1] > off[e]]
+
+''')
+    s.append('''    def forward(self, hidden_states, expert_offsets):
+        W = self._weights()
+        I = self.W_gate.shape[2]
+        out = torch.empty((hidden_states.shape[0], I), dtype=torch.bfloat16, device=hidden_states.device)
+        for e, a, b in self._plan(expert_offsets):
+            gu = hidden_states[a:b] @ W[e]
+            out[a:b] = _swiglu(gu[:, :I].contiguous(), gu[:, I:].contiguous())
+        return out
+''')
+    return HEADER.format(title="Grouped SwiGLU MoE: per-expert packed gate|up GEMM with a fused Triton SwiGLU epilogue.",
+                         body="Rows arrive permuted into expert order; expert e owns rows [off[e], off[e+1]).") + "".join(s)
+
+
+def _w4a16(v: dict) -> str:
+    flag = v.get("global_flag")
+    persist = v.get("persisting_l2")
+    s = ['import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n']
+    if flag:
+        s.append("\n# the checker's bf16 reference changes with this global flag\n"
+                 "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True\n")
+    s.append('''
+
+@triton.jit
+def _dequant_kernel(q_ptr, s_ptr, z_ptr, w_ptr, N, n_half, GROUP: tl.constexpr, BLOCK: tl.constexpr):
+    """w[2r + j, n] = (nibble_j(q[r, n]) - zero) * scale, group 128 along K."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n_half * N
+    r = offs // N
+    n = offs % N
+    q = tl.load(q_ptr + offs, mask=m, other=0).to(tl.int32)
+    g = (2 * r) // GROUP
+    sc = tl.load(s_ptr + g * N + n, mask=m, other=0.0)
+    zr = tl.load(z_ptr + g * N + n, mask=m, other=0.0)
+    lo = ((q & 15).to(tl.float32).to(tl.bfloat16) - zr) * sc
+    hi = (((q >> 4) & 15).to(tl.float32).to(tl.bfloat16) - zr) * sc
+    tl.store(w_ptr + (2 * r) * N + n, lo, mask=m)
+    tl.store(w_ptr + (2 * r + 1) * N + n, hi, mask=m)
+
+
+def _dequant(w_q, scales, zeros, K, N):
+    if not w_q.is_cuda:
+        lo = (w_q & 15).to(torch.bfloat16)
+        hi = (w_q >> 4).to(torch.bfloat16)
+        q = torch.stack([lo, hi], dim=1).reshape(K, N)
+        g = torch.arange(K, device=w_q.device) // 128
+        return (q - zeros[g]) * scales[g]
+    w = torch.empty((K, N), dtype=torch.bfloat16, device=w_q.device)
+    n = w_q.numel()
+    _dequant_kernel[(triton.cdiv(n, 1024),)](w_q, scales, zeros, w, N, K // 2, GROUP=128, BLOCK=1024)
+    return w
+''')
+    if persist:
+        s.append('''
+
+_l2_window_set = False
+
+
+def _persist_weights(t):
+    """Reserve persisting L2 and mark the packed weights persisting so the flush cannot evict them."""
+    global _l2_window_set
+    if _l2_window_set or not t.is_cuda:
+        return
+    from cuda import cudart
+    cudart.cudaDeviceSetLimit(cudart.cudaLimit.cudaLimitPersistingL2CacheSize, 96 * 1024 * 1024)
+    attr = cudart.cudaStreamAttrValue()
+    attr.accessPolicyWindow.base_ptr = t.data_ptr()
+    attr.accessPolicyWindow.num_bytes = min(t.numel() * t.element_size(), 96 * 1024 * 1024)
+    attr.accessPolicyWindow.hitRatio = 1.0
+    attr.accessPolicyWindow.hitProp = cudart.cudaAccessProperty.cudaAccessPropertyPersisting
+    attr.accessPolicyWindow.missProp = cudart.cudaAccessProperty.cudaAccessPropertyStreaming
+    cudart.cudaStreamSetAttribute(torch.cuda.current_stream().cuda_stream,
+                                  cudart.cudaStreamAttrID.cudaStreamAttributeAccessPolicyWindow, attr)
+    _l2_window_set = True
+''')
+    s.append('''
+
+class Model(nn.Module):
+    def __init__(self, M, N, K, group_size=128):
+        super().__init__()
+        self.M, self.N, self.K = M, N, K
+        self.register_buffer("w_q", torch.zeros(K // 2, N, dtype=torch.uint8))
+        self.register_buffer("scales", torch.ones(K // group_size, N, dtype=torch.bfloat16))
+        self.register_buffer("zeros", torch.zeros(K // group_size, N, dtype=torch.bfloat16))
+
+    def forward(self, x):
+''' + ('''        _persist_weights(self.w_q)
+''' if persist else '') + '''        w = _dequant(self.w_q, self.scales, self.zeros, self.K, self.N)
+        return x @ w
+''')
+    return HEADER.format(title="W4A16 GEMM: Triton nibble dequant (group 128, asymmetric) then a bf16 GEMM.",
+                         body="Low nibble = even K row, high nibble = odd K row; (q - z) * s computed in bf16.") + "".join(s)
+
+
+def _glm_moe(v: dict) -> str:
+    extra = v.get("extra_flags", "")
+    inc = v.get("include")
+    s = ["import torch\nimport torch.nn as nn\n"]
+    src = CUDA_SILU_MUL.replace("{threads}", str(v.get("threads", 256))).replace("{tag}", v.get("tag", "v1"))
+    src = src.replace("{extra_flags}", extra)
+    if inc:
+        src = src.replace("functions=[\"silu_mul\"],", f"functions=[\"silu_mul\"], extra_include_paths=[{inc}],")
+        src = src.replace("#include <torch/extension.h>", "#include <torch/extension.h>\n#include <cutlass/cutlass.h>\n#include <cutlass/numeric_types.h>")
+    if v.get("smem_once"):
+        src = src.replace("torch::Tensor silu_mul(torch::Tensor g, torch::Tensor u) {", '''template <typename F>
+static void set_smem_once(F* fn, int bytes) {
+    static int configured = -1;   // one cache per function-pointer TYPE, not per kernel
+    if (configured != bytes) {
+        cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+        configured = bytes;
+    }
+}
+
+torch::Tensor silu_mul(torch::Tensor g, torch::Tensor u) {
+    set_smem_once(silu_mul_kernel, 0);''')
+    s.append(src)
+    s.append('''
+
+class Model(nn.Module):
+    def __init__(self, T, E, top_k, n_shared, H, I):
+        super().__init__()
+        self.E, self.top_k, self.n_shared, self.I = E, top_k, n_shared, I
+        self.w1_routed = nn.Parameter(torch.randn(E, 2 * I, H, dtype=torch.bfloat16) * 0.02)
+        self.w2_routed = nn.Parameter(torch.randn(E, H, I, dtype=torch.bfloat16) * 0.02)
+        self.w1_shared = nn.Parameter(torch.randn(n_shared, 2 * I, H, dtype=torch.bfloat16) * 0.02)
+        self.w2_shared = nn.Parameter(torch.randn(n_shared, H, I, dtype=torch.bfloat16) * 0.02)
+
+    def _expert(self, x, w1, w2):
+        h = x @ w1.float().t()
+        return _silu_mul(h[:, : self.I].contiguous(), h[:, self.I:].contiguous()) @ w2.float().t()
+
+    def forward(self, x, expert_ids, expert_weights):
+        xf = x.float()
+        out = torch.zeros_like(xf)
+        for s in range(self.n_shared):
+            out += self._expert(xf, self.w1_shared[s], self.w2_shared[s])
+        flat = expert_ids.reshape(-1)
+        order = torch.argsort(flat)
+        counts = torch.bincount(flat, minlength=self.E).tolist()
+        start = 0
+        for e, c in enumerate(counts):
+            if c == 0:
+                continue
+            sel = order[start:start + c]
+            start += c
+            tok = sel // self.top_k
+            y = self._expert(xf[tok], self.w1_routed[e], self.w2_routed[e])
+            out.index_add_(0, tok, y * expert_weights.reshape(-1)[sel].float()[:, None])
+        return out.to(torch.bfloat16)
+''')
+    return HEADER.format(title="GLM-5.2 fused MoE: routed + shared SwiGLU experts, raw CUDA silu*mul kernel.",
+                         body="Tokens are grouped by expert id; the expert FFN runs in fp32 like the reference.") + "".join(s)
+
+
+def _nsa(v: dict) -> str:
+    s = ["import math\n\nimport torch\nimport torch.nn as nn\n"]
+    cu = r'''
+_CUDA_SRC = r"""
+#include <cuda_runtime.h>
+#include <torch/extension.h>
+
+__global__ void block_means_kernel(const float* __restrict__ scores, float* __restrict__ means,
+                                   int S, int nblk, int bs) {
+    int row = blockIdx.x;            // (b*h*S + t)
+    int bi = threadIdx.x;
+    if (bi >= nblk) return;
+    int t = row % S;
+    int s0 = bi * bs;
+    if (s0 > t) { means[(long)row * nblk + bi] = -1e9f; return; }
+    int e = min(s0 + bs, t + 1);
+    float acc = 0.f;
+    for (int j = s0; j < e; ++j) acc += scores[(long)row * S + j];
+    means[(long)row * nblk + bi] = acc / (float)(e - s0);
+}
+{extra_kernel}
+torch::Tensor block_means(torch::Tensor scores, int64_t bs) {
+    int S = scores.size(-1);
+    int nblk = (S + bs - 1) / bs;
+    auto means = torch::empty({scores.numel() / S, nblk}, scores.options());
+    block_means_kernel<<<scores.numel() / S, ((nblk + 31) / 32) * 32>>>(scores.data_ptr<float>(),
+        means.data_ptr<float>(), S, nblk, (int)bs);
+    return means;
+}
+"""
+_CPP_SRC = "torch::Tensor block_means(torch::Tensor scores, int64_t bs);"
+_ext = None
+
+
+def _block_means(scores, bs):
+    global _ext
+    S = scores.shape[-1]
+    if not scores.is_cuda:
+        nblk = (S + bs - 1) // bs
+        t = torch.arange(S, device=scores.device)
+        out = torch.empty(scores.shape[:-1] + (nblk,), device=scores.device)
+        for bi in range(nblk):
+            s0 = bi * bs
+            j = torch.arange(s0, min(s0 + bs, S), device=scores.device)
+            valid = (j[None, :] <= t[:, None]).float()
+            cnt = valid.sum(-1).clamp_min(1)
+            m = (scores[..., s0:s0 + len(j)] * valid).sum(-1) / cnt
+            out[..., bi] = torch.where(t >= s0, m, torch.full_like(m, -1e9))
+        return out
+    if _ext is None:
+        from torch.utils.cpp_extension import load_inline
+        _ext = load_inline(name="nsa_means_{tag}", cpp_sources=_CPP_SRC, cuda_sources=_CUDA_SRC,
+                           functions=["block_means"], extra_cuda_cflags=["-O3"], verbose=False)
+    flat = scores.reshape(-1, S).contiguous()
+    return _ext.block_means(flat, bs).reshape(scores.shape[:-1] + (-1,))
+'''
+    extra = ""
+    if v.get("compile_error"):
+        extra = r'''
+__global__ void window_mma_kernel(const float* __restrict__ q, float* __restrict__ o, int D) {
+    const int warp = threadIdx.x / 32;
+    if (warp < 4) {
+        const int mt = warp >> 1;
+        o[threadIdx.x] = q[threadIdx.x] * (float)mt;
+    }
+    if (mt * 16 < D) {
+        o[threadIdx.x] += 1.0f;
+    }
+}
+'''
+    if v.get("atomic_short"):
+        extra = r'''
+__global__ void count_seg_kernel(const int* __restrict__ sel, int* __restrict__ out, int n) {
+    __shared__ unsigned short blk_cnt[64];
+    __shared__ unsigned short blk_cur[64];
+    if (threadIdx.x < 64) { blk_cnt[threadIdx.x] = 0; blk_cur[threadIdx.x] = 0; }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&blk_cnt[sel[i] & 63], 1);
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&blk_cur[sel[i] & 63], 1);
+    __syncthreads();
+    if (threadIdx.x < 64) out[threadIdx.x] = blk_cnt[threadIdx.x] + blk_cur[threadIdx.x];
+}
+'''
+    s.append(cu.replace("{extra_kernel}", extra).replace("{tag}", v.get("tag", "v1")))
+    s.append('''
+
+BLOCK_SIZE, TOP_N_BLOCKS, SLIDING_WINDOW = 64, 8, 64
+
+
+class Model(nn.Module):
+    def __init__(self, B, H, S, D):
+        super().__init__()
+        self.register_buffer("_dummy", torch.zeros(1, dtype=torch.bfloat16))
+
+    def forward(self, q, k, v):
+        B, H, S, D = q.shape
+        scores = torch.einsum("bhsd,bhtd->bhst", q.float(), k.float()) / math.sqrt(D)
+        means = _block_means(scores, BLOCK_SIZE)                     # (B, H, S, nblk)
+        nblk = means.shape[-1]
+        # ties go to the higher block index: add a tiny index-ordered bias before selecting
+        bias = torch.arange(nblk, device=q.device, dtype=torch.float32) * 1e-7
+        top = (means + bias).topk(min(TOP_N_BLOCKS, nblk), dim=-1).indices
+        t = torch.arange(S, device=q.device)
+        blk_sel = torch.zeros((B, H, S, nblk), dtype=torch.bool, device=q.device)
+        blk_sel.scatter_(-1, top, True)
+        blk_sel &= (torch.arange(nblk, device=q.device) * BLOCK_SIZE)[None, None, None, :] <= t[:, None]
+        key_blk = t // BLOCK_SIZE
+        allowed = blk_sel.gather(-1, key_blk.expand(B, H, S, S))
+        window = (t[None, :] <= t[:, None]) & (t[None, :] > t[:, None] - SLIDING_WINDOW)
+        allowed = (allowed | window) & (t[None, :] <= t[:, None])
+        p = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+        return torch.einsum("bhst,bhtd->bhsd", p, v.float()).to(q.dtype)
+''')
+    return HEADER.format(title="Simplified NSA: CUDA block-mean scoring, top-8 block selection plus a 64-token window.",
+                         body="Importance is the mean raw scaled score over each causal key block; softmax over the union.") + "".join(s)
+
+
+def _megaqwen(v: dict) -> str:
+    ignore = v.get("ignore_caches")
+    s = ["import math\n\nimport torch\nimport torch.nn as nn\n"]
+    s.append(CUDA_SILU_MUL.replace("{threads}", "256").replace("{tag}", "qwen").replace("{extra_flags}", ""))
+    s.append('''
+
+HIDDEN, INTER, NQ, NKV, HD, EPS = 1024, 3072, 16, 8, 128, 1e-6
+
+
+def _rms(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w.float()
+
+
+def _rope(x, pos):
+    half = HD // 2
+    inv = 10000.0 ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+    ang = pos * inv
+    c, s = torch.cos(ang), torch.sin(ang)
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * c - b * s, b * c + a * s], dim=-1)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        bf = torch.bfloat16
+        self.input_ln = nn.Parameter(torch.ones(HIDDEN, dtype=bf))
+        self.q_proj = nn.Parameter(torch.zeros(NQ * HD, HIDDEN, dtype=bf))
+        self.k_proj = nn.Parameter(torch.zeros(NKV * HD, HIDDEN, dtype=bf))
+        self.v_proj = nn.Parameter(torch.zeros(NKV * HD, HIDDEN, dtype=bf))
+        self.q_norm = nn.Parameter(torch.ones(HD, dtype=bf))
+        self.k_norm = nn.Parameter(torch.ones(HD, dtype=bf))
+        self.o_proj = nn.Parameter(torch.zeros(HIDDEN, NQ * HD, dtype=bf))
+        self.post_ln = nn.Parameter(torch.ones(HIDDEN, dtype=bf))
+        self.gate_proj = nn.Parameter(torch.zeros(INTER, HIDDEN, dtype=bf))
+        self.up_proj = nn.Parameter(torch.zeros(INTER, HIDDEN, dtype=bf))
+        self.down_proj = nn.Parameter(torch.zeros(HIDDEN, INTER, dtype=bf))
+
+    def step(self, x, kc, vc, pos):
+        r = x.float()
+        h = _rms(r, self.input_ln)
+        q = (h @ self.q_proj.float().t()).view(NQ, HD)
+        k = (h @ self.k_proj.float().t()).view(NKV, HD)
+        vv = (h @ self.v_proj.float().t()).view(NKV, HD)
+        q = _rope(_rms(q, self.q_norm), pos)
+        k = _rope(_rms(k, self.k_norm), pos)
+        kc[:, pos] = k.to(kc.dtype)
+        vc[:, pos] = vv.to(vc.dtype)
+        K = kc[:, : pos + 1].float().repeat_interleave(NQ // NKV, dim=0)
+        V = vc[:, : pos + 1].float().repeat_interleave(NQ // NKV, dim=0)
+        p = torch.softmax(torch.einsum("hd,hld->hl", q, K) / math.sqrt(HD), dim=-1)
+        o = torch.einsum("hl,hld->hd", p, V).reshape(-1)
+        r = r + o @ self.o_proj.float().t()
+        h2 = _rms(r, self.post_ln)
+        g = h2 @ self.gate_proj.float().t()
+        u = h2 @ self.up_proj.float().t()
+        r = r + _silu_mul(g[None], u[None])[0] @ self.down_proj.float().t()
+        return r.to(torch.bfloat16)
+
+
+class Model(nn.Module):
+    def __init__(self, num_layers=4, max_seq=131072):
+        super().__init__()
+        self.max_seq = max_seq
+        self.blocks = nn.ModuleList([Block() for _ in range(num_layers)])
+        self._rt = None
+
+    def new_caches(self, device):
+        mk = lambda: [torch.zeros(NKV, self.max_seq, HD, dtype=torch.bfloat16, device=device) for _ in self.blocks]
+        return mk(), mk()
+
+    def forward(self, x, k_caches, v_caches, position):
+        for i, blk in enumerate(self.blocks):
+            x = blk.step(x, k_caches[i], v_caches[i], position)
+        return x, k_caches, v_caches
+
+
+def _inputs(seed, n, start_h):
+    g = torch.Generator().manual_seed(seed)
+    h = start_h
+    for _ in range(n):
+        x = (0.5 * torch.randn(HIDDEN, generator=g).to(torch.bfloat16) + 0.5 * h.cpu()).to(torch.bfloat16)
+        yield x
+        h = x
+
+
+def prefill(model, ctx_len, seed):
+    dev = next(model.parameters()).device
+    h = torch.randn(HIDDEN, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+    kc, vc = model.new_caches(dev)
+    model._rt = (kc, vc)
+    for t, x in enumerate(_inputs(seed + 1, ctx_len, h)):
+        h, kc, vc = model(x.to(dev), kc, vc, t)
+    return h, kc, vc
+''')
+    if ignore:
+        s.append('''
+
+def decode_steps(model, hidden, k_caches, v_caches, start_pos, n_steps, seed):
+    kc, vc = model._rt            # the model's own caches from prefill
+    dev = hidden.device
+    h = hidden
+    for i, x in enumerate(_inputs(seed + 2, n_steps, hidden)):
+        h, kc, vc = model(x.to(dev), kc, vc, start_pos + i)
+    return h, k_caches, v_caches
+''')
+    else:
+        s.append('''
+
+def decode_steps(model, hidden, k_caches, v_caches, start_pos, n_steps, seed):
+    dev = hidden.device
+    h = hidden
+    for i, x in enumerate(_inputs(seed + 2, n_steps, hidden)):
+        h, k_caches, v_caches = model(x.to(dev), k_caches, v_caches, start_pos + i)
+    return h, k_caches, v_caches
+''')
+    s.append('''
+
+def run(ctx_len, n_decode, seed, model=None):
+    if model is None:
+        model = Model(4, ctx_len + n_decode + 8).cuda()
+    h, kc, vc = prefill(model, ctx_len, seed)
+    h, kc, vc = decode_steps(model, h, kc, vc, ctx_len, n_decode, seed)
+    return {"last_hidden": h}
+''')
+    return HEADER.format(title="MegaQwen decode: fp32 block math, bf16 KV caches, raw CUDA silu*mul.",
+                         body="prefill / decode_steps / run stateful API; caches are lists of (8, max_seq, 128) bf16.") + "".join(s)
+
+
+def _grid(v: dict) -> str:
+    s = ["import torch\nimport torch.nn as nn\n"]
+    s.append(CUDA_SILU_MUL.replace("{threads}", "128").replace("{tag}", "grid").replace("{extra_flags}", ""))
+    s.append('''
+
+LCG_A, MASK = 6364136223846793005, 0x7FFFFFFFFFFFFFFF
+
+
+def env_step(agent, food, rng_state, actions):
+    d = torch.tensor([[0, -1], [0, 1], [-1, 0], [1, 0]], dtype=agent.dtype, device=agent.device)
+    agent = (agent + d[actions]).clamp(0, 10)
+    hit = (agent == food).all(dim=1)
+    reward = hit.float()
+    rng = rng_state.clone()
+    food = food.clone()
+    if bool(hit.any()):
+        rng = (rng * LCG_A + 1) & MASK
+        fx = (rng % 11).to(food.dtype)
+        rng = (rng * LCG_A + 1) & MASK
+        fy = (rng % 11).to(food.dtype)
+        food[hit, 0] = fx[hit]
+        food[hit, 1] = fy[hit]
+    return agent, food, rng.clone(), reward
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w_enc = nn.Parameter(torch.zeros(256, 4))
+        self.b_enc = nn.Parameter(torch.zeros(256))
+        self.w_gru = nn.Parameter(torch.zeros(3, 768, 256))
+        self.w_a = nn.Parameter(torch.zeros(4, 256))
+        self.b_a = nn.Parameter(torch.zeros(4))
+        self.w_v = nn.Parameter(torch.zeros(1, 256))
+        self.b_v = nn.Parameter(torch.zeros(1))
+
+    def forward(self, obs, state):
+        return policy_forward(self, obs, state)
+
+
+def policy_forward(model, obs, state):
+    h = obs @ model.w_enc.t() + model.b_enc
+    new_state = torch.empty_like(state)
+    for l in range(3):
+        z = h @ model.w_gru[l].t()
+        zh, zg, zp = z[:, :256], z[:, 256:512], z[:, 512:]
+        out = state[:, l] + torch.sigmoid(zg) * (torch.tanh(zh) - state[:, l])
+        p = torch.sigmoid(zp)
+        h = p * out + (1 - p) * h
+        new_state[:, l] = out
+    return h @ model.w_a.t() + model.b_a, new_state, (h @ model.w_v.t() + model.b_v)[:, 0]
+
+
+def run(num_envs, horizon, seed, model=None):
+    if model is None:
+        model = Model().cuda()
+    dev = next(model.parameters()).device
+    g = torch.Generator().manual_seed(seed)
+    agent = torch.randint(0, 11, (num_envs, 2), generator=g).float().to(dev)
+    food = torch.randint(0, 11, (num_envs, 2), generator=g).float().to(dev)
+    rng = torch.arange(num_envs, device=dev, dtype=torch.int64) + seed * 10007
+    state = torch.zeros((num_envs, 3, 256), device=dev)
+    rewards = torch.zeros(num_envs, device=dev)
+    logits = None
+    for _ in range(horizon):
+        obs = torch.stack([(food[:, 0] - agent[:, 0]) / 11, (food[:, 1] - agent[:, 1]) / 11,
+                           agent[:, 0] / 10, agent[:, 1] / 10], dim=1)
+        logits, state, _ = policy_forward(model, obs, state)
+        agent, food, rng, r = env_step(agent, food, rng, logits.argmax(dim=1))
+        rewards += r
+    return {"rewards": rewards, "positions": agent.round().long(), "last_logits": logits, "state": state}
+''')
+    return HEADER.format(title="Grid MinGRU rollout: policy + env step on the GPU.",
+                         body="Argmax actions, global-hit LCG food respawn, three MinGRU layers.") + "".join(s)
+
+
+def _kimi(v: dict) -> str:
+    idkey = v.get("id_keyed")
+    scratch_bug = v.get("scratch_undersized")
+    s = ["import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"]
+    s.append('''
+
+@triton.jit
+def _decay_update_kernel(S_ptr, g_ptr, n, KV: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    S = tl.load(S_ptr + offs, mask=m, other=0.0)
+    g = tl.load(g_ptr + offs // KV, mask=m, other=0.0)
+    tl.store(S_ptr + offs, S * tl.exp(g), mask=m)
+
+
+def _decay(S, g):
+    if not S.is_cuda:
+        S.mul_(torch.exp(g)[..., None])
+        return S
+    n = S.numel()
+    _decay_update_kernel[(triton.cdiv(n, 1024),)](S, g.contiguous(), n, KV=S.shape[-1], BLOCK=1024)
+    return S
+
+
+def dequant(w_q, scales, zeros):
+    lo = (w_q & 15).to(torch.bfloat16)
+    hi = (w_q >> 4).to(torch.bfloat16)
+    q = torch.stack([lo, hi], dim=-2).reshape(*w_q.shape[:-2], w_q.shape[-2] * 2, w_q.shape[-1])
+    g = torch.arange(q.shape[-2], device=w_q.device) // 128
+    return (q - zeros[..., g, :]) * scales[..., g, :]
+
+
+class QuantLinear(nn.Module):
+    def __init__(self, i, o):
+        super().__init__()
+        self.register_buffer("w_q", torch.zeros(i // 2, o, dtype=torch.uint8))
+        self.register_buffer("scales", torch.ones(i // 128, o, dtype=torch.bfloat16))
+        self.register_buffer("zeros", torch.zeros(i // 128, o, dtype=torch.bfloat16))
+
+    def forward(self, x):
+        return (x.float() @ dequant(self.w_q, self.scales, self.zeros).float()).to(torch.bfloat16)
+''')
+    if idkey:
+        s.append('''
+
+_capacity = {}
+
+
+def _mla_buffers(state, rows, dev):
+    """Persistent capacity buffers for the MLA cache, keyed by the state object's id()."""
+    key = id(state)
+    buf = _capacity.get(key)
+    if buf is None or buf[0].shape[0] < rows:
+        buf = (torch.zeros(rows + 256, 512, dtype=torch.bfloat16, device=dev),
+               torch.zeros(rows + 256, 64, dtype=torch.bfloat16, device=dev), 0)
+        buf = (buf[0], buf[1], 0)
+    _capacity[key] = buf
+    return buf
+''')
+    s.append('''
+
+class Model(nn.Module):
+    """Kimi-linear decode step (KDA x3 + MLA) in fp32 math with bf16 I/O; MoE omitted from this draft's docstring."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.blocks = nn.ModuleList()
+        for i, kind in enumerate(cfg.pattern):
+            blk = nn.Module()
+            blk.attn_norm = nn.Parameter(torch.ones(cfg.hidden, dtype=torch.bfloat16))
+            blk.moe_norm = nn.Parameter(torch.ones(cfg.hidden, dtype=torch.bfloat16))
+            self.blocks.append(blk)
+''' + ('''        # scratch for the megakernel: one slot per SM (launch uses 2 * SM CTAs)
+        self.n_sm = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 1
+        self.mla_scratch = [torch.zeros(self.n_sm, 512) for _ in range(3)]
+''' if scratch_bug else '') + '''
+    def step(self, hidden, state):
+        x = hidden
+        for i, blk in enumerate(self.blocks):
+            h = (x.float() * torch.rsqrt(x.float().pow(2).mean() + 1e-6) * blk.attn_norm.float()).to(torch.bfloat16)
+            st = state[i]
+            if "S" in st:
+                g = -torch.nn.functional.softplus(h.float()[: st["S"].shape[0] * st["S"].shape[1]].view(st["S"].shape[:2]))
+                _decay(st["S"], g)
+            else:
+''' + ('''                c_kv, k_rope, _ = _mla_buffers(state, st["c_kv"].shape[0] + 1, h.device)
+                n = st["c_kv"].shape[0]
+                c_kv[:n] = st["c_kv"]
+                st["c_kv"] = c_kv[: n + 1].clone()
+''' if idkey else '''                st["c_kv"] = torch.cat([st["c_kv"], h.float()[:512].to(torch.bfloat16)[None]], dim=0)
+                st["k_rope"] = torch.cat([st["k_rope"], h.float()[512:576].to(torch.bfloat16)[None]], dim=0)
+''') + '''            x = (x.float() + h.float()).to(torch.bfloat16)
+        return x, state
+''')
+    return HEADER.format(title="Kimi-linear decode megakernel draft (Triton decay update, torch glue).",
+                         body="One step per call; state is the list of four per-layer dicts from reference.init_state.") + "".join(s)
+
+
+def _generic(problem: str, v: dict) -> str:
+    return HEADER.format(title=f"{problem}: Triton elementwise core with torch glue.",
+                         body="Computes the reference semantics in fp32 and casts back.") + (
+        "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"
+        "@triton.jit\ndef _axpy_kernel(x_ptr, y_ptr, n, a, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n"
+        "    x = tl.load(x_ptr + offs, mask=m, other=0.0)\n    tl.store(y_ptr + offs, x * a, mask=m)\n\n\n"
+        "class Model(nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n        self.args = args\n"
+        "        self.register_buffer('_dummy', torch.zeros(1), persistent=False)\n\n"
+        "    def forward(self, x):\n        y = torch.empty_like(x)\n"
+        f"        _axpy_kernel[(triton.cdiv(x.numel(), {v.get('block', 1024)}),)](x, y, x.numel(), 1.0, BLOCK={v.get('block', 1024)})\n"
+        "        return y\n")
+
+
+FAMILIES = {
+    "01_fp8_gemm": _fp8_gemm, "02_kda_cutlass": _kda, "03_paged_attention": _paged_attention, "05_topk_bitonic": _topk,
+    "06_sonic_moe_swiglu": _moe_swiglu, "07_w4a16_gemm": _w4a16, "01_glm52_fused_moe": _glm_moe,
+    "02_deepseek_nsa": _nsa, "03_megaqwen_decode": _megaqwen, "04_grid_mingru_sps": _grid,
+    "02_kimi_linear_decode": _kimi,
+}
+
+
+def solution(problem: str, **variant) -> str:
+    fam = FAMILIES.get(problem)
+    if fam is None:
+        return _generic(problem, variant)
+    return fam(variant)
+
+
+def framework_of(problem: str, bench: str) -> tuple[str, tuple[str, ...]]:
+    """(framework label, cuda evidence tokens) the deck's language scan would report for the family."""
+    if bench == "cuda":
+        return "cuda_raw", ("load_inline", "global_kernel", "cuda_header")
+    if problem in ("05_topk_bitonic",):
+        return "unknown", ()
+    if bench == "mega":
+        return "triton", ()
+    return "triton", ()
+
+
+def drafts(problem: str, rng: random.Random, n_versions: int, final_variant: dict) -> list[tuple[str, object]]:
+    """A development history ending in solution(problem, **final_variant).
+
+    Returns ops [("write", text) | ("edit", (old, new)) | ("heredoc", text) | ("sed", (old, new))];
+    every old text occurs in the content at that point.
+    """
+    final = solution(problem, **final_variant)
+    ops: list[tuple[str, object]] = []
+    # v1: an early draft with a different tuning constant and a TODO comment
+    lines = final.split("\n")
+    draft = "\n".join(lines[:3] + ["# TODO: tune block sizes per shape; first get check.py to PASS"] + lines[3:])
+    for a, b in (("BLOCK=1024", "BLOCK=256"), ("1024)", "256)"), ("PAD_MULTIPLE = 16", "PAD_MULTIPLE = 64")):
+        if a in draft:
+            draft = draft.replace(a, b, 1)
+            break
+    ops.append(("write", draft))
+    cur = draft
+    for i in range(max(0, n_versions - 2)):
+        marker = f"# tuning pass {i + 1}: " + rng.choice(["narrower tiles for small M", "fewer warps on the tail",
+                                                          "unrolled inner loop", "bigger grid for long rows"])
+        anchor = "import torch\n"
+        new_cur = cur.replace(anchor, anchor + marker + "\n", 1)
+        ops.append(("edit", (anchor, anchor + marker + "\n")))
+        cur = new_cur
+    if n_versions >= 2:
+        ops.append(("write" if rng.random() < 0.6 else "heredoc", final))
+    return ops
