@@ -190,18 +190,46 @@ class RunRows:
     error: str | None = None
 
 
+_RECORD_COLS = [c for c in S.TABLE_BY_NAME["records"].column_names() if c != "run_id"]
+
+
 class _Sink:
-    """Per-table row buffers flushed into Arrow batches every BATCH_ROWS rows."""
+    """Per-table row buffers flushed into Arrow batches every BATCH_ROWS rows.
+
+    Records are the bulk (tens of thousands of progress lines a run), so they skip the dict:
+    the Record objects themselves are kept and turned into columns at flush time.
+    """
 
     def __init__(self, out: RunRows):
         self.out = out
-        self.bufs = {t: RowBuffer(t) for t in S.INGEST_TABLES}
+        self.bufs = {t: RowBuffer(t) for t in S.INGEST_TABLES if t != "records"}
+        self.records: list[Any] = []
+        self._rschema = None
 
     def add(self, table: str, row: dict[str, Any]) -> None:
         b = self.bufs[table]
         b.add(row)
         if b.n >= BATCH_ROWS:
             self.flush(table)
+
+    def add_record(self, rec: Any) -> None:
+        self.records.append(rec)
+        if len(self.records) >= BATCH_ROWS:
+            self.flush_records()
+
+    def flush_records(self) -> None:
+        recs = self.records
+        if not recs:
+            return
+        from forensics.store.db import arrow_schema
+        if self._rschema is None:
+            self._rschema = arrow_schema("records")
+        cols: dict[str, Any] = {"run_id": pa.array([self.out.run_id] * len(recs), pa.string())}
+        for c in _RECORD_COLS:
+            cols[c] = pa.array([getattr(r, c) for r in recs], self._rschema.field(c).type)
+        self.out.batches.setdefault("records", []).append(pa.Table.from_pydict(cols, schema=self._rschema))
+        self.out.counts["records"] += len(recs)
+        self.records = []
 
     def flush(self, table: str) -> None:
         b = self.bufs[table]
@@ -211,6 +239,7 @@ class _Sink:
             b.clear()
 
     def close(self) -> None:
+        self.flush_records()
         for t in self.bufs:
             self.flush(t)
 
@@ -323,15 +352,10 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         seen_call_ids: dict[str, int] = {}
         last_line = 0
         for ev in _parse_transcript(src, pre + source, source, harness, rid):
-            if isinstance(ev, Record):
+            if type(ev) is Record:
                 n_records += 1
                 last_line = ev.line
-                sink.add("records", {
-                    "run_id": rid, "source": ev.source, "line": ev.line, "byte_offset": ev.byte_offset,
-                    "nbytes": ev.nbytes, "format": ev.format, "rtype": ev.rtype, "subtype": ev.subtype,
-                    "role": ev.role, "msg_id": ev.msg_id, "ts": ev.ts, "text": ev.text,
-                    "n_tool_calls": ev.n_tool_calls, "n_tool_results": ev.n_tool_results,
-                    "parent_id": ev.parent_id, "is_sidechain": ev.is_sidechain, "is_api_error": ev.is_api_error})
+                sink.add_record(ev)
             elif isinstance(ev, ToolCall):
                 if not is_tool:
                     continue
