@@ -1,0 +1,475 @@
+"""CUDA/C++ source held in solution strings (load_inline, load, NVRTC, CuPy) and in sidecar files.
+
+Strings are resolved statically (constants, concatenation, f-strings with constant parts,
+str.join, module-level variables) into a `Blob`: the text plus, for each of its lines, the file
+and line it came from, so a finding in embedded CUDA cites solution.py's own line numbers.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import problems as P
+from .base import Hit
+from .python import Module
+
+ARCH_RX = re.compile(r"\b(sm|compute)_(\d{2,3})([af]?)\b")
+ARCH_LIST_RX = re.compile(r"^\s*(\d{1,2})\.(\d)([af]?)(\+PTX)?\s*$")
+ABS_INCLUDE_RX = re.compile(r"^(?:-I|-isystem|-L)?\s*((?:/|~/)[^\s'\"]+)$")
+STD_PREFIXES = ("/usr/include", "/usr/local/cuda", "/usr/lib", "/opt/conda/include", "/usr/local/include")
+INCLUDEISH = re.compile(r"include|cutlass|third_party|cute|cccl|thunderkittens|\.cuh?$|\.h$|\.hpp$|/src\b|/csrc", re.I)
+
+
+@dataclass
+class Blob:
+    text: str
+    line_map: list[tuple[str, int | None]]   # per line of text: (file, line)
+    origin: str                               # load_inline cuda_sources / sidecar / string
+    exact: bool = True
+    flags: list[str] = field(default_factory=list)
+
+    def where(self, offset: int) -> tuple[str, int | None]:
+        ln = self.text.count("\n", 0, offset)
+        if ln < len(self.line_map):
+            return self.line_map[ln]
+        return self.line_map[-1] if self.line_map else ("?", None)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.map: list[tuple[str, int | None]] = []
+        self.exact = True
+
+    def add(self, text: str, file: str, start: int | None, exact: bool) -> None:
+        lines = text.split("\n")
+        if not self.map:
+            self.map.append((file, start))
+        for i, _ in enumerate(lines[1:], 1):
+            self.map.append((file, (start + i) if (exact and start) else start))
+        self.parts.append(text)
+        self.exact &= exact
+
+    def blob(self, origin: str) -> Blob | None:
+        if not self.parts:
+            return None
+        return Blob("".join(self.parts), self.map, origin, self.exact)
+
+
+def resolve(mod: Module, node: ast.AST, b: _Builder, local: dict[str, list[ast.AST]] | None = None, depth: int = 0) -> bool:
+    """Append the static string value of `node` to the builder.  False if it is not static."""
+    if depth > 30:
+        return False
+    f = mod.filename
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        v = node.value
+        exact = node.end_lineno is not None and v.count("\n") == node.end_lineno - node.lineno
+        b.add(v, f, node.lineno, exact)
+        return True
+    if isinstance(node, ast.JoinedStr):
+        text = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                text.append(str(v.value))
+            elif isinstance(v, ast.FormattedValue):
+                s = mod.const_str(v.value)
+                if s is None and isinstance(v.value, ast.Name) and isinstance(mod.consts.get(v.value.id), ast.Constant):
+                    s = str(mod.consts[v.value.id].value)
+                text.append(s if s is not None else "0")
+        t = "".join(text)
+        exact = node.end_lineno is not None and t.count("\n") == node.end_lineno - node.lineno
+        b.add(t, f, node.lineno, exact)
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return resolve(mod, node.left, b, local, depth + 1) and resolve(mod, node.right, b, local, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return resolve(mod, node.left, b, local, depth + 1)
+    if isinstance(node, ast.Name):
+        vals = (local or {}).get(node.id) or ([mod.consts[node.id]] if node.id in mod.consts else [])
+        if vals:
+            return resolve(mod, vals[-1], b, local, depth + 1)
+        return False
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr == "join" and node.args:
+            sep = mod.const_str(node.func.value) or ""
+            arg = node.args[0]
+            if isinstance(arg, ast.Name) and arg.id in mod.consts:
+                arg = mod.consts[arg.id]
+            if isinstance(arg, (ast.List, ast.Tuple)):
+                ok = False
+                for i, e in enumerate(arg.elts):
+                    if i and sep:
+                        b.add(sep, f, None, False)
+                    ok = resolve(mod, e, b, local, depth + 1) or ok
+                return ok
+        if node.func.attr in ("format", "replace", "strip", "lstrip", "rstrip", "dedent"):
+            return resolve(mod, node.func.value, b, local, depth + 1)
+    if isinstance(node, ast.Call) and (mod.qn(node.func) or "").endswith("dedent") and node.args:
+        return resolve(mod, node.args[0], b, local, depth + 1)
+    return False
+
+
+def _string_list(mod: Module, node: ast.AST | None, local=None) -> list[ast.AST]:
+    if node is None:
+        return []
+    if isinstance(node, ast.Name):
+        vals = (local or {}).get(node.id) or ([mod.consts[node.id]] if node.id in mod.consts else [])
+        if vals and isinstance(vals[-1], (ast.List, ast.Tuple)):
+            node = vals[-1]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        out = []
+        for e in node.elts:
+            out.extend(_string_list(mod, e, local) if isinstance(e, (ast.List, ast.Tuple)) else [e])
+        return out
+    return [node]
+
+
+SOURCE_KW = {"cpp_sources": "load_inline cpp_sources", "cuda_sources": "load_inline cuda_sources",
+             "code": "cupy code", "source": "source", "src": "nvrtc source"}
+FLAG_KW = ("extra_cuda_cflags", "extra_cflags", "extra_include_paths", "extra_ldflags", "include_dirs",
+           "options", "library_dirs", "sources")
+
+
+def extract(mod: Module) -> tuple[list[Blob], list[tuple[str, ast.AST]], list[tuple[str, ast.AST]]]:
+    """Blobs of C/CUDA text, flag strings (value, node), and source-file references (path, node)."""
+    blobs: list[Blob] = []
+    flags: list[tuple[str, ast.AST]] = []
+    files: list[tuple[str, ast.AST]] = []
+    used_nodes: set[int] = set()
+    for n in ast.walk(mod.tree):
+        if not isinstance(n, ast.Call):
+            continue
+        q = mod.qn(n.func) or ""
+        last = q.split(".")[-1]
+        fi = mod.scope_of(n)
+        local = fi.assigns if fi else None
+        src_nodes: list[tuple[str, ast.AST]] = []
+        if last == "load_inline":
+            pos = {1: "cpp_sources", 2: "cuda_sources"}
+            for i, a in enumerate(n.args):
+                if i in pos:
+                    src_nodes += [(pos[i], e) for e in _string_list(mod, a, local)]
+        elif last in ("RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel", "nvrtcCreateProgram", "Program",
+                      "compile_inline", "_create_jit_fn", "SourceModule"):
+            if n.args:
+                idx = 2 if last == "ElementwiseKernel" else 0
+                if len(n.args) > idx:
+                    src_nodes.append((f"{last} source", n.args[idx]))
+        elif last == "load" and ("cpp_extension" in q or q == "load"):
+            for i, a in enumerate(n.args):
+                if i == 1:
+                    for e in _string_list(mod, a, local):
+                        s = mod.const_str(e)
+                        if s:
+                            files.append((s, e))
+        else:
+            # strings fed to anything else: still collect arch/include flags from keyword lists
+            pass
+        for kw in n.keywords:
+            if kw.arg in SOURCE_KW and last in ("load_inline", "RawKernel", "RawModule", "Program", "SourceModule"):
+                src_nodes += [(SOURCE_KW[kw.arg], e) for e in _string_list(mod, kw.value, local)]
+            elif kw.arg in FLAG_KW:
+                for e in _string_list(mod, kw.value, local):
+                    s = mod.const_str(e)
+                    if s is None and isinstance(e, ast.Call) and (mod.qn(e.func) or "").endswith("path.join") and e.args:
+                        s = mod.const_str(e.args[0])
+                    if s is not None:
+                        if kw.arg == "sources":
+                            files.append((s, e))
+                        else:
+                            flags.append((s, e))
+        for origin, e in src_nodes:
+            bl = _Builder()
+            if resolve(mod, e, bl, local):
+                blob = bl.blob(origin)
+                if blob:
+                    blobs.append(blob)
+                    for m in ast.walk(e):
+                        used_nodes.add(id(m))
+                    if isinstance(e, ast.Name) and e.id in mod.consts:
+                        for m in ast.walk(mod.consts[e.id]):
+                            used_nodes.add(id(m))
+    # any other string that holds CUDA/C++ (kernels kept in a constant and passed indirectly)
+    for n in ast.walk(mod.tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in used_nodes and len(n.value) > 40 and \
+                re.search(r"__global__|#include|asm\s*(volatile)?\s*\(|__device__|extern\s+\"C\"", n.value):
+            bl = _Builder()
+            resolve(mod, n, bl)
+            blob = bl.blob("string constant")
+            if blob:
+                blobs.append(blob)
+    # arch/include strings anywhere (TORCH_CUDA_ARCH_LIST, candidate include lists)
+    for n in ast.walk(mod.tree):
+        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Subscript) and \
+                (mod.qn(n.targets[0].value) or "") == "os.environ" and mod.const_str(n.targets[0].slice) == "TORCH_CUDA_ARCH_LIST":
+            s = mod.const_str(n.value)
+            if s:
+                for part in re.split(r"[;\s]+", s):
+                    m = ARCH_LIST_RX.match(part)
+                    if m:
+                        flags.append((f"sm_{m.group(1)}{m.group(2)}{m.group(3)}", n))
+    return blobs, flags, files
+
+
+def strip_c_comments(text: str) -> str:
+    def repl(m: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+    return re.sub(r"//[^\n]*|/\*.*?\*/", repl, text, flags=re.S)
+
+
+def _hit(blob: Blob, rule: str, offset: int, end: int, message: str, **kw: Any) -> Hit:
+    f, ln = blob.where(offset)
+    f2, ln2 = blob.where(end)
+    snippet = blob.text[offset:end].strip().replace("\n", " ")[:160]
+    data = kw.pop("data", {})
+    data.setdefault("origin", blob.origin)
+    if not blob.exact:
+        data["line_mapping"] = "approximate (string built from pieces or escaped newlines)"
+    return Hit(rule, ln, ln2 if f2 == f else ln, message, file=f, quote=snippet, data=data, **kw)
+
+
+L2_HINT = re.compile(r"L2::evict_last|evict_last|createpolicy\.fractional[^;\"]*|cuda::access_property::persisting|"
+                     r"__nv_associate_access_property|access_property\(\s*[^)]*persisting")
+L2_WINDOW = re.compile(r"cudaAccessPolicyWindow|accessPolicyWindow|cudaLimitPersistingL2CacheSize|cudaAccessPropertyPersisting|"
+                       r"cudaStreamAttributeAccessPolicyWindow|hitProp\s*=|persistingL2CacheMaxSize|CU_LIMIT_PERSISTING_L2_CACHE_SIZE|"
+                       r"CU_ACCESS_PROPERTY_PERSISTING")
+LIB_WORK = re.compile(r"\b(cublas(?:Lt)?\w*|at::(?:matmul|mm|bmm|addmm|linear|_scaled_mm|einsum|scaled_dot_product_attention|baddbmm)|"
+                      r"torch::(?:matmul|mm|bmm|addmm|linear|einsum)|cudnn\w+)\s*\(")
+SHFL = re.compile(r"__shfl(?:_xor|_up|_down)?_sync\s*\(")
+ATOMIC = re.compile(r"\batomic(Add|Sub|Max|Min|And|Or|Xor|Inc|Dec|Exch)\s*\(\s*&?\s*\(?\s*([A-Za-z_]\w*)")
+SMALL_DECL = re.compile(r"\b(unsigned\s+short|short|uint16_t|int16_t|unsigned\s+char|signed\s+char|char|uint8_t|int8_t|bool)"
+                        r"\s*\*?\s*(?:__restrict__\s+)?([A-Za-z_]\w*)\s*(?:\[|=|;|,|\))")
+LANE_SEEDS = {"threadIdx", "laneid", "lane", "lane_id", "laneId", "tid", "ltid", "thread_id", "tx", "warp_lane"}
+
+
+def _split_args(text: str, start: int) -> tuple[list[str], int]:
+    """Arguments of a call whose '(' is at text[start-1]; returns (args, end offset)."""
+    depth, cur, args, i = 1, [], [], start
+    while i < len(text) and depth:
+        c = text[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                break
+        if c == "," and depth == 1:
+            args.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    args.append("".join(cur))
+    return [a.strip() for a in args], i
+
+
+def _lane_varying(text: str) -> set[str]:
+    var = set(LANE_SEEDS)
+    assigns = re.findall(r"\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[+\-*/|&^]?=\s*([^;]+);", text)
+    for _ in range(5):
+        changed = False
+        for name, rhs in assigns:
+            if name in var:
+                continue
+            ids = set(re.findall(r"[A-Za-z_]\w*", rhs))
+            if ids & var or "%laneid" in rhs:
+                var.add(name)
+                changed = True
+        if not changed:
+            break
+    return var
+
+
+def analyse_blob(blob: Blob) -> list[Hit]:
+    hits: list[Hit] = []
+    text = strip_c_comments(blob.text)
+    for m in L2_HINT.finditer(text):
+        hits.append(_hit(blob, "L2-EVICT-LAST", m.start(), m.end(),
+                         f"L2 persistence hint '{m.group(0)[:40]}' in {blob.origin}; intra-call reuse cannot be read from "
+                         f"CUDA source here, so the timing probe must settle it", severity="high"))
+    for m in L2_WINDOW.finditer(text):
+        hits.append(_hit(blob, "L2-PERSISTING-WINDOW", m.start(), m.end(), f"persisting-L2 control '{m.group(0)}' in {blob.origin}"))
+    for m in re.finditer(r"#\s*include\s*[<\"]((?:/|~/)[^\">]+)[\">]", text):
+        path = m.group(1)
+        if not path.startswith(STD_PREFIXES):
+            hits.append(_hit(blob, "NONPORTABLE-INCLUDE", m.start(), m.end(), f"absolute #include '{path}'",
+                             data={"path": path}))
+    for m in LIB_WORK.finditer(text):
+        name = m.group(1)
+        gemmish = bool(re.match(r"cublas|at::(matmul|mm|bmm|addmm|linear|_scaled_mm|einsum|baddbmm)|torch::|at::scaled", name))
+        if gemmish:
+            hits.append(_hit(blob, "LIBRARY-DOES-WORK", m.start(), m.end(), f"C++ calls {name} in {blob.origin}",
+                             data={"call": name, "fallback": None}))
+        else:
+            hits.append(_hit(blob, "CUDA-LIBRARY-CALL", m.start(), m.end(), f"C++ calls {name}", data={"call": name}))
+    # shuffles whose shipped value indexes a register array by a lane-varying slot
+    varying = _lane_varying(text)
+    for m in SHFL.finditer(text):
+        args, end = _split_args(text, m.end())
+        if len(args) < 3:
+            continue
+        val = args[1]
+        for sub in re.finditer(r"\[([^\]]+)\]", val):
+            ids = set(re.findall(r"[A-Za-z_]\w*", sub.group(1)))
+            if ids & varying and not re.fullmatch(r"\s*\d+\s*", sub.group(1)):
+                hits.append(_hit(blob, "SHFL-LANE-VARYING", m.start(), end,
+                                 f"shuffle ships '{val[:50]}', indexed by lane-varying '{', '.join(sorted(ids & varying))}': "
+                                 f"the source lane evaluates its own slot", data={"value": val[:80]}))
+                break
+    # divergent barriers
+    for m in re.finditer(r"\bif\s*\(", text):
+        cond, cend = _split_args(text, m.end())
+        cond_s = ",".join(cond)
+        ids = set(re.findall(r"[A-Za-z_]\w*", cond_s))
+        if not ids & varying:
+            continue
+        j = cend + 1
+        while j < len(text) and text[j] in " \t\n":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            depth, k = 1, j + 1
+            while k < len(text) and depth:
+                depth += {"{": 1, "}": -1}.get(text[k], 0)
+                k += 1
+            body = text[j:k]
+        else:
+            k = text.find(";", j)
+            body = text[j:k + 1]
+        if "__syncthreads" in body and not re.search(r"\b(for|while)\b", body):
+            hits.append(_hit(blob, "BARRIER-RACE", m.start(), k, f"__syncthreads() inside thread-dependent branch if({cond_s[:40]})",
+                             data={"condition": cond_s[:80]}))
+        elif re.match(r"\s*return\s*;", body.strip("{} \n")) and "__syncthreads" in text[k:_function_end(text, k)]:
+            hits.append(_hit(blob, "BARRIER-RACE", m.start(), k,
+                             f"thread-dependent early return if({cond_s[:40]}) before a later __syncthreads()",
+                             severity="low", data={"condition": cond_s[:80]}))
+    # atomics on types without an overload
+    small: dict[str, int] = {}
+    for m in SMALL_DECL.finditer(text):
+        small.setdefault(m.group(2), m.start())
+    for m in ATOMIC.finditer(text):
+        name = m.group(2)
+        if name in small:
+            decl = SMALL_DECL.search(text, small[name])
+            hits.append(_hit(blob, "ATOMIC-TYPE", m.start(), m.end(),
+                             f"atomic{m.group(1)} on '{name}' declared as {decl.group(1) if decl else 'a 16/8-bit type'}",
+                             data={"variable": name, "declared_line": blob.where(small[name])[1]}))
+    # one-shot cudaFuncSetAttribute guarded by a static in a template function
+    for m in re.finditer(r"cudaFuncSetAttribute\s*\(", text):
+        fstart = _function_start(text, m.start())
+        head = text[max(0, fstart - 300):fstart]
+        region = text[fstart:m.start()]
+        st = re.search(r"\bstatic\s+(?:bool|int|size_t|unsigned|std::atomic<\w+>|thread_local\s+\w+)\s+(\w+)", region)
+        if st and re.search(r"template\s*<", head[-300:]) and st.group(1) in text[st.end():m.start() + 200]:
+            hits.append(_hit(blob, "ATTR-ONCE-TEMPLATE", st.start(), m.end(),
+                             f"static once-flag '{st.group(1)}' guards cudaFuncSetAttribute inside a template: shared by all "
+                             f"instantiations only if the flag is not per-specialization", data={"flag": st.group(1)}))
+    for m in ARCH_RX.finditer(text):
+        pass  # arch flags inside source text are rare; flags are collected from options
+    return hits
+
+
+def _function_end(text: str, pos: int) -> int:
+    depth = 0
+    for i in range(pos, len(text)):
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth < 0:
+                return i
+    return len(text)
+
+
+def _function_start(text: str, pos: int) -> int:
+    depth = 0
+    for i in range(pos, -1, -1):
+        c = text[i]
+        if c == "}":
+            depth += 1
+        elif c == "{":
+            if depth == 0:
+                # function body brace if preceded by ')' (possibly with qualifiers)
+                back = text[max(0, i - 200):i].rstrip()
+                if back.endswith(")") or re.search(r"\)\s*(const|noexcept|override)?\s*$", back):
+                    return i
+            else:
+                depth -= 1
+    return 0
+
+
+def arch_targets(flag_strings: list[tuple[str, Any]], blobs: list[Blob]) -> list[tuple[int, str, str, Any]]:
+    """(cc, suffix, kind sm|compute, where) from option strings."""
+    out = []
+    for s, where in flag_strings:
+        for m in ARCH_RX.finditer(s):
+            out.append((int(m.group(2)), m.group(3), m.group(1), where))
+    return out
+
+
+def runs_on(targets: list[tuple[int, str, str, Any]], device_cc: int) -> bool:
+    for cc, suffix, kind, _ in targets:
+        if suffix in ("a", "f"):
+            if cc == device_cc or (suffix == "f" and cc // 10 == device_cc // 10 and cc <= device_cc):
+                return True
+        elif kind == "compute":
+            if cc <= device_cc:
+                return True
+        elif cc // 10 == device_cc // 10 and cc <= device_cc:
+            return True
+    return False
+
+
+def check_flags(mod: Module, flags: list[tuple[str, ast.AST]], gpu: str | None) -> list[Hit]:
+    hits: list[Hit] = []
+    for s, node in flags:
+        m = ABS_INCLUDE_RX.match(s.strip())
+        if m and not m.group(1).startswith(STD_PREFIXES):
+            hits.append(mod.hit("NONPORTABLE-INCLUDE", node, f"absolute build path '{s}' from the author's machine",
+                                data={"path": m.group(1)}))
+    # candidate include paths kept in constants (tried with os.path.exists, etc.)
+    flagged = {h.data.get("path") for h in hits}
+    for n in ast.walk(mod.tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 300 and "\n" not in n.value:
+            m = ABS_INCLUDE_RX.match(n.value.strip())
+            if m and m.group(1) not in flagged and not m.group(1).startswith(STD_PREFIXES + ("/tmp", "/dev", "/proc")) \
+                    and INCLUDEISH.search(m.group(1)):
+                flagged.add(m.group(1))
+                hits.append(mod.hit("NONPORTABLE-INCLUDE", n, f"absolute path '{n.value}' used for the build",
+                                    data={"path": m.group(1)}))
+    targets = arch_targets(flags, [])
+    if targets:
+        labels = sorted({f"{k}_{cc}{sfx}" for cc, sfx, k, _ in targets})
+        node = targets[0][3]
+        dev = P.gpu_arch(gpu)
+        h200 = runs_on(targets, 90)
+        if dev and not runs_on(targets, dev[0]):
+            hits.append(mod.hit("ARCH-MISMATCH", node,
+                                f"builds only for {', '.join(labels)} but the run's GPU is {dev[1]}",
+                                data={"targets": labels, "gpu": gpu, "gpu_cc": dev[0], "replayable_on_h200": h200}))
+        else:
+            hits.append(mod.hit("ARCH-TARGET", node, f"pins {', '.join(labels)}"
+                                f"{'' if h200 else ' (not replayable on an sm_90 H200)'}",
+                                data={"targets": labels, "gpu": gpu, "replayable_on_h200": h200}))
+    return hits
+
+
+def python_l2_window(mod: Module) -> list[Hit]:
+    """Persisting-L2 controls reached from Python (cuda-python, ctypes on libcudart)."""
+    hits = []
+    for n in ast.walk(mod.tree):
+        name = n.attr if isinstance(n, ast.Attribute) else (n.value if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                                                             and len(n.value) < 80 else None)
+        if isinstance(name, str) and L2_WINDOW.fullmatch(name.strip()) or (isinstance(name, str) and name in (
+                "cudaDeviceSetLimit", "cudaStreamSetAttribute", "cuStreamSetAttribute") and _near_persist(mod, n)):
+            hits.append(mod.hit("L2-PERSISTING-WINDOW", n, f"persisting-L2 control '{name}' from Python", data={"name": name}))
+    return hits
+
+
+def _near_persist(mod: Module, n: ast.AST) -> bool:
+    ln = getattr(n, "lineno", 0)
+    window = "\n".join(mod.lines[max(0, ln - 4):ln + 4])
+    return bool(re.search(r"[Pp]ersist|accessPolicy|0x06|cudaLimitPersisting", window))
