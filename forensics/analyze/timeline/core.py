@@ -177,24 +177,27 @@ def analyze_run(store, run_id: str) -> dict[str, Any]:
         v = _version_at(sol_versions, cr.order)
         later = [x for x in sol_versions if x.order > cr.order]
         vsha = v.sha256 if v else None
-        superseded = any(x.deleted or x.sha256 is None or x.sha256 != vsha for x in later) if v else bool(later)
+        changed_later = any(x.deleted or x.sha256 is None or x.sha256 != vsha for x in later) if v else bool(later)
+        is_final = bool(vsha and final_sha and vsha == final_sha)
+        superseded = (not is_final) if final_sha else changed_later
         crow.append({
             "run_id": run_id, "call_seq": cr.call_seq, "line": cr.line, "result_line": last_line, "ts": cr.ts,
             "script": cr.script, "command": cr.command, "env_weakening": weakening(cr), "outcome": o.outcome,
             "fail_reason": o.fail_reason, "exit_code": o.exit_code, "peak_fraction": o.peak_fraction,
             "shape_lines": o.shape_lines, "solution_version": v.version if v else None,
-            "solution_sha256": vsha, "is_final_version": bool(vsha and final_sha and vsha == final_sha),
+            "solution_sha256": vsha, "is_final_version": is_final,
             "superseded": superseded, "background": cr.background,
             "details": {k: val for k, val in {
                 "peak_fractions": o.peak_fractions or None, "result_labels": o.result_labels or None,
                 "filtered_by": cr.filtered_by, "wrapper_path": cr.wrapper_path, "task_id": cr.task_id,
                 "checker_path": cr.checker_path, "reason": o.reason, "n_pass_lines": o.n_pass_lines or None,
                 "n_results": len(cr.results),
-                "version_is_gap": bool(v and v.gap) or None}.items() if val is not None},
+                "version_is_gap": bool(v and v.gap) or None,
+                "changed_later": changed_later}.items() if val is not None},
         })
 
     summary = _summary(run, sol, sol_versions, crow, end, calls, final_sha, final_bytes is not None, n_anchored, reb)
-    findings = _findings(run_id, source, summary, sol_versions, crow, reb)
+    findings = _findings(run_id, source, summary, sol_versions, crow, reb, calls)
     return {"versions": vrows, "checks": crow, "findings": findings, "summary": summary, "rebuild": reb}
 
 
@@ -249,6 +252,8 @@ def _summary(run, sol, vs, crow, end, calls, final_sha, have_final, n_anchored, 
         e = {k: end.get(k) for k in ("end_reason", "api_error_status", "api_error_text", "api_error_line",
                                       "terminal_line", "terminal_type", "cut_off", "last_line", "rate_limited")}
         e["last_ts"] = _ts(end.get("last_ts"))
+        e["session_complete"] = run.get("session_complete")
+        e["harness_exit_code"] = run.get("harness_exit_code")
         if last:
             e["calls_after_last_edit"] = (s["last_call_seq"] or 0) - (last.call_seq or 0)
             if end.get("last_line") and last.line:
@@ -273,7 +278,7 @@ def _ev(source, seq, line, **kw) -> Evidence:
     return Evidence(file=source, transcript_line=line, call_seq=seq, **kw)
 
 
-def _findings(run_id, source, s, vs, crow, reb) -> list[Finding]:
+def _findings(run_id, source, s, vs, crow, reb, calls) -> list[Finding]:
     F: list[Finding] = []
 
     def add(rule, category, severity, message, ev, data=None):
@@ -367,7 +372,10 @@ def _findings(run_id, source, s, vs, crow, reb) -> list[Finding]:
             if e.get("seconds_after_last_edit") is not None:
                 gap_txt += f" and {e['seconds_after_last_edit']:.0f} s"
             gap_txt += f" passed between the last solution edit (call {s['last_edit_call_seq']}, line {s['last_edit_line']}) and the end"
-        if e.get("end_reason") in ("api_error", "rate_limited"):
+        last_call_line = calls[-1].get("line") if calls else None
+        provider_last = bool(e.get("api_error_status") and e.get("api_error_line")
+                             and (last_call_line is None or e["api_error_line"] > last_call_line))
+        if e.get("end_reason") in ("api_error", "rate_limited") or provider_last:
             st = e.get("api_error_status")
             add("session-ended-api-error", "provenance", "medium",
                 f"The session ended on a provider error{(' ' + str(st)) if st else ''} at line "
@@ -376,9 +384,14 @@ def _findings(run_id, source, s, vs, crow, reb) -> list[Finding]:
                           quote=(e.get("api_error_text") or "")[:200] or None, call_seq=s["last_call_seq"])],
                 {k: e.get(k) for k in ("end_reason", "api_error_status", "calls_after_last_edit",
                                         "seconds_after_last_edit", "lines_after_last_edit")})
-        elif e.get("end_reason") == "cut_off" or e.get("cut_off"):
+        elif e.get("end_reason") == "cut_off" or e.get("cut_off") or (
+                e.get("end_reason") == "no_marker_format" and (e.get("session_complete") is False or
+                                                               e.get("harness_exit_code") not in (0, None))):
+            how = ("has no terminal record (cut off)" if e.get("end_reason") != "no_marker_format" else
+                   f"did not complete (the format has no terminal record; harness exit code "
+                   f"{e.get('harness_exit_code')}, session_complete={e.get('session_complete')})")
             add("session-cut-off", "provenance", "medium",
-                f"The session has no terminal record (cut off) at line {e.get('last_line')}{gap_txt}.",
+                f"The session {how}; its last line is {e.get('last_line')}{gap_txt}.",
                 [Evidence(file=source, transcript_line=e.get("last_line"), call_seq=s["last_call_seq"])],
                 {k: e.get(k) for k in ("end_reason", "calls_after_last_edit", "seconds_after_last_edit")})
     # post-session grade

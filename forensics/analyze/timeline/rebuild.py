@@ -118,8 +118,8 @@ class Rebuilder:
     # ------------------------------------------------------------------ paths
     def _guess_cwd(self) -> str | None:
         for c in self.calls:
-            if c.get("cwd"):
-                return c["cwd"]
+            if c.get("cwd") and c["cwd"].startswith("/"):
+                return c["cwd"].rstrip("/") or "/"
         for c in self.calls:
             for p in c.get("paths") or []:
                 if p and p.startswith("/") and self.problem and f"/problems/{self.problem}/" in p:
@@ -130,9 +130,21 @@ class Rebuilder:
                     return posixpath.dirname(p)
         return None
 
+    def call_cwd(self, call: dict) -> str | None:
+        """The call's working directory, a relative one (Gemini `directory: "."`) taken against the
+        session's."""
+        cwd = call.get("cwd")
+        if not cwd:
+            return self.default_cwd
+        if not cwd.startswith("/") and not cwd.startswith("~") and self.default_cwd:
+            return shell.join_path(self.default_cwd, cwd)
+        return cwd
+
     def resolve(self, path: str, cwd: str | None) -> str:
         path = path.strip()
         base = cwd or self.default_cwd
+        if base and not base.startswith(("/", "~")) and self.default_cwd:
+            base = shell.join_path(self.default_cwd, base)
         return shell.join_path(base, path)
 
     # ------------------------------------------------------------------ versions
@@ -172,7 +184,7 @@ class Rebuilder:
                 args = {"raw": args}
             res = self.results.get(seq, [])
             failed = bool(res) and all(self._result_failed(r, t) for r in res)
-            cwd = call.get("cwd") or self.default_cwd
+            cwd = self.call_cwd(call)
             sub = [0]
 
             def order():
@@ -656,6 +668,12 @@ def anchor_with_final(versions: list[Version], final: str | None) -> int:
     resolved = 0
     after = final
     if last.gap:
+        # only an edit whose new text sits in the final file, and whose undoing reproduces it, ties
+        # the last (unknown) version to the archived file; anything else stays a gap
+        if not last.replaces or last.op not in ("edit", "multiedit", "python_write"):
+            return 0
+        if reverse_replaces(final, last.replaces)[0] is None:
+            return 0
         last.content, last.gap_reason, last.basis = final, None, "anchor"
         resolved += 1
     idx = versions.index(last)
