@@ -186,9 +186,12 @@ class ProblemSpec:
             return c.atol, c.rtol
         return lookup_tolerance(dtype, tolerance_for_case(self.tolerance, c if c.name != "nominal" else None))
 
-    def compare(self, ref_out, sol_out, case: str | StressCase | PropertyCase = "nominal", inputs=None) -> dict:
+    def compare(self, ref_out, sol_out, case: str | StressCase | PropertyCase = "nominal", inputs=None,
+                dtype: torch.dtype | None = None) -> dict:
         """A1 predicate (plus the problem's special rules) -> dict(ok, max_abs, max_rel, n_bad,
-        n_total, worst_index, atol, rtol, msg[, parts])."""
+        n_total, worst_index, atol, rtol, msg[, parts]).  `dtype` overrides the tolerance-lookup
+        dtype (default: the reference output's dtype); pass the deck output dtype when `ref_out` is
+        an fp32/fp64 oracle output."""
         if self.compare_fn is not None:
             return self.compare_fn(self, ref_out, sol_out, self.stress_case(case), inputs)
         if isinstance(ref_out, (tuple, list)):
@@ -196,10 +199,10 @@ class ProblemSpec:
                 return check_tensor(torch.zeros(1), None, 0, 0, "output structure")
             parts = {}
             for i, (r, s) in enumerate(zip(ref_out, sol_out)):
-                atol, rtol = self.tolerance_for(r.dtype, case)
+                atol, rtol = self.tolerance_for(dtype or r.dtype, case)
                 parts[f"out{i}"] = check_tensor(r, s, atol, rtol, f"out{i}")
             return merge_results(parts)
-        atol, rtol = self.tolerance_for(ref_out.dtype, case)
+        atol, rtol = self.tolerance_for(dtype or ref_out.dtype, case)
         return check_tensor(ref_out, sol_out, atol, rtol)
 
     def apply_stress(self, model_ref, model_sol, inputs, case: str | StressCase):

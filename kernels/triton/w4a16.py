@@ -1,0 +1,98 @@
+"""Triton fused int4-dequant GEMM / GEMV (hard/07_w4a16_gemm; also usable for the Kimi QuantLinear).
+
+w[k,n] = bf16((q[k,n] - z[k//g,n]) * s[k//g,n]), y = bf16(x @ w) with fp32 accumulation.
+The packed rows are consumed directly: even K rows come from the low nibbles, odd from the high
+nibbles, so the kernel splits x into its even and odd columns and issues two dots per step.
+Small-M shapes (decode) use split-K so that enough programs stream the weight.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import interpreting
+
+
+@triton.jit
+def _w4a16_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, M, N, K, K_PER_SPLIT,
+                  sxm, sxk, swk, swn, ssg, ssn, sys_, sym, syn,
+                  GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  DOT_F32: tl.constexpr):
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_h = tl.arange(0, BLOCK_K // 2)          # packed rows within a step
+    m_mask = offs_m < M
+    n_mask = offs_n < N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    k_start = pid_k * K_PER_SPLIT
+    for k0 in range(k_start, k_start + K_PER_SPLIT, BLOCK_K):
+        kh = k0 // 2 + offs_h                       # packed row index
+        kmask = (k0 + 2 * offs_h) < K
+        packed = tl.load(wq_ptr + kh[:, None] * swk + offs_n[None, :] * swn,
+                         mask=kmask[:, None] & n_mask[None, :], other=0)
+        g = k0 // GROUP                             # BLOCK_K divides GROUP: one group per step
+        s = tl.load(s_ptr + g * ssg + offs_n * ssn, mask=n_mask, other=0.0)
+        z = tl.load(z_ptr + g * ssg + offs_n * ssn, mask=n_mask, other=0.0)
+        # (q - z) * s is exact in fp32 (4-bit times 8-bit mantissa), so rounding it to bf16 gives
+        # exactly the reference's bf16 product
+        sf = s.to(tl.float32)[None, :]
+        zf = z.to(tl.float32)[None, :]
+        w_lo = (((packed & 0xF).to(tl.float32) - zf) * sf).to(tl.bfloat16)
+        w_hi = (((packed >> 4).to(tl.float32) - zf) * sf).to(tl.bfloat16)
+        x_lo = tl.load(x_ptr + offs_m[:, None] * sxm + (k0 + 2 * offs_h)[None, :] * sxk,
+                       mask=m_mask[:, None] & kmask[None, :], other=0.0)
+        x_hi = tl.load(x_ptr + offs_m[:, None] * sxm + (k0 + 2 * offs_h + 1)[None, :] * sxk,
+                       mask=m_mask[:, None] & kmask[None, :], other=0.0)
+        if DOT_F32:
+            acc += tl.dot(x_lo.to(tl.float32), w_lo.to(tl.float32))
+            acc += tl.dot(x_hi.to(tl.float32), w_hi.to(tl.float32))
+        else:
+            acc = tl.dot(x_lo.to(tl.bfloat16), w_lo, acc)
+            acc = tl.dot(x_hi.to(tl.bfloat16), w_hi, acc)
+    tl.store(y_ptr + pid_k * sys_ + offs_m[:, None] * sym + offs_n[None, :] * syn, acc,
+             mask=m_mask[:, None] & n_mask[None, :])
+
+
+def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
+                 group: int = 128, out_dtype=torch.bfloat16) -> torch.Tensor:
+    """x (M,K) bf16/fp32, w_q (K/2,N) uint8, scales/zeros (K/group,N) bf16 -> (M,N) out_dtype."""
+    squeeze = x.dim() == 1
+    if squeeze:
+        x = x[None]
+    M, K = x.shape
+    N = w_q.shape[1]
+    cpu = interpreting(x)
+    if cpu:
+        BM, BN, BK, warps, stages = 16, 16, min(32, group), 4, 1
+    elif M <= 16:
+        BM, BN, BK, warps, stages = 16, 64, 128, 4, 4
+    elif M <= 64:
+        BM, BN, BK, warps, stages = 32 if M <= 32 else 64, 64, 128, 4, 4
+    else:
+        BM, BN, BK, warps, stages = 128, 128, 64, 8, 3
+    assert group % BK == 0 and K % 2 == 0
+    n_prog = triton.cdiv(N, BN) * triton.cdiv(M, BM)
+    split = 1
+    if not cpu:
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        while n_prog * split < 2 * sms and K // (split * 2) >= 4 * BK and split < 16:
+            split *= 2
+    k_per = triton.cdiv(triton.cdiv(K, split), BK) * BK
+    split = triton.cdiv(K, k_per)
+    part = torch.empty(split, M, N, dtype=torch.float32, device=x.device)
+    grid = (triton.cdiv(N, BN), triton.cdiv(M, BM), split)
+    _w4a16_kernel[grid](x, w_q, scales, zeros, part, M, N, K, k_per,
+                        x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1), scales.stride(0), scales.stride(1),
+                        part.stride(0), part.stride(1), part.stride(2),
+                        GROUP=group, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, DOT_F32=cpu, num_warps=warps, num_stages=stages)
+    y = (part[0] if split == 1 else part.sum(0)).to(out_dtype)
+    return y[0] if squeeze else y
+
+
+def forward(model, inputs):
+    (x,) = inputs
+    return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size)
