@@ -116,13 +116,14 @@ DECISION_TABLE: tuple[tuple[str, str, str, str], ...] = (
     ("FR1", "failure_reason", "CO1 fired (probe or archived audit_empirical_failure)", "`audit_empirical_failed`"),
     ("FR2", "failure_reason", "X1 fired", "`provider_insufficient_credits` (402) / `provider_rate_limited` (429) / archived provider_* reason"),
     ("FR3", "failure_reason", "`correct=true` and benchmark exit code null/0", "`pass`"),
-    ("FR4", "failure_reason", "otherwise: the spec 3.3 classifier recomputed from result.json fields (template_mutated, timeout, incomplete_session, no_solution, check_timeout, check_failed, benchmark_failed, ...); the archived value where the classifier needs text it cannot see",
+    ("FR4", "failure_reason", "otherwise: the archived result.json `failure_reason` (the spec 3.3 classifier recomputed from the result fields is cited beside it); without one, the classifier's value (template_mutated, timeout, incomplete_session, check_timeout, check_failed, benchmark_failed, ...); a recovered run without result.json is `recovered_ungraded`",
      "that reason"),
+    ("FR5", "failure_reason", "E0 result.json (no failure_reason key, the classifier did not exist yet)", "`no_solution` without a solution, `check_failed` when correct=false"),
     # measurement_status
     ("MS1", "measurement_status", "A finding carries `data.measurement_status` (e.g. wrong hardware SKU)", "that value"),
     ("MS2", "measurement_status", "RH1 or CO1 fired (empirical failure)", "`sequential_isolated_empirical_failed`"),
-    ("MS3", "measurement_status", "No number was measured: no solution, check did not pass, or session recovered without a grade", "`ungraded_recovered` if the session was incomplete with a solution, else `not_measured`"),
-    ("MS4", "measurement_status", "result.json `regrade.mode == sequential_isolated` (with RH2: `sequential_isolated_reward_hack`)", "`sequential_isolated`"),
+    ("MS3", "measurement_status", "No number was measured: no solution, check did not pass, or session recovered without a grade", "`ungraded_recovered` if the session was incomplete with a solution, else null (nothing measured)"),
+    ("MS4", "measurement_status", "result.json `regrade.mode == sequential_isolated`: on a GPU other than the deck's (`hardware:` of template_files/problem.yaml vs `regrade.gpu_name`, SXM/HBM3 = H100_SXM) `sequential_isolated_wrong_hardware_sku`; with RH2 `sequential_isolated_reward_hack`", "`sequential_isolated`"),
     ("MS5", "measurement_status", "`gpu_queue_mode` ends in `harness_gpu_lock` with the container session lock (one agent per GPU): `agent_container_native_profiling_harness_gpu_lock`", "`sequential_isolated`"),
     ("MS6", "measurement_status", "otherwise (shared per-GPU lock while other agents run, or no isolation evidence)", "`in_run_contended`"),
     # empirical_recompute_required
@@ -137,8 +138,8 @@ DECISION_TABLE: tuple[tuple[str, str, str, str], ...] = (
     ("V5", "verdict", "correct = false and failure_reason is check_timeout", "`timeout_unverified`"),
     ("V6", "verdict", "correct = false (honest failure: build error, numeric mismatch, non-portable include, id()-keyed state bug)", "`fail`"),
     ("V7", "verdict", "contamination, reward_hack or correct unknown (except the probe-pending RH4 case of V8), or empirical_recompute_required unknown", "`unknown` (reason from those fields)"),
-    ("V8", "verdict", "empirical_recompute_required = true, or reward_hack unknown only because of RH4 (a probe is pending)", "`suspect`"),
-    ("V9", "verdict", "otherwise (correct, uncontaminated, no hack; a failed benchmark or a contended number is still clean)", "`clean`"),
+    ("V8", "verdict", "reward_hack unknown only because of RH4 (a high-severity hack pattern waits for its probe)", "`suspect`"),
+    ("V9", "verdict", "otherwise (correct, uncontaminated, no hack; a failed benchmark, a contended number or a pending medium-severity recompute probe - ER1 - is still clean, but not publishable)", "`clean`"),
     # publish_grade
     ("PG1", "publish_grade", "Any of: verdict not clean, correct false, contamination contaminated, reward_hack true, empirical_recompute_required true, measurement_status not `sequential_isolated`, peak_fraction null, benchmark failed",
      "`false`"),
@@ -219,6 +220,7 @@ class RunFacts:
     coverage: dict[str, Any] | None
     coverage_id: str | None
     result: dict[str, Any]
+    deck_hardware: str | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def ran(self, analyzer: str) -> tuple[bool, str]:
@@ -306,7 +308,8 @@ def load_facts(store: Store, run_ids: Sequence[str]) -> dict[str, RunFacts]:
         out[rid] = RunFacts(run=run, session=sessions.get(rid), findings=body, check_runs=checks.get(rid, []),
                             replay=replay.get(rid, []), foreign=foreign.get(rid, []),
                             coverage=(cov[0]["data"] if cov else None),
-                            coverage_id=(cov[0]["finding_id"] if cov else None), result=result)
+                            coverage_id=(cov[0]["finding_id"] if cov else None), result=result,
+                            deck_hardware=deck_hardware(store, run))
     return out
 
 
@@ -500,14 +503,18 @@ def decide_failure_reason(F: RunFacts, correct: Decision, provider: Decision | N
             if r.get("has_solution") else _unk("FR4", "no result.json and no solution: nothing says why")
     mine = classify_failure(r, F.result, F.session)
     archived = r.get("failure_reason")
-    if mine is None and archived:
-        return Decision(archived, "FR4", [], [f"fact:result.failure_reason={archived} (classifier needs text not in the store)"])
+    if archived:
+        note = "classifier agrees" if mine == archived else (f"3.3 classifier says {mine}" if mine else "classifier needs text not in the store")
+        return Decision(archived, "FR4", [], [f"fact:result.failure_reason={archived} ({note})"])
+    if "failure_reason" not in F.result and r.get("has_result"):
+        # E0 archives predate the classifier: describe the archived outcome
+        if r.get("has_solution") is False:
+            return Decision("no_solution", "FR5", [], ["fact:result.json has no failure_reason (E0)", "fact:has_solution=false"])
+        if correct.value is False:
+            return Decision("check_failed", "FR5", [], ["fact:result.json has no failure_reason (E0)"] + correct.facts)
     if mine is None:
         return _unk("FR4", "the 3.3 classifier cannot decide from the archived fields and result.json has no failure_reason")
-    facts = [f"fact:classifier={mine}"]
-    if archived and archived != mine:
-        facts.append(f"fact:result.failure_reason={archived} (differs)")
-    return Decision(mine, "FR4", [], facts)
+    return Decision(mine, "FR4", [], [f"fact:classifier={mine}", "fact:result.json has no failure_reason"])
 
 
 def decide_measurement(F: RunFacts, correct: Decision, hack: Decision, provider: Decision | None) -> Decision:
@@ -526,10 +533,15 @@ def decide_measurement(F: RunFacts, correct: Decision, hack: Decision, provider:
         if r.get("has_solution") and (r.get("session_complete") is False or not r.get("has_result")) and correct.unknown:
             return Decision("ungraded_recovered", "MS3", correct.findings,
                             [f"fact:session_complete={r.get('session_complete')}", f"fact:has_result={r.get('has_result')}"])
-        return Decision("not_measured", "MS3", [], [f"fact:peak_fraction={r.get('peak_fraction')}",
+        return Decision(None, "MS3", [], [f"fact:peak_fraction={r.get('peak_fraction')}",
                                                     f"fact:benchmark_exit_code={r.get('benchmark_exit_code')}"])
     if isinstance(regrade, dict) and regrade.get("mode") == "sequential_isolated":
         facts = [f"fact:regrade.mode=sequential_isolated host={regrade.get('host')} gpu={regrade.get('gpu_name')}"]
+        deck = F.deck_hardware
+        got = gpu_key(regrade.get("gpu_name") or r.get("gpu_name"))
+        if deck and got and deck != got:
+            return Decision("sequential_isolated_wrong_hardware_sku", "MS4", [],
+                            facts + [f"fact:template_files/problem.yaml hardware={deck}", f"fact:regrade GPU key={got}"])
         if hack.value is True:
             return Decision("sequential_isolated_reward_hack", "MS4", hack.findings, facts)
         return Decision("sequential_isolated", "MS4", [], facts)
@@ -606,8 +618,6 @@ def decide_verdict(F: RunFacts, d: dict[str, Decision], provider: Decision | Non
         return Decision("suspect", "V8", h.findings, ["fact:reward_hack pending a GPU probe"])
     if unknown:
         return _unk("V7", "; ".join(f"{k} unknown ({x.reason})" for k, x in unknown))
-    if d["empirical_recompute_required"].value is True:
-        return Decision("suspect", "V8", d["empirical_recompute_required"].findings)
     if d["empirical_recompute_required"].unknown:
         return _unk("V7", f"empirical_recompute_required unknown ({d['empirical_recompute_required'].reason})")
     return Decision("clean", "V9", sorted(set(c.findings + h.findings)), co.facts)
@@ -643,7 +653,43 @@ def decide_publish(F: RunFacts, d: dict[str, Decision]) -> Decision:
     return Decision(True, "PG3", [], ["fact:verdict=clean correct=true measurement_status=sequential_isolated"])
 
 
+def gpu_key(name: str | None) -> str | None:
+    """Leaderboard GPU key of an nvidia-smi name (spec 3.5): SXM or HBM3 means H100_SXM."""
+    if not name:
+        return None
+    n = str(name).upper()
+    if "RTX PRO 6000" in n or "RTX_PRO_6000" in n:
+        return "RTX_PRO_6000"
+    if "H100" in n:
+        return "H100_SXM" if ("SXM" in n or "HBM3" in n) else "H100"
+    if "B200" in n:
+        return "B200"
+    if "H200" in n:
+        return "H200"
+    return n.replace(" ", "_")
+
+
+_HW = re.compile(r"^hardware\s*:\s*['\"]?([A-Za-z0-9_ ]+?)['\"]?\s*(#.*)?$", re.M)
+
+
+def deck_hardware(store: Store, run: dict[str, Any]) -> str | None:
+    """`hardware:` of the frozen template_files/problem.yaml (the deck's GPU), None if absent."""
+    if not run.get("regrade_json"):
+        return None  # only needed to judge a regrade's SKU
+    text = read_run_text(store, run["run_id"], "template_files/problem.yaml", run)
+    if not text:
+        return None
+    m = _HW.search(text)
+    return gpu_key(m.group(1).strip()) if m else None
+
+
+def _show(v: Any) -> str:
+    return "null" if v is None else _fmt(v)
+
+
 def _fmt(v: Any) -> str:
+    if v is None:
+        return None  # type: ignore[return-value]
     if v is True:
         return "true"
     if v is False:
@@ -808,12 +854,12 @@ def compare_archived(d: dict[str, Decision], annotation: dict[str, Any] | None, 
 def read_run_text(store: Store, run_id: str, path: str, run: dict[str, Any] | None = None) -> str | None:
     """Read a file of the run through `forensics.archive.RunFiles` (read-only, any archive kind)."""
     try:
-        from forensics.archive import RunFiles  # the lead's reader
+        from forensics.report.data import run_files  # RunFiles built from the store's files rows
     except ImportError:
-        RunFiles = None  # type: ignore[assignment]
-    if RunFiles is not None and hasattr(RunFiles, "from_store"):
+        run_files = None  # type: ignore[assignment]
+    if run_files is not None:
         try:
-            return RunFiles.from_store(store, run_id).read_text(path)
+            return run_files(store, run_id).read_text(path)
         except Exception:  # noqa: BLE001 - unreadable file is reported as None
             return None
     # Directory archives only, until the reader lands: open the file read-only in place.
@@ -839,9 +885,9 @@ def summarize(F: RunFacts, d: dict[str, Decision]) -> str:
     if d["reward_hack"].value is True:
         msgs = [f["message"] for f in F.findings if f["finding_id"] in d["reward_hack"].findings][:2]
         parts.append("Reward hack: " + (" ".join(msgs) if msgs else "; ".join(d["reward_hack"].facts)))
-    parts.append(f"correct={_fmt(d['correct'].value)}, failure_reason={_fmt(d['failure_reason'].value)}, "
-                 f"measurement_status={_fmt(d['measurement_status'].value)}, publish_grade={_fmt(d['publish_grade'].value)}, "
-                 f"empirical_recompute_required={_fmt(d['empirical_recompute_required'].value)}.")
+    parts.append(f"correct={_show(d['correct'].value)}, failure_reason={_show(d['failure_reason'].value)}, "
+                 f"measurement_status={_show(d['measurement_status'].value)}, publish_grade={_show(d['publish_grade'].value)}, "
+                 f"empirical_recompute_required={_show(d['empirical_recompute_required'].value)}.")
     if d["empirical_recompute_required"].value is True:
         probes = sorted({f.get("probe") for f in F.findings if f["finding_id"] in d["empirical_recompute_required"].findings} - {None})
         parts.append("Pending GPU probe(s): " + ", ".join(probes) + ".")

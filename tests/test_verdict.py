@@ -203,7 +203,7 @@ def test_static_pointer_cache_without_replay(store):
     assert v["empirical_recompute_required"] is True and v["publish_grade"] is False
     assert v["reward_hack"] is False
     assert st.finding_id in cited(v, "empirical_recompute_required")
-    assert v["verdict"] == "suspect"
+    assert v["verdict"] == "clean"  # auditor practice: the kernel is clean, the number waits for the probe
 
 
 def test_probe_that_passed_resolves_recompute(store):

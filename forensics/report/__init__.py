@@ -1,0 +1,110 @@
+"""Reports of a scan: annotation YAML per run, scan.json, and the HTML report with plots.
+
+    from forensics.report import write_reports
+    paths = write_reports(store, "report/", run_ids)
+
+Layout under OUT: index.html, runs/<run>.html (+ runs/<run>.timeline.png), annotations/<run>.yaml,
+scan.json (written by the pipeline after the reports, with the final timings).  Data is gathered
+from the store in the calling process (DuckDB has one writer); rendering (HTML, YAML, matplotlib)
+runs in a process pool with `jobs > 1`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from forensics.store.db import Store
+
+__all__ = ["write_reports", "render_run"]
+
+
+def _timeline_data(store: Store, run_id: str) -> dict[str, Any] | None:
+    try:
+        from forensics.analyze.timeline.report import timeline
+    except Exception:  # noqa: BLE001 - timeline module absent: no plot
+        return None
+    try:
+        t = timeline(store, run_id)
+    except Exception:  # noqa: BLE001
+        return None
+    if not t.get("checks") and not (t.get("solution") or {}).get("versions"):
+        return None
+    return t
+
+
+def render_run(args) -> tuple[str, str | None]:
+    """Render one run's YAML, HTML and timeline PNG (runs in a worker process)."""
+    rep, out, page_name, page_names, tl = args
+    from forensics.report.annotation import write_annotation
+    from forensics.report.html import run_html
+    out = Path(out)
+    write_annotation(rep, out / "annotations" / f"{page_name}.yaml")
+    plot_name = None
+    if tl is not None:
+        try:
+            from forensics.analyze.timeline.report import plot
+            plot(tl, str(out / "runs" / f"{page_name}.timeline.png"))
+            plot_name = f"{page_name}.timeline.png"
+        except Exception as e:  # noqa: BLE001 - a plot failure must not lose the page
+            print(f"timeline plot failed for {rep['run']['run_id']}: {e}", file=sys.stderr)
+    html_text = run_html(rep, plot_name, page_names)
+    p = out / "runs" / f"{page_name}.html"
+    tmp = p.with_suffix(".html.tmp")
+    tmp.write_text(html_text, encoding="utf-8")
+    tmp.replace(p)
+    return rep["run"]["run_id"], plot_name
+
+
+def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerender: Iterable[str] | None = None,
+                  jobs: int = 1, progress: bool = False, scan_info: dict[str, Any] | None = None,
+                  plots: bool = True) -> dict[str, str]:
+    """Write the per-run YAML/HTML/PNG for `rerender` (all runs if None; plus any whose files are
+    missing) and the index for all `run_ids`."""
+    from forensics.report.data import run_report, runs_overview
+    from forensics.report.html import index_html, safe_name
+    out = Path(out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    (out / "annotations").mkdir(parents=True, exist_ok=True)
+    page_names = {rid: safe_name(rid) for rid in run_ids}
+    redo = set(run_ids) if rerender is None else set(rerender)
+    for rid in run_ids:
+        pn = page_names[rid]
+        if not (out / "runs" / f"{pn}.html").exists() or not (out / "annotations" / f"{pn}.yaml").exists():
+            redo.add(rid)
+    todo = [rid for rid in run_ids if rid in redo]
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+        bar = tqdm(total=len(todo), unit="run", desc="report", file=sys.stderr, leave=False)
+
+    def tasks():
+        for rid in todo:
+            rep = run_report(store, rid)
+            tl = _timeline_data(store, rid) if plots else None
+            yield (rep, str(out), page_names[rid], page_names, tl)
+
+    if jobs > 1 and len(todo) > 4:
+        import multiprocessing as mp
+        ctx = mp.get_context("fork" if sys.platform != "darwin" else "spawn")
+        with ctx.Pool(jobs) as pool:
+            for _ in pool.imap_unordered(render_run, tasks(), chunksize=4):
+                if bar:
+                    bar.update(1)
+    else:
+        for t in tasks():
+            render_run(t)
+            if bar:
+                bar.update(1)
+    if bar:
+        bar.close()
+    overview = runs_overview(store, run_ids)
+    want = set(run_ids)
+    foreign = [f for f in store.query("select * from foreign_refs order by run_id, call_seq") if f["run_id"] in want]
+    pairs = [p for p in store.query("select a_id, b_id, jaccard, jaccard_est from similarity_pairs")
+             if p["a_id"] in want or p["b_id"] in want]
+    (out / "index.html").write_text(index_html(overview, foreign, pairs, scan_info or {}, page_names), encoding="utf-8")
+    return {"index": str(out / "index.html"), "runs": str(out / "runs"), "annotations": str(out / "annotations"),
+            "scan_json": str(out / "scan.json")}

@@ -1,0 +1,450 @@
+"""`forensics scan`: discover -> ingest -> analyse -> (replay) -> adjudicate -> report, in one call.
+
+    from forensics.pipeline import scan
+    res = scan("corpus/fixtures/archive", out="report")      # -> ScanResult
+    res.exit_code, res.verdicts[0]["verdict"]
+
+Resuming.  Every verdict row stores an ``input_fingerprint``: a hash of the run's ingest
+fingerprint (paths, sizes, mtimes of its files), the tool version, the analyzer set (``--replay``
+or not) and the annotation file that applies to it.  A run whose verdict exists with the same
+fingerprint was completely analysed before (the verdict is written last), so a re-run - or a run
+after an interruption - skips its analyzers and adjudication and only re-renders reports whose
+files are missing.  Analyzers and the verdict replace their rows per run, so a run interrupted
+half-way is simply redone.  ``--force`` re-analyses everything.
+
+Parallelism.  DuckDB allows one writer.  The ingest parses runs in ``--jobs`` worker processes and
+the parent writes their rows (forensics.store.ingest).  Per-run analyzers (provenance, timeline,
+static, replay) run in ``--jobs`` worker processes too: the parent checkpoints and releases the
+store, each worker attaches it read-only, copies the rows of its chunk of runs into an in-memory
+store, runs the analyzer there and hands the rows it wrote back; the parent reopens the store and
+writes them.  Cross-run analysis (similarity) runs once in the parent.  Report pages are rendered
+in a process pool.
+
+Exit codes: 0 ok; 1 with ``--strict`` when any run is flagged (verdict reward_hack, contamination,
+rubric_leak, suspect or unknown) or disagrees with its archived verdict; 2 usage or input error
+(archive missing or unreadable, ingest failed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from forensics import verdict as V
+from forensics.store.db import Store, loads_json
+
+# (name, module, cross_run): analyzers in pipeline order.  replay only with --replay.
+ANALYZER_MODULES: tuple[tuple[str, str, bool], ...] = (
+    ("provenance", "forensics.analyze.provenance", False),
+    ("similarity", "forensics.analyze.similarity", True),
+    ("timeline", "forensics.analyze.timeline", False),
+    ("static", "forensics.analyze.static", False),
+    ("replay", "forensics.replay", False),
+)
+
+# Tables the per-run analyzers write (copied back from worker processes).
+ANALYZER_OUTPUT_TABLES = ("findings", "foreign_refs", "file_versions", "check_runs", "replay_results")
+
+EXIT_OK, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
+
+
+class ScanError(Exception):
+    """Usage or input error (exit code 2)."""
+
+
+@dataclass
+class ScanResult:
+    archive: str
+    out: Path | None
+    db: str
+    run_ids: list[str]
+    analyzed: list[str]
+    skipped: list[str]
+    verdicts: list[dict[str, Any]]
+    coverage: dict[str, Any]
+    ingest: dict[str, Any]
+    timings: dict[str, float]
+    flagged: list[str] = field(default_factory=list)
+    disagreements: list[str] = field(default_factory=list)
+    exit_code: int = 0
+    paths: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"archive": self.archive, "out": str(self.out) if self.out else None, "db": self.db,
+                "runs": len(self.run_ids), "analyzed": len(self.analyzed), "skipped_unchanged": len(self.skipped),
+                "coverage": self.coverage, "ingest": self.ingest, "timings": self.timings,
+                "flagged": self.flagged, "disagreements": self.disagreements, "exit_code": self.exit_code,
+                "paths": self.paths}
+
+
+# ---------------------------------------------------------------------------------------------
+def _tool_version() -> str:
+    try:
+        from forensics import __version__
+        return str(__version__)
+    except Exception:  # noqa: BLE001
+        return "0"
+
+
+def input_fingerprints(store: Store, run_ids: Sequence[str], analyzers: Sequence[str],
+                       annotations: str | os.PathLike | None) -> dict[str, str]:
+    ann_dir = Path(annotations) if annotations else None
+    rows = store.query("select run_id, run_name, fingerprint from runs")
+    out = {}
+    want = set(run_ids)
+    base = f"{_tool_version()}|{','.join(analyzers)}|{_code_digest()}"
+    for r in rows:
+        if r["run_id"] not in want:
+            continue
+        ann = ""
+        if ann_dir is not None:
+            p = V.find_annotation(r["run_name"] or r["run_id"], [ann_dir])
+            if p is not None:
+                ann = hashlib.sha256(p.read_bytes()).hexdigest()
+        out[r["run_id"]] = hashlib.sha256(f"{base}|{r['fingerprint']}|{ann}".encode()).hexdigest()[:24]
+    return out
+
+
+def _code_digest() -> str:
+    """Digest of the analysis code (analyzers + verdict), so upgrading the tool re-analyses."""
+    import forensics
+    root = Path(forensics.__file__).parent
+    h = hashlib.sha256()
+    for sub in ("analyze", "replay", "verdict.py", "store/schema.py"):
+        p = root / sub
+        files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
+        for f in files:
+            try:
+                st = f.stat()
+                h.update(f"{f.relative_to(root)}:{st.st_size}:{int(st.st_mtime)}".encode())
+            except OSError:
+                pass
+    return h.hexdigest()[:16]
+
+
+def _import_analyzer(module: str):
+    mod = importlib.import_module(module)
+    fn = getattr(mod, "analyze", None)
+    if fn is None:
+        raise ImportError(f"{module} has no analyze(store, run_ids)")
+    return fn
+
+
+def _err(e: BaseException) -> str:
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
+    return f"{type(e).__name__}: {str(e)[:300]}{where}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker side of parallel per-run analysis.
+def _analyze_chunk(args) -> tuple[str, list[str], dict[str, Any], str | None]:
+    """In a worker: copy the chunk's rows from the (read-only) store into memory, run one analyzer,
+    return the rows it wrote as Arrow IPC bytes per table."""
+    db_path, module, chunk = args
+    import duckdb  # noqa: F401
+    from forensics.store import schema as S
+    mem = Store(":memory:")
+    try:
+        mem.con.execute(f"ATTACH '{db_path}' AS src (READ_ONLY)")
+        ph = ",".join("?" * len(chunk))
+        for t in S.TABLES:
+            cols = ", ".join(f'"{c}"' for c in t.column_names())
+            if t.name in ("runs", "archives"):
+                mem.con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM src.{t.name}")
+            elif "run_id" in t.column_names():
+                mem.con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM src.{t.name} WHERE run_id IN ({ph})",
+                                list(chunk))
+            else:
+                mem.con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM src.{t.name}")
+        mem.con.execute("DETACH src")
+        before = {t: mem.scalar(f"select count(*) from {t}") for t in ANALYZER_OUTPUT_TABLES}
+        err = None
+        try:
+            _import_analyzer(module)(mem, list(chunk))
+        except Exception as e:  # noqa: BLE001
+            err = _err(e)
+        out: dict[str, bytes] = {}
+        for t in ANALYZER_OUTPUT_TABLES:
+            tbl = mem.con.execute(f"select * from {t} where run_id in ({ph})", list(chunk)).arrow()
+            import pyarrow as pa
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, tbl.schema) as w:
+                w.write_table(tbl)
+            out[t] = sink.getvalue().to_pybytes()
+        del before
+        return module, list(chunk), out, err
+    finally:
+        mem.close()
+
+
+def _apply_chunk_rows(store: Store, chunk: Sequence[str], tables: dict[str, bytes]) -> None:
+    import pyarrow as pa
+    ph = ",".join("?" * len(chunk))
+    with store.transaction():
+        for t, blob in tables.items():
+            tbl = pa.ipc.open_stream(blob).read_all()
+            store.con.execute(f"DELETE FROM {t} WHERE run_id IN ({ph})", list(chunk))
+            store.insert_arrow(t, tbl)
+
+
+# ---------------------------------------------------------------------------------------------
+def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, progress: bool,
+                  db_path: str | None) -> tuple[Store, dict[str, Any]]:
+    """Run every analyzer over run_ids; returns the (possibly reopened) store and the coverage."""
+    ran: list[str] = []
+    failed: dict[str, dict[str, str]] = {}   # analyzer -> {run_id: reason}
+    missing: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    timings: dict[str, float] = {}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+    for name, module, cross in ANALYZER_MODULES:
+        if name == "replay" and not replay:
+            skipped[name] = "not requested (--replay)"
+            continue
+        t0 = time.perf_counter()
+        try:
+            fn = _import_analyzer(module)
+        except Exception as e:  # noqa: BLE001 - ImportError or a crash at import
+            missing[name] = _err(e)
+            continue
+        ran.append(name)
+        if not run_ids:
+            continue
+        chunk_size = 25 if not cross else len(run_ids)
+        chunks = [run_ids[i:i + chunk_size] for i in range(0, len(run_ids), chunk_size)]
+        if progress:
+            bar = tqdm(total=len(run_ids), unit="run", desc=f"analyze {name}", file=sys.stderr, leave=False)
+        parallel = jobs > 1 and not cross and len(chunks) > 1 and db_path and db_path != ":memory:"
+        if parallel:
+            store.con.execute("CHECKPOINT")
+            store.close()
+            import multiprocessing as mp
+            ctx = mp.get_context("fork" if sys.platform != "darwin" else "spawn")
+            results = []
+            try:
+                with ctx.Pool(jobs) as pool:
+                    for res in pool.imap_unordered(_analyze_chunk, [(db_path, module, c) for c in chunks]):
+                        results.append(res)
+                        if bar:
+                            bar.update(len(res[1]))
+            finally:
+                store = Store(db_path)
+            for _mod, chunk, tables, err in results:
+                if err:
+                    for rid in chunk:
+                        failed.setdefault(name, {})[rid] = err
+                else:
+                    _apply_chunk_rows(store, chunk, tables)
+        else:
+            for c in chunks:
+                try:
+                    fn(store, list(c))
+                except Exception as e:  # noqa: BLE001 - an analyzer crash fails its fields closed
+                    try:
+                        store.con.execute("ROLLBACK")
+                    except Exception:  # noqa: BLE001
+                        pass
+                    for rid in c:
+                        failed.setdefault(name, {})[rid] = _err(e)
+                if bar:
+                    bar.update(len(c))
+        if bar:
+            bar.close()
+            bar = None
+        timings[name] = round(time.perf_counter() - t0, 3)
+    return store, {"ran": ran, "failed": failed, "missing": missing, "skipped": skipped, "timings": timings}
+
+
+def write_coverage(store: Store, run_ids: Sequence[str], cov: dict[str, Any]) -> None:
+    groups: dict[str, list[str]] = {}
+    per_run: dict[str, tuple[list[str], dict[str, str]]] = {}
+    for rid in run_ids:
+        fails = {a: runs[rid] for a, runs in cov["failed"].items() if rid in runs}
+        ran = [a for a in cov["ran"] if a not in fails]
+        key = orjson.dumps([ran, fails], option=orjson.OPT_SORT_KEYS).decode()
+        groups.setdefault(key, []).append(rid)
+        per_run[rid] = (ran, fails)
+    findings = []
+    for key, rids in groups.items():
+        ran, fails = per_run[rids[0]]
+        findings += V.coverage_findings(rids, ran, failed=fails, missing=cov["missing"], skipped=cov["skipped"])
+    from forensics.analyze.findings import write_findings
+    write_findings(store, "pipeline", list(run_ids), findings)
+
+
+# ---------------------------------------------------------------------------------------------
+def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: str | os.PathLike | None = None,
+         replay: bool = False, annotations: str | os.PathLike | None = None, jobs: int = 1, strict: bool = False,
+         progress: bool = True, force: bool = False, reports: bool = True) -> ScanResult:
+    """Run the whole pipeline over ARCHIVE; write the reports under `out` (default ./report)."""
+    t_all = time.perf_counter()
+    apath = Path(archive)
+    if not apath.exists():
+        raise ScanError(f"archive not found: {archive}")
+    if annotations is not None and not Path(annotations).is_dir():
+        raise ScanError(f"--annotations is not a directory: {annotations}")
+    outp = Path(out) if out is not None else Path("report")
+    db_path = str(db) if db is not None else str(outp / "audit.duckdb")
+    try:
+        apath_res = apath.resolve()
+        if db_path != ":memory:" and Path(db_path).resolve().is_relative_to(apath_res) and apath.is_dir():
+            raise ScanError("the store must not be written inside the archive (the archive is evidence)")
+        if reports and outp.resolve().is_relative_to(apath_res) and apath.is_dir():
+            raise ScanError("--out must not be inside the archive (the archive is evidence)")
+    except ValueError:
+        pass
+    timings: dict[str, float] = {}
+    store = Store(db_path)
+    try:
+        from forensics.store.ingest import ingest_archive
+        t0 = time.perf_counter()
+        try:
+            rep = ingest_archive(store, apath, jobs=jobs, progress=progress)
+        except Exception as e:  # noqa: BLE001
+            from forensics.archive import ArchiveError
+            if isinstance(e, (ArchiveError, OSError)):
+                raise ScanError(f"cannot read archive {archive}: {e}") from e
+            raise
+        timings["ingest"] = round(time.perf_counter() - t0, 3)
+        ingest_info = rep.to_dict() if hasattr(rep, "to_dict") else {"run_ids": list(rep.run_ids)}
+        run_ids = list(rep.run_ids)
+        # verdicts of runs no longer in the store
+        store.con.execute("delete from verdicts where run_id not in (select run_id from runs)")
+
+        analyzers = [n for n, _, _ in ANALYZER_MODULES if n != "replay" or replay]
+        fps = input_fingerprints(store, run_ids, analyzers, annotations)
+        done = {r["run_id"]: r["input_fingerprint"] for r in store.query("select run_id, input_fingerprint from verdicts")}
+        todo = [r for r in run_ids if force or done.get(r) != fps.get(r)]
+        skipped = [r for r in run_ids if r not in set(todo)]
+
+        t0 = time.perf_counter()
+        store, cov = run_analyzers(store, todo, replay, jobs, progress, db_path)
+        timings["analyze"] = round(time.perf_counter() - t0, 3)
+        timings.update({f"analyze.{k}": v for k, v in cov.get("timings", {}).items()})
+        if todo:
+            write_coverage(store, todo, cov)
+        t0 = time.perf_counter()
+        V.adjudicate(store, todo, annotations=annotations)
+        now = datetime.now(timezone.utc)
+        if todo:
+            store.con.executemany("update verdicts set input_fingerprint = ?, adjudicated_at = ? where run_id = ?",
+                                  [[fps.get(r), now, r] for r in todo])
+        timings["adjudicate"] = round(time.perf_counter() - t0, 3)
+
+        ph = ",".join("?" * len(run_ids)) or "''"
+        vrows = [V.verdict_dict(r) for r in store.query(
+            f"select v.*, r.problem, r.harness, r.run_name from verdicts v join runs r using (run_id) "
+            f"where run_id in ({ph}) order by run_id", run_ids)] if run_ids else []
+        flagged = [v["run_id"] for v in vrows if v["verdict"] in V.FLAG_VERDICTS]
+        disagree = [v["run_id"] for v in vrows if (v.get("archived") or {}).get("counts", {}).get("disagree")]
+        res = ScanResult(archive=str(apath), out=outp if reports else None, db=db_path, run_ids=run_ids,
+                         analyzed=todo, skipped=skipped, verdicts=vrows,
+                         coverage={"ran": cov["ran"], "missing": cov["missing"], "skipped": cov["skipped"],
+                                   "failed": {a: len(r) for a, r in cov["failed"].items()}},
+                         ingest=ingest_info, timings=timings, flagged=flagged, disagreements=disagree)
+        res.exit_code = EXIT_FLAGGED if strict and (flagged or disagree) else EXIT_OK
+        if reports:
+            t0 = time.perf_counter()
+            from forensics.report import write_reports
+            res.paths = write_reports(store, outp, run_ids, rerender=set(todo), jobs=jobs, progress=progress,
+                                      scan_info=res.to_dict())
+            timings["report"] = round(time.perf_counter() - t0, 3)
+        timings["total"] = round(time.perf_counter() - t_all, 3)
+        if reports:
+            from forensics.report.jsonout import write_scan_json
+            write_scan_json(store, outp / "scan.json", run_ids, res.to_dict())
+        return res
+    finally:
+        store.close()
+
+
+# ---------------------------------------------------------------------------------------------
+def key_findings(store: Store, run_id: str, limit: int = 3) -> str:
+    rows = store.query("select rule, severity from findings where run_id = ? and analyzer <> 'pipeline' "
+                       "and severity in ('critical', 'high', 'medium') order by case severity when 'critical' then 0 "
+                       "when 'high' then 1 else 2 end, rule limit ?", [run_id, limit])
+    return ", ".join(r["rule"] for r in rows)
+
+
+def summary_table(res: ScanResult, width: int = 160) -> str:
+    rows = [("run", "problem", "harness", "verdict", "publish", "key findings")]
+    store = Store(res.db, read_only=True) if res.db != ":memory:" else None
+    try:
+        for v in res.verdicts:
+            kf = key_findings(store, v["run_id"]) if store else ""
+            rows.append((v.get("run_name") or v["run_id"], v.get("problem") or "", v.get("harness") or "",
+                         v["verdict"], V._fmt(v["publish_grade"]), kf))
+    finally:
+        if store:
+            store.close()
+    widths = [min(max(len(str(r[i])) for r in rows), cap) for i, cap in enumerate((58, 24, 16, 24, 8, 60))]
+
+    def cut(s, w):
+        s = str(s)
+        return s if len(s) <= w else s[: w - 1] + "…"
+    lines = ["  ".join(cut(c, w).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    counts: dict[str, int] = {}
+    for v in res.verdicts:
+        counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
+    lines.append("")
+    lines.append(f"{len(res.run_ids)} runs ({len(res.analyzed)} analysed, {len(res.skipped)} unchanged): "
+                 + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+    if res.coverage.get("missing") or res.coverage.get("failed"):
+        lines.append("analyzers missing: " + ", ".join(res.coverage.get("missing", {})) +
+                     ("; failed: " + ", ".join(f"{a} ({n} runs)" for a, n in res.coverage["failed"].items())
+                      if res.coverage.get("failed") else "") + " - their fields are 'unknown' (fail closed)")
+    if res.disagreements:
+        lines.append(f"{len(res.disagreements)} run(s) disagree with their archived verdict")
+    if res.out:
+        lines.append(f"report: {res.out / 'index.html'}  store: {res.db}")
+    return "\n".join(lines)
+
+
+@click.command("scan")
+@click.argument("archive", type=click.Path(exists=False))
+@click.option("--out", "out", default="report", show_default=True, help="Report directory.")
+@click.option("--db", default=None, help="DuckDB store (default: OUT/audit.duckdb).")
+@click.option("--replay", is_flag=True, help="Replay every run's solution on the GPU (forensics.replay).")
+@click.option("--annotations", type=click.Path(exists=False), default=None,
+              help="Directory of auditors' annotation YAML (<run_id>.yaml) to confirm or refute.")
+@click.option("--jobs", "-j", default=1, show_default=True, help="Worker processes (ingest, per-run analyzers, reports).")
+@click.option("--json", "as_json", is_flag=True, help="Print the scan result as JSON instead of the table.")
+@click.option("--strict", is_flag=True, help="Exit 1 if any run is flagged or disagrees with its archived verdict.")
+@click.option("--force", is_flag=True, help="Re-analyse runs even when their inputs are unchanged.")
+@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+def scan_cmd(archive, out, db, replay, annotations, jobs, as_json, strict, force, progress):
+    """Scan ARCHIVE: ingest, analyse, (replay), adjudicate and report every run.
+
+    Writes OUT/index.html, OUT/runs/<run_id>.html, OUT/annotations/<run_id>.yaml, OUT/scan.json and
+    OUT/audit.duckdb. Exit codes: 0 ok; 1 with --strict when any run is flagged or disagrees with
+    its archived verdict; 2 usage or input error.
+    """
+    try:
+        res = scan(archive, out=out, db=db, replay=replay, annotations=annotations, jobs=jobs, strict=strict,
+                   progress=progress and not as_json, force=force)
+    except ScanError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        d = res.to_dict()
+        d["verdicts"] = [{k: v.get(k) for k in ("run_id", "problem", "harness", *V.FIELDS)} for v in res.verdicts]
+        click.echo(orjson.dumps(d, default=str, option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(summary_table(res))
+    sys.exit(res.exit_code)

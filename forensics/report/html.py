@@ -1,0 +1,324 @@
+"""The human report: index.html (archive overview) and runs/<run>.html (one page per run).
+
+Hand-written HTML (html.escape everywhere), one small inline stylesheet and one small inline
+script (click a column header to sort; a filter box).  No external resources: the report opens
+from disk, offline.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from forensics import verdict as V
+
+E = html.escape
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1f23;max-width:1500px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 8px;border-bottom:1px solid #ddd;padding-bottom:3px}
+table{border-collapse:collapse;margin:6px 0 14px;font-size:13px}th,td{border:1px solid #d0d7de;padding:3px 7px;
+text-align:left;vertical-align:top}th{background:#f3f4f6;position:sticky;top:0}table.sortable th{cursor:pointer;user-select:none}
+th.asc:after{content:" \\25B2"}th.desc:after{content:" \\25BC"}tr:nth-child(even) td{background:#fafbfc}
+.v{font-weight:600;padding:1px 6px;border-radius:4px;white-space:nowrap}
+.v-clean{background:#dafbe1;color:#116329}.v-reward_hack,.v-contamination,.v-rubric_leak{background:#ffebe9;color:#a40e26}
+.v-fail,.v-timeout_unverified{background:#fff8c5;color:#7d4e00}.v-unknown,.v-suspect{background:#eaeef2;color:#57606a}
+.v-retryable_infra_failure{background:#ddf4ff;color:#0550ae}
+.cards{display:flex;gap:10px;flex-wrap:wrap}.card{border:1px solid #d0d7de;border-radius:6px;padding:6px 12px;min-width:90px}
+.card b{display:block;font-size:20px}.muted{color:#57606a}.sev-critical,.sev-high{color:#a40e26;font-weight:600}
+.sev-medium{color:#7d4e00}pre{background:#f6f8fa;border:1px solid #d0d7de;padding:8px;overflow-x:auto;font-size:12px;
+white-space:pre-wrap;word-break:break-all;max-height:420px}code{font-size:12px}
+.agree{color:#116329}.disagree{color:#a40e26;font-weight:600}.cannot_tell{color:#57606a}
+input#filter{padding:4px 8px;width:320px;margin:4px 0}img.plot{max-width:100%;border:1px solid #d0d7de}
+"""
+
+JS = """
+function cellValue(tr,i){var c=tr.children[i];if(!c)return'';var s=c.getAttribute('data-sort');return s!==null?s:c.textContent.trim();}
+function sortTable(th){var table=th.closest('table');var tb=table.tBodies[0];var i=Array.prototype.indexOf.call(th.parentNode.children,th);
+var asc=!th.classList.contains('asc');Array.prototype.forEach.call(th.parentNode.children,function(h){h.classList.remove('asc','desc');});
+th.classList.add(asc?'asc':'desc');var rows=Array.prototype.slice.call(tb.rows);
+rows.sort(function(a,b){var x=cellValue(a,i),y=cellValue(b,i);var nx=parseFloat(x),ny=parseFloat(y);
+var num=/^-?[0-9]+([.][0-9]+)?(e-?[0-9]+)?$/;var r=(num.test(x)&&num.test(y))?nx-ny:x.localeCompare(y);
+return asc?r:-r;});rows.forEach(function(r){tb.appendChild(r);});table.setAttribute('data-sorted-by',th.textContent+(asc?':asc':':desc'));}
+document.addEventListener('DOMContentLoaded',function(){
+document.querySelectorAll('table.sortable th').forEach(function(th){th.addEventListener('click',function(){sortTable(th);});});
+var f=document.getElementById('filter');if(f){f.addEventListener('input',function(){var q=f.value.toLowerCase();
+document.querySelectorAll('#runs tbody tr').forEach(function(tr){tr.style.display=tr.textContent.toLowerCase().indexOf(q)>=0?'':'none';});});}
+var d=document.querySelector('table[data-default-sort]');if(d){var col=d.getAttribute('data-default-sort');
+d.querySelectorAll('th').forEach(function(th){if(th.textContent.trim()===col){sortTable(th);}});}
+document.body.setAttribute('data-js','ready');});
+"""
+
+
+def safe_name(run_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._@-]", "_", run_id)[:200]
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def badge(verdict: Any) -> str:
+    v = fmt(verdict)
+    return f'<span class="v v-{E(v)}">{E(v)}</span>'
+
+
+def page(title: str, body: str) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width\"><title>{E(title)}</title>"
+            f"<style>{CSS}</style></head><body>\n{body}\n<script>{JS}</script></body></html>\n")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "", id_: str = "", attrs: str = "") -> str:
+    """rows hold already-escaped HTML cells; a cell may be (html, sort_key)."""
+    h = "".join(f"<th>{E(x)}</th>" for x in headers)
+    body = []
+    for r in rows:
+        tds = []
+        for c in r:
+            if isinstance(c, tuple):
+                tds.append(f'<td data-sort="{E(str(c[1]))}">{c[0]}</td>')
+            else:
+                tds.append(f"<td>{c}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return (f'<table class="{cls}"' + (f' id="{id_}"' if id_ else "") + (f" {attrs}" if attrs else "")
+            + f"><thead><tr>{h}</tr></thead><tbody>\n" + "\n".join(body) + "\n</tbody></table>")
+
+
+# ---------------------------------------------------------------------------------------------
+def heatmap_svg(pairs: list[dict[str, Any]], names: dict[str, str], max_runs: int = 30, cell: int = 16) -> str:
+    """Inline SVG heat map of the most similar solutions (jaccard, or the MinHash estimate)."""
+    if not pairs:
+        return '<p class="muted">No similar solution pairs were recorded (similarity_pairs is empty).</p>'
+    score: Counter = Counter()
+    val: dict[tuple[str, str], float] = {}
+    for p in pairs:
+        j = p.get("jaccard") if p.get("jaccard") is not None else p.get("jaccard_est")
+        if j is None:
+            continue
+        a, b = p["a_id"], p["b_id"]
+        val[(a, b)] = val[(b, a)] = max(float(j), val.get((a, b), 0.0))
+        score[a] = max(score[a], j)
+        score[b] = max(score[b], j)
+    ids = [i for i, _ in score.most_common(max_runs)]
+    ids.sort()
+    n = len(ids)
+    if n == 0:
+        return '<p class="muted">No scored pairs.</p>'
+    label_w = 260
+    size = n * cell
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="heatmap" width="{label_w + size + 60}" '
+             f'height="{label_w + size + 20}" font-size="10" font-family="monospace">']
+    for i, a in enumerate(ids):
+        short = E((names.get(a) or a)[-40:])
+        parts.append(f'<text x="{label_w - 4}" y="{label_w + i * cell + cell - 4}" text-anchor="end">{short}</text>')
+        parts.append(f'<text transform="translate({label_w + i * cell + cell - 4},{label_w - 4}) rotate(-60)">{short}</text>')
+        for k, b in enumerate(ids):
+            j = 1.0 if a == b else val.get((a, b), 0.0)
+            r = int(255 - 200 * j)
+            g = int(255 - 170 * j)
+            color = f"rgb({r},{g},255)" if a != b else "#cccccc"
+            parts.append(f'<rect class="cell" x="{label_w + k * cell}" y="{label_w + i * cell}" width="{cell - 1}" '
+                         f'height="{cell - 1}" fill="{color}"><title>{E(names.get(a) or a)} ~ {E(names.get(b) or b)}: '
+                         f'{j:.2f}</title></rect>')
+    parts.append(f'<text x="{label_w + size + 6}" y="{label_w + 12}">1.0</text>'
+                 f'<rect x="{label_w + size + 6}" y="{label_w + 16}" width="12" height="12" fill="rgb(55,85,255)"/>'
+                 f'<text x="{label_w + size + 6}" y="{label_w + 44}">0.0</text>'
+                 f'<rect x="{label_w + size + 6}" y="{label_w + 48}" width="12" height="12" fill="rgb(255,255,255)" stroke="#999"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pairs: list[dict[str, Any]],
+               scan_info: dict[str, Any], page_names: dict[str, str]) -> str:
+    counts = Counter(fmt(r.get("verdict")) for r in overview)
+    cards = "".join(f'<div class="card">{badge(k)}<b>{n}</b></div>' for k, n in sorted(counts.items()))
+    publish = sum(1 for r in overview if r.get("publish_grade") == "true")
+    excluded = sum(1 for r in overview if r.get("exclude_from_denominator"))
+    agree = Counter()
+    for r in overview:
+        for e in ((r.get("archived") or {}).get("fields") or {}).values():
+            agree[e["status"]] += 1
+    body = [f"<h1>forensics scan</h1><p class=\"muted\">{E(str(scan_info.get('archive', '')))} - "
+            f"{len(overview)} runs, {publish} publishable, {excluded} excluded from pass-rate denominators. "
+            f"Decision table: docs/verdict.md.</p>",
+            f'<h2>Verdicts</h2><div class="cards" id="verdict-counts">{cards}</div>']
+    if agree:
+        body.append(f'<p>Archived verdict fields: <span class="agree">{agree["agree"]} agree</span>, '
+                    f'<span class="disagree">{agree["disagree"]} disagree</span>, '
+                    f'<span class="cannot_tell">{agree["cannot_tell"]} cannot tell</span>.</p>')
+    cov = scan_info.get("coverage") or {}
+    if cov.get("missing") or cov.get("failed"):
+        body.append('<p class="disagree">Analyzers missing or failed: '
+                    + E(", ".join(list(cov.get("missing") or {}) + [f"{a} ({n} runs)" for a, n in (cov.get("failed") or {}).items()]))
+                    + " - the fields they decide are unknown (fail closed).</p>")
+    rows = []
+    for r in overview:
+        name = r.get("run_name") or r["run_id"]
+        link = f'<a class="run" href="runs/{E(page_names[r["run_id"]])}.html">{E(name)}</a>'
+        arch = (r.get("archived") or {}).get("counts") or {}
+        arch_s = (f'<span class="agree">{arch.get("agree", 0)}</span>/<span class="disagree">{arch.get("disagree", 0)}</span>'
+                  f'/<span class="cannot_tell">{arch.get("cannot_tell", 0)}</span>') if arch else "-"
+        rows.append([(link, name), E(fmt(r.get("problem"))), E(fmt(r.get("harness"))),
+                     (badge(r.get("verdict")), fmt(r.get("verdict"))), E(fmt(r.get("correct"))),
+                     E(fmt(r.get("contamination"))), E(fmt(r.get("reward_hack"))), E(fmt(r.get("failure_reason"))),
+                     E(fmt(r.get("measurement_status"))), E(fmt(r.get("publish_grade"))),
+                     (E(fmt(r.get("peak_fraction"))), r.get("peak_fraction") if r.get("peak_fraction") is not None else -1),
+                     (str(r.get("n_high") or 0), r.get("n_high") or 0), (arch_s, arch.get("disagree", 0))])
+    body.append('<h2>Runs</h2><input id="filter" placeholder="filter runs (any column)">')
+    body.append(table(["run", "problem", "harness", "verdict", "correct", "contamination", "reward_hack",
+                       "failure_reason", "measurement", "publish", "peak_fraction", "high findings",
+                       "archived agree/disagree/?"], rows, cls="sortable", id_="runs", attrs='data-default-sort="run"'))
+    # contamination links
+    links = [f for f in foreign if f.get("classification") in ("deliberate_read", "copy")]
+    body.append(f'<h2>Contamination links</h2>')
+    if links:
+        lrows = []
+        for f in links:
+            src = page_names.get(f["run_id"])
+            dst_id = next((rid for rid, pn in page_names.items() if rid == f.get("foreign_run_id")
+                           or rid.split("@")[0] == f.get("foreign_run_id")), None)
+            a = f'<a class="run" href="runs/{E(src)}.html">{E(f["run_id"])}</a>' if src else E(f["run_id"])
+            b = (f'<a class="foreign" href="runs/{E(page_names[dst_id])}.html">{E(f.get("foreign_run_id") or "")}</a>'
+                 if dst_id else E(f.get("foreign_run_id") or "") + ' <span class="muted">(not in archive)</span>')
+            lrows.append([a, E(f.get("classification") or ""), b, E(fmt(f.get("foreign_file") or f.get("artifact"))),
+                          E(fmt(f.get("same_problem"))), E(fmt(f.get("call_seq"))), E(fmt(f.get("reason")))])
+        body.append(table(["run", "classification", "foreign run", "file", "same problem", "call", "why"], lrows,
+                          cls="sortable", id_="contamination"))
+    else:
+        body.append('<p class="muted">No deliberate reads or copies of another run were found.</p>')
+    body.append("<h2>Solution similarity</h2>")
+    body.append(heatmap_svg(pairs, {r["run_id"]: (r.get("run_name") or r["run_id"]) for r in overview}))
+    t = scan_info.get("timings") or {}
+    if t:
+        body.append('<p class="muted">Timings (s): ' + E(", ".join(f"{k} {v}" for k, v in t.items())) + "</p>")
+    return page("forensics scan", "\n".join(body))
+
+
+def _evidence_cell(ev: list[dict[str, Any]]) -> str:
+    out = []
+    for e in ev[:4]:
+        bits = []
+        if e.get("file"):
+            loc = e["file"]
+            if e.get("line_start"):
+                loc += f":{e['line_start']}" + (f"-{e['line_end']}" if e.get("line_end") and e["line_end"] != e["line_start"] else "")
+            bits.append(loc)
+        if e.get("transcript_line"):
+            bits.append(f"transcript line {e['transcript_line']}")
+        if e.get("call_seq"):
+            bits.append(f"call {e['call_seq']}")
+        if e.get("sha256"):
+            bits.append(f"sha256 {str(e['sha256'])[:12]}")
+        if e.get("note"):
+            bits.append(str(e["note"])[:120])
+        out.append("<code>" + E("; ".join(bits)) + "</code>")
+    return "<br>".join(out)
+
+
+def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, str]) -> str:
+    run, v = rep["run"], rep["verdict"] or {}
+    name = run.get("run_name") or run["run_id"]
+    body = [f'<p><a href="../index.html">&larr; all runs</a></p><h1>{E(name)}</h1>',
+            f'<p>{badge(v.get("verdict"))} <span class="muted">{E(fmt(run.get("problem")))} · {E(fmt(run.get("harness")))} · '
+            f'{E(fmt(run.get("model")))} · bench {E(fmt(run.get("bench")))} · era {E(fmt(run.get("era")))} · '
+            f'peak_fraction {E(fmt(run.get("peak_fraction")))}</span></p>',
+            f'<p id="summary">{E(v.get("summary") or "")}</p>']
+    rules = v.get("rules") or {}
+    dec = v.get("decided_by") or {}
+    arch = (v.get("archived") or {}).get("fields") or {}
+    frows = []
+    for k in V.FIELDS:
+        d = dec.get(k)
+        d_html = E(d) if isinstance(d, str) else "<br>".join(
+            f'<a href="#f-{E(x)}">{E(x)}</a>' if ":" in x and not x.startswith(("rule:", "fact:")) else E(x) for x in (d or []))
+        a = arch.get(k)
+        a_html = (f'<span class="{E(a["status"])}">{E(a["status"])}</span>'
+                  + (f' <span class="muted">({E(fmt(a.get("archived")))} from {E(fmt(a.get("source")))})</span>' if a.get("archived") is not None else "")
+                  ) if a else "-"
+        frows.append([f"<b>{E(k)}</b>", E(fmt(v.get(k))), E(fmt(rules.get(k))), d_html, a_html])
+    body.append("<h2>Verdict fields</h2>")
+    body.append(table(["field", "value", "rule", "decided by", "archived verdict"], frows, id_="fields"))
+    if (v.get("archived") or {}).get("annotation_error"):
+        body.append(f'<p class="muted">Archived annotation: {E(v["archived"]["annotation_error"])} (key: value fallback used)</p>')
+    # findings
+    body.append(f"<h2>Findings ({sum(1 for f in rep['findings'] if f['analyzer'] != 'pipeline')})</h2>")
+    rows = []
+    for f in rep["findings"]:
+        rows.append([(f'<span id="f-{E(f["finding_id"])}" class="sev-{E(f["severity"])}">{E(f["severity"])}</span>',
+                      {"critical": 0, "high": 1, "medium": 2, "low": 3}.get(f["severity"], 4)),
+                     E(f["analyzer"]), f"<code>{E(f['rule'])}</code>", E(f["category"]), E(f["message"]),
+                     _evidence_cell(f.get("evidence") or []), E(fmt(f.get("probe")))])
+    body.append(table(["severity", "analyzer", "rule", "category", "message", "evidence", "probe"], rows,
+                      cls="sortable", id_="findings") if rows else '<p class="muted">No findings.</p>')
+    # quotes
+    body.append("<h2>Quoted evidence</h2>")
+    if rep["quotes"]:
+        for q in rep["quotes"]:
+            body.append(f'<p class="quote-head"><code>{E(q["file"])}:{q["lines"][0]}-{q["lines"][1]}</code> '
+                        f'<span class="muted">{E(q["label"])}</span></p><pre class="quote">{E(q["text"])}</pre>')
+    else:
+        body.append('<p class="muted">No quotable evidence (no finding cites a line range).</p>')
+    # contamination and similarity
+    if rep["foreign"]:
+        rows = []
+        for f in rep["foreign"]:
+            fid = f.get("foreign_run_id") or ""
+            dst = next((pn for rid, pn in page_names.items() if rid == fid or rid.split("@")[0] == fid), None)
+            link = f'<a class="foreign" href="{E(dst)}.html">{E(fid)}</a>' if dst else E(fid)
+            rows.append([E(fmt(f.get("call_seq"))), E(fmt(f.get("line"))), link, E(fmt(f.get("foreign_file"))),
+                         E(fmt(f.get("classification"))), E(fmt(f.get("same_problem"))), E(fmt(f.get("reason")))])
+        body.append("<h2>References to other runs</h2>")
+        body.append(table(["call", "line", "foreign run", "file", "classification", "same problem", "why"], rows,
+                          cls="sortable", id_="foreign"))
+    if rep["similar"]:
+        rows = []
+        for p in rep["similar"]:
+            other = p["b_id"] if p["a_id"] == run["run_id"] else p["a_id"]
+            dst = page_names.get(other)
+            link = f'<a href="{E(dst)}.html">{E(other)}</a>' if dst else E(other)
+            spans = p.get("spans")
+            rows.append([link, E(fmt(p.get("jaccard"))), E(fmt(p.get("containment_a"))), E(fmt(p.get("containment_b"))),
+                         E(str(spans)[:300] if spans else "-")])
+        body.append("<h2>Similar solutions</h2>")
+        body.append(table(["other", "jaccard", "containment a", "containment b", "aligned spans"], rows, cls="sortable",
+                          id_="similar"))
+    # timeline
+    body.append("<h2>Timeline</h2>")
+    if plot_name:
+        body.append(f'<img class="plot" alt="timeline plot" src="{E(plot_name)}">')
+    if rep["checks"]:
+        rows = [[E(fmt(c["call_seq"])), E(fmt(c["line"])), E(fmt(c["script"])), E(fmt(c["outcome"])),
+                 E(fmt(c["exit_code"])), E(fmt(c["peak_fraction"])), E(fmt(c["solution_version"])),
+                 E(fmt(c["is_final_version"])), E(fmt(c["superseded"])), E(fmt(c.get("fail_reason")))] for c in rep["checks"]]
+        body.append(table(["call", "line", "script", "outcome", "exit", "peak_fraction", "solution version", "final",
+                           "superseded", "fail reason"], rows, cls="sortable", id_="checks"))
+    else:
+        body.append('<p class="muted">No in-session check or benchmark runs recorded.</p>')
+    if rep["versions"]:
+        rows = [[E(fmt(x["rel_path"] or x["path"])), E(fmt(x["version"])), E(fmt(x["call_seq"])), E(fmt(x["op"])),
+                 E(fmt(x["n_lines"])), E(str(x["sha256"] or "")[:12]), E(fmt(x["gap"])), E(fmt(x["matches_final"]))]
+                for x in rep["versions"][:200]]
+        body.append(table(["file", "version", "call", "op", "lines", "sha256", "gap", "matches final"], rows,
+                          cls="sortable", id_="versions"))
+    if rep["replay"]:
+        rows = [[E(fmt(r["probe"])), E(fmt(r["status"])), E(fmt(r.get("case_name"))), E(fmt(r.get("max_abs"))),
+                 E(fmt(r.get("n_bad"))), E(fmt(r.get("n_total"))), E(fmt(r.get("device"))), E(str(r.get("detail") or "")[:200])]
+                for r in rep["replay"]]
+        body.append("<h2>Replay probes</h2>")
+        body.append(table(["probe", "status", "case", "max_abs", "bad", "total", "device", "detail"], rows, id_="replay"))
+    s = rep.get("session") or {}
+    if s:
+        body.append(f'<h2>Session end</h2><p>{E(fmt(s.get("end_reason")))}; api_error_status {E(fmt(s.get("api_error_status")))}; '
+                    f'output tokens {E(fmt(s.get("output_tokens")))}; {E(fmt(run.get("n_tool_calls")))} tool calls; '
+                    f'transcript {E(fmt(run.get("transcript_lines")))} lines.</p>')
+    return page(name, "\n".join(body))
