@@ -360,6 +360,11 @@ TABLES: tuple[Table, ...] = (
             C("spans", "JSON", "Aligned spans: [{a_start, a_end, b_start, b_end, tokens}] with 1-based line numbers."),
             C("a_sha256", "VARCHAR", "sha256 of a's source."),
             C("b_sha256", "VARCHAR", "sha256 of b's source."),
+            # added by issue 3: the ranking score and set sizes behind it
+            C("score", "DOUBLE", "max(jaccard, containment of the smaller document in the larger) - the ranking score."),
+            C("shared_shingles", "INTEGER", "Distinctive shingles the two share."),
+            C("a_shingles", "INTEGER", "Distinctive shingles of a (after the scaffolding discount)."),
+            C("b_shingles", "INTEGER", "Distinctive shingles of b."),
         ),
         owner="analyze.similarity",
     ),
