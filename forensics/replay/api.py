@@ -27,6 +27,7 @@ TINY_SHAPES: dict[str, list[dict]] = {
     "05_topk_bitonic": [dict(batch=4, n=512, k=8)],
     "06_sonic_moe_swiglu": [dict(T_total=32, H=64, I=32, E=4, K=2)],
     "07_w4a16_gemm": [dict(M=2, N=64, K=256)],
+    "03_megaqwen_decode": [dict(ctx_len=4, n_decode=2)],
 }
 
 PROBE_ALIASES = {"all": ALL_PROBES, "stress": ("check",), "timing-l2-reset": ("timing",),

@@ -69,6 +69,10 @@ FINDING_RULES = {
 }
 
 
+_ONCE = {"replay-early-exit", "replay-crash", "replay-timeout", "replay-not-replayable", "replay-input-mutated",
+         "replay-build-failed"}
+
+
 @dataclass
 class Limits:
     build_s: float = 900.0     # import + first construction (compilation happens here)
@@ -85,7 +89,7 @@ class Outcome:
 
     def status(self) -> str:
         """Overall: the worst row status."""
-        order = ["tampered", "early_exit", "crash", "fail", "error", "timeout", "not_replayable", "skipped", "pass"]
+        order = ["tampered", "early_exit", "crash", "fail", "error", "timeout", "not_replayable", "pass", "skipped"]
         seen = {r["status"] for r in self.rows}
         for s in order:
             if s in seen:
@@ -230,6 +234,11 @@ class Replay:
         self.hello: dict = {}
         self._sd_cache: dict[str, tuple[Any, str]] = {}
         self._seen_findings: set[tuple[str, str]] = set()
+        self.expected: dict[str, torch.Tensor] = {}   # what each input slot must still hold
+        self.inputs_mutated = False
+        self.hung = False
+        self.sol_attrs: list[str] = []
+        self.archived: dict = {}
 
     # ---------------------------------------------------------------- shapes
     def check_shapes(self) -> list[dict]:
@@ -273,7 +282,7 @@ class Replay:
     def finding(self, rule: str, message: str, data: dict | None = None, probe: str | None = None,
                 severity: str | None = None) -> None:
         sev, cat, p = FINDING_RULES[rule]
-        key = (rule, message)
+        key = (rule, "" if rule in _ONCE else message)
         if key in self._seen_findings:
             return
         self._seen_findings.add(key)
@@ -309,6 +318,7 @@ class Replay:
                          {"returncode": reply.get("returncode"), "log_tail": str(reply.get("log_tail", ""))[-1500:]})
             return self.row(probe, "crash", shape, seed, case, detail=reply.error + "\n" + str(reply.get("log_tail", ""))[-2000:])
         if st == "timeout":
+            self.hung = True
             self.finding("replay-timeout",
                          f"No result from the solution within the time limit during {what} ({loc}); "
                          "timed out, not failed.", {"error": reply.error})
@@ -365,6 +375,7 @@ class Replay:
             else:
                 self.failed_reply("build", r, what="import solution")
             return None
+        self.sol_attrs = r.get("attrs") or []
         self.out.info.setdefault("import_s", []).append(round(time.monotonic() - t0, 3))
         self.child = ch
         return ch
@@ -405,13 +416,15 @@ class Replay:
         except TypeError:
             return [{"call_ref": "get_init_inputs", "index": i} for i in range(len(args))]
 
-    def new_model(self, ch: Child, obj: str, shape: dict, state_path: str | None) -> Reply:
+    def new_model(self, ch: Child, obj: str, shape: dict, state_path: str | None, replace: bool = False,
+                  reuse_attempts: int = 0) -> Reply:
         g = ch.request("setglobals", self.limits.call_s, module="reference", values=self.spec.shape_globals(shape))
         if not g.ok:
             return g
         factory = "Model"
         r = ch.request("new", self.limits.build_s, obj=obj, factory=f"solution:{factory}",
-                       args=self.init_args_spec(shape), state_dict=state_path, strict=True)
+                       args=self.init_args_spec(shape), state_dict=state_path, strict=True, replace=replace,
+                       reuse_attempts=reuse_attempts)
         self._note_tamper(r, "construction")
         return r
 
@@ -426,11 +439,14 @@ class Replay:
                 args.append({"lit": x})
         p = self.scratch.path("put")
         torch.save(slots, p)
+        self.expected.update(slots)
         return ch.request("put", self.limits.call_s, file=p), args
 
     def write(self, ch: Child, values: dict[str, torch.Tensor]) -> Reply:
         p = self.scratch.path("write")
-        torch.save({k: v.detach().cpu() for k, v in values.items()}, p)
+        vals = {k: v.detach().cpu() for k, v in values.items()}
+        torch.save(vals, p)
+        self.expected.update({k: v for k, v in vals.items() if "::" not in k})
         r = ch.request("write", self.limits.call_s, file=p)
         if r.ok:
             moved = [k for k, w in r["written"].items() if w["ptr_before"] != w["ptr_after"]]
@@ -442,14 +458,29 @@ class Replay:
              out_slot: str | None = None, poison: list[int] | None = None, method: str | None = None) -> tuple[Reply, Any]:
         p = self.scratch.path("out")
         meth = method or "forward"
+        if save_inputs is None:
+            save_inputs = [a["slot"] for a in args if isinstance(a, dict) and "slot" in a and a["slot"] in self.expected]
         r = ch.request("call", self.limits.call_s, fn={"obj": obj, "method": meth}, args=args,
-                       save=p, save_inputs=save_inputs or [], repeat=repeat, out_slot=out_slot,
-                       poison=poison, watch=save_inputs or [])
+                       save=p, save_inputs=save_inputs, repeat=repeat, out_slot=out_slot,
+                       poison=poison, watch=save_inputs)
         self._note_tamper(r, "a call")
         if not r.ok:
+            if r.status == "timeout":
+                self.hung = True
             return r, None
         payload = torch.load(p, map_location="cpu", weights_only=True)
         Path(p).unlink(missing_ok=True)
+        after = payload.get("inputs_after", {})
+        bad = [k for k in save_inputs if k in after and k in self.expected and not _same(self.expected[k], after[k])]
+        payload["inputs_mutated"] = bad
+        if bad:
+            self.inputs_mutated = True
+            self.finding("replay-input-mutated",
+                         f"The solution changed its input tensor(s) in place during a call "
+                         f"(slots {', '.join(bad)}; max change {max(_maxdiff(self.expected[k], after[k]) for k in bad):.4g}).",
+                         {"slots": bad})
+            for k in bad:  # the storage now holds what the solution wrote
+                self.expected[k] = after[k]
         return r, payload
 
     def _sol_out(self, payload) -> Any:
@@ -500,12 +531,15 @@ class Replay:
                 base = self.spec.make_inputs(shape, seed, "cpu")
                 for case in cases:
                     probe = "check" if case.name == "nominal" else "stress"
-                    if self.early_exit or self.ensure_child() is not ch:
-                        if self.child is None or self.child is not ch:
-                            self.row(probe, "skipped", shape, seed, case.name, detail="child lost earlier")
-                            continue
+                    if not ch.alive() or self.early_exit or self.hung:
+                        self.row(probe, "skipped", shape, seed, case.name,
+                                 detail="not run: the solution's process ended or hung earlier in this check")
+                        continue
                     self._check_case(ch, probe, shape, seed, case, ref, base)
-            ch.request("delete", self.limits.call_s, objs=["m"], slots=[])
+            if ch.alive():
+                ch.request("delete", self.limits.call_s, objs=["m"], slots=[])
+            if self.early_exit or self.hung:
+                return
 
     def _check_case(self, ch: Child, probe: str, shape, seed, case, ref, base) -> None:
         dev_inputs = _to_dev(base, self.device)
@@ -525,7 +559,7 @@ class Replay:
                     self.failed_reply(probe, pr, shape, seed, case.name, what="input transfer")
                     return
                 names = [a["slot"] for a in args if "slot" in a]
-                r, payload = self.call(ch, "m", args, save_inputs=names)
+                r, payload = self.call(ch, "m", args)
         except (KeyError, TypeError) as e:  # a state-scale name missing from the reference
             self.row(probe, "error", shape, seed, case.name, detail=f"stress case cannot be applied: {e}")
             return
@@ -534,8 +568,6 @@ class Replay:
         if r.status != "ok":
             self.failed_reply(probe, r, shape, seed, case.name)
             return
-        sent = {n: t for n, t in zip(names, [t for t in xin if isinstance(t, torch.Tensor)])}
-        self._check_inputs(probe, sent, payload, shape, seed, case.name)
         res = self.compare(ref_out, self._sol_out(payload), case=case.name, inputs=x)
         if res.get("ok"):
             self.row(probe, "pass", shape, seed, case.name, res)
@@ -571,6 +603,10 @@ class Replay:
 
     def _judge(self, probe: str, rule: str, variant: str, shape, seed, ref_out, sol_payload, inputs,
                extra: str = "") -> bool:
+        if self.inputs_mutated:
+            self.row(probe, "error", shape, seed, variant,
+                     detail="the solution alters its inputs in place, so a same-storage probe cannot be judged")
+            return False
         res = self.compare(ref_out, self._sol_out(sol_payload), inputs=inputs)
         if res.get("ok"):
             self.row(probe, "pass", shape, seed, variant, res)
@@ -665,8 +701,6 @@ class Replay:
     # ---------------------------------------------------------------- probe: fresh-state
     def probe_fresh_state(self) -> None:
         probe = "fresh-state"
-        if (self.spec.stateful or {}).get("kind") in ("decode", "step"):
-            return self.probe_fresh_state_stateful()
         shape = self.probe_shape()
         seed = self.seeds[0]
         w = self._warm(probe, shape, seed, n_warm=3, obj="f")
@@ -805,18 +839,6 @@ class Replay:
         ch.request("delete", self.limits.call_s, objs=["d"], slots=names)
 
     # ---------------------------------------------------------------- stateful APIs
-    def probe_fresh_state_stateful(self) -> None:
-        from .stateful import fresh_state
-        fresh_state(self)
-
-    def probe_alternate_cache(self) -> None:
-        from .stateful import alternate_cache
-        alternate_cache(self)
-
-    def probe_check_stateful(self) -> None:
-        from .stateful import check
-        check(self)
-
     def probe_property(self) -> None:
         cases = list(getattr(self.spec, "property_cases", []) or [])
         since = getattr(self.spec, "property_since", None)
@@ -867,47 +889,43 @@ class Replay:
 
     # ---------------------------------------------------------------- driver
     def run(self, probes: Iterable[str]) -> Outcome:
-        probes = list(probes)
-        kind = (self.spec.stateful or {}).get("kind") if self.spec.stateful else None
+        from . import stateful
+        kind = stateful.kind(self.spec)
+        probes = [p for p in probes if kind or p != "alternate-cache"]  # only decode APIs take caches
         t0 = time.monotonic()
+        table = {
+            "check": self.probe_check,
+            "property": self.probe_property,
+            "same-buffer": (lambda: self.probe_same_buffer(False)),
+            "unsampled-region": (lambda: self.probe_same_buffer(True)),
+            "fresh-state": self.probe_fresh_state,
+            "output-alias": self.probe_output_alias,
+            "nan-poison": self.probe_nan_poison,
+            "determinism": self.probe_determinism,
+        }
+        if kind:
+            table = {"check": lambda: stateful.check(self), "alternate-cache": lambda: stateful.alternate_cache(self),
+                     "fresh-state": lambda: stateful.fresh_state(self), "determinism": lambda: stateful.determinism(self)}
         try:
             if self.ensure_child() is None:
                 for p in probes:
                     if p != "check":
                         self.row(p, "skipped", detail="the solution could not be built or imported")
                 return self.out
-            table = {
-                "check": self.probe_check_stateful if kind else self.probe_check,
-                "property": self.probe_property,
-                "same-buffer": (lambda: self.probe_same_buffer(False)),
-                "unsampled-region": (lambda: self.probe_same_buffer(True)),
-                "fresh-state": self.probe_fresh_state,
-                "alternate-cache": self.probe_alternate_cache,
-                "output-alias": self.probe_output_alias,
-                "nan-poison": self.probe_nan_poison,
-                "determinism": self.probe_determinism,
-            }
             for p in probes:
                 if p == "timing":
                     continue
-                if self.early_exit:
-                    self.row(p, "skipped", detail="the solution exited the replay early")
+                if self.early_exit or self.hung:
+                    self.row(p, "skipped", detail="the solution exited the replay early" if self.early_exit
+                             else "the solution hung earlier (timed out); not retried")
                     continue
-                if kind and p in ("same-buffer", "unsampled-region", "output-alias", "nan-poison", "determinism", "property"):
-                    from . import stateful
-                    fn = getattr(stateful, p.replace("-", "_"), None)
-                    if fn is None:
-                        self.row(p, "skipped", detail=f"not defined for the {kind} API")
-                        continue
-                    tp = time.monotonic()
-                    fn(self)
-                else:
-                    if p == "alternate-cache" and not kind:
-                        continue
-                    tp = time.monotonic()
-                    table[p]()
+                if p not in table:
+                    self.row(p, "skipped", detail=f"not defined for the {kind} API of {self.spec.name}")
+                    continue
+                tp = time.monotonic()
+                table[p]()
                 self.out.info.setdefault("probe_s", {})[p] = round(time.monotonic() - tp, 3)
-            if "timing" in probes and not self.early_exit:
+            if "timing" in probes and not (self.early_exit or self.hung):
                 from .timing import probe_timing
                 tp = time.monotonic()
                 probe_timing(self)

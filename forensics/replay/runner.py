@@ -150,7 +150,8 @@ class Child:
 
     def log_tail(self, n: int = 4000) -> str:
         try:
-            self.log.flush()
+            if not self.log.closed:
+                self.log.flush()
             data = self.log_path.read_bytes()
         except OSError:
             return ""
@@ -160,6 +161,8 @@ class Child:
         return self.dead is None and self.proc.poll() is None
 
     def _died(self, what: str) -> Reply:
+        if self.dead is not None:
+            return self.dead
         try:
             rc = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

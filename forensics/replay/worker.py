@@ -154,7 +154,10 @@ class Worker:
     def resolve(self, spec):
         if isinstance(spec, dict):
             if "slot" in spec:
-                return self.slots[spec["slot"]]
+                v = self.slots[spec["slot"]]
+                for i in spec.get("index", []):
+                    v = v[i]
+                return self._deepclone(v) if spec.get("clone") else v
             if "obj" in spec:
                 return self.objs[spec["obj"]]
             if "lit" in spec:
@@ -171,6 +174,17 @@ class Worker:
                 val = getattr(importlib.import_module("reference"), spec["call_ref"])(*spec.get("args", []))
                 return val[spec["index"]] if "index" in spec else val
         return spec
+
+    def _deepclone(self, x):
+        if _is_tensor(x):
+            return _clone(x)
+        if isinstance(x, list):
+            return [self._deepclone(v) for v in x]
+        if isinstance(x, tuple):
+            return tuple(self._deepclone(v) for v in x)
+        if isinstance(x, dict):
+            return {k: self._deepclone(v) for k, v in x.items()}
+        return x
 
     def to_device(self, x):
         if _is_tensor(x):
@@ -244,7 +258,24 @@ class Worker:
         factory = self._attr(req["factory"])
         args = [self.resolve(a) for a in req.get("args", [])]
         kwargs = {k: self.resolve(v) for k, v in req.get("kwargs", {}).items()}
+        old_id = None
+        if req.get("replace") and req["obj"] in self.objs:
+            # drop the old object right before building the new one, so CPython may hand the
+            # new object the dead one's id() (the fresh-state probe wants exactly that)
+            old_id = id(self.objs[req["obj"]])
+            for name in [n for n in self.objs if n == req["obj"] or n.startswith(req["obj"] + "/")]:
+                if name != req["obj"]:
+                    self.objs.pop(name, None)
+            # no gc.collect() here: it allocates, and would take the freed slot first
+            del self.objs[req["obj"]]
         obj = factory(*args, **kwargs)
+        spare = []
+        for _ in range(int(req.get("reuse_attempts", 0)) if old_id is not None else 0):
+            if id(obj) == old_id:
+                break
+            spare.append(obj)   # keep it alive so the next construction takes another slot
+            obj = factory(*args, **kwargs)
+        del spare
         info: dict = {"type": type(obj).__name__}
         if isinstance(obj, torch.nn.Module):
             obj = obj.to(self.device)
@@ -256,7 +287,8 @@ class Worker:
             obj.eval()
             info["state_keys"] = list(obj.state_dict().keys())
         self.objs[req["obj"]] = obj
-        info["id"] = id(obj)
+        info["obj_id"] = id(obj)
+        info["old_id"] = old_id
         self.sync()
         return info
 

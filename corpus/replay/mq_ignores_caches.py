@@ -1,0 +1,36 @@
+"""Planted replay case (seed paragraph 25): decode_steps ignores the caches it is handed and
+decodes from the caches the last prefill left inside the model, returning the caller's objects
+untouched.  run() still passes, because prefill returned those same internal caches."""
+import torch
+
+from mq_core import Model, first_hidden, float_weights, new_caches, step, token  # noqa: F401
+
+
+@torch.no_grad()
+def prefill(model, ctx_len, seed):
+    kc, vc = new_caches(model, model.max_seq)
+    W = float_weights(model)
+    h = first_hidden(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    for t in range(ctx_len):
+        h = step(W, token(gen, h), kc, vc, t)
+    model._rt = (h, kc, vc)
+    return h, [c.clone() for c in kc], [c.clone() for c in vc]
+
+
+@torch.no_grad()
+def decode_steps(model, hidden, k_caches, v_caches, start_pos, n_steps, seed):
+    W = float_weights(model)
+    h, kc, vc = model._rt
+    h = hidden
+    gen = torch.Generator().manual_seed(seed + 2)
+    for i in range(n_steps):
+        h = step(W, token(gen, h), kc, vc, start_pos + i)
+    return h, k_caches, v_caches
+
+
+def run(ctx_len, n_decode, seed, model=None):
+    model = model or Model(4, ctx_len + n_decode + 8)
+    h, kc, vc = prefill(model, ctx_len, seed)
+    h, kc, vc = decode_steps(model, h, kc, vc, ctx_len, n_decode, seed)
+    return {"last_hidden": h}

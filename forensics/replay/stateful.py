@@ -1,0 +1,241 @@
+"""Probes for stateful decode APIs (cuda 03 megaqwen: prefill / decode_steps / run).
+
+The check replays `run(ctx, n_decode, seed, model=sol)` against the reference's `run` with the
+same weights (`reset_parameters(seed)`, strict load).  The probes the auditors ask for:
+
+* alternate-cache: prefill twice (seeds A and B), then decode from A's caches: a solution that
+  decodes from caches it keeps inside the model (the last prefill's) instead of the ones it is
+  handed follows B, not A.  A second variant hands in B's caches copied into new storage (same
+  contents, other pointers), which a pointer-keyed graph or cache would not see.
+* fresh-state: run on a model, delete it and build a new one with other weights right away
+  (CPython usually hands the new model the dead one's id()); an id()-keyed weight cache replays
+  the old weights.
+* determinism: two runs with the same model and seed agree bit for bit.
+
+The mega Kimi `step` API and the cuda 04 rollout API are not replayed here yet (rows say so).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .probes import Replay, _same, _maxdiff, _to_dev
+
+
+def kind(spec: Any) -> str | None:
+    st = spec.stateful
+    if not st:
+        return None
+    api = " ".join(st.get("api", [])) if isinstance(st.get("api"), list) else str(st.get("api", ""))
+    if "decode_steps" in api or "prefill" in api:
+        return "decode"
+    if "step(" in api or ".step" in api:
+        return "step"
+    return "rollout"
+
+
+def _unsupported(rp: Replay, probe: str) -> bool:
+    k = kind(rp.spec)
+    if k != "decode":
+        rp.row(probe, "skipped", detail=f"replay of the {k} API ({rp.spec.name}) is not implemented yet")
+        return True
+    return False
+
+
+def _ref_model(rp: Replay, shape: dict, seed: int):
+    ref = rp.spec.build_reference(shape, rp.device)
+    if hasattr(ref, "reset_parameters"):
+        ref.reset_parameters(seed)
+    return ref
+
+
+def _model(rp: Replay, ch, obj: str, shape: dict, ref, replace: bool = False, reuse_attempts: int = 0):
+    return rp.new_model(ch, obj, shape, rp.state_file(shape, ref), replace=replace, reuse_attempts=reuse_attempts)
+
+
+def _run_sol(rp: Replay, ch, obj: str, ctx: int, dec: int, seed: int):
+    """solution.run(ctx, dec, seed, model=obj); retried without model= on a TypeError (as check does)."""
+    p = rp.scratch.path("run")
+    r = ch.request("call", rp.limits.call_s, fn={"attr": "solution:run"},
+                   args=[{"lit": ctx}, {"lit": dec}, {"lit": seed}], kwargs={"model": {"obj": obj}}, save=p)
+    rp._note_tamper(r, "run()")
+    if not r.ok and r.status == "error" and "TypeError" in r.error and "model" in r.error:
+        r = ch.request("call", rp.limits.call_s, fn={"attr": "solution:run"},
+                       args=[{"lit": ctx}, {"lit": dec}, {"lit": seed}], save=p)
+        rp._note_tamper(r, "run()")
+    if not r.ok:
+        return r, None
+    return r, torch.load(p, map_location="cpu", weights_only=True)["out"]
+
+
+def _ref_run(rp: Replay, ref, ctx: int, dec: int, seed: int):
+    return rp.spec.reference_forward(ref, [ctx, dec, seed])
+
+
+def check(rp: Replay) -> None:
+    if _unsupported(rp, "check"):
+        return
+    shapes = rp.check_shapes()
+    long = (rp.spec.stateful or {}).get("long_context_check")
+    plan = [(s, seed) for s in shapes for seed in rp.seeds]
+    if long and rp.shapes_mode != "tiny":
+        plan.append((dict(ctx_len=long["ctx_len"], n_decode=long["n_decode"]), long["seed"]))
+    for shape, seed in plan:
+        ch = rp.ensure_child()
+        if ch is None or rp.early_exit or rp.hung:
+            rp.row("check", "skipped", shape, seed, "nominal", detail="no working child")
+            continue
+        ref = _ref_model(rp, shape, seed)
+        r = _model(rp, ch, "q", shape, ref, replace=True)
+        if not r.ok:
+            rp.failed_reply("check", r, shape, seed, "nominal", what="Model construction / strict load")
+            continue
+        ctx, dec = shape["ctx_len"], shape["n_decode"]
+        r, out = _run_sol(rp, ch, "q", ctx, dec, seed)
+        if not r.ok:
+            rp.failed_reply("check", r, shape, seed, "nominal", what="run()")
+            continue
+        ref_out = _ref_run(rp, ref, ctx, dec, seed)
+        res = rp.compare(ref_out, _to_dev(out, rp.device))
+        rp.row("check", "pass" if res.get("ok") else "fail", shape, seed, "nominal", res)
+        if not res.get("ok"):
+            rp.finding("replay-check-failed", f"run({ctx}, {dec}, {seed}) disagrees with the reference: "
+                       f"{res.get('msg', '')}"[:600], {"max_abs": res.get("max_abs"), "n_bad": res.get("n_bad")},
+                       probe="check")
+
+
+def _has_split(rp: Replay) -> bool:
+    attrs = set(rp.sol_attrs or [])
+    return {"prefill", "decode_steps"} <= attrs
+
+
+def alternate_cache(rp: Replay) -> None:
+    probe = "alternate-cache"
+    if _unsupported(rp, probe):
+        return
+    shape = rp.check_shapes()[0]
+    seed = rp.seeds[0]
+    if not _has_split(rp):
+        rp.row(probe, "skipped", shape, seed, detail="the solution defines no prefill/decode_steps split "
+               "(the benchmark then times run() whole)")
+        return
+    ch = rp.ensure_child()
+    if ch is None:
+        return
+    ref = _ref_model(rp, shape, seed)
+    r = _model(rp, ch, "q", shape, ref, replace=True)
+    if not r.ok:
+        rp.failed_reply(probe, r, shape, seed, what="Model construction")
+        return
+    ctx, dec = shape["ctx_len"], shape["n_decode"]
+    sa, sb = seed, seed + 1000
+    for slot, s in (("pa", sa), ("pb", sb)):
+        r = ch.request("call", rp.limits.call_s, fn={"attr": "solution:prefill"},
+                       args=[{"obj": "q"}, {"lit": ctx}, {"lit": s}], out_slot=slot)
+        rp._note_tamper(r, "prefill()")
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, s, what="prefill()")
+            return
+    refmod = rp.spec.reference_module(shape)
+    max_seq = ctx + dec + 8
+    want = {}
+    for s in (sa, sb):
+        h, kc, vc = refmod.prefill(ref, ctx, s, max_seq)
+        h, kc, vc = refmod.decode_steps(ref, h, kc, vc, ctx, dec, s)
+        want[s] = {"last_hidden": h.float()}
+    variants = [("decode-from-first-prefill", "pa", sa, False), ("copied-caches", "pb", sb, True)]
+    for variant, slot, s, clone in variants:
+        p = rp.scratch.path("dec")
+        args = [{"obj": "q"}, {"slot": slot, "index": [0]}, {"slot": slot, "index": [1], "clone": clone},
+                {"slot": slot, "index": [2], "clone": clone}, {"lit": ctx}, {"lit": dec}, {"lit": s}]
+        r = ch.request("call", rp.limits.call_s, fn={"attr": "solution:decode_steps"}, args=args, save=p)
+        rp._note_tamper(r, "decode_steps()")
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, s, variant, what="decode_steps()")
+            return
+        out = torch.load(p, map_location="cpu", weights_only=True)["out"]
+        hidden = out[0] if isinstance(out, (list, tuple)) else out
+        res = rp.compare(want[s], _to_dev(hidden, rp.device))
+        if res.get("ok"):
+            rp.row(probe, "pass", shape, s, variant, res)
+        else:
+            rp.row(probe, "fail", shape, s, variant, res)
+            rp.finding("replay-ignores-caller-cache",
+                       f"decode_steps from the caller's caches ({variant}: prefill seeds {sa} then {sb}, decoding "
+                       f"seed {s}) does not follow them: {res.get('msg', '')}"[:600],
+                       {"variant": variant, "max_abs": res.get("max_abs"), "n_bad": res.get("n_bad")})
+    ch.request("delete", rp.limits.call_s, objs=["q"], slots=["pa", "pb"])
+
+
+def fresh_state(rp: Replay) -> None:
+    probe = "fresh-state"
+    if _unsupported(rp, probe):
+        return
+    shape = rp.check_shapes()[0]
+    s1, s2 = rp.seeds[0], rp.seeds[0] + 777
+    ch = rp.ensure_child()
+    if ch is None:
+        return
+    ctx, dec = shape["ctx_len"], shape["n_decode"]
+    ref1 = _ref_model(rp, shape, s1)
+    r1 = _model(rp, ch, "q", shape, ref1, replace=True)
+    if not r1.ok:
+        rp.failed_reply(probe, r1, shape, s1, what="Model construction")
+        return
+    r, _ = _run_sol(rp, ch, "q", ctx, dec, s1)
+    if not r.ok:
+        rp.failed_reply(probe, r, shape, s1, what="run()")
+        return
+    del ref1
+    ref2 = _ref_model(rp, shape, s2)
+    r2 = _model(rp, ch, "q", shape, ref2, replace=True, reuse_attempts=4)
+    if not r2.ok:
+        rp.failed_reply(probe, r2, shape, s2, what="second Model construction")
+        return
+    reused = r2.get("obj_id") == r2.get("old_id")
+    r, out = _run_sol(rp, ch, "q", ctx, dec, s2)
+    if not r.ok:
+        rp.failed_reply(probe, r, shape, s2, what="run()")
+        return
+    res = rp.compare(_ref_run(rp, ref2, ctx, dec, s2), _to_dev(out, rp.device))
+    variant = "new-model" + ("-same-id" if reused else "-new-id")
+    if res.get("ok"):
+        rp.row(probe, "pass", shape, s2, variant, res)
+    else:
+        rp.row(probe, "fail", shape, s2, variant, res)
+        rp.finding("replay-stale-fresh-state",
+                   "A new model with other weights" + (" (built on the dead model's id())" if reused else "") + " "
+                   f"returns results of the old one: {res.get('msg', '')}"[:600],
+                   {"id_reused": reused, "max_abs": res.get("max_abs"), "n_bad": res.get("n_bad")})
+
+
+def determinism(rp: Replay) -> None:
+    probe = "determinism"
+    if _unsupported(rp, probe):
+        return
+    shape = rp.check_shapes()[0]
+    seed = rp.seeds[0]
+    ch = rp.ensure_child()
+    if ch is None:
+        return
+    ref = _ref_model(rp, shape, seed)
+    r = _model(rp, ch, "q", shape, ref, replace=True)
+    if not r.ok:
+        rp.failed_reply(probe, r, shape, seed, what="Model construction")
+        return
+    outs = []
+    for _ in range(2):
+        r, out = _run_sol(rp, ch, "q", shape["ctx_len"], shape["n_decode"], seed)
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, seed, what="run()")
+            return
+        outs.append(out)
+    if _same(outs[0], outs[1]):
+        rp.row(probe, "pass", shape, seed, "2-runs", detail="bitwise identical", max_abs=0.0)
+    else:
+        d = _maxdiff(outs[0], outs[1])
+        rp.row(probe, "fail", shape, seed, "2-runs", max_abs=d, detail=f"runs differ by up to {d:.4g}")
+        rp.finding("replay-nondeterministic", f"Two run() calls with the same model and seed differ by up to {d:.4g}.",
+                   {"max_abs": d})
