@@ -55,6 +55,7 @@ def ts_epoch(v: Any) -> datetime | None:
 _API_ERR = re.compile(r"API Error:?\s*(\d{3})\b")
 _LEAD_STATUS = re.compile(r"\A\W{0,3}(\d{3})\b")
 _STATUS_KV = re.compile(r"(?:status(?:_?code)?|statusCode|code)\W{1,4}(\d{3})\b", re.I)
+_ANY_STATUS = re.compile(r"(?<![\d.])([45]\d\d)(?![\d.])")
 _RATE_WORDS = ("rate limit", "rate_limit", "ratelimit", "session limit", "usage limit",
                "resource_exhausted", "too many requests", "quota")
 
@@ -64,7 +65,8 @@ def error_status(text: str | None) -> int | None:
     if not text:
         return None
     head = text[:2000]
-    m = _API_ERR.search(head) or _LEAD_STATUS.match(head) or _STATUS_KV.search(head)
+    m = (_API_ERR.search(head) or _LEAD_STATUS.match(head) or _STATUS_KV.search(head)
+         or _ANY_STATUS.search(head[:200]))
     if m:
         s = int(m.group(1))
         if 100 <= s <= 599:
@@ -193,6 +195,7 @@ class Parser:
     terminal_type = "none"
     FAST_SYSTEM: frozenset | None = None   # see parse._json_loop: subtypes of type=system read as bare Records
     FAST_TYPES: frozenset = frozenset()    # types read as bare Records (only when FAST_SYSTEM is set)
+    FAST_PREFIX: bytes | None = None       # byte prefix of FAST_SYSTEM lines (recognised undecoded)
 
     def __init__(self, source: str, harness: str | None = None):
         self.source = source
@@ -255,11 +258,15 @@ class Parser:
         return ToolCall(self.source, line, cid, name, kind, a, command, paths, cwd or self.cwd, ts,
                         parent_id, bg)
 
-    def unknown(self, o: dict, rtype: Any, line: int, off: int, nb: int, what: str = "type") -> list:
+    def unknown(self, o: dict, rtype: Any, line: int, off: int, nb: int, what: str = "type",
+                subtype: Any = None) -> list:
+        """Record with the type as written + ParseError unknown_record naming it."""
         rt = rtype if isinstance(rtype, str) else (None if rtype is None else dumps_text(rtype))
-        return [Record(self.source, line, off, nb, self.fmt, rt),
+        sub = subtype if isinstance(subtype, str) else (None if subtype is None else dumps_text(subtype))
+        name = f"{rt}/{sub}" if sub is not None or what != "type" else rt
+        return [Record(self.source, line, off, nb, self.fmt, rt, sub),
                 ParseError(self.source, line, "unknown_record",
-                           f"unknown {self.fmt} record {what} {rt!r}", "", off)]
+                           f"unknown {self.fmt} record {what} {name!r}", "", off)]
 
     def handle(self, o: dict, line: int, off: int, nb: int):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -32,6 +32,7 @@ class ClaudeParser(Parser):
     has_marker = True
     FAST_SYSTEM = _FAST_SYSTEM
     FAST_TYPES = frozenset(("tool_progress", "keep_alive"))
+    FAST_PREFIX = b'{"type":"system","subtype":"'
 
     def __init__(self, source: str, harness: str | None = None, session_form: bool = False):
         super().__init__(source, harness)
@@ -40,6 +41,7 @@ class ClaudeParser(Parser):
             self.fmt = "claude_session"
             self.has_marker = False
             self.FAST_SYSTEM = None
+            self.FAST_PREFIX = None
         self.msg_usage: dict[str, dict] = {}
         self.anon_usage: dict[str, int] | None = None
         self.term_usage: dict | None = None

@@ -140,8 +140,8 @@ class CodexParser(Parser):
                 elif low.startswith("Success."):
                     is_error = False
             running = env.running_session
-            if tool == "write_stdin" and running is None and env.exit_code is None:
-                running = self.stdin_session.get(cid)
+            if tool == "write_stdin" and running is None:
+                running = self.stdin_session.get(cid)   # the process this output belongs to
             status = env.status
             if env.exit_code is not None:
                 status = "exited"
@@ -149,7 +149,7 @@ class CodexParser(Parser):
                     ToolResult(src, ln, cid, env.text, env.exit_code, is_error, status, ts, running)]
         if pt in _ITEM_TYPES:
             return Record(src, ln, off, nb, fmt, "response_item", pt, None, None, ts)
-        return self.unknown(p, f"response_item/{pt}", ln, off, nb, "payload type")
+        return self.unknown(p, "response_item", ln, off, nb, "payload type", pt)
 
     def _event(self, p: dict, ln: int, off: int, nb: int, ts):
         pt = p.get("type")
@@ -188,7 +188,7 @@ class CodexParser(Parser):
             r = p.get("reason")
             text = r if isinstance(r, str) else None
         elif pt not in _EVENT_TYPES:
-            return self.unknown(p, f"event_msg/{pt}", ln, off, nb, "payload type")
+            return self.unknown(p, "event_msg", ln, off, nb, "payload type", pt)
         role = None
         if pt == "user_message":
             role = "user"

@@ -255,6 +255,10 @@ def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
     fast = parser.FAST_SYSTEM   # Claude heartbeat subtypes: Record(rtype='system') and nothing else
     fast_types = parser.FAST_TYPES
     started = st.started
+    prefix = parser.FAST_PREFIX
+    plen = len(prefix) if prefix else 0
+    fast_b = {x.encode(): x for x in fast} if fast else {}
+    prefix_tp = (prefix or b"") + b'task_progress"'
     ln = st.ln
     off = st.off
     for kind, payload in it:
@@ -264,6 +268,21 @@ def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
                 ln += 1
                 n = len(raw)
                 if n:
+                    if prefix is not None and raw.startswith(prefix):
+                        # Claude heartbeat line ({"type":"system","subtype":"task_progress",...}):
+                        # recognised by its leading bytes and checked structurally (a complete
+                        # line, ASCII only, ending in the closing brace) instead of decoded.
+                        if raw.startswith(prefix_tp):
+                            t = "task_progress"
+                        else:
+                            j = raw.find(b'"', plen, plen + 40)
+                            t = fast_b.get(raw[plen:j])
+                        if t is not None and not last and raw[-1] == 125 and raw.isascii():
+                            if not started:
+                                started = st.started = st.content = True
+                            yield Rec(source, ln, off, n, fmt, "system", t)
+                            off += n + 1
+                            continue
                     try:
                         o = loads(raw)
                     except Exception:  # noqa: BLE001

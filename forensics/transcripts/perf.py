@@ -1,6 +1,12 @@
 """Throughput of parse_source vs bare `for line in f: orjson.loads(line)` (not a test; run by hand).
 
-    python -m forensics.transcripts.perf [N_LINES]   # writes /tmp/forensics_perf_claude.jsonl
+    python -m forensics.transcripts.perf [N_LINES] [PROGRESS_FRACTION] [reorder]
+
+Writes /tmp/forensics_perf_claude.jsonl: a Claude stream-json transcript where PROGRESS_FRACTION
+(default 0.97) of the loop iterations write a system/task_progress heartbeat and the rest an
+assistant message (thinking + text + Bash tool_use blocks, one line each, shared id and usage)
+or a user tool_result line.  With ``reorder`` the heartbeat keys are written subtype-first, so
+the byte-prefix fast path does not apply and every line is decoded.  Times are CPU seconds, best of 7 interleaved runs.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import orjson
 from forensics.transcripts import parse_source
 
 
-def generate(path: Path, n: int, seed: int = 0) -> None:
+def generate(path: Path, n: int, progress: float = 0.97, seed: int = 0, reorder: bool = False) -> None:
     rnd = random.Random(seed)
     with path.open("wb") as f:
         f.write(orjson.dumps({"type": "system", "subtype": "init", "cwd": "/workspace/problems/01",
@@ -25,12 +31,14 @@ def generate(path: Path, n: int, seed: int = 0) -> None:
         m = 0
         while i < n:
             r = rnd.random()
-            if r < 0.90:
-                f.write(orjson.dumps({"type": "system", "subtype": "task_progress", "task_id": f"b{m % 7}",
+            if r < progress:
+                head = ({"subtype": "task_progress", "type": "system"} if reorder else
+                        {"type": "system", "subtype": "task_progress"})
+                f.write(orjson.dumps({**head, "task_id": f"b{m % 7}",
                                       "tool_use_id": f"toolu_{m:08d}", "description": "uv run python check.py",
                                       "task_type": "local_bash", "usage": {"total_tokens": i, "tool_uses": 3,
                                       "duration_ms": i * 10}, "uuid": f"u-{i}", "session_id": "s"}) + b"\n")
-            elif r < 0.95:
+            elif r < progress + (1 - progress) / 2:
                 m += 1
                 usage = {"input_tokens": 3, "output_tokens": 120, "cache_read_input_tokens": 40000,
                          "cache_creation_input_tokens": 900}
@@ -54,34 +62,36 @@ def generate(path: Path, n: int, seed: int = 0) -> None:
 
 
 def bare(path: Path) -> float:
-    t = time.perf_counter()
+    t = time.process_time()
     with path.open("rb") as f:
         for line in f:
             orjson.loads(line)
-    return time.perf_counter() - t
+    return time.process_time() - t
 
 
 def ours(path: Path) -> tuple[float, int]:
-    t = time.perf_counter()
+    t = time.process_time()
     k = 0
     with path.open("rb") as f:
         for _ev in parse_source(f, source="transcript.jsonl", harness="claude"):
             k += 1
-    return time.perf_counter() - t, k
+    return time.process_time() - t, k
 
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    progress = float(sys.argv[2]) if len(sys.argv) > 2 else 0.97
     path = Path("/tmp/forensics_perf_claude.jsonl")
-    generate(path, n)
+    reorder = len(sys.argv) > 3 and sys.argv[3] == "reorder"
+    generate(path, n, progress, reorder=reorder)
     size = path.stat().st_size
     bs, os_, k = [], [], 0
-    for _ in range(5):  # interleaved, best of 5 each (the machine is shared)
+    for _ in range(7):  # interleaved, best of 7 each, CPU time (the machine is shared)
         bs.append(bare(path))
         t, k = ours(path)
         os_.append(t)
     b, o = min(bs), min(os_)
-    print(f"lines={n} bytes={size} events={k}")
+    print(f"lines={n} progress_fraction={progress} reorder={reorder} bytes={size} events={k}")
     print(f"bare orjson: {b:.3f}s ({size / b / 1e6:.0f} MB/s)   parse_source: {o:.3f}s "
           f"({size / o / 1e6:.0f} MB/s)   ratio={o / b:.2f}")
 

@@ -24,7 +24,7 @@ import gzip
 import io
 import zlib
 from dataclasses import dataclass
-from typing import IO, Callable, Iterator
+from typing import IO, Iterator
 
 BLOCK = 1 << 16            # bytes read per call (small blocks keep the split lines cache-hot)
 HUGE_LINE = 16 << 20       # lines longer than this are measured, never decoded
@@ -42,31 +42,6 @@ class Oversize:
     terminated: bool = True
 
 
-class _Prefixed(io.RawIOBase):
-    """A raw stream that replays ``prefix`` and then continues with ``read`` (used to put back
-    the bytes read for magic-number detection on a non-seekable stream)."""
-
-    def __init__(self, prefix: bytes, read: Callable[[int], bytes]):
-        self._prefix = prefix
-        self._read = read
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:  # type: ignore[override]
-        n = len(b)
-        if self._prefix:
-            chunk, self._prefix = self._prefix[:n], self._prefix[n:]
-        else:
-            chunk = self._read(n)
-            if chunk is None:
-                chunk = b""
-            if isinstance(chunk, str):
-                chunk = chunk.encode("utf-8", "surrogateescape")
-        b[: len(chunk)] = chunk
-        return len(chunk)
-
-
 def _as_bytes(chunk) -> bytes:
     if chunk is None:
         return b""
@@ -76,34 +51,66 @@ def _as_bytes(chunk) -> bytes:
 
 
 class Source:
-    """Opens a binary stream for block reading; records whether it was gzip-compressed."""
+    """Opens a binary stream for block reading; records whether it was gzip-compressed.
+
+    gzip is decompressed incrementally with bounded output per step (a small, highly
+    compressible member cannot expand into one huge block); concatenated members are read in
+    turn; a truncated or corrupt member yields everything decoded before the damage and then
+    raises (reported by iter_batches as a ``compressed`` error)."""
 
     def __init__(self, stream: IO[bytes] | bytes):
         self.compressed = False
         if isinstance(stream, (bytes, bytearray, memoryview)):
             stream = io.BytesIO(bytes(stream))
         raw_read = stream.read
-        first = _as_bytes(raw_read(BLOCK))
-        if first[:2] == GZIP_MAGIC:
+        self._raw_read = lambda n: _as_bytes(raw_read(n))
+        self._first = self._raw_read(BLOCK)
+        if self._first[:2] == GZIP_MAGIC:
             self.compressed = True
-            gz = gzip.GzipFile(fileobj=io.BufferedReader(_Prefixed(first, raw_read), BLOCK), mode="rb")
-            self._read = gz.read
-            self._first = b""
-        else:
-            self._read = lambda n: _as_bytes(raw_read(n))
-            self._first = first
 
     def blocks(self) -> Iterator[bytes]:
         """Yields non-empty blocks; raises on read errors (handled by iter_batches)."""
+        if self.compressed:
+            yield from self._gunzip()
+            return
         if self._first:
             b, self._first = self._first, b""
             yield b
-        read = self._read
+        read = self._raw_read
         while True:
             b = read(BLOCK)
             if not b:
                 return
             yield b
+
+    def _gunzip(self) -> Iterator[bytes]:
+        read = self._raw_read
+        d = zlib.decompressobj(31)
+        buf, self._first = self._first, b""
+        while True:
+            if not buf:
+                buf = read(BLOCK)
+                if not buf:
+                    break
+            out = d.decompress(buf, BLOCK)
+            buf = d.unconsumed_tail
+            if out:
+                yield out
+            if d.eof:
+                rest = d.unused_data
+                if not rest:
+                    rest = read(BLOCK)
+                    if not rest:
+                        return
+                if rest[:2] != GZIP_MAGIC:
+                    raise OSError(f"trailing garbage after gzip member ({len(rest)}+ bytes)")
+                d = zlib.decompressobj(31)
+                buf = rest
+        tail = d.flush()
+        if tail:
+            yield tail
+        if not d.eof:
+            raise EOFError("gzip stream ends before its end-of-stream marker (truncated)")
 
 
 def iter_batches(src: Source) -> Iterator[tuple[int, object]]:
