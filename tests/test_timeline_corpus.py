@@ -344,3 +344,19 @@ def test_trajectory_entries_order_and_content(tmp_path):
     assert tr[2]["peak_fraction"] is not None and tr[5]["peak_fraction"] is not None
     assert tr[6]["version"] == 3 and all(e["text"] for e in tr)
     assert all(e["transcript_line"] for e in tr[:6])
+
+
+def test_wrapper_known_only_from_the_archived_scratch_copy(tmp_path):
+    def build(b, s):
+        _first_write(b, V1)
+        s.bash("python3 full_validate.py", "all shapes ok\nPASS\n", 0)   # never written in the transcript
+        s.end("Done.")
+        b.scratch["full_validate.py"] = b"import os, subprocess\nos.environ['KBH_NUMERIC_STRESS'] = '0'\n" \
+            b"subprocess.run(['python', 'check.py'])\n"
+        b.grade("PASS", peak_fraction=0.1)
+
+    _, store, rid = _run(tmp_path, "opencode", build)
+    (c,) = _checks(store, rid)
+    assert c["script"] == "wrapper" and c["outcome"] == "PASS" and c["is_final_version"]
+    assert c["env_weakening"] == ["KBH_NUMERIC_STRESS=0"]
+    assert "stress-disabled" in _rules(store, rid)

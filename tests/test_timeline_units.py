@@ -225,3 +225,17 @@ def test_analyze_on_filled_store_cursor_stream_content_and_wrapper():
     # re-running replaces rather than duplicates
     analyze(store, [rid])
     assert store.scalar("select count(*) from check_runs where run_id = ?", [rid]) == 2
+
+
+def test_claude_bash_keeps_its_cwd_between_calls():
+    calls = [_call(1, "Bash", {"command": "cd sub"}, "cd sub", kind="exec"),
+             _call(2, "Bash", {}, "cat > x.py <<'EOF'\nx = 1\nEOF", kind="exec"),
+             _call(3, "bash", {}, "cat > y.py <<'EOF'\ny = 1\nEOF", kind="exec")]   # opencode: no persistence
+    reb = Rebuilder(calls, {}, "01_fp8_gemm").run()
+    assert set(reb.versions) == {WS + "/sub/x.py", WS + "/y.py"}
+    calls = [_call(1, "Bash", {"command": "cd sub"}, "cd sub", kind="exec"),
+             _call(2, "Bash", {}, "cd /tmp", kind="exec"),
+             _call(3, "Bash", {}, "cat > x.py <<'EOF'\nx = 1\nEOF", kind="exec")]
+    res = {2: [_res(2, "Shell cwd was reset to " + WS)]}
+    reb = Rebuilder(calls, res, "01_fp8_gemm").run()
+    assert set(reb.versions) == {WS + "/x.py"}

@@ -74,6 +74,32 @@ def read_final(store, run: dict) -> bytes | None:
     return None
 
 
+def _archived_scratch(store, run: dict, problem: str | None):
+    """key -> text of the archived copy of an agent file of the problem dir (scratch/<rel>), used
+    only to recognise wrapper scripts that the transcript ran but never showed being written."""
+    cache: dict[str, str | None] = {}
+    rf_box: list = []
+
+    def get(key: str) -> str | None:
+        if not problem or f"/problems/{problem}/" not in key:
+            return None
+        rel = key.split(f"/problems/{problem}/", 1)[1]
+        if rel in cache:
+            return cache[rel]
+        txt = None
+        try:
+            if not rf_box:
+                from forensics.archive import RunFiles
+                rf_box.append(RunFiles.from_store(store, run["run_id"]))
+            txt = rf_box[0].read_text("scratch/" + rel)
+        except Exception:
+            txt = None
+        cache[rel] = txt
+        return txt
+
+    return get
+
+
 # ---------------------------------------------------------------------- analysis
 
 def _solution_key(reb, problem: str | None, checks: list[CheckRun]) -> str | None:
@@ -130,7 +156,7 @@ def analyze_run(store, run_id: str) -> dict[str, Any]:
     d = _load(store, run_id)
     run, calls, results, end = d["run"], d["calls"], d["results"], d["end"]
     problem = run.get("problem")
-    reb = Rebuilder(calls, results, problem).run()
+    reb = Rebuilder(calls, results, problem, external=_archived_scratch(store, run, problem)).run()
     sol = _solution_key(reb, problem, reb.checks)
     final_bytes = read_final(store, run)
     final_sha = run.get("solution_sha256") or (hashlib.sha256(final_bytes).hexdigest() if final_bytes is not None else None)

@@ -106,7 +106,8 @@ def _get(args: dict, keys) -> Any:
 
 
 class Rebuilder:
-    def __init__(self, calls: list[dict], results: dict[int, list[dict]], problem: str | None = None):
+    def __init__(self, calls: list[dict], results: dict[int, list[dict]], problem: str | None = None,
+                 external=None):
         self.calls = calls
         self.results = results
         self.problem = problem
@@ -114,6 +115,10 @@ class Rebuilder:
         self.state: dict[str, Version] = {}
         self.default_cwd = self._guess_cwd()
         self.out.default_cwd = self.default_cwd
+        # Claude Code's Bash keeps its working directory between calls ("Shell cwd was reset to X"
+        # when it leaves the project); other harnesses start every command in the call's cwd
+        self.persist_cwd: str | None = None
+        self.external = external or (lambda key: None)
 
     # ------------------------------------------------------------------ paths
     def _guess_cwd(self) -> str | None:
@@ -185,6 +190,8 @@ class Rebuilder:
             res = self.results.get(seq, [])
             failed = bool(res) and all(self._result_failed(r, t) for r in res)
             cwd = self.call_cwd(call)
+            if tool == "Bash" and self.persist_cwd:
+                cwd = self.persist_cwd
             sub = [0]
 
             def order():
@@ -349,6 +356,17 @@ class Rebuilder:
             return
         call_env: dict[str, str] = {}
         res = self.results.get(call.get("call_seq"), [])
+        if (call.get("tool") or "") == "Bash":
+            end_cwd = cwd
+            for c in cmds:
+                if c.argv0 == "cd" and not c.pipe_in and not c.pipe_out and not c.background:
+                    end_cwd = shell.join_path(c.cwd, c.words[1] if len(c.words) > 1 else "~")
+            for r in res:
+                m = re.search(r"Shell cwd was reset to (\S+)", r.get("text") or "")
+                if m:
+                    end_cwd = m.group(1)
+            if end_cwd != cwd:
+                self.persist_cwd = end_cwd
         for i, c in enumerate(cmds):
             if not c.words and not c.redirects:
                 continue
@@ -373,12 +391,16 @@ class Rebuilder:
                 else:
                     key = self.resolve(script, c.cwd)
                     txt = self.content_of(key)
+                    if txt is None and not self._known(key):
+                        txt = self.external(key)
                     if txt and _WRAPPER_RX.search(txt):
                         kind, wrapper = "wrapper", key
             elif argv and (argv[0] in ("bash", "sh") and len(argv) > 1 or argv[0].endswith(".sh")):
                 sp = argv[1] if argv[0] in ("bash", "sh") else argv[0]
                 key = self.resolve(sp, c.cwd)
                 txt = self.content_of(key)
+                if txt is None and not self._known(key):
+                    txt = self.external(key)
                 if txt and _WRAPPER_RX.search(txt):
                     kind, wrapper = "wrapper", key
             if kind is None:
@@ -395,7 +417,7 @@ class Rebuilder:
             cr = CheckRun(call.get("call_seq"), call.get("line"), call.get("ts"), kind, command, order(),
                           {**call_env, **c.env}, argv, filt, wrapper, False, list(res), checker)
             if wrapper:
-                cr.env.update(_env_in_source(self.content_of(wrapper) or ""))
+                cr.env.update(_env_in_source(self.content_of(wrapper) or self.external(wrapper) or ""))
             self.out.checks.append(cr)
             if c.background or call.get("background"):
                 cr.background = True
@@ -525,7 +547,8 @@ class Rebuilder:
                     if key not in self.state or self.state[key].deleted:
                         self._emit(key, "", call, "touch", order())
             return
-        if shell.is_python(a0) and (("-c" in argv) or hd is not None or (len(argv) >= 2 and argv[1] == "-")):
+        if shell.is_python(a0) and shell.python_script(argv)[0] is None and (
+                ("-c" in argv) or hd is not None or (len(argv) >= 2 and argv[1] == "-")):
             code = None
             if "-c" in argv:
                 k = argv.index("-c")
