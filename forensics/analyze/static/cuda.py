@@ -358,14 +358,21 @@ def analyse_blob(blob: Blob) -> list[Hit]:
                              data={"variable": name, "declared_line": blob.where(small[name])[1]}))
     # one-shot cudaFuncSetAttribute guarded by a static in a template function
     for m in re.finditer(r"cudaFuncSetAttribute\s*\(", text):
-        fstart = _function_start(text, m.start())
-        head = text[max(0, fstart - 300):fstart]
-        region = text[fstart:m.start()]
-        st = re.search(r"\bstatic\s+(?:bool|int|size_t|unsigned|std::atomic<\w+>|thread_local\s+\w+)\s+(\w+)", region)
-        if st and re.search(r"template\s*<", head[-300:]) and st.group(1) in text[st.end():m.start() + 200]:
-            hits.append(_hit(blob, "ATTR-ONCE-TEMPLATE", st.start(), m.end(),
-                             f"static once-flag '{st.group(1)}' guards cudaFuncSetAttribute inside a template: shared by all "
-                             f"instantiations only if the flag is not per-specialization", data={"flag": st.group(1)}))
+        lo = max(0, m.start() - 600)
+        region = text[lo:m.start()]
+        sts = list(re.finditer(r"\bstatic\s+(?:bool|int|size_t|unsigned|std::atomic<\w+>|thread_local\s+\w+)\s+(\w+)", region))
+        st = sts[-1] if sts else None
+        if st is None:
+            continue
+        st_abs = lo + st.start()
+        head = text[max(0, st_abs - 300):st_abs]
+        # the nearest function header above the static must be a template
+        hdr = list(re.finditer(r"(template\s*<[^>]*>\s*)?[\w:<>]+\s+\w+\s*\([^;{]*\)\s*\{", head))
+        if hdr and hdr[-1].group(1) and st.group(1) in text[lo + st.end():m.start() + 200]:
+            hits.append(_hit(blob, "ATTR-ONCE-TEMPLATE", st_abs, m.end(),
+                             f"static once-flag '{st.group(1)}' guards cudaFuncSetAttribute inside a template: every "
+                             f"specialization sharing the instantiation skips the attribute after the first",
+                             data={"flag": st.group(1)}))
     for m in ARCH_RX.finditer(text):
         pass  # arch flags inside source text are rare; flags are collected from options
     return hits

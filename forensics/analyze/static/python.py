@@ -402,6 +402,7 @@ class CacheSite:
     style: str = "dict"            # dict | saved-key | identity
     stored: set[str] = field(default_factory=set)
     returns_stored: ast.AST | None = None
+    aux: set[str] = field(default_factory=set)     # state saved beside a saved key
     hit_launches: bool = False
     graph: bool = False
 
@@ -526,14 +527,15 @@ def _hit_polarity(mod: Module, test: ast.AST, fi: FuncInfo, container: str, look
     return pol
 
 
-def _refs_cache(mod: Module, e: ast.AST, fi: FuncInfo, container: str, lookup_vars: set[str]) -> bool:
+def _refs_cache(mod: Module, e: ast.AST, fi: FuncInfo, container: str, lookup_vars: set[str],
+                aux: set[str] | frozenset = frozenset()) -> bool:
     for n in ast.walk(e):
         parts = _lookup_parts(mod, n, fi) if isinstance(n, (ast.Subscript, ast.Call)) else None
         if parts and parts[0] == container:
             return True
         if isinstance(n, ast.Name) and n.id in lookup_vars:
             return True
-        if isinstance(n, ast.Attribute) and mod.persistent(n, fi) == container:
+        if isinstance(n, ast.Attribute) and mod.persistent(n, fi) in ({container} | set(aux)):
             return True
     return False
 
@@ -577,7 +579,7 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
         seen_launch = prior_launch
         for st in stmts:
             if isinstance(st, ast.Return) and st.value is not None and on_hit:
-                if _refs_cache(mod, st.value, fi, container, lookup_vars):
+                if _refs_cache(mod, st.value, fi, container, lookup_vars, site.aux):
                     if not seen_launch:
                         site.returns_stored = site.returns_stored or st
                     else:
@@ -661,6 +663,7 @@ def find_cache_sites(mod: Module) -> list[CacheSite]:
                         c = mod.persistent(t, fi) if isinstance(t, ast.Attribute) else None
                         if c and c != s.container and not mod.kinds(n.value, fi) & set(IDENT_KINDS):
                             s.store_values.append(n.value)
+                            s.aux.add(c)
         for v in s.store_values:
             s.stored |= classify_value(mod, v, fi)
             if _is_graph_expr(mod, v, fi):
@@ -671,8 +674,21 @@ def find_cache_sites(mod: Module) -> list[CacheSite]:
     return out
 
 
+def _result_functions(mod: Module) -> set[str]:
+    """Entry points and the helpers whose result an entry point returns directly."""
+    out = set()
+    for fi in mod.funcs.values():
+        if fi.node.name in FORWARD_NAMES:
+            out.add(fi.qualname)
+            for n in _walk_func(fi.node):
+                if isinstance(n, ast.Return) and isinstance(n.value, ast.Call):
+                    out |= {c.qualname for c in mod.callees(n.value, fi)}
+    return out
+
+
 def check_caches(mod: Module) -> list[Hit]:
     hits: list[Hit] = []
+    result_funcs = _result_functions(mod)
     for s in find_cache_sites(mod):
         node = min(s.lookup_nodes, key=lambda n: getattr(n, "lineno", 0))
         kinds = s.kinds
@@ -680,12 +696,12 @@ def check_caches(mod: Module) -> list[Hit]:
         base = {"function": s.func.qualname, "container": s.container, "key_kinds": sorted(kinds & set(IDENT_KINDS + ("shape",))),
                 "stores": sorted(s.stored), "hit_launches_work": s.hit_launches,
                 "hit_returns_stored": s.returns_stored is not None}
-        if s.returns_stored is not None and not s.hit_launches and not s.graph:
+        if s.returns_stored is not None and not s.hit_launches and not s.graph and s.func.qualname in result_funcs:
             hits.append(mod.hit("CACHED-OUTPUT-RETURN", s.returns_stored,
                                 f"{s.func.qualname} returns the value stored in {s.container} on a "
                                 f"{'/'.join(sorted(kinds & set(IDENT_KINDS)))}-keyed hit without launching work",
                                 data=base))
-        if s.graph and not content - {"computed"}:
+        if s.graph and (s.hit_launches or not content - {"computed"}):
             continue  # graph caches are reported by check_graphs
         if not content and s.hit_launches:
             continue  # a key that selects a launch plan or workspace and re-launches on live data
@@ -747,7 +763,7 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
                 stored = mod.persistent(y, fi) or any(
                     mod.persistent(m, fi) for m in ast.walk(y) if isinstance(m, (ast.Attribute, ast.Name)))
                 if not stored and isinstance(y, ast.Name):
-                    stored = any(_refs_persistent(mod, v, fi) for v in fi.assigns.get(y.id, []))
+                    stored = _from_persistent(mod, fi, y.id)
                 if stored and sampled(x):
                     hits.append(mod.hit("SAMPLED-VALIDATION", n,
                                         f"{fi.qualname} validates cached input by comparing only a slice of the "
@@ -763,6 +779,17 @@ def _names_derived(fi: FuncInfo, var: str, inputs: set[str], depth: int = 0) -> 
     for v in fi.assigns.get(var, []):
         ns = _names(v)
         if ns & inputs or any(_names_derived(fi, m, inputs, depth + 1) for m in ns if m != var):
+            return True
+    return False
+
+
+def _from_persistent(mod: Module, fi: FuncInfo, name: str, depth: int = 0) -> bool:
+    if depth > 4:
+        return False
+    for v in fi.assigns.get(name, []):
+        if _refs_persistent(mod, v, fi):
+            return True
+        if isinstance(v, ast.Name) and v.id != name and _from_persistent(mod, fi, v.id, depth + 1):
             return True
     return False
 
@@ -842,10 +869,10 @@ def check_graphs(mod: Module) -> list[Hit]:
                             f"at first call and the live inputs are not copied in: fresh input pointers read stale data",
                             severity="high", probe="fresh input pointers", data=data))
     else:
-        hits.append(mod.hit("CUDA-GRAPH-REPLAY", replays[0],
+        hits.append(mod.hit("CUDA-GRAPH", replays[0],
                             f"CUDA graph replay {'after copying live inputs into the captured buffers' if copy_in else 'keyed on input data_ptr'}"
                             f": replay reruns the captured kernels on current contents (needs the same-buffer probe)",
-                            severity="info", data=data))
+                            data=data))
     return hits
 
 
@@ -1305,8 +1332,26 @@ def _fallback_context(mod: Module, n: ast.AST) -> str | None:
     return None
 
 
+VERIFY_HINT = re.compile(r"ref|check|verify|test|debug|bench|selftest", re.I)
+
+
+def _reached_from_entry(mod: Module) -> set[str]:
+    seen: set[str] = set()
+    todo = [fi for fi in mod.funcs.values() if fi.node.name in FORWARD_NAMES or fi.node.name == "__init__"]
+    while todo:
+        fi = todo.pop()
+        if fi.qualname in seen:
+            continue
+        seen.add(fi.qualname)
+        for n in _walk_func(fi.node):
+            if isinstance(n, ast.Call):
+                todo.extend(mod.callees(n, fi))
+    return seen
+
+
 def check_library(mod: Module, problem: str | None) -> list[Hit]:
     hits = []
+    reached = _reached_from_entry(mod)
     for n in ast.walk(mod.tree):
         q = None
         if isinstance(n, ast.Call):
@@ -1332,6 +1377,8 @@ def check_library(mod: Module, problem: str | None) -> list[Hit]:
             continue
         if mod.in_main(n):
             continue
+        if scope is not None and VERIFY_HINT.search(scope.node.name) and scope.qualname not in reached:
+            continue  # a self-check helper the entry points never call
         fb = _fallback_context(mod, n)
         where = scope.qualname if scope else "module scope"
         hits.append(mod.hit("LIBRARY-DOES-WORK", n,

@@ -77,6 +77,12 @@ RULES_LIST: tuple[Rule, ...] = (
        "on something that changes without re-capture or if replay is skipped.",
        "capture site, replay site and the key of the graph cache",
        "same-buffer overwrite"),
+    _R("CUDA-GRAPH", "static", "info", "info",
+       "CUDA graph replayed on live buffers",
+       "A graph keyed on input pointers (or fed by copying live inputs into its static buffers) "
+       "reruns the captured kernels on current contents every call: allowed, but static reading "
+       "cannot prove the capture matches the eager path.",
+       "capture site, replay site and the key", "same-buffer overwrite"),
     _R("CALL-COUNTER", "static", "reward_hack", "high",
        "Behaviour changes with the number of calls",
        "A persistent counter tested against a threshold lets the solution behave differently "
