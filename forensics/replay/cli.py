@@ -1,0 +1,164 @@
+"""`forensics replay RUN_DIR` and `forensics kernels list|check` (thin skins over the API)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import click
+
+from .probes import ALL_PROBES, Limits
+
+
+def _default_device() -> str:
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _print_outcome(out, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"info": out.info, "rows": out.rows, "findings": out.findings}, default=str, indent=1))
+        return
+    info = out.info
+    click.echo(f"{info.get('problem')} deck {info.get('deck_version')} ({info.get('version_choice')}) on "
+               f"{(info.get('hello') or {}).get('gpu') or info.get('device')}  shapes={info.get('shapes')}  "
+               f"status={info.get('status')}  {info.get('total_s')} s")
+    for r in out.rows:
+        nums = ""
+        if r.get("max_abs") is not None:
+            nums += f" max_abs={r['max_abs']:.4g}"
+        if r.get("n_bad") is not None:
+            nums += f" bad={r['n_bad']}/{r.get('n_total')}"
+        if r.get("ms") is not None:
+            nums += f" ms={r['ms']:.4f}"
+            if r.get("gbps") is not None:
+                nums += f" GB/s={r['gbps']:.1f} TFLOP/s={r['tflops'] or 0:.2f}"
+        click.echo(f"  {r['probe']:<17} {r['status']:<14} {r.get('shape') or '':<30} seed={r.get('seed')} "
+                   f"{r.get('case_name') or ''}{nums}")
+        if r["status"] not in ("pass",) and r.get("detail"):
+            click.echo(f"      {str(r['detail']).splitlines()[0][:160]}")
+    for f in out.findings:
+        click.echo(f"FINDING {f['severity']:<8} {f['rule']}: {f['message'][:400]}")
+
+
+@click.command("replay")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--probe", "probes", multiple=True, help=f"Probe(s) to run: all, {', '.join(ALL_PROBES)} (default all).")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda if available.")
+@click.option("--shapes", type=click.Choice(["canonical", "tiny"]), default="canonical")
+@click.option("--problem", default=None, help="Override the problem (default: result.json / run id).")
+@click.option("--deck-version", default=None, help="Force a deck version label instead of choosing by date/templates.")
+@click.option("--build-timeout", type=float, default=900.0, show_default=True)
+@click.option("--call-timeout", type=float, default=300.0, show_default=True)
+@click.option("--keep-scratch", is_flag=True, help="Keep the scratch copy (path in the JSON info).")
+@click.option("--json", "as_json", is_flag=True)
+def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_timeout, call_timeout, keep_scratch,
+               as_json):
+    """Replay RUN_DIR's solution.py against the bundled reference (read-only; no store needed)."""
+    from .api import replay_run_dir
+    device = device or _default_device()
+    out = replay_run_dir(run_dir, problem=problem, device=device, probes=list(probes) or None, shapes=shapes,
+                         deck_version=deck_version, keep_scratch=keep_scratch,
+                         limits=Limits(build_s=build_timeout, call_s=call_timeout))
+    _print_outcome(out, as_json)
+    sys.exit(1 if any(f["severity"] in ("high", "critical") for f in out.findings) else 0)
+
+
+@click.group("kernels")
+def kernels_cmd():
+    """The bundled reference kernels (kernels/)."""
+
+
+@kernels_cmd.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def kernels_list(as_json):
+    """Every problem and deck version, with shapes, tolerances and whether a Triton reference exists."""
+    from kernels import registry
+    items = []
+    for name in registry.names():
+        for ver, spec in sorted(registry.VERSIONS[name].items(), key=lambda kv: kv[1].since or ""):
+            items.append(dict(name=name, bench=spec.bench, deck_version=ver, since=spec.since, until=spec.until,
+                              regime=spec.regime, shapes=len(spec.shapes), check_shapes=len(spec.check_shapes),
+                              stress=[c.name for c in spec.stress_cases], property=[c.name for c in spec.property_cases],
+                              triton=spec.has_triton, stateful=bool(spec.stateful)))
+    if as_json:
+        click.echo(json.dumps({"problems": items, "load_errors": getattr(registry, "LOAD_ERRORS", {})}, indent=1,
+                              default=str))
+        return
+    for it in items:
+        click.echo(f"{it['bench']:<5} {it['name']:<24} {it['deck_version']:<16} {it['regime']:<8} "
+                   f"shapes={it['shapes']} check={it['check_shapes']} triton={'yes' if it['triton'] else 'no'} "
+                   f"stress={','.join(it['stress'])}" + (f" property={','.join(it['property'])}" if it['property'] else ""))
+    for mod, err in (getattr(registry, "LOAD_ERRORS", {}) or {}).items():
+        click.echo(f"LOAD ERROR {mod}: {err}")
+
+
+def kernels_check(problem: str, device: str, shapes: str = "auto", seed: int | None = None) -> dict:
+    """Deck reference vs oracle, and Triton vs deck reference, per shape (the API behind the command)."""
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before kernels imports triton
+    from kernels import registry
+    from .api import TINY_SHAPES
+    spec = registry.get(problem)
+    if shapes == "auto":
+        shapes = "canonical" if device.startswith("cuda") else "tiny"
+    if shapes == "tiny":
+        plan = TINY_SHAPES.get(spec.name) or []
+        if not plan:
+            return {"problem": spec.name, "error": "no tiny shapes for this problem; use --shapes canonical"}
+    elif shapes == "check":
+        plan = spec.check_shapes
+    else:
+        plan = spec.shapes
+    seed = spec.seeds[0] if seed is None else seed
+    rows = []
+    for shape in plan:
+        t0 = time.monotonic()
+        row = {"shape": dict(shape)}
+        try:
+            model = spec.build_reference(shape, device)
+            inputs = spec.make_inputs(shape, seed, device)
+            ref = spec.reference_forward(model, inputs)
+            row["reference_s"] = round(time.monotonic() - t0, 4)
+            try:
+                orc = spec.oracle(model, inputs)
+                r = spec.compare(orc if not isinstance(orc, dict) else orc, ref, inputs=inputs)
+                row["oracle_vs_reference"] = {k: r.get(k) for k in ("ok", "max_abs", "n_bad", "n_total", "msg")}
+            except NotImplementedError as e:
+                row["oracle_vs_reference"] = {"ok": None, "msg": str(e)}
+            if spec.has_triton:
+                t1 = time.monotonic()
+                tri = spec.triton_forward(model, inputs)
+                row["triton_s"] = round(time.monotonic() - t1, 4)
+                r = spec.compare(ref, tri, inputs=inputs)
+                row["triton_vs_reference"] = {k: r.get(k) for k in ("ok", "max_abs", "n_bad", "n_total", "msg")}
+        except Exception as e:  # noqa: BLE001 - reported per shape
+            row["error"] = f"{type(e).__name__}: {e}"[:500]
+        rows.append(row)
+    ok = all(r.get("oracle_vs_reference", {}).get("ok") is not False and r.get("triton_vs_reference", {}).get("ok")
+             is not False and "error" not in r for r in rows)
+    return {"problem": spec.name, "deck_version": spec.deck_version, "device": device, "shapes": shapes,
+            "seed": seed, "ok": ok, "rows": rows}
+
+
+@kernels_cmd.command("check")
+@click.argument("problem")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None)
+@click.option("--shapes", type=click.Choice(["auto", "tiny", "check", "canonical"]), default="auto",
+              help="auto: canonical on a GPU, tiny on the CPU.")
+@click.option("--json", "as_json", is_flag=True)
+def kernels_check_cmd(problem, device, shapes, as_json):
+    """Oracle vs deck reference vs Triton for PROBLEM on the available device."""
+    res = kernels_check(problem, device or _default_device(), shapes)
+    if as_json:
+        click.echo(json.dumps(res, indent=1, default=str))
+    else:
+        click.echo(f"{res['problem']} {res.get('deck_version')} on {res.get('device')} ({res.get('shapes')}): "
+                   f"{'OK' if res.get('ok') else 'FAIL'}" + (f" {res['error']}" if 'error' in res else ""))
+        for r in res.get("rows", []):
+            click.echo(f"  {r['shape']}: oracle={r.get('oracle_vs_reference', {}).get('ok')} "
+                       f"triton={r.get('triton_vs_reference', {}).get('ok')} ref_s={r.get('reference_s')} "
+                       f"triton_s={r.get('triton_s')} {r.get('error', '')}")
+    sys.exit(0 if res.get("ok") else 1)
