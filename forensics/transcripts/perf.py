@@ -1,6 +1,7 @@
 """Throughput of parse_source vs bare `for line in f: orjson.loads(line)` (not a test; run by hand).
 
     python -m forensics.transcripts.perf [N_LINES] [PROGRESS_FRACTION] [reorder]
+    python -m forensics.transcripts.perf files PATH...     # existing transcripts instead
 
 Writes /tmp/forensics_perf_claude.jsonl: a Claude stream-json transcript where PROGRESS_FRACTION
 (default 0.97) of the loop iterations write a system/task_progress heartbeat and the rest an
@@ -61,36 +62,53 @@ def generate(path: Path, n: int, progress: float = 0.97, seed: int = 0, reorder:
                               "usage": {"input_tokens": 1, "output_tokens": 2}, "total_cost_usd": 1.5}) + b"\n")
 
 
-def bare(path: Path) -> float:
+def bare(*paths: Path) -> float:
     t = time.process_time()
-    with path.open("rb") as f:
-        for line in f:
-            orjson.loads(line)
+    for path in paths:
+        with path.open("rb") as f:
+            for line in f:
+                try:
+                    orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    pass
     return time.process_time() - t
 
 
-def ours(path: Path) -> tuple[float, int]:
+def ours(*paths: Path, harness: str | None = "claude") -> tuple[float, int]:
     t = time.process_time()
     k = 0
-    with path.open("rb") as f:
-        for _ev in parse_source(f, source="transcript.jsonl", harness="claude"):
-            k += 1
+    for path in paths:
+        with path.open("rb") as f:
+            for _ev in parse_source(f, source="transcript.jsonl", harness=harness):
+                k += 1
     return time.process_time() - t, k
 
 
+def compare(paths: list[Path], harness: str | None) -> tuple[float, float, int]:
+    bs, os_, k = [], [], 0
+    for _ in range(7):  # interleaved, best of 7 each, CPU time (the machine is shared)
+        bs.append(bare(*paths))
+        t, k = ours(*paths, harness=harness)
+        os_.append(t)
+    return min(bs), min(os_), k
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "files":
+        paths = [Path(p) for p in sys.argv[2:]]
+        size = sum(p.stat().st_size for p in paths)
+        b, o, k = compare(paths, None)
+        print(f"files={len(paths)} bytes={size} events={k}")
+        print(f"bare orjson: {b:.3f}s ({size / b / 1e6:.0f} MB/s)   parse_source: {o:.3f}s "
+              f"({size / o / 1e6:.0f} MB/s)   ratio={o / b:.2f}")
+        return
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
     progress = float(sys.argv[2]) if len(sys.argv) > 2 else 0.97
     path = Path("/tmp/forensics_perf_claude.jsonl")
     reorder = len(sys.argv) > 3 and sys.argv[3] == "reorder"
     generate(path, n, progress, reorder=reorder)
     size = path.stat().st_size
-    bs, os_, k = [], [], 0
-    for _ in range(7):  # interleaved, best of 7 each, CPU time (the machine is shared)
-        bs.append(bare(path))
-        t, k = ours(path)
-        os_.append(t)
-    b, o = min(bs), min(os_)
+    b, o, k = compare([path], "claude")
     print(f"lines={n} progress_fraction={progress} reorder={reorder} bytes={size} events={k}")
     print(f"bare orjson: {b:.3f}s ({size / b / 1e6:.0f} MB/s)   parse_source: {o:.3f}s "
           f"({size / o / 1e6:.0f} MB/s)   ratio={o / b:.2f}")

@@ -159,8 +159,7 @@ def iter_batches(src: Source) -> Iterator[tuple[int, object]]:
                 plen += len(buf)
                 buf = b""
                 if plen > HUGE_LINE:
-                    head = b"".join(parts)[: EXCERPT * 4]
-                    huge = Oversize(plen, head)
+                    huge = Oversize(plen, _head(parts))
                     parts = []
                     plen = 0
                 break
@@ -194,6 +193,16 @@ def iter_batches(src: Source) -> Iterator[tuple[int, object]]:
             yield HUGE, Oversize(len(last), last[: EXCERPT * 4], terminated=False)
         else:
             yield LAST, [last]
+
+
+def _head(parts: list[bytes]) -> bytes:
+    """First bytes of a line held as pieces, without joining the whole line."""
+    out = b""
+    for p in parts:
+        out += p[: EXCERPT * 4 - len(out)]
+        if len(out) >= EXCERPT * 4:
+            break
+    return out
 
 
 def excerpt(raw: bytes) -> str:
