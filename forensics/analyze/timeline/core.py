@@ -188,7 +188,9 @@ def analyze_run(store, run_id: str) -> dict[str, Any]:
         texts, ec, still = [], None, False
         last_line = None
         for r in cr.results:
-            out, xec, status = split_task_output(r.get("text") or "")
+            out, xec, status = split_task_output(_unwrap_json_result(r.get("text") or ""))
+            if xec is None:
+                xec = _json_exit(r.get("text") or "")
             texts.append(out)
             if r.get("exit_code") is not None:
                 ec = r["exit_code"]
@@ -225,6 +227,35 @@ def analyze_run(store, run_id: str) -> dict[str, Any]:
     summary = _summary(run, sol, sol_versions, crow, end, calls, final_sha, final_bytes is not None, n_anchored, reb)
     findings = _findings(run_id, source, summary, sol_versions, crow, reb, calls)
     return {"versions": vrows, "checks": crow, "findings": findings, "summary": summary, "rebuild": reb}
+
+
+def _json_result(text: str) -> dict | None:
+    """A shell result left as the harness's JSON object (Cursor `{"success"|"failure": {stdout,
+    stderr, exitCode}}`): the parts a check run needs, or None."""
+    t = text.lstrip()
+    if not t.startswith("{") or '"stdout"' not in t[:20000] and '"exitCode"' not in t[:20000]:
+        return None
+    try:
+        import orjson
+        d = orjson.loads(t)
+    except Exception:
+        return None
+    if isinstance(d, dict) and len(d) == 1 and isinstance(next(iter(d.values())), dict):
+        d = next(iter(d.values()))
+    return d if isinstance(d, dict) and ("stdout" in d or "exitCode" in d) else None
+
+
+def _unwrap_json_result(text: str) -> str:
+    d = _json_result(text)
+    if d is None:
+        return text
+    return "\n".join(str(d.get(k) or "") for k in ("stdout", "stderr") if d.get(k))
+
+
+def _json_exit(text: str) -> int | None:
+    d = _json_result(text)
+    v = d.get("exitCode") if d else None
+    return v if isinstance(v, int) else None
 
 
 def _has_output(t: str) -> bool:
