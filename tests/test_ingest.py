@@ -234,7 +234,8 @@ def test_sigkill_midway_then_restart_matches_uninterrupted(archive: Path, tmp_pa
     db = tmp_path / "killed.duckdb"
     code = ("import sys; from forensics.store.db import Store; from forensics.store.ingest import ingest_archive;"
             "s=Store(sys.argv[2]); ingest_archive(s, sys.argv[1])")
-    p = subprocess.Popen([sys.executable, "-c", code, str(archive), str(db)])
+    env = dict(os.environ, FORENSICS_INGEST_GROUP_RUNS="1")  # one commit per run, so the kill lands between commits
+    p = subprocess.Popen([sys.executable, "-c", code, str(archive), str(db)], env=env)
     deadline = time.time() + 60
     while time.time() < deadline and p.poll() is None:
         time.sleep(0.05)
