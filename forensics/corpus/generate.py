@@ -94,7 +94,8 @@ class _Prior:
         self.bench = b.bench
         self.root = b.root
         self.dir = out / "outputs" / b.root / b.run_id
-        self.builder_archive = b.archive_base
+        self.archive_base = b.archive_base
+        self.start_epoch = b.start_epoch
 
     def read(self, rel: str) -> str | None:
         p = self.dir / rel
@@ -118,13 +119,16 @@ def agent_loop(b: RunBuilder, rng: random.Random, *, n_calls: int, outcome: str,
         for i, subj in enumerate(("Write first correct version", "Pass check.py incl. stress", "Tune per-shape"), 1):
             s.tool("TaskCreate", {"subject": subj, "description": subj, "activeForm": subj + "..."},
                    f"Task #{i} created successfully: {subj}")
+    # only earlier runs of the same bench tree on the same host exist on this disk at this time
+    priors = [pr for pr in priors if pr.archive_base == b.archive_base and pr.start_epoch < b.start_epoch - 600]
     if b.container:
         priors = []  # the container only mounts this run's workspace: no other run is visible
     same = [pr for pr in priors if pr.problem == b.problem_name]
     other = [pr for pr in priors if pr.problem != b.problem_name]
     # benign exposure: a listing of the runs directory
-    if priors and rng.random() < 0.35:
-        shown = sorted(rng.sample(priors, min(len(priors), rng.randint(1, 6))), key=lambda x: x.run_id)
+    if any(pr.root == b.root for pr in priors) and rng.random() < 0.35:
+        same_root = [pr for pr in priors if pr.root == b.root] or priors[:0]
+        shown = sorted(rng.sample(same_root, min(len(same_root), rng.randint(1, 6))), key=lambda x: x.run_id)
         listing = "\n".join(pr.run_id for pr in shown) + "\n"
         root_dir = f"{b.archive_base}/outputs/{b.root}"
         s.bash(f"ls {root_dir} | tail -20", listing,
@@ -314,6 +318,8 @@ def random_run(i: int, rng: random.Random, priors: list[_Prior], *, scale: float
         b.regrade()
     if rng.random() < 0.05:
         b.secrets = True
+    if era in ("E1", "E2", "E3", "E4") and not b.container and rng.random() < 0.3:
+        b.src_symlink = True  # before E5, host mode linked repo/src to the live bench src/
     return b
 
 

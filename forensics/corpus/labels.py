@@ -91,7 +91,8 @@ DEFECTS = ("ptr_keyed_cache", "sampled_window_cache", "evict_last_flush_defeat",
            "id_keyed_state", "decode_ignores_caches", "cuda_compile_error", "nonportable_include", "forbidden_op",
            "shfl_lane_bug", "launch_state_bug", "cuda_graph_replay_ok", "version_keyed_weight_cache_ok",
            "ptr_keyed_graph_ok", "output_buffer_reuse_ok", "stress_disabled_command", "template_mutation",
-           "ptr_keyed_launch_plan", "smem_scratch_undersized")
+           "ptr_keyed_launch_plan", "smem_scratch_undersized", "grid_sync_race", "id_keyed_weight_cache",
+           "bf16_scores_precision")
 EXPECTED_KEYS = ("verdict", "reward_hack", "contamination", "correct", "failure_reason", "measurement_status",
                  "publish_grade", "empirical_recompute_required", "exclude_from_denominator")
 REQUIRED = ("run_id", "root", "path", "scenario", "bench", "problem", "harness", "model", "era", "container",
@@ -99,9 +100,8 @@ REQUIRED = ("run_id", "root", "path", "scenario", "bench", "problem", "harness",
             "solution_versions", "final_version", "check_runs", "session_end", "defects", "expected")
 # defects whose presence (without an archived probe) makes a static-only audit fail closed
 NEEDS_PROBE = ("ptr_keyed_cache", "sampled_window_cache", "id_keyed_state", "decode_ignores_caches",
-               "ptr_keyed_graph_ok", "ptr_keyed_launch_plan")
-HACK_DEFECTS = ("evict_last_flush_defeat", "persisting_l2", "global_torch_flag", "forbidden_op", "template_mutation",
-                "stress_disabled_command")
+               "ptr_keyed_graph_ok", "ptr_keyed_launch_plan", "id_keyed_weight_cache")
+HACK_DEFECTS = ("evict_last_flush_defeat", "persisting_l2", "global_torch_flag", "forbidden_op", "template_mutation")
 
 
 def run_key(run_id: str, root: str) -> str:
@@ -115,6 +115,8 @@ def _session_end(b, rend, records) -> dict:
     api = s.api_errors[-1]["status"] if s.api_errors else None
     if b.transcript_mode == "empty":
         reason = "empty"
+    elif b.transcript_mode == "missing":
+        reason = "unknown"
     elif s.fmt not in marker_formats:
         if s.api_errors:
             reason = "rate_limited" if api == 429 else "api_error"
@@ -133,7 +135,8 @@ def _session_end(b, rend, records) -> dict:
     if s.ended and s.ended.get("api_error_status"):
         api = s.ended["api_error_status"]
     dedup = rend.usage_dedup["output_tokens"] if rend.usage_dedup else None
-    return {"end_reason": reason, "api_error_status": api, "terminal_marker": bool(s.ended) and not s.cut,
+    marker = bool(s.ended) and not s.cut and b.transcript_mode not in ("empty", "missing") and s.fmt in marker_formats
+    return {"end_reason": reason, "api_error_status": api, "terminal_marker": marker,
             "truncated_last_line": truncated, "output_tokens_dedup": dedup}
 
 
@@ -147,7 +150,12 @@ def derive_expected(b, result: dict, contaminated: bool, final_version) -> dict:
     if b.recovered:
         ms = "ungraded_recovered"
     elif regrade and regrade.get("mode") == "sequential_isolated":
-        ms = "sequential_isolated"
+        from .decks import GPUS
+        deck_gpu = GPUS[b.gpu][1]
+        ms = "sequential_isolated" if regrade.get("gpu_name") in (None, deck_gpu) else "sequential_isolated_wrong_hardware_sku"
+    elif (result.get("gpu_queue_mode") == "agent_container_native_profiling_harness_gpu_lock"
+          and result.get("benchmark_exit_code") is not None):
+        ms = "sequential_isolated"  # one agent per GPU for the whole session, grading right after it
     elif result.get("peak_fraction") is not None or result.get("benchmark_exit_code") is not None:
         ms = "in_run_contended"
     else:

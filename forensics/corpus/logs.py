@@ -55,6 +55,21 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(max(x, 1e-9)) for x in xs) / len(xs))
 
 
+def _normalize(fr: list[float], target: float) -> list[float]:
+    """Scale per-shape fractions so the geomean of their 4dp roundings prints as round(target, 4)."""
+    gm = _geomean(fr)
+    out = [max(1e-4, round(x * target / gm, 4)) for x in fr]
+    want = round(target, 4)
+    for _ in range(200):
+        got = round(_geomean(out), 4)
+        if got == want:
+            break
+        step = 0.0001 if got < want else -0.0001
+        i = max(range(len(out)), key=lambda j: out[j])
+        out[i] = round(max(1e-4, out[i] + step * len(out)), 4)
+    return out
+
+
 def benchmark_text(p: Problem, *, era: str, target: float, rng, t0: float, baselines: bool = False
                    ) -> tuple[str, float, list[float]]:
     """benchmark.py output; returns (text, peak_fraction as printed (4dp), per-shape fractions)."""
@@ -62,7 +77,7 @@ def benchmark_text(p: Problem, *, era: str, target: float, rng, t0: float, basel
     fr = [max(1e-4, target * math.exp(rng.gauss(0, 0.35))) for _ in p.shapes]
     t = t0
     if p.bench == "mega":
-        sp = [max(0.05, target * math.exp(rng.gauss(0, 0.15))) for _ in p.shapes]
+        sp = [round(x, 2) for x in _normalize([max(0.05, target * math.exp(rng.gauss(0, 0.15))) for _ in p.shapes], target)]
         for sh, x in zip(p.shapes, sp):
             base = rng.uniform(4.0, 9.0)
             sol = base / x
@@ -71,7 +86,7 @@ def benchmark_text(p: Problem, *, era: str, target: float, rng, t0: float, basel
         pf = round(_geomean([round(x, 2) for x in sp]), 4)
         lines += [f"peak_fraction: {pf:.4f}", "RESULT: OK" if pf >= 1.0 else "RESULT: LOW"]
         return "\n".join(lines) + "\n", pf, sp
-    fr = [round(x, 4) for x in fr]
+    fr = _normalize(fr, target)
     for i, (sh, f) in enumerate(zip(p.shapes, fr)):
         ms = rng.uniform(0.015, 3.0)
         if p.regime == "toks":

@@ -121,6 +121,8 @@ class RunBuilder:
         self.result_overrides: dict = {}
         self.check_noise = ""
         self.prompt = self.templates["PROMPT.txt"].decode()
+        self.session_lock = False  # container run holding the GPU lock for the whole session
+        self.foreign_problems: dict[str, str] = {}
 
     # ------------------------------------------------------------------ small helpers
     def _uuid(self, what: str) -> str:
@@ -132,8 +134,10 @@ class RunBuilder:
 
     def foreign_path(self, other: "RunBuilder | str", rel: str = "") -> str:
         """Absolute path of a file of another run, as this run's agent would see it (same archive root)."""
-        rid = other.run_id if isinstance(other, RunBuilder) else other
-        base = f"{self.archive_base}/outputs/{self.root}/{rid}"
+        if isinstance(other, RunBuilder):
+            base = other.run_dir_abs
+        else:
+            base = f"{self.archive_base}/outputs/{self.root}/{other}"
         return f"{base}/{rel}" if rel else base
 
     # ------------------------------------------------------------------ in-session grading runs
@@ -300,9 +304,15 @@ class RunBuilder:
                                  "reason": "truncated_json"})
         # planted corruptions of the primary transcript
         tsrc = "transcript.jsonl"
+        unsafe = (b'"type":"tool_use"', b'"tool_calls":[{', b'"type":"tool_call"', b'"type":"function_call"',
+                  b'"type":"custom_tool_call"')
         for kind, arg in self.corruptions:
             data = files[tsrc]
             lines = data.split(b"\n")
+            if kind in ("malformed", "badutf8"):
+                # never corrupt a line that carries a tool call: the labels count calls a parser can see
+                while arg <= len(lines) and (any(m in lines[arg - 1] for m in unsafe) or not lines[arg - 1].startswith(b"{")):
+                    arg += 1
             if kind == "malformed":  # replace a line in the middle with broken JSON
                 i = arg
                 lines[i - 1] = lines[i - 1][: len(lines[i - 1]) // 2] + b'", "oops'
@@ -320,16 +330,20 @@ class RunBuilder:
                 records[tsrc] = records.get(tsrc, 0) + 1
                 parse_errors.append({"source": tsrc, "line": i, "reason": "unknown_record_type"})
             files[tsrc] = b"\n".join(lines)
-        if self.transcript_mode == "gzip_bytes":
-            files[tsrc] = gzip.compress(files[tsrc], mtime=0)
-        elif self.transcript_mode == "gzip_file":
-            files["transcript.jsonl.gz"] = gzip.compress(files.pop(tsrc), mtime=0)
-        elif self.transcript_mode == "empty":
+        if self.transcript_mode == "empty":
             files[tsrc] = b""
             records[tsrc] = 0
         elif self.transcript_mode == "missing":
             files.pop(tsrc, None)
             records.pop(tsrc, None)
+        # records = physical non-empty lines of each source as finally written (before gzip)
+        for src in list(records):
+            if src in files:
+                records[src] = sum(1 for ln in files[src].split(b"\n") if ln.strip())
+        if self.transcript_mode == "gzip_bytes":
+            files[tsrc] = gzip.compress(files[tsrc], mtime=0)
+        elif self.transcript_mode == "gzip_file":
+            files["transcript.jsonl.gz"] = gzip.compress(files.pop(tsrc), mtime=0)
         if s.fmt != "codex_text":
             files["stderr.log"] = self.stderr_extra.encode()
         elif self.stderr_extra:
@@ -354,7 +368,7 @@ class RunBuilder:
                     option=orjson.OPT_INDENT_2)
             if s.fmt == "grok_stream":
                 files["agent_home/.grok/auth.json"] = orjson.dumps({"api_key": "xai-FAKE" + hashlib.md5(self.run_id.encode()).hexdigest()})
-            if s.lock_log:
+            if s.lock_log and not self.session_lock:
                 files["agent_home/gpu_lock_container.log"] = self._lock_text(s.lock_lines)
         # --- solution & scratch
         has_solution = final is not None
@@ -441,6 +455,11 @@ class RunBuilder:
             files[f"repo/problems/{self.problem_name}/solution.py"] = final.encode()
         # --- gpu_lock.log: host-mode agent commands + runner phases
         lock_lines = [] if self.container else list(s.lock_lines)
+        if self.session_lock:
+            pid = rng.randrange(100000, 999999)
+            lock_lines.append((self.start_epoch - 1, f"wait pid={pid} cmd=harness args=docker\\ run\\ --gpus\\ device=0\\ {self.harness}"))
+            lock_lines.append((self.start_epoch, f"start pid={pid} cmd=harness"))
+            lock_lines.append((harness_end, f"end pid={pid} cmd=harness status={hx} elapsed_s={int(harness_end - self.start_epoch)}"))
         to = "--kill-after=30s\\ " if era not in ("E0",) else ""
         for (tt, name, dur, st) in runner_lock:
             pid = rng.randrange(100000, 999999)
@@ -655,7 +674,9 @@ class RunBuilder:
             res["agent_container"] = self.container
             res["agent_container_image"] = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1"
             res["agent_container_network"] = "bridge"
-        if self.container:
+        if self.container and self.session_lock:
+            qm = "agent_container_native_profiling_harness_gpu_lock"
+        elif self.container:
             qm = "agent_container_native_profiling_path_wrapper_gpu_lock"
         elif self.agent_cuda_disabled:
             qm = "agent_phase_cuda_guard_harness_gpu_lock"

@@ -213,22 +213,70 @@ class Model(nn.Module):
         kv = _gather(kv_cache, block_table)                      # (B, L_pad, Hkv, 2D)
         k = kv[..., :D].float().repeat_interleave(H // self.hkv, dim=2)
         v = kv[..., D:].float().repeat_interleave(H // self.hkv, dim=2)
-        scores = torch.einsum("bhd,blhd->bhl", query.float(), k) / math.sqrt(D)
+        scores = torch.einsum("bhd,blhd->bhl", @@QK@@) / math.sqrt(D)
         pos = torch.arange(kv.shape[1], device=query.device)
         scores = scores.masked_fill(pos[None, None, :] >= seq_lens.long()[:, None, None], float("-inf"))
         p = torch.softmax(scores, dim=-1)
         return torch.einsum("bhl,blhd->bhd", p, v).to(query.dtype)
 ''')
+    qk = "query, k.to(query.dtype)).float(" if v.get("bf16_scores") else "query.float(), k"
     return HEADER.format(title="Paged-attention decode: gather live pages with a Triton copy kernel, fp32 softmax.",
-                         body="One query per sequence, GQA by repeat_interleave order, slots past seq_len masked.") + "".join(body)
+                         body="One query per sequence, GQA by repeat_interleave order, slots past seq_len masked.") + "".join(body).replace("@@QK@@", qk)
 
 
-def _topk(v: dict) -> str:
-    graph = v.get("graph")
-    s = ['import torch\nimport torch.nn as nn\n']
-    s.append('''
+TOPK_CUDA = r"""
+#include <cuda_runtime.h>
+#include <torch/extension.h>
+#include <math_constants.h>
 
-def _select(x, k):
+// One warp per row: k rounds of a warp-wide argmax below the previous winner (value desc, index asc).
+__global__ void topk_warp_kernel(const float* __restrict__ x, float* __restrict__ vals,
+                                 long* __restrict__ idx, int n, int k) {
+    const int row = blockIdx.x;
+    const int lane = threadIdx.x;
+    const float* xr = x + (long)row * n;
+    float last_v = CUDART_INF_F;
+    int last_i = -1;
+    for (int j = 0; j < k; ++j) {
+        float bv = -CUDART_INF_F;
+        int bi = 0x7fffffff;
+        for (int t = lane; t < n; t += 32) {
+            float v = xr[t];
+            bool below = (v < last_v) || (v == last_v && t > last_i);
+            if (below && (v > bv || (v == bv && t < bi))) { bv = v; bi = t; }
+        }
+@@REDUCE@@
+        last_v = bv;
+        last_i = bi;
+        if (lane == 0) { vals[(long)row * k + j] = bv; idx[(long)row * k + j] = bi; }
+    }
+}
+
+std::vector<torch::Tensor> topk_rows(torch::Tensor x, int64_t k) {
+    auto vals = torch::empty({x.size(0), k}, x.options());
+    auto idx = torch::empty({x.size(0), k}, x.options().dtype(torch::kInt64));
+    topk_warp_kernel<<<x.size(0), 32>>>(x.data_ptr<float>(), vals.data_ptr<float>(), idx.data_ptr<long>(),
+                                        (int)x.size(1), (int)k);
+    return {vals, idx};
+}
+"""
+XOR_REDUCE = """        for (int off = 16; off > 0; off >>= 1) {      // butterfly: every lane ends with the winner
+            float ov = __shfl_xor_sync(0xffffffff, bv, off);
+            int oi = __shfl_xor_sync(0xffffffff, bi, off);
+            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        }"""
+BUG_REDUCE = """        for (int off = 16; off > 0; off >>= 1) {      // tree reduction: lane 0 holds the winner
+            float ov = __shfl_down_sync(0xffffffff, bv, off);
+            int oi = __shfl_down_sync(0xffffffff, bi, off);
+            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        }
+        const int src = (j + lane) & 31;               // window slot owned by this lane
+        bv = __shfl_sync(0xffffffff, bv, src);
+        bi = __shfl_sync(0xffffffff, bi, src);"""
+
+_TOPK_TORCH = '''
+
+def _select_torch(x, k):
     """Descending top-k by k rounds of row max + knockout (values fp32, indices int64)."""
     work = x.clone()
     vals = torch.empty((x.shape[0], k), dtype=x.dtype, device=x.device)
@@ -239,9 +287,32 @@ def _select(x, k):
         idx[:, j] = i
         work.scatter_(1, i[:, None], float("-inf"))
     return vals, idx
-''')
-    if graph:
-        s.append('''
+'''
+
+_TOPK_EXT = '''
+
+def _select(x, k):
+    global _ext
+    if not x.is_cuda:
+        return _select_torch(x, k)
+    if _ext is None:
+        from torch.utils.cpp_extension import load_inline
+        _ext = load_inline(name="topk_warp_@@TAG@@", cpp_sources=_CPP_SRC, cuda_sources=_CUDA_SRC,
+                           functions=["topk_rows"], extra_cuda_cflags=["-O3"@@ARCH@@], verbose=False)
+    vals, idx = _ext.topk_rows(x.contiguous(), k)
+    return vals, idx
+'''
+
+_TOPK_FORBIDDEN = '''
+
+def _select_fast(x, k):
+    """Library fallback for tiny k (measured faster than the knockout loop)."""
+    if k <= 8:
+        return torch.topk(x, k, dim=1)
+    return _select(x, k)
+'''
+
+_TOPK_GRAPH = '''
 
 class Model(nn.Module):
     def __init__(self, batch, n, k):
@@ -252,21 +323,24 @@ class Model(nn.Module):
 
     def forward(self, x):
         if not x.is_cuda:
-            return _select(x, self.k)
-        key = (x.data_ptr(), tuple(x.shape))
+            return @@SEL@@(x, self.k)
+        key = tuple(x.shape)
         g = self._graphs.get(key)
         if g is None:
-            static_out = _select(x, self.k)          # warm up on a side stream
+            static_x = torch.empty_like(x)
+            static_x.copy_(x)
+            @@SEL@@(static_x, self.k)                      # warm-up / build
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                static_out = _select(x, self.k)
-            g = self._graphs[key] = (graph, static_out)
-        # replay re-runs every captured kernel on the current contents of x
-        g[0].replay()
-        return g[1][0], g[1][1]
-''')
-    else:
-        s.append('''
+                static_out = @@SEL@@(static_x, self.k)
+            g = self._graphs[key] = (graph, static_x, static_out)
+        graph, static_x, static_out = g
+        static_x.copy_(x)        # the live input is copied in; every replay recomputes from it
+        graph.replay()
+        return static_out[0].clone(), static_out[1].clone()
+'''
+
+_TOPK_PLAIN = '''
 
 class Model(nn.Module):
     def __init__(self, batch, n, k):
@@ -275,10 +349,31 @@ class Model(nn.Module):
         self.register_buffer("_dummy", torch.zeros(1))
 
     def forward(self, x):
-        return _select(x, self.k)
-''')
-    return HEADER.format(title="Top-k of each row (sorted, int64 indices) without the library sort.",
-                         body="k rounds of a row-wise max with knockout; optional per-pointer CUDA-graph replay.") + "".join(s)
+        return @@SEL@@(x, self.k)
+'''
+
+
+def _topk(v: dict) -> str:
+    graph = v.get("graph")
+    cuda = v.get("cuda")
+    s = ["import torch\nimport torch.nn as nn\n"]
+    if cuda:
+        src = TOPK_CUDA.replace("@@REDUCE@@", BUG_REDUCE if cuda == "shfl_bug" else XOR_REDUCE)
+        s.append('\n\n_CUDA_SRC = r"""' + src.strip("\n") + '\n"""\n')
+        s.append('_CPP_SRC = "std::vector<torch::Tensor> topk_rows(torch::Tensor x, int64_t k);"\n_ext = None\n')
+    s.append(_TOPK_TORCH)
+    if cuda:
+        s.append(_TOPK_EXT.replace("@@TAG@@", cuda).replace("@@ARCH@@", v.get("arch_flag", "")))
+    else:
+        s.append("\n\n_select = _select_torch\n")
+    sel = "_select"
+    if v.get("forbidden"):
+        s.append(_TOPK_FORBIDDEN)
+        sel = "_select_fast"
+    s.append((_TOPK_GRAPH if graph == "static" else _TOPK_PLAIN).replace("@@SEL@@", sel))
+    title = "Top-k of each row (sorted, int64 indices): " + (
+        "one-warp-per-row raw CUDA argmax rounds." if cuda else "k rounds of row max with knockout.")
+    return HEADER.format(title=title, body="Values fp32 descending, indices int64; CUDA-graph replay where noted.") + "".join(s)
 
 
 def _kda(v: dict) -> str:
@@ -302,7 +397,35 @@ def kda_forward(q, k, v, g, beta, scale):
         o[:, t] = torch.einsum("bhk,bhkv->bhv", qf[:, t], S)
     return o.to(torch.bfloat16)
 ''')
-    if graph:
+    if graph == "static":
+        s.append('''
+
+class Model(nn.Module):
+    def __init__(self, B, T, H, K, V, chunk_size=64):
+        super().__init__()
+        self.scale = K ** -0.5
+        self.register_buffer("_dummy", torch.zeros(1), persistent=False)
+        self._graphs = {}
+
+    def forward(self, q, k, v, g, beta):
+        if not q.is_cuda:
+            return kda_forward(q, k, v, g, beta, self.scale)
+        key = tuple(tuple(t.shape) for t in (q, k, v, g, beta))
+        hit = self._graphs.get(key)
+        if hit is None:
+            static_in = [t.clone() for t in (q, k, v, g, beta)]
+            kda_forward(*static_in, self.scale)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = kda_forward(*static_in, self.scale)
+            hit = self._graphs[key] = (graph, static_in, out)
+        graph, static_in, out = hit
+        for dst, src in zip(static_in, (q, k, v, g, beta)):
+            dst.copy_(src)      # live contents in; every replay reruns the recurrence
+        graph.replay()
+        return out
+''')
+    elif graph:
         s.append('''
 
 class Model(nn.Module):
@@ -498,8 +621,13 @@ class Model(nn.Module):
 
     def forward(self, x):
 ''' + ('''        _persist_weights(self.w_q)
-''' if persist else '') + '''        w = _dequant(self.w_q, self.scales, self.zeros, self.K, self.N)
-        return x @ w
+''' if persist else '') + ('''        key = (self.w_q.data_ptr(), self.w_q._version, self.scales.data_ptr(), self.zeros.data_ptr())
+        if getattr(self, "_w_key", None) != key:
+            self._w = _dequant(self.w_q, self.scales, self.zeros, self.K, self.N)
+            self._w_key = key
+        w = self._w
+''' if v.get("prep_cache") else '''        w = _dequant(self.w_q, self.scales, self.zeros, self.K, self.N)
+''') + '''        return x @ w
 ''')
     return HEADER.format(title="W4A16 GEMM: Triton nibble dequant (group 128, asymmetric) then a bf16 GEMM.",
                          body="Low nibble = even K row, high nibble = odd K row; (q - z) * s computed in bf16.") + "".join(s)
@@ -820,7 +948,7 @@ def _grid(v: dict) -> str:
 LCG_A, MASK = 6364136223846793005, 0x7FFFFFFFFFFFFFFF
 
 
-def env_step(agent, food, rng_state, actions):
+def env_step(agent, food, actions, rng_state):
     d = torch.tensor([[0, -1], [0, 1], [-1, 0], [1, 0]], dtype=agent.dtype, device=agent.device)
     agent = (agent + d[actions]).clamp(0, 10)
     hit = (agent == food).all(dim=1)
@@ -834,7 +962,7 @@ def env_step(agent, food, rng_state, actions):
         fy = (rng % 11).to(food.dtype)
         food[hit, 0] = fx[hit]
         food[hit, 1] = fy[hit]
-    return agent, food, rng.clone(), reward
+    return agent, food, reward, rng.clone()
 
 
 class Model(nn.Module):
@@ -880,12 +1008,64 @@ def run(num_envs, horizon, seed, model=None):
         obs = torch.stack([(food[:, 0] - agent[:, 0]) / 11, (food[:, 1] - agent[:, 1]) / 11,
                            agent[:, 0] / 10, agent[:, 1] / 10], dim=1)
         logits, state, _ = policy_forward(model, obs, state)
-        agent, food, rng, r = env_step(agent, food, rng, logits.argmax(dim=1))
+        agent, food, r, rng = @@STEP@@(agent, food, logits.argmax(dim=1), rng)
         rewards += r
     return {"rewards": rewards, "positions": agent.round().long(), "last_logits": logits, "state": state}
 ''')
+    src = "".join(s)
+    if v.get("chunk_race"):
+        src = src.replace("@@STEP@@", "_env_step_blocks")
+        src = src.replace("\n\nclass Model(nn.Module):", '''
+
+
+def _env_step_blocks(agent, food, actions, rng_state, block=64):
+    """Per-block env step: each block of 64 envs decides 'any hit' from its own slot (after the
+    one-way grid barrier the parity slot can already be reset by a faster block)."""
+    outs = [env_step(agent[i:i + block], food[i:i + block], actions[i:i + block], rng_state[i:i + block])
+            for i in range(0, agent.shape[0], block)]
+    return tuple(torch.cat([o[j] for o in outs]) for j in range(4))
+
+
+class Model(nn.Module):''', 1)
+    else:
+        src = src.replace("@@STEP@@", "env_step")
+    if v.get("split_cache"):
+        src = src.replace("def policy_forward(model, obs, state):\n    h = obs @ model.w_enc.t() + model.b_enc",
+                          '''_split = {}
+
+
+def _split_weights(model):
+    """w_gru split into (zh, zg, zp) blocks, cached per model object and weight version."""
+    key = (id(model), model.w_gru._version)
+    hit = _split.get(key)
+    if hit is None:
+        hit = _split[key] = [w.split(256, dim=0) for w in model.w_gru]
+    return hit
+
+
+def policy_forward(model, obs, state):
+    parts = _split_weights(model)
+    h = obs @ model.w_enc.t() + model.b_enc''')
+        src = src.replace("        z = h @ model.w_gru[l].t()\n        zh, zg, zp = z[:, :256], z[:, 256:512], z[:, 512:]",
+                          "        zh, zg, zp = (h @ w.t() for w in parts[l])")
+    if v.get("out_buffers"):
+        src = src.replace("    rewards = torch.zeros(num_envs, device=dev)",
+                          "    rewards = _buffer(model, \"rewards\", (num_envs,), dev)\n    rewards.zero_()")
+        src = src.replace("\n\ndef run(num_envs", '''
+
+
+def _buffer(model, name, shape, dev):
+    """Persistent output storage reused across calls (overwritten every call)."""
+    bufs = model.__dict__.setdefault("_bufs", {})
+    b = bufs.get((name, shape))
+    if b is None:
+        b = bufs[(name, shape)] = torch.empty(shape, device=dev)
+    return b
+
+
+def run(num_envs''', 1)
     return HEADER.format(title="Grid MinGRU rollout: policy + env step on the GPU.",
-                         body="Argmax actions, global-hit LCG food respawn, three MinGRU layers.") + "".join(s)
+                         body="Argmax actions, global-hit LCG food respawn, three MinGRU layers.") + src
 
 
 def _kimi(v: dict) -> str:
