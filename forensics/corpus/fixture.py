@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from . import logs, solutions
-from .labels import SCHEMA_VERSION, run_key
+from .labels import SCHEMA_VERSION, run_keys
 from .run import RunBuilder
 from .session import ForeignRef
 
@@ -30,7 +30,7 @@ class Fixture:
     def __init__(self, out: Path):
         self.out = out
         self.runs: dict[str, RunBuilder] = {}
-        self.labels: dict[str, dict] = {}
+        self.labels: list[dict] = []
 
     def new(self, name: str, bench, problem, harness, era, ts, model, container=False, **kw) -> RunBuilder:
         b = RunBuilder(bench, problem, harness, era, ts, model, container, seed=2026, scenario=name, **kw)
@@ -41,7 +41,7 @@ class Fixture:
     def done(self, name: str, b: RunBuilder) -> None:
         lab = b.write(self.out)
         self.runs[name] = b
-        self.labels[run_key(b.run_id, b.root)] = lab
+        self.labels.append(lab)
 
     def file(self, name: str, rel: str) -> str:
         b = self.runs[name]
@@ -1146,6 +1146,6 @@ def build_fixture(out) -> dict:
     fx = Fixture(out / "archive")
     for sc in SCENARIOS:
         sc(fx)
-    doc = {"schema_version": SCHEMA_VERSION, "generator": {"kind": "fixture"}, "runs": dict(sorted(fx.labels.items()))}
+    doc = {"schema_version": SCHEMA_VERSION, "generator": {"kind": "fixture"}, "runs": dict(sorted(run_keys(fx.labels).items()))}
     (out / "labels.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     return doc

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from . import decks, logs, solutions
-from .labels import SCHEMA_VERSION, run_key
+from .labels import SCHEMA_VERSION, run_keys
 from .run import ERA_DATES, RunBuilder
 from .session import ForeignRef, transcript_format
 
@@ -328,7 +328,7 @@ def generate(out: str | Path, runs: int, seed: int, scale: float = 1.0, progress
     out = Path(out)
     rng = random.Random(f"corpus:{runs}:{seed}:{scale}")
     priors: list[_Prior] = []
-    labels = {}
+    labels = []
     it = range(runs)
     if progress_bar:
         from tqdm import tqdm
@@ -336,9 +336,9 @@ def generate(out: str | Path, runs: int, seed: int, scale: float = 1.0, progress
     for i in it:
         b = random_run(i, random.Random(rng.getrandbits(64)), priors, scale=scale, seed=seed)
         lab = b.write(out)
-        labels[run_key(b.run_id, b.root)] = lab
+        labels.append(lab)
         priors.append(_Prior(b, out))
     doc = {"schema_version": SCHEMA_VERSION, "generator": {"kind": "generate", "runs": runs, "seed": seed, "scale": scale},
-           "runs": dict(sorted(labels.items()))}
+           "runs": dict(sorted(run_keys(labels).items()))}
     (out / "labels.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     return doc

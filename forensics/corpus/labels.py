@@ -5,8 +5,8 @@ fixture`) is::
 
     {"schema_version": 1, "generator": {...args...}, "runs": {<run key>: <RunLabel>, ...}}
 
-The run key is the run id, or `<run_id>@<root>` for runs under a root other than `runs`
-(the store's convention, forensics/store/schema.py).  A RunLabel has the fields below; every
+The run key is the run id, or `<run_id>@<root>` when two archive roots hold a run of the same
+name (the store's convention, forensics/store/schema.py).  A RunLabel has the fields below; every
 field is what a correct tool must find from the archive alone.
 
 identity
@@ -28,8 +28,9 @@ records
     lines count as type "banner"); for a truncated last line the line still counts.
 parse errors
     parse_errors: [{source, line, reason}] planted bad input; reason is one of invalid_json,
-    truncated_json, invalid_utf8, unknown_record_type, gzip (whole file gzip-compressed),
-    empty_file, missing_file.  Lines are 1-based physical lines of the decompressed source.
+    truncated_line (last line cut mid-JSON), invalid_utf8, unknown_record, empty_file,
+    missing_file (line null for the file-level ones).  Lines are 1-based physical lines of the
+    decompressed source.  A gzip-compressed transcript is not an error: it must parse.
 foreign references
     foreign_refs: [{call_seq, foreign_run_id, foreign_file, classification}] with classification
     benign_exposure (a listing, ps/nvidia-smi/fuser output, find sweep, lock-owner listing that
@@ -104,8 +105,12 @@ NEEDS_PROBE = ("ptr_keyed_cache", "sampled_window_cache", "id_keyed_state", "dec
 HACK_DEFECTS = ("evict_last_flush_defeat", "persisting_l2", "global_torch_flag", "forbidden_op", "template_mutation")
 
 
-def run_key(run_id: str, root: str) -> str:
-    return run_id if root == "runs" else f"{run_id}@{root}"
+def run_keys(labels: list[dict]) -> dict[str, dict]:
+    """Store convention: the run id, or '<run_id>@<root>' only when two roots hold the same run id."""
+    count: dict[str, int] = {}
+    for lab in labels:
+        count[lab["run_id"]] = count.get(lab["run_id"], 0) + 1
+    return {(lab["run_id"] if count[lab["run_id"]] == 1 else f"{lab['run_id']}@{lab['root']}"): lab for lab in labels}
 
 
 def _session_end(b, rend, records) -> dict:
@@ -211,10 +216,10 @@ def run_label(b, files, rend, records, parse_errors, final, final_version, resul
         enc = "gzip_file"
     elif b.transcript_mode == "empty":
         tfmt = "empty"
-        pe.append({"source": "transcript.jsonl", "line": 0, "reason": "empty_file"})
+        pe.append({"source": "transcript.jsonl", "line": None, "reason": "empty_file"})
     elif b.transcript_mode == "missing":
         tfmt = "missing"
-        pe.append({"source": "transcript.jsonl", "line": 0, "reason": "missing_file"})
+        pe.append({"source": "transcript.jsonl", "line": None, "reason": "missing_file"})
     tool_source = rend.tool_source
     if b.transcript_mode in ("empty", "missing") and tool_source == "transcript.jsonl":
         calls = {"total": 0, "by_tool": {}}

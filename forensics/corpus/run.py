@@ -301,7 +301,7 @@ class RunBuilder:
         if s.cut:
             parse_errors.append({"source": rend.tool_source if s.fmt == "codex_text" else "transcript.jsonl",
                                  "line": records.get(rend.tool_source if s.fmt == "codex_text" else "transcript.jsonl"),
-                                 "reason": "truncated_json"})
+                                 "reason": "truncated_line"})
         # planted corruptions of the primary transcript
         tsrc = "transcript.jsonl"
         unsafe = (b'"type":"tool_use"', b'"tool_calls":[{', b'"type":"tool_call"', b'"type":"function_call"',
@@ -320,15 +320,22 @@ class RunBuilder:
             elif kind == "badutf8":
                 i = arg
                 ln = lines[i - 1]
-                cut = ln.find(b'"text":"')
-                pos = cut + 8 if cut >= 0 else len(ln) // 2
+                # inside a free-text string value, so the line stays JSON and keeps its record type
+                pos = -1
+                for key in (b'"text":"', b'"output":"', b'"content":"', b'"sessionID":"', b'"session_id":"'):
+                    k = ln.find(key)
+                    if k >= 0:
+                        pos = k + len(key)
+                        break
+                if pos < 0:
+                    pos = len(ln) // 2
                 lines[i - 1] = ln[:pos] + b"\xff\xfe\xc3" + ln[pos:]
                 parse_errors.append({"source": tsrc, "line": i, "reason": "invalid_utf8"})
             elif kind == "unknown_type":
                 i = arg
                 lines.insert(i - 1, b'{"type":"hook_event","hook":"PreToolUse","session_id":"' + self.session_id.encode() + b'"}')
                 records[tsrc] = records.get(tsrc, 0) + 1
-                parse_errors.append({"source": tsrc, "line": i, "reason": "unknown_record_type"})
+                parse_errors.append({"source": tsrc, "line": i, "reason": "unknown_record"})
             files[tsrc] = b"\n".join(lines)
         if self.transcript_mode == "empty":
             files[tsrc] = b""
@@ -340,10 +347,14 @@ class RunBuilder:
         for src in list(records):
             if src in files:
                 records[src] = sum(1 for ln in files[src].split(b"\n") if ln.strip())
+            if not records[src]:
+                del records[src]
         if self.transcript_mode == "gzip_bytes":
             files[tsrc] = gzip.compress(files[tsrc], mtime=0)
         elif self.transcript_mode == "gzip_file":
             files["transcript.jsonl.gz"] = gzip.compress(files.pop(tsrc), mtime=0)
+            if tsrc in records:
+                records["transcript.jsonl.gz"] = records.pop(tsrc)
         if s.fmt != "codex_text":
             files["stderr.log"] = self.stderr_extra.encode()
         elif self.stderr_extra:
