@@ -114,8 +114,8 @@ def infer_era(files: set[str], res: dict[str, Any] | None, run_ts: datetime | No
     if not has("repo") and not has("template_files") and "gpu_lock.log" not in files and (not keys or "run_id" not in keys):
         return "E0", f"no repo/, template_files/ or gpu_lock.log; result.json has {len(keys)} keys"
     if run_ts is not None:
-        if run_ts >= _E5:
-            return "E5", f"run date {run_ts:%Y-%m-%d} >= 2026-08-07"
+        if run_ts >= _E5:  # E5 needs its own evidence (trusted_src/, PROPERTY_SEED); without it the runner was older
+            return "E4", f"run date {run_ts:%Y-%m-%d} is in E5's time but no trusted_src/ or PROPERTY_SEED"
         if run_ts >= _E4 or "regrade" in keys or res and res.get("check_timeout_seconds") == 1800:
             return "E4", f"run date {run_ts:%Y-%m-%d} / check timeout 1800 / regrade object"
         if run_ts >= _E3:

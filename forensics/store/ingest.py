@@ -47,6 +47,7 @@ from forensics.store.db import RowBuffer, Store
 BATCH_ROWS = 50_000
 HASH_SKIP_PREFIXES = ("cache/", "tmp/", "repo/.venv/", ".venv/")
 TRANSCRIPT_NAMES = ("transcript.jsonl", "transcript.jsonl.gz", "agent.log")
+NO_TOOL_FORMATS = ("grok_stream", "codex_text", "empty", "unknown")  # formats that carry no tool events
 
 
 # --------------------------------------------------------------------------- helpers
@@ -413,7 +414,7 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         row["run_id"] = rid
         sink.add("session_end", row)
     elif not sources:
-        sink.add("session_end", {"run_id": rid, "source": None, "terminal_type": "none", "end_reason": "missing",
+        sink.add("session_end", {"run_id": rid, "source": None, "terminal_type": "none", "end_reason": "unknown",
                                  "cut_off": None})
 
     # ---- files table
@@ -433,8 +434,6 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
                 sha = h.hexdigest()
             except (OSError, FileNotFoundError, PermissionError) as ex:
                 perr(rel, None, "unreadable", str(ex))
-        if e.size == 0 and not e.is_symlink and rel in sources:
-            perr(rel, None, "empty_file", "transcript file is empty")
         sink.add("files", {"run_id": rid, "path": rel, "size": e.size, "sha256": sha,
                            "category": categorize(rel, problem), "is_symlink": e.is_symlink,
                            "link_target": e.link_target, "mtime": e.mtime})
@@ -467,7 +466,8 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         "model_slug": parsed.model_slug if parsed else None, "problem": problem,
         "collision_suffix": parsed.collision_suffix if parsed else None,
         "era": era, "era_evidence": era_ev, "transcript_format": fmt, "format_evidence": fmt_ev,
-        "tool_source": tool_src, "container_mode": container, "has_result": res is not None and res_err is None,
+        "tool_source": tool_src if calls or fmt_by_source.get(tool_src, (None,))[0] not in NO_TOOL_FORMATS else None,
+        "container_mode": container, "has_result": res is not None and res_err is None,
         "result_json": res, "result_error": res_err, **rf, "gpu_name": gpu_name,
         "solution_sha256": sol_sha, "solution_lines": sol_lines,
         "check_verdict": check_summary.verdict if check_summary else None,
