@@ -209,7 +209,7 @@ def test_single_run_folder_and_missing_transcript(archive: Path, tmp_path: Path)
     with Store(":memory:") as st:
         ingest_archive(st, archive)
         assert st.scalar("select reason from parse_errors where run_id=? and source='transcript.jsonl'", [RID_C]) == "missing_file"
-        assert st.scalar("select end_reason from session_end where run_id=?", [RID_C]) == "missing"
+        assert st.scalar("select end_reason from session_end where run_id=?", [RID_C]) == "unknown"
 
 
 def test_missing_archive_is_a_clear_error(tmp_path: Path):
