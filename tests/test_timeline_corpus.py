@@ -360,3 +360,38 @@ def test_wrapper_known_only_from_the_archived_scratch_copy(tmp_path):
     assert c["script"] == "wrapper" and c["outcome"] == "PASS" and c["is_final_version"]
     assert c["env_weakening"] == ["KBH_NUMERIC_STRESS=0"]
     assert "stress-disabled" in _rules(store, rid)
+
+
+# ---------------------------------------------------------------------- a generated archive
+
+def test_generated_archive_agrees_with_labels(tmp_path):
+    """Every run of a generated archive (all harness formats the generator writes): versions and
+    check runs equal the labels.  Two documented differences are allowed: a Codex `*** Add File`
+    is rebuilt with real apply_patch semantics (one line per '+' line, so the generator's trailing
+    '+' line adds a blank line the label does not have), and a run whose call has no result at all
+    (session cut off mid-command) is kept as UNKNOWN where the labels leave it out."""
+    from forensics.corpus import generate
+
+    labels = generate(tmp_path / "arch", runs=14, seed=9)["runs"]
+    store = Store(":memory:")
+    ingest_path(store, tmp_path / "arch")
+    analyze(store)
+    known = set(store.run_ids())
+    n_checked = 0
+    for key, lab in labels.items():
+        rid = key if key in known else key.split("@")[0]
+        assert rid in known
+        got_c = [(c["call_seq"], c["script"], c["solution_version"], c["superseded"],
+                  "PASS" if c["outcome"] == "OK" else c["outcome"])
+                 for c in store.query("select * from check_runs where run_id = ? order by call_seq, script", [rid])
+                 if loads_json(c["details"]).get("n_results", 0) > 0]
+        exp_c = [(c["call_seq"], c["script"], c["solution_version"], c["superseded"], c["outcome"])
+                 for c in lab["check_runs"]]
+        assert got_c == exp_c, rid
+        vs = _versions(store, rid)
+        assert [(v["version"], v["call_seq"]) for v in vs] == \
+            [(v["version"], v["call_seq"]) for v in lab["solution_versions"]], rid
+        if lab["harness"] != "codex":
+            assert [v["sha256"] for v in vs] == [v["sha256"] for v in lab["solution_versions"]], rid
+        n_checked += 1
+    assert n_checked == len(labels)
