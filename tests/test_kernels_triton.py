@@ -1,0 +1,64 @@
+"""Triton references against their oracles on tiny CPU shapes, under TRITON_INTERPRET=1.
+
+The Triton checks run once, in a child process (`python -m kernels.selftest --json`) whose
+environment sets TRITON_INTERPRET=1, so this test module never changes how triton behaves in the
+pytest process itself (GPU tests elsewhere keep the compiled path).  Each case also runs a
+negative control (a perturbed output must fail the comparison).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels import registry
+
+REPO = Path(__file__).resolve().parent.parent
+WITH_TRITON = sorted({n for n in registry.names() for v in registry.deck_versions(n)
+                      if registry.get(n, v).has_triton})
+
+
+@pytest.fixture(scope="module")
+def selftest():
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, "-m", "kernels.selftest", "--json"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.stdout, proc.stderr[-4000:]
+    rows = json.loads(proc.stdout)
+    return {(r["problem"], r["deck_version"]): r for r in rows}
+
+
+def test_every_hard_problem_has_triton():
+    hard = {n for n in registry.names() if registry.get(n).bench == "hard"}
+    assert hard <= set(WITH_TRITON)
+
+
+@pytest.mark.parametrize("name", WITH_TRITON)
+def test_triton_matches_oracle_nominal_stress_property(selftest, name):
+    for ver in registry.deck_versions(name):
+        spec = registry.get(name, ver)
+        if not spec.has_triton:
+            continue
+        r = selftest[(name, ver)]
+        assert "error" not in r, r.get("traceback")
+        names = [c["case"] for c in r["cases"]]
+        assert names == [c.name for c in spec.stress_cases] + [p.name for p in spec.property_cases]
+        for c in r["cases"]:
+            assert c["vs_oracle"]["ok"], (ver, c["case"], c["vs_oracle"]["msg"])
+            assert c["vs_reference"]["ok"], (ver, c["case"], c["vs_reference"]["msg"])
+            assert c["negative_control_failed"], (ver, c["case"], "perturbed output passed")
+            assert c.get("property_exact_one", True), (ver, c["case"])
+
+
+def test_selftest_reports_errors_without_stopping(monkeypatch):
+    from kernels import selftest as st
+    res = st.run(["02_kimi_linear_decode"])
+    assert res[0].get("skipped") == "no Triton reference"
+    monkeypatch.setattr(registry.get("05_topk_bitonic"), "triton_fn", lambda m, x: (_ for _ in ()).throw(ValueError("boom")))
+    res = st.run(["05_topk_bitonic", "02_kimi_linear_decode"])
+    assert res[0]["ok"] is False and "boom" in res[0]["error"] and res[1].get("skipped")
