@@ -178,7 +178,9 @@ def _analyze_chunk(args) -> tuple[str, list[str], dict[str, Any], str | None]:
             err = _err(e)
         out: dict[str, bytes] = {}
         for t in ANALYZER_OUTPUT_TABLES:
-            tbl = mem.con.execute(f"select * from {t} where run_id in ({ph})", list(chunk)).arrow()
+            ids = ", ".join("'" + r.replace("'", "''") + "'" for r in chunk)
+            rel = mem.con.sql(f"select * from {t} where run_id in ({ids})")
+            tbl = (getattr(rel, "to_arrow_table", None) or getattr(rel, "arrow"))()
             import pyarrow as pa
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, tbl.schema) as w:
@@ -225,7 +227,7 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
         ran.append(name)
         if not run_ids:
             continue
-        chunk_size = 25 if not cross else len(run_ids)
+        chunk_size = len(run_ids) if cross else max(1, min(25, -(-len(run_ids) // max(1, 2 * jobs))))
         chunks = [run_ids[i:i + chunk_size] for i in range(0, len(run_ids), chunk_size)]
         if progress:
             bar = tqdm(total=len(run_ids), unit="run", desc=f"analyze {name}", file=sys.stderr, leave=False)
