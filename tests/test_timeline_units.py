@@ -239,3 +239,10 @@ def test_claude_bash_keeps_its_cwd_between_calls():
     res = {2: [_res(2, "Shell cwd was reset to " + WS)]}
     reb = Rebuilder(calls, res, "01_fp8_gemm").run()
     assert set(reb.versions) == {WS + "/x.py"}
+
+
+def test_run_without_tool_calls_is_unavailable_not_clean():
+    store, rid = _store_with([], {}, "ab" * 32, {"end_reason": "success", "last_line": 9})
+    analyze(store, [rid])
+    rules = [r["rule"] for r in store.query("select rule from findings where run_id = ?", [rid])]
+    assert rules == ["timeline-unavailable"]

@@ -346,6 +346,13 @@ def _findings(run_id, source, s, vs, crow, reb, calls) -> list[Finding]:
     final_sha = s["final_sha256"]
     checks = [c for c in crow if c["script"] in ("check", "wrapper")]
     passes = [c for c in checks if c["outcome"] == "PASS"]
+    if not calls:
+        fmt = s.get("transcript_format")
+        add("timeline-unavailable", "provenance", "info",
+            f"The transcript (format {fmt}) has no tool calls, so no solution version, check run or PASS can be "
+            "placed in time; the archived solution.py cannot be tied to the session.",
+            [Evidence(file=source, sha256=final_sha, note="no tool calls")], {"transcript_format": fmt})
+        return F
     # which version is the archived file
     if final_sha and vs:
         if s["final_version"] is not None:
