@@ -170,8 +170,8 @@ def _written_texts(call: dict[str, Any]) -> list[tuple[str, str]]:
 def copy_spans(read_text: str, written: str, min_tokens: int = 40) -> list[dict[str, Any]]:
     """Aligned spans of normalized token lines shared by a read and a later write."""
     from forensics.analyze import similarity as SIM
-    a = SIM.build_doc("w", {"written.py": written}, keep_where=False)
-    b = SIM.build_doc("r", {"read.py": read_text}, keep_where=False)
+    a = SIM.build_doc("w", {"written.py": written})
+    b = SIM.build_doc("r", {"read.py": read_text})
     return [s for s in SIM.aligned_spans(a, b, min_lines=3, min_tokens=20)][:20] if \
         sum(len(t) for t in a.tokens.values()) >= min_tokens else []
 
@@ -242,6 +242,13 @@ def analyze_run(store, rid: str, info: _RunInfo) -> tuple[list[dict[str, Any]], 
         if a.get("owner") != "foreign":
             continue
         per_call_rows[(a["call_seq"], a.get("foreign_run_id"))].append(a)
+    # calls whose glob read (foreign_run_id unknown or a pattern) was deliberate: the foreign runs
+    # their output names were read through that glob
+    glob_read_calls: set[int | None] = set()
+    for (seq, frid), rows in per_call_rows.items():
+        if frid is None and any(r["via"] != "result" and r["access"] in ("read", "copy_src") and
+                                artifact_of(r.get("foreign_file")) in DELIBERATE_ARTIFACTS for r in rows):
+            glob_read_calls.add(seq)
     for (seq, frid), rows in per_call_rows.items():
         call = by_seq.get(seq) or {}
         call_src = call.get("source") or (me.get("tool_source"))
@@ -267,6 +274,8 @@ def analyze_run(store, rid: str, info: _RunInfo) -> tuple[list[dict[str, Any]], 
             r0 = next((r for r in res_by_seq.get(seq, []) if r["line"] == a.get("line")), None)
             ref = base_ref(frid, a.get("foreign_file"))
             cls, reason = _classify_result_mention(a, ref["artifact"], call, r0)
+            if seq in glob_read_calls and frid is not None:
+                cls, reason = "deliberate_read", "named in the output of a glob read of run folders"
             ref.update({"call_seq": seq, "source": (r0 or {}).get("source") or call_src, "line": a.get("line"),
                         "where": "result", "classification": cls, "reason": reason,
                         "excerpt": _excerpt((r0 or {}).get("text"), (frid or "").split("@")[0])})

@@ -53,9 +53,12 @@ from typing import Any
 
 import numpy as np
 
-K = 8                 # tokens per shingle
-NUM_PERM = 128
-LSH_THRESHOLD = 0.15  # candidate threshold (partial copies have low Jaccard but high containment)
+K = 12                # tokens per shingle (sweep in docs/contamination.md)
+NUM_PERM = 128        # permutations of the bench / cluster pass
+ANALYSIS_PERM = 256   # permutations of the archive analysis
+ANALYSIS_BANDS = (128, 2)  # bands x rows: a pair with J = 0.176 (a 30% copy between equal-size
+#                            files) is a candidate with probability 1-(1-0.176^2)^128 = 0.98
+LSH_THRESHOLD = 0.15  # used only when no explicit bands are given
 CLUSTER_THRESHOLD = 0.5
 DF_FRAC = 0.3
 MIN_DF = 3
@@ -130,27 +133,31 @@ class Tok:
     line: int
 
 
-def _lex_cpp(src: str, line0: int, out: list[Tok]) -> None:
+def _lex_cpp(src: str, line0: int, texts: list[str], lines: list[int]) -> None:
     line = line0
+    keep = CPP_KEEP
+    ta = texts.append
+    la = lines.append
     for m in _CPP_TOK.finditer(src):
         kind = m.lastgroup
-        s = m.group()
         if kind == "nl":
             line += 1
             continue
+        s = m.group()
         if kind == "com":
             line += s.count("\n")
             continue
-        if kind == "str":
-            out.append(Tok("S", line))
-        elif kind == "num":
-            out.append(Tok(s.rstrip("fFuUlLhH") or s, line))
-        elif kind == "id":
+        if kind == "id":
             if s[0] == "#":
                 s = "#" + s[1:].strip()
-            out.append(Tok(s if s in CPP_KEEP else "V", line))
+            ta(s if s in keep else "V")
+        elif kind == "str":
+            ta("S")
+        elif kind == "num":
+            ta(s.rstrip("fFuUlLhH") or s)
         else:
-            out.append(Tok(s, line))
+            ta(s)
+        la(line)
 
 
 def _string_body(s: str) -> tuple[str, int]:
@@ -165,56 +172,82 @@ def _string_body(s: str) -> tuple[str, int]:
     return body, i + len(q)
 
 
-def tokenize_python(src: str) -> list[Tok]:
-    """Normalized tokens of a Python file, CUDA/C++ held in its strings lexed as C++ in place."""
-    out: list[Tok] = []
+def _lex_python(src: str) -> tuple[list[str], list[int]]:
+    """Normalized token texts and their line numbers (parallel lists) of a Python file."""
+    texts: list[str] = []
+    lines: list[int] = []
+    ta = texts.append
+    la = lines.append
+    keep = PY_KEEP
     line = 1
-    prev_sig = "\n"   # last significant token (for docstring detection: a string starting a statement)
+    prev_sig = "\n"   # last significant token (docstring detection: a string starting a statement)
     prev_dot = False
     for m in _PY_TOK.finditer(src):
         kind = m.lastgroup
-        s = m.group()
         if kind == "nl":
             line += 1
-            prev_sig = "\n" if prev_sig in ("\n", ":") else prev_sig
+            if prev_sig == ":":
+                prev_sig = "\n"
             continue
         if kind == "com":
             continue
-        if kind == "str":
+        s = m.group()
+        if kind == "id":
+            ta(s if s in keep else "V")
+            la(line)
+            prev_dot = False
+            prev_sig = "x"
+        elif kind == "op":
+            ta(s)
+            la(line)
+            prev_dot = s == "."
+            prev_sig = ":" if s == ":" else "x"
+        elif kind == "num":
+            ta(s.replace("_", ""))
+            la(line)
+            prev_dot = False
+            prev_sig = "x"
+        else:  # string literal
             nl = s.count("\n")
             body, _ = _string_body(s)
             if _CODE_HINT.search(body) or (body.count(";") >= 3 and body.count("{") >= 2):
-                _lex_cpp(body, line, out)
+                _lex_cpp(body, line, texts, lines)
             elif prev_sig == "\n" and s.lstrip("rRbBuUfF")[:3] in ('"""', "'''"):
                 pass  # docstring / bare string statement
             else:
-                out.append(Tok("S", line))
+                ta("S")
+                la(line)
             line += nl
             prev_sig = "S"
             prev_dot = False
-            continue
-        if kind == "id":
-            t = s if (s in PY_KEEP and not (prev_dot and s not in PY_KEEP)) else "V"
-            out.append(Tok(t, line))
-            prev_dot = False
-        elif kind == "num":
-            out.append(Tok(s.replace("_", ""), line))
-            prev_dot = False
-        else:
-            out.append(Tok(s, line))
-            prev_dot = s == "."
-        prev_sig = s if kind == "op" and s == ":" else "x"
-    return out
+    return texts, lines
+
+
+def tokenize_python(src: str) -> list[Tok]:
+    """Normalized tokens of a Python file, CUDA/C++ held in its strings lexed as C++ in place."""
+    texts, lines = _lex_python(src)
+    return [Tok(t, ln) for t, ln in zip(texts, lines)]
 
 
 def tokenize_cpp(src: str) -> list[Tok]:
-    out: list[Tok] = []
-    _lex_cpp(src, 1, out)
-    return out
+    texts: list[str] = []
+    lines: list[int] = []
+    _lex_cpp(src, 1, texts, lines)
+    return [Tok(t, ln) for t, ln in zip(texts, lines)]
+
+
+def lex_file(name: str, text: str) -> tuple[list[str], list[int]]:
+    if name.endswith(SIDE_EXT):
+        texts: list[str] = []
+        lines: list[int] = []
+        _lex_cpp(text, 1, texts, lines)
+        return texts, lines
+    return _lex_python(text)
 
 
 def tokenize_file(name: str, text: str) -> list[Tok]:
-    return tokenize_cpp(text) if name.endswith(SIDE_EXT) else tokenize_python(text)
+    texts, lines = lex_file(name, text)
+    return [Tok(t, ln) for t, ln in zip(texts, lines)]
 
 
 # ------------------------------------------------------------------------------ shingles
@@ -233,8 +266,9 @@ def _tid(t: str) -> int:
 _MULT = np.uint64(0x9E3779B97F4A7C15)
 
 
-def shingle_hashes(token_ids: np.ndarray, k: int = K) -> np.ndarray:
+def shingle_hashes(token_ids: np.ndarray, k: int | None = None) -> np.ndarray:
     """32-bit hashes of every k-token window (polynomial rolling combination, uint64 wrap)."""
+    k = k or K
     n = len(token_ids)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
@@ -273,17 +307,18 @@ def build_doc(doc_id: str, files: dict[str, str], problem: str | None = None, ke
         h.update(files[name].encode("utf-8", "replace"))
     d = Doc(doc_id, problem, files, h.hexdigest())
     parts = []
+    get = _TOKEN_ID.get
     for name, text in files.items():
-        toks = tokenize_file(name, text)
-        d.tokens[name] = toks
-        if not toks:
+        texts, lines = lex_file(name, text)
+        if keep_where:
+            d.tokens[name] = [Tok(t, ln) for t, ln in zip(texts, lines)]
+        if not texts:
             continue
-        ids = np.fromiter((_tid(t.text) for t in toks), dtype=np.uint64, count=len(toks))
+        ids = np.array([get(t) or _tid(t) for t in texts], dtype=np.uint64)
         sh = shingle_hashes(ids)
         parts.append(sh)
         if keep_where:
-            kk = min(K, len(toks))
-            lines = [t.line for t in toks]
+            kk = min(K, len(texts))
             w = d.where
             for i, v in enumerate(sh.tolist()):
                 if v not in w:
@@ -370,14 +405,16 @@ def signatures_parallel(sets: Sequence[np.ndarray], num_perm: int = NUM_PERM, se
     return np.concatenate(parts, axis=0)
 
 
-def lsh_candidates(sigs: np.ndarray, threshold: float, num_perm: int = NUM_PERM,
-                   groups: Sequence[Any] | None = None,
-                   weights: tuple[float, float] = (0.3, 0.7)) -> tuple[set[tuple[int, int]], tuple[int, int]]:
-    """Candidate pairs (i < j) from datasketch's MinHashLSH; only pairs within the same group
-    (problem) when `groups` is given.  Returns (pairs, (bands, rows))."""
+def lsh_candidates(sigs: np.ndarray, threshold: float, num_perm: int | None = None,
+                   groups: Sequence[Any] | None = None, weights: tuple[float, float] = (0.3, 0.7),
+                   params: tuple[int, int] | None = None) -> tuple[set[tuple[int, int]], tuple[int, int]]:
+    """Candidate pairs (i < j) from datasketch's MinHashLSH banding; only pairs within the same
+    group (problem) when `groups` is given.  `params` = (bands, rows) overrides datasketch's
+    optimal choice for `threshold`.  Returns (pairs, (bands, rows))."""
     from datasketch import MinHashLSH
     from datasketch.lsh import _optimal_param
-    bands, rows = _optimal_param(threshold, num_perm, weights[0], weights[1])
+    num_perm = num_perm or sigs.shape[1]
+    bands, rows = params or _optimal_param(threshold, num_perm, weights[0], weights[1])
     lsh = MinHashLSH(num_perm=num_perm, params=(bands, rows))
     # bucket directly through the band hash tables (same keys MinHashLSH.insert uses) so that
     # all-pairs enumeration does not need one query per document
@@ -413,6 +450,34 @@ def lsh_candidates(sigs: np.ndarray, threshold: float, num_perm: int = NUM_PERM,
                 for y in range(x + 1, len(ids)):
                     pairs.add((ix, ids[y]))
     return pairs, (bands, rows)
+
+
+CONTAINMENT_THRESHOLD = 0.2
+
+
+def containment_candidates(sigs: np.ndarray, sizes: Sequence[int], groups: Sequence[Any],
+                           threshold: float = CONTAINMENT_THRESHOLD, num_part: int = 16) -> set[tuple[int, int]]:
+    """Pairs where at least `threshold` of one document is contained in the other, from
+    datasketch's MinHashLSHEnsemble (one index per problem).  Catches partial copies between
+    documents of very different sizes, whose Jaccard is low."""
+    from datasketch import LeanMinHash, MinHash, MinHashLSHEnsemble
+    num_perm = sigs.shape[1]
+    by_group: dict[Any, list[int]] = defaultdict(list)
+    for i, g in enumerate(groups):
+        if sizes[i] > 0:
+            by_group[g].append(i)
+    out: set[tuple[int, int]] = set()
+    for g, idx in by_group.items():
+        if len(idx) < 2:
+            continue
+        mh = {i: LeanMinHash(MinHash(num_perm=num_perm, seed=SEED, hashvalues=sigs[i], scheme=SCHEME)) for i in idx}
+        ens = MinHashLSHEnsemble(threshold=threshold, num_perm=num_perm, num_part=min(num_part, len(idx)))
+        ens.index([(i, mh[i], int(sizes[i])) for i in idx])
+        for i in idx:
+            for j in ens.query(mh[i], int(sizes[i])):
+                if j != i:
+                    out.add((min(i, j), max(i, j)))
+    return out
 
 
 def lsh_index(docs_sigs: np.ndarray, keys: Sequence[str], threshold: float, num_perm: int = NUM_PERM):
@@ -606,14 +671,17 @@ class Pair:
 
 def find_pairs(docs: Sequence[Doc], templates: dict[str | None, np.ndarray] | None = None,
                threshold: float = LSH_THRESHOLD, min_score: float = 0.0, cross_problem: bool = False,
-               with_spans: bool = True, jobs: int = 1) -> tuple[list[Pair], dict[str, Any]]:
+               with_spans: bool = True, jobs: int = 1, num_perm: int = ANALYSIS_PERM,
+               params: tuple[int, int] | None = ANALYSIS_BANDS) -> tuple[list[Pair], dict[str, Any]]:
     """Discount scaffolding, MinHash + LSH, exact scores and spans for every candidate pair."""
     stats = discount(docs, templates, jobs=jobs)
     sets = [d.distinct if d.distinct is not None else d.shingles for d in docs]
-    sigs = signatures_parallel(sets, jobs=jobs)
+    sigs = signatures_parallel(sets, num_perm=num_perm, jobs=jobs)
     groups = None if cross_problem else [d.problem for d in docs]
-    cand, params = lsh_candidates(sigs, threshold, groups=groups)
-    stats.update({"candidates": len(cand), "lsh_params": params, "docs": len(docs)})
+    cand, params = lsh_candidates(sigs, threshold, groups=groups, params=params)
+    n_jac = len(cand)
+    cand |= containment_candidates(sigs, [len(s) for s in sets], groups or [0] * len(docs))
+    stats.update({"candidates": len(cand), "jaccard_candidates": n_jac, "lsh_params": params, "docs": len(docs)})
     pairs: list[Pair] = []
     for i, j in sorted(cand):
         jac, ca, cb, inter = exact_scores(sets[i], sets[j])

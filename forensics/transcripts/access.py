@@ -653,6 +653,7 @@ def extract_accesses(ctx: RunContext, calls: Sequence[Any], results: Sequence[An
         if acc:
             g = _glob_arg(call)
             if g and acc in ("search", "list"):
+                paths = [p for p in paths if p != g]
                 if paths:
                     paths = [p.rstrip("/") + "/" + g if not g.startswith("/") else g for p in paths]
                 else:

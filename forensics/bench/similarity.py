@@ -1,0 +1,340 @@
+"""`forensics bench similarity`: MinHash/LSH all-pairs vs exact all-pairs at 1k/10k/100k solutions,
+and `--quality`: the contamination quality table (ours vs a raw-token Jaccard baseline).
+
+Workload.  Deterministic generated solutions (Triton-style Python built from statement templates
+with random identifiers, constants and structure) in families: a base and 0-3 derivatives that
+rename identifiers, reorder functions and edit 10-30% of lines, so true similar pairs exist at
+every size.  Every document goes through the production path of `forensics.analyze.similarity`:
+tokenize -> normalize -> shingle -> scaffolding discount -> MinHash (numpy, datasketch's hash
+family) -> LSH banding -> exact Jaccard of the candidates.
+
+Ground truth.  All pairs with exact Jaccard >= threshold over the same discounted sets, found by
+an exact prefix-filtered similarity join (every pair with J >= t shares one of the rarest
+|x| - ceil(t|x|) + 1 shingles of each side, so the join misses nothing) and verified exactly; at
+1k it is checked against literal brute force over all n(n-1)/2 pairs, whose time is measured there
+and, at larger sizes, measured on a random sample of pairs and scaled to n(n-1)/2 (labelled
+"extrapolated").  Recall = LSH pairs found / true pairs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from collections import defaultdict
+from typing import Any
+
+import click
+import numpy as np
+
+from forensics.analyze import similarity as SIM
+
+THRESHOLD = 0.5
+
+# ------------------------------------------------------------------------------ generator
+
+_WORDS = ["acc", "val", "row", "col", "tile", "blk", "offs", "mask", "ptr", "base", "lane", "part", "scale", "bias",
+          "norm", "gate", "head", "step", "chunk", "seg", "tmp", "out", "inp", "wgt", "state", "pos", "grp", "red"]
+_OPS = ["+", "-", "*"]
+_OTHERS = ["0.0", '-float("inf")', "1.0"]
+_FNS = ["tl.exp", "tl.maximum", "tl.minimum", "tl.sqrt", "tl.sigmoid", "tl.abs", "tl.log"]
+
+
+def _name(rng: random.Random) -> str:
+    return f"{rng.choice(_WORDS)}_{rng.choice(_WORDS)}{rng.randrange(100)}"
+
+
+def _stmt(rng: random.Random, vs: list[str]) -> str:
+    a, b = rng.choice(vs), rng.choice(vs)
+    c = rng.choice([str(rng.randrange(1, 512)), f"{rng.random():.3f}", rng.choice(vs)])
+    k = rng.randrange(9)
+    t = _name(rng)
+    vs.append(t)
+    if k == 0:
+        other = rng.choice(_OTHERS)
+        return f"{t} = tl.load({a} + {b} * {c}, mask={b} < {rng.randrange(16, 9000)}, other={other})"
+    if k == 1:
+        return f"{t} = {rng.choice(_FNS)}({a} {rng.choice(_OPS)} {c})"
+    if k == 2:
+        return f"{t} = tl.sum({a} * {b}, axis={rng.randrange(2)})"
+    if k == 3:
+        return f"tl.store({a} + {b} * {rng.randrange(1, 64)}, {c}, mask={b} < {rng.randrange(16, 9000)})"
+    if k == 4:
+        return f"{t} = tl.where({a} > {c}, {b}, {a} {rng.choice(_OPS)} {rng.randrange(2, 99)})"
+    if k == 5:
+        return f"{t} = {a} {rng.choice(_OPS)} {b} {rng.choice(_OPS)} {c}"
+    if k == 6:
+        return f"{t} = tl.dot({a}, {b}).to(tl.{rng.choice(['float32', 'bfloat16', 'float16'])})"
+    if k == 7:
+        return f"{t} = tl.arange(0, {rng.choice([16, 32, 64, 128, 256, 512])}) + {a} * {rng.randrange(1, 4096)}"
+    return f"{t} = tl.program_id({rng.randrange(3)}) * {rng.randrange(8, 1024)} + {a}"
+
+
+def gen_solution(rng: random.Random, n_lines: int = 60) -> str:
+    """A plausible Triton solution of about n_lines lines; scaffolding shared by all documents."""
+    out = ["import torch", "import torch.nn as nn", "import triton", "import triton.language as tl", "", ""]
+    fns = []
+    while len(out) < n_lines - 12:
+        fname = "_" + _name(rng) + "_kernel"
+        params = [_name(rng) for _ in range(rng.randrange(3, 7))]
+        body_n = rng.randrange(6, 14)
+        vs = list(params)
+        out.append("@triton.jit")
+        out.append(f"def {fname}({', '.join(params)}, BLOCK: tl.constexpr):")
+        for _ in range(body_n):
+            s = _stmt(rng, vs)
+            if rng.random() < 0.15:
+                out.append(f"    for {_name(rng)} in range(0, {rng.choice(vs)}, BLOCK):")
+                out.append("        " + s)
+            else:
+                out.append("    " + s)
+        out.extend(["", ""])
+        fns.append((fname, len(params)))
+    out.append("class Model(nn.Module):")
+    out.append("    def __init__(self, *args):")
+    out.append("        super().__init__()")
+    out.append("")
+    out.append("    def forward(self, x: torch.Tensor) -> torch.Tensor:")
+    out.append("        y = torch.empty_like(x)")
+    for fname, np_ in fns:
+        args = ", ".join(["x", "y"] + [str(rng.randrange(1, 4096)) for _ in range(np_ - 2)])
+        out.append(f"        {fname}[(triton.cdiv(x.numel(), {rng.choice([128, 256, 1024])}),)]({args}, BLOCK={rng.choice([64, 128, 256])})")
+    out.append("        return y")
+    return "\n".join(out) + "\n"
+
+
+def derive(src: str, rng: random.Random, edit_frac: float) -> str:
+    """A derivative: identifiers renamed, top-level functions reordered, a fraction of lines edited."""
+    from forensics.analyze.contamination_eval import rename, reorder
+    s = rename(src, str(rng.random()))
+    if rng.random() < 0.7:
+        try:
+            s = reorder(s)
+        except SyntaxError:
+            pass
+    lines = s.splitlines()
+    body = [i for i, ln in enumerate(lines) if ln.startswith("    ") and "=" in ln and "def " not in ln]
+    for i in rng.sample(body, int(edit_frac * len(body))):
+        ind = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+        lines[i] = ind + _stmt(rng, [lines[i].split("=")[0].strip() or "x", "x"])
+    return "\n".join(lines) + "\n"
+
+
+def corpus(n: int, seed: int = 0, n_problems: int = 10) -> tuple[list[str], list[str]]:
+    """n documents in families; returns (sources, problems)."""
+    rng = random.Random(seed)
+    srcs: list[str] = []
+    probs: list[str] = []
+    while len(srcs) < n:
+        prob = f"{rng.randrange(n_problems):02d}_problem"
+        base = gen_solution(rng, rng.randrange(45, 80))
+        srcs.append(base)
+        probs.append(prob)
+        for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
+            if len(srcs) >= n:
+                break
+            srcs.append(derive(base, rng, rng.uniform(0.05, 0.3)))
+            probs.append(prob)
+    return srcs, probs
+
+
+# ------------------------------------------------------------------------------ exact joins
+
+def prefix_join(sets: list[np.ndarray], groups: list[str], t: float) -> set[tuple[int, int]]:
+    """Exact all-pairs with Jaccard >= t (prefix filtering + exact verification), within groups."""
+    if not sets:
+        return set()
+    allv = np.concatenate([s for s in sets if len(s)]) if any(len(s) for s in sets) else np.zeros(0, np.uint64)
+    vals, counts = np.unique(allv, return_counts=True)
+    out: set[tuple[int, int]] = set()
+    by_group: dict[str, list[int]] = defaultdict(list)
+    for i, g in enumerate(groups):
+        by_group[g].append(i)
+    for g, idx in by_group.items():
+        index: dict[int, list[int]] = defaultdict(list)
+        cands: set[tuple[int, int]] = set()
+        for i in idx:
+            s = sets[i]
+            if not len(s):
+                continue
+            freq = counts[np.searchsorted(vals, s)]
+            order = s[np.lexsort((s, freq))]
+            p = len(s) - math.ceil(t * len(s)) + 1
+            for v in order[:p].tolist():
+                lst = index[v]
+                for j in lst:
+                    cands.add((j, i))
+                lst.append(i)
+        for i, j in cands:
+            jac = SIM.exact_scores(sets[i], sets[j])[0]
+            if jac >= t:
+                out.add((min(i, j), max(i, j)))
+    return out
+
+
+def brute_force(sets: list[np.ndarray], groups: list[str], t: float, pairs: list[tuple[int, int]] | None = None):
+    """Literal brute force: exact Jaccard of every pair (python sets)."""
+    ps = [set(s.tolist()) for s in sets]
+    out = set()
+    n = len(sets)
+    it = pairs if pairs is not None else ((i, j) for i in range(n) for j in range(i + 1, n))
+    for i, j in it:
+        if groups[i] != groups[j]:
+            continue
+        a, b = ps[i], ps[j]
+        inter = len(a & b)
+        if inter and inter / (len(a) + len(b) - inter) >= t:
+            out.add((i, j))
+    return out
+
+
+# ------------------------------------------------------------------------------ benchmark
+
+def run_size(n: int, jobs: int, truth: bool, brute: str, seed: int = 0) -> dict[str, Any]:
+    srcs, probs = corpus(n, seed)
+    t0 = time.perf_counter()
+    if jobs > 1 and n >= 5000:
+        import multiprocessing as mp
+        ctx = mp.get_context("fork")
+        with ctx.Pool(jobs) as pool:
+            sets_list = pool.map(_shingle_one, srcs, chunksize=500)
+    else:
+        sets_list = [_shingle_one(s) for s in srcs]
+    t_shingle = time.perf_counter() - t0
+    docs = [SIM.Doc(str(i), probs[i], {}, "", {}, sets_list[i]) for i in range(n)]
+    t1 = time.perf_counter()
+    SIM.discount(docs, None, jobs=jobs)
+    t_discount = time.perf_counter() - t1
+    sets = [d.distinct for d in docs]
+    t2 = time.perf_counter()
+    sigs = SIM.signatures_parallel(sets, jobs=jobs)
+    t_minhash = time.perf_counter() - t2
+    t3 = time.perf_counter()
+    cand, params = SIM.lsh_candidates(sigs, LSH_T, groups=probs)
+    t_lsh = time.perf_counter() - t3
+    t4 = time.perf_counter()
+    found = set()
+    for i, j in cand:
+        if SIM.exact_scores(sets[i], sets[j])[0] >= THRESHOLD:
+            found.add((i, j))
+    t_verify = time.perf_counter() - t4
+    total = time.perf_counter() - t0
+    row: dict[str, Any] = {"n": n, "pairs_found": len(found), "candidates": len(cand), "lsh_bands_rows": params,
+                           "t_shingle_s": t_shingle, "t_discount_s": t_discount, "t_minhash_s": t_minhash,
+                           "t_lsh_s": t_lsh, "t_verify_s": t_verify, "t_total_s": total,
+                           "t_lsh_path_s": t_minhash + t_lsh + t_verify}
+    if truth:
+        t5 = time.perf_counter()
+        true = prefix_join(sets, probs, THRESHOLD)
+        row["t_exact_join_s"] = time.perf_counter() - t5
+        row["true_pairs"] = len(true)
+        row["recall"] = len(found & true) / len(true) if true else 1.0
+        row["precision"] = len(found & true) / len(found) if found else 1.0
+    n_pairs = n * (n - 1) // 2
+    if brute == "full":
+        t6 = time.perf_counter()
+        bf = brute_force(sets, probs, THRESHOLD)
+        row["t_brute_s"] = time.perf_counter() - t6
+        row["brute_extrapolated"] = False
+        if truth:
+            row["exact_join_equals_brute"] = bf == true
+    elif brute == "sample":
+        rng = random.Random(1)
+        sample = [tuple(sorted(rng.sample(range(n), 2))) for _ in range(200_000)]
+        # the sample must pay for every pair, including cross-problem ones
+        same = ["g"] * n
+        t6 = time.perf_counter()
+        brute_force(sets, same, THRESHOLD, sample)
+        dt = time.perf_counter() - t6
+        row["t_brute_s"] = dt / len(sample) * n_pairs
+        row["brute_extrapolated"] = True
+    return row
+
+
+LSH_T = 0.4  # banding threshold below the reporting threshold, for recall at J just above 0.5
+
+
+def _shingle_one(src: str) -> np.ndarray:
+    return SIM.build_doc("_", {"solution.py": src}, keep_where=False).shingles
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}" if v < 100 else f"{v:,.0f}"
+    return str(v)
+
+
+def quality_table(rep: dict[str, Any]) -> str:
+    s = rep["similarity"]
+    o, b = s["ours"], s["baseline"]
+    lines = [f"similarity quality: {s['documents']} documents ({s['bases']} hand-written bases, {s['derivatives']} "
+             f"planted derivatives, {s['problems']} problems)",
+             f"{'metric':<44}{'ours (MinHash/LSH, normalized)':>32}{'baseline (raw-token Jaccard)':>30}",
+             f"{'true source ranked 1st':<44}{sum(1 for r in o['ranks'].values() if r == 1):>28}/{len(o['ranks']):<3}"
+             f"{sum(1 for r in b['ranks'].values() if r == 1):>26}/{len(b['ranks']):<3}",
+             f"{'worst rank of a true source':<44}{o['worst_rank']:>32}{b['worst_rank']:>30}",
+             f"{'lowest true-pair score':<44}{o['min_true']:>32.3f}{b['min_true']:>30.3f}",
+             f"{'highest unrelated same-problem score':<44}{o['max_unrelated']:>32.3f}{b['max_unrelated']:>30.3f}",
+             f"{'gap (lowest true - highest unrelated)':<44}{o['gap']:>32.3f}{b['gap']:>30.3f}"]
+    for k in sorted(o["rank1_by_kind"]):
+        lines.append(f"{'  rank 1 for ' + k:<44}{o['rank1_by_kind'][k]:>32}{b['rank1_by_kind'].get(k, '-'):>30}")
+    lines.append(f"true pairs with aligned spans: {s['true_pairs_with_spans']}/{s['derivatives']}")
+    r = rep["reads"]
+    lines.append("")
+    lines.append(f"read classification: {r['labeled_refs']} labeled references in {r['cases']} runs, harness styles "
+                 f"{', '.join(r['styles'])}")
+    lines.append(f"{'class':<20}{'precision':>10}{'recall':>10}{'tp':>6}{'fp':>6}{'fn':>6}")
+    for k, v in r["per_class"].items():
+        lines.append(f"{k:<20}{v['precision']:>10.3f}{v['recall']:>10.3f}{v['tp']:>6}{v['fp']:>6}{v['fn']:>6}")
+    for e in r["errors"][:10]:
+        lines.append(f"  miss: {e['case']} {e['foreign'][:40]} want={e['want']} got={e['got']}")
+    return "\n".join(lines)
+
+
+@click.command("similarity")
+@click.option("--sizes", default="1000,10000,100000", show_default=True, help="Comma-separated corpus sizes.")
+@click.option("--jobs", default=min(2, os.cpu_count() or 1), show_default=True, help="Processes for shingling/MinHash.")
+@click.option("--quality", is_flag=True, help="Print the contamination quality table (ours vs baseline) instead.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+def bench_similarity(sizes: str, jobs: int, quality: bool, as_json: bool) -> None:
+    """All pairs above Jaccard 0.5 with MinHash/LSH vs exact search; recall at 1k and 10k."""
+    import orjson
+    if quality:
+        from forensics.analyze.contamination_eval import evaluate
+        rep = evaluate()
+        if as_json:
+            click.echo(orjson.dumps(rep, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode())
+        else:
+            click.echo(quality_table(rep))
+        return
+    rows = []
+    for n in [int(x) for x in sizes.split(",") if x.strip()]:
+        truth = n <= 10_000
+        brute = "full" if n <= 1000 else "sample"
+        rows.append(run_size(n, jobs, truth, brute))
+    if as_json:
+        click.echo(orjson.dumps({"threshold": THRESHOLD, "lsh_threshold": LSH_T, "jobs": jobs, "rows": rows},
+                                option=orjson.OPT_INDENT_2, default=str).decode())
+        return
+    click.echo(f"all pairs with Jaccard >= {THRESHOLD} (LSH banding at {LSH_T}, {SIM.NUM_PERM} perms, jobs={jobs})")
+    hdr = f"{'n':>8}{'total s':>9}{'shingle':>9}{'discnt':>8}{'minhash':>9}{'lsh':>7}{'verify':>8}{'pairs':>8}" \
+          f"{'recall':>8}{'exact join s':>13}{'brute s':>12}{'brute/lsh':>10}"
+    click.echo(hdr)
+    for r in rows:
+        bt = r.get("t_brute_s")
+        click.echo(f"{r['n']:>8}{r['t_total_s']:>9.2f}{r['t_shingle_s']:>9.2f}{r['t_discount_s']:>8.2f}"
+                   f"{r['t_minhash_s']:>9.2f}{r['t_lsh_s']:>7.2f}{r['t_verify_s']:>8.2f}{r['pairs_found']:>8}"
+                   f"{(format(r['recall'], '.3f') if 'recall' in r else '-'):>8}"
+                   f"{(format(r['t_exact_join_s'], '.2f') if 't_exact_join_s' in r else '-'):>13}"
+                   f"{(format(bt, ',.1f') + ('*' if r.get('brute_extrapolated') else '')) if bt else '-':>12}"
+                   f"{(format(bt / r['t_lsh_path_s'], ',.0f') + 'x') if bt else '-':>10}")
+    for a, b in zip(rows, rows[1:]):
+        g = math.log(b["t_total_s"] / a["t_total_s"]) / math.log(b["n"] / a["n"])
+        click.echo(f"growth {a['n']}->{b['n']}: time x{b['t_total_s'] / a['t_total_s']:.1f} for n x{b['n'] / a['n']:.0f} "
+                   f"(exponent {g:.2f}; quadratic = 2.00)")
+    if any(r.get("brute_extrapolated") for r in rows):
+        click.echo("* brute force timed on 200,000 random pairs and scaled to n(n-1)/2 pairs")
+    for r in rows:
+        if "exact_join_equals_brute" in r:
+            click.echo(f"n={r['n']}: exact prefix join == literal brute force: {r['exact_join_equals_brute']}")
