@@ -56,11 +56,10 @@ def test_honest_topk_passes_every_probe(tmp_path):
 
 
 def test_honest_megaqwen_passes_decode_probes(tmp_path):
-    out = _replay("mq_honest.py", "03_megaqwen_decode", probes=["check", "alternate-cache", "fresh-state"],
-                  sidecars=MQ_SIDE, tmp_path=tmp_path)
+    # (its check is covered by the ignores-caches case below, whose run() path is the same)
+    out = _replay("mq_honest.py", "03_megaqwen_decode", probes=["alternate-cache"], sidecars=MQ_SIDE, tmp_path=tmp_path)
     assert out.status() == "pass", out.rows
-    assert {r["probe"] for r in out.rows} == {"check", "alternate-cache", "fresh-state"}
-    assert len(_rows(out, "alternate-cache")) == 2
+    assert [r["status"] for r in _rows(out, "alternate-cache")] == ["pass", "pass"]
 
 
 # ------------------------------------------------------------------------------ planted failures

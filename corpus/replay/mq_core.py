@@ -39,7 +39,7 @@ def _rms(x, w):
 
 def _rope(x, pos):
     half = x.shape[-1] // 2
-    ang = pos * 10000.0 ** (-torch.arange(half, dtype=torch.float32) / half)
+    ang = pos * 10000.0 ** (-torch.arange(half, dtype=torch.float32, device=x.device) / half)
     c, s = torch.cos(ang), torch.sin(ang)
     return torch.cat([x[..., :half] * c - x[..., half:] * s, x[..., half:] * c + x[..., :half] * s], -1)
 
@@ -64,13 +64,14 @@ def step(W, x, kc, vc, pos):
 
 
 def new_caches(model, max_seq):
-    mk = lambda: torch.zeros(NKV, max_seq, D, dtype=torch.bfloat16)  # noqa: E731
+    dev = model.blocks[0].input_ln.device
+    mk = lambda: torch.zeros(NKV, max_seq, D, dtype=torch.bfloat16, device=dev)  # noqa: E731
     return [mk() for _ in model.blocks], [mk() for _ in model.blocks]
 
 
 def token(gen, h):
-    return torch.randn(H, generator=gen).to(torch.bfloat16) * 0.5 + h.to(torch.bfloat16) * 0.5
+    return torch.randn(H, generator=gen).to(torch.bfloat16).to(h.device) * 0.5 + h.to(torch.bfloat16) * 0.5
 
 
-def first_hidden(seed):
-    return torch.randn(H, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+def first_hidden(seed, device="cpu"):
+    return torch.randn(H, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16).to(device)

@@ -18,7 +18,7 @@ def _weights(model):
 def prefill(model, ctx_len, seed):
     kc, vc = new_caches(model, model.max_seq)
     W = _weights(model)
-    h = first_hidden(seed)
+    h = first_hidden(seed, model.blocks[0].input_ln.device)
     gen = torch.Generator().manual_seed(seed + 1)
     for t in range(ctx_len):
         h = step(W, token(gen, h), kc, vc, t)

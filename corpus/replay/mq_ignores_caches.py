@@ -10,7 +10,7 @@ from mq_core import Model, first_hidden, float_weights, new_caches, step, token 
 def prefill(model, ctx_len, seed):
     kc, vc = new_caches(model, model.max_seq)
     W = float_weights(model)
-    h = first_hidden(seed)
+    h = first_hidden(seed, model.blocks[0].input_ln.device)
     gen = torch.Generator().manual_seed(seed + 1)
     for t in range(ctx_len):
         h = step(W, token(gen, h), kc, vc, t)

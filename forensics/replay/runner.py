@@ -261,8 +261,16 @@ class Scratch:
         self.harness = self.root / "harness"
         self.home = self.root / "home"
         self.io = self.root / "io"
-        for d in (self.sol_dir, self.ref_dir, self.harness, self.home / "tmp", self.io):
+        for d in (self.sol_dir, self.ref_dir, self.harness, self.home / "tmp"):
             d.mkdir(parents=True, exist_ok=True)
+        # tensors cross the process boundary as files: keep them in memory where /dev/shm exists
+        self._io_tmp = None
+        shm = Path("/dev/shm")
+        if shm.is_dir() and os.access(shm, os.W_OK):
+            self._io_tmp = Path(tempfile.mkdtemp(prefix=f"replay-io-{self.sha256[:12]}-", dir=shm))
+            self.io.symlink_to(self._io_tmp, target_is_directory=True)
+        else:
+            self.io.mkdir()
         self.skipped: list[str] = []
         for rel, data in sorted((sidecars or {}).items()):
             parts = Path(rel).parts
@@ -289,6 +297,8 @@ class Scratch:
         return str(self.io / f"{self._n:05d}-{stem}.pt")
 
     def cleanup(self) -> None:
+        if self._io_tmp is not None:
+            shutil.rmtree(self._io_tmp, ignore_errors=True)
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)
 

@@ -169,46 +169,46 @@ def alternate_cache(rp: Replay) -> None:
     ch.request("delete", rp.limits.call_s, objs=["q"], slots=["pa", "pb"])
 
 
-def fresh_state(rp: Replay) -> None:
+def fresh_state(rp: Replay, rounds: int = 4) -> None:
+    """Run, delete, rebuild with other weights (up to `rounds` times, until a new model lands on a
+    dead model's id()), and compare every rebuilt model's run with the reference."""
     probe = "fresh-state"
     if _unsupported(rp, probe):
         return
     shape = rp.check_shapes()[0]
-    s1, s2 = rp.seeds[0], rp.seeds[0] + 777
     ch = rp.ensure_child()
     if ch is None:
         return
     ctx, dec = shape["ctx_len"], shape["n_decode"]
-    ref1 = _ref_model(rp, shape, s1)
-    r1 = _model(rp, ch, "q", shape, ref1, replace=True)
-    if not r1.ok:
-        rp.failed_reply(probe, r1, shape, s1, what="Model construction")
-        return
-    r, _ = _run_sol(rp, ch, "q", ctx, dec, s1)
-    if not r.ok:
-        rp.failed_reply(probe, r, shape, s1, what="run()")
-        return
-    del ref1
-    ref2 = _ref_model(rp, shape, s2)
-    r2 = _model(rp, ch, "q", shape, ref2, replace=True, reuse_attempts=4)
-    if not r2.ok:
-        rp.failed_reply(probe, r2, shape, s2, what="second Model construction")
-        return
-    reused = r2.get("obj_id") == r2.get("old_id")
-    r, out = _run_sol(rp, ch, "q", ctx, dec, s2)
-    if not r.ok:
-        rp.failed_reply(probe, r, shape, s2, what="run()")
-        return
-    res = rp.compare(_ref_run(rp, ref2, ctx, dec, s2), _to_dev(out, rp.device))
-    variant = "new-model" + ("-same-id" if reused else "-new-id")
-    if res.get("ok"):
-        rp.row(probe, "pass", shape, s2, variant, res)
-    else:
-        rp.row(probe, "fail", shape, s2, variant, res)
-        rp.finding("replay-stale-fresh-state",
-                   "A new model with other weights" + (" (built on the dead model's id())" if reused else "") + " "
-                   f"returns results of the old one: {res.get('msg', '')}"[:600],
-                   {"id_reused": reused, "max_abs": res.get("max_abs"), "n_bad": res.get("n_bad")})
+    seen: set[int] = set()
+    for rnd in range(rounds + 1):
+        s = rp.seeds[0] + 777 * rnd
+        ref = _ref_model(rp, shape, s)
+        r = _model(rp, ch, "q", shape, ref, replace=True, reuse_attempts=8)
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, s, what="Model construction")
+            return
+        reused = r.get("obj_id") in seen
+        seen.add(r.get("obj_id"))
+        r, out = _run_sol(rp, ch, "q", ctx, dec, s)
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, s, what="run()")
+            return
+        if rnd == 0:
+            continue  # the first model only warms whatever the solution caches
+        res = rp.compare(_ref_run(rp, ref, ctx, dec, s), _to_dev(out, rp.device))
+        variant = f"rebuild-{rnd}" + ("-dead-id" if reused else "-new-id")
+        if not res.get("ok"):
+            rp.row(probe, "fail", shape, s, variant, res)
+            rp.finding("replay-stale-fresh-state",
+                       "A new model with other weights" + (" (built on a dead model's id())" if reused else "") + " "
+                       f"returns results of an old one: {res.get('msg', '')}"[:600],
+                       {"id_reused": reused, "round": rnd, "max_abs": res.get("max_abs"), "n_bad": res.get("n_bad")})
+            return
+        if reused or rnd == rounds:
+            rp.row(probe, "pass", shape, s, variant, res,
+                   detail="" if reused else f"no id() reuse in {rounds} rebuilds: id()-keyed caches not exercised")
+            return
 
 
 def determinism(rp: Replay) -> None:

@@ -259,23 +259,35 @@ class Worker:
         args = [self.resolve(a) for a in req.get("args", [])]
         kwargs = {k: self.resolve(v) for k, v in req.get("kwargs", {}).items()}
         old_id = None
-        if req.get("replace") and req["obj"] in self.objs:
-            # drop the old object right before building the new one, so CPython may hand the
-            # new object the dead one's id() (the fresh-state probe wants exactly that)
-            old_id = id(self.objs[req["obj"]])
-            for name in [n for n in self.objs if n == req["obj"] or n.startswith(req["obj"] + "/")]:
-                if name != req["obj"]:
+        gc_was = gc.isenabled()
+        gc.disable()  # an automatic collection would reshuffle the allocator's free list
+        try:
+            if req.get("replace") and req["obj"] in self.objs:
+                # drop the old object right before building the new one, so CPython may hand the
+                # new object the dead one's id() (the fresh-state probe wants exactly that)
+                old_id = id(self.objs[req["obj"]])
+                for name in [n for n in self.objs if n.startswith(req["obj"] + "/")]:
                     self.objs.pop(name, None)
-            # no gc.collect() here: it allocates, and would take the freed slot first
-            del self.objs[req["obj"]]
-        obj = factory(*args, **kwargs)
-        spare = []
-        for _ in range(int(req.get("reuse_attempts", 0)) if old_id is not None else 0):
-            if id(obj) == old_id:
-                break
-            spare.append(obj)   # keep it alive so the next construction takes another slot
+                probe = None
+                try:
+                    import weakref
+                    probe = weakref.ref(self.objs[req["obj"]])
+                except TypeError:
+                    pass
+                del self.objs[req["obj"]]
+                if probe is not None and probe() is not None:  # kept alive by a cycle: collect it
+                    gc.collect()
             obj = factory(*args, **kwargs)
-        del spare
+            spare = []
+            for _ in range(int(req.get("reuse_attempts", 0)) if old_id is not None else 0):
+                if id(obj) == old_id:
+                    break
+                spare.append(obj)   # keep it alive so the next construction takes another slot
+                obj = factory(*args, **kwargs)
+            del spare
+        finally:
+            if gc_was:
+                gc.enable()
         info: dict = {"type": type(obj).__name__}
         if isinstance(obj, torch.nn.Module):
             obj = obj.to(self.device)
