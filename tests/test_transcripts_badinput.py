@@ -205,3 +205,39 @@ def test_fuzz_structured_lines_never_raise(parts, sep, tail):
     for e in ev:
         if isinstance(e, (Record, ParseError)) and e.line is not None:
             assert 1 <= e.line <= max(n_lines, 1)
+
+
+_KEYS = ["type", "subtype", "role", "message", "content", "id", "model", "usage", "tool_use_id", "is_error", "result",
+         "num_turns", "payload", "timestamp", "part", "state", "tool", "callID", "tool_call", "call_id", "tool_calls",
+         "function", "arguments", "tool_name", "tool_id", "parameters", "status", "stats", "output", "error", "data",
+         "stopReason", "text", "summary", "info", "last_token_usage", "tokens", "cache", "input", "name", "session_id",
+         "sessionID", "parentUuid", "uuid", "sessionId", "rate_limit_info", "parent_tool_use_id", "tool_use_result",
+         "toolUseResult", "isSidechain", "cwd", "success", "exitCode", "metadata", "exit", "delta", "think", "args",
+         "tool_call_id", "last_agent_message", "api_error_status", "terminal_reason", "total_cost_usd", "value",
+         "isError", "toolName", "numTurns", "timestamp_ms", "readToolCall", "shellToolCall"]
+_TYPES = ["system", "assistant", "user", "result", "tool_progress", "rate_limit_event", "response_item", "event_msg",
+          "session_meta", "turn_context", "function_call", "function_call_output", "custom_tool_call", "message",
+          "custom_tool_call_output", "reasoning", "token_count", "task_complete", "step_finish", "tool_use", "text",
+          "error", "tool_call", "init", "tool_result", "thought", "end", "completion", "completed", "thinking",
+          "task_progress", "compact_boundary", "Bash", "exec_command", "apply_patch", "shell"]
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**13), st.floats(allow_nan=False),
+                  st.sampled_from(_TYPES), st.text(max_size=20))
+_val = st.recursive(_leaf, lambda c: st.one_of(st.lists(c, max_size=4),
+                                               st.dictionaries(st.sampled_from(_KEYS + _TYPES), c, max_size=5)),
+                    max_leaves=10)
+_obj = st.dictionaries(st.sampled_from(_KEYS), _val, max_size=8)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(objs=st.lists(_obj, min_size=1, max_size=4),
+       fmt=st.sampled_from(["claude", "claude_session", "codex", "codex_text", "opencode", "cursor", "gemini", "kimi",
+                            "droid", "grok_stream", "grok_chat", "unknown"]))
+def test_fuzz_field_shapes_every_parser_handles_without_bad_field(objs, fmt):
+    """Records of the right keys with values of any shape: no parser trips over them."""
+    import orjson
+
+    data = b"\n".join(orjson.dumps(o) for o in objs) + b"\n"
+    ev = list(parse_source(io.BytesIO(data), source="x", fmt=fmt))
+    assert isinstance(ev[-1], SessionEnd) and ev[-1].format == fmt
+    assert not [e for e in ev if isinstance(e, ParseError) and e.reason in ("bad_field", "internal_error")]
+    assert sum(isinstance(e, Record) for e in ev) == len(objs)

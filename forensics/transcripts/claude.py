@@ -51,8 +51,12 @@ class ClaudeParser(Parser):
 
     def handle(self, o: dict, ln: int, off: int, nb: int):
         t = o.get("type")
+        if t.__class__ is not str:
+            return self.unknown(o, t, ln, off, nb)
         if t == "system":
             st = o.get("subtype")
+            if st.__class__ is not str:
+                st = None
             if st in _FAST_SYSTEM and not self.session_form:
                 return Record(self.source, ln, off, nb, "claude", "system", st)
             return self._system(o, st, ln, off, nb)

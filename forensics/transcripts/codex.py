@@ -47,6 +47,8 @@ class CodexParser(Parser):
 
     def handle(self, o: dict, ln: int, off: int, nb: int):
         t = o.get("type")
+        if t is not None and t.__class__ is not str:
+            return self.unknown(o, t, ln, off, nb)
         ts = None
         v = o.get("timestamp")
         if v is not None:
@@ -81,6 +83,8 @@ class CodexParser(Parser):
 
     def _item(self, p: dict, ln: int, off: int, nb: int, ts):
         pt = p.get("type")
+        if pt.__class__ is not str:
+            return self.unknown(p, "response_item", ln, off, nb, "payload type", pt)
         src, fmt = self.source, self.fmt
         if pt == "message":
             role = p.get("role")
@@ -153,6 +157,8 @@ class CodexParser(Parser):
 
     def _event(self, p: dict, ln: int, off: int, nb: int, ts):
         pt = p.get("type")
+        if pt.__class__ is not str:
+            return self.unknown(p, "event_msg", ln, off, nb, "payload type", pt)
         src, fmt = self.source, self.fmt
         text = None
         is_err = False

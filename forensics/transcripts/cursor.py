@@ -42,6 +42,8 @@ class CursorParser(Parser):
 
     def handle(self, o, ln, off, nb):
         t = o.get("type")
+        if t.__class__ is not str:
+            return self.unknown(o, t, ln, off, nb)
         ts = None
         v = o.get("timestamp_ms")
         if v is not None:

@@ -29,6 +29,8 @@ class DroidParser(Parser):
 
     def handle(self, o, ln, off, nb):
         t = o.get("type")
+        if t.__class__ is not str:
+            return self.unknown(o, t, ln, off, nb)
         ts = ts_epoch(o.get("timestamp")) if o.get("timestamp") is not None else None
         self.see_ts(ts)
         sid = o.get("session_id")

@@ -20,6 +20,8 @@ class GeminiParser(Parser):
 
     def handle(self, o, ln, off, nb):
         t = o.get("type")
+        if t.__class__ is not str:
+            return self.unknown(o, t, ln, off, nb)
         ts = ts_iso(o.get("timestamp")) if o.get("timestamp") is not None else None
         self.see_ts(ts)
         src, fmt = self.source, self.fmt

@@ -21,6 +21,8 @@ class GrokStreamParser(Parser):
 
     def handle(self, o, ln, off, nb):
         t = o.get("type")
+        if t.__class__ is not str:
+            return self.unknown(o, t, ln, off, nb)
         if t == "text" or t == "thought":
             d = o.get("data")
             if t == "text":
@@ -57,6 +59,8 @@ class GrokChatParser(Parser):
         t = o.get("type")
         if t is None:
             t = o.get("role")
+        if t.__class__ is not str:
+            return self.unknown(o, t, ln, off, nb)
         src, fmt = self.source, self.fmt
         ts = ts_iso(o.get("timestamp")) if o.get("timestamp") is not None else None
         self.see_ts(ts)

@@ -22,6 +22,8 @@ class KimiParser(Parser):
 
     def handle(self, o, ln, off, nb):
         role = o.get("role")
+        if role.__class__ is not str:
+            return self.unknown(o, role, ln, off, nb, "role")
         src, fmt = self.source, self.fmt
         if role == "assistant":
             content = o.get("content")

@@ -26,6 +26,8 @@ class OpenCodeParser(Parser):
 
     def handle(self, o, ln, off, nb):
         t = o.get("type")
+        if t.__class__ is not str:
+            return self.unknown(o, t, ln, off, nb)
         part = o.get("part")
         if not isinstance(part, dict):
             part = {}

@@ -52,6 +52,8 @@ class GenericParser(Parser):
         t = o.get("type", o.get("role"))
         t = t if isinstance(t, str) else None
         role = o.get("role")
+        if role.__class__ is not str:
+            role = None
         return Record(self.source, ln, off, nb, self.fmt, t, None, role if isinstance(role, str) else None,
                       None, None, text_of(o.get("content")) or text_of(o.get("text")))
 
@@ -299,11 +301,11 @@ def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
                             t = o.get("type")
                             if t == "system":
                                 t = o.get("subtype")
-                                if t in fast:
+                                if t.__class__ is str and t in fast:
                                     yield Rec(source, ln, off, n, fmt, "system", t)
                                     off += n + 1
                                     continue
-                            elif t in fast_types:
+                            elif t.__class__ is str and t in fast_types:
                                 yield Rec(source, ln, off, n, fmt, t)
                                 off += n + 1
                                 continue
