@@ -6,17 +6,9 @@
 * `build_fixture(out)` writes the small committed fixture (corpus/fixtures/).
 """
 
+from .fixture import build_fixture
+from .generate import generate
 from .run import RunBuilder
 from .session import ForeignRef, Session
 
 __all__ = ["RunBuilder", "Session", "ForeignRef", "generate", "build_fixture"]
-
-
-def generate(*a, **k):
-    from .generate import generate as _g
-    return _g(*a, **k)
-
-
-def build_fixture(*a, **k):
-    from .fixture import build_fixture as _b
-    return _b(*a, **k)

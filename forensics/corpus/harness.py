@@ -53,6 +53,7 @@ BANNER_LINES = [
 ]
 assert len(BANNER_LINES) == 32
 BANNER = ("\n".join(BANNER_LINES) + "\n").encode()
+BANNER_RECORDS = sum(1 for ln in BANNER_LINES if ln.strip())  # non-empty banner lines (records)
 
 
 def iso(t: float, tz: timezone = timezone.utc, ms: bool = True) -> str:
@@ -95,14 +96,23 @@ class _Lines:
         self.parts.append(dumps(obj))
         self.n += 1
         self.types[rtype] = self.types.get(rtype, 0) + 1
+        self.last_type = rtype
 
     def raw(self, data: bytes, n: int, rtype: str) -> None:
         self.parts.append(data)
         self.n += n
         self.types[rtype] = self.types.get(rtype, 0) + n
+        self.last_type = rtype
+
+    last_type: str | None = None
 
     def bytes(self, cut: bool = False) -> bytes:
         data = b"".join(self.parts)
+        if cut and data and self.last_type:
+            # the truncated last line is no longer a record of its type
+            self.types[self.last_type] -= 1
+            self.types["invalid"] = self.types.get("invalid", 0) + 1
+            self.last_type = None
         if cut and data:
             # drop the final newline and the tail of the last line: a kill mid-write
             last_start = data.rstrip(b"\n").rfind(b"\n") + 1
@@ -128,7 +138,7 @@ def render_claude(s: Session, meta: dict) -> Rendered:
     L = _Lines()
     banner = 0
     if s.container:
-        L.raw(BANNER, 32, "banner")
+        L.raw(BANNER, BANNER_RECORDS, "banner")
         banner = 32
     L.add({"type": "system", "subtype": "init", "cwd": s.ws, "session_id": sid,
            "tools": ["Task", "Bash", "Glob", "Grep", "Read", "Edit", "MultiEdit", "Write", "TodoWrite", "TaskCreate",
@@ -203,11 +213,11 @@ def render_claude(s: Session, meta: dict) -> Rendered:
             tid = (payload["task_id"] or active_task[0] or "b" + sid[:6]).encode()
             tuid = (active_task[1] or "toolu_01" + sid.replace("-", "")[:22]).encode()
             base = _uuid(sid, 10_000_000 + uid[0])[:24].encode()
-            pre = prog_head + tid + b'","tool_use_id":"' + tuid + prog_mid
-            chunk = [pre + b"%d" % (1000 * (i + 1)) + prog_tail + base + b"%012x" % (uid[0] + i) + tail_end
-                     for i in range(n)]
+            tmpl = (prog_head + tid + b'","tool_use_id":"' + tuid + prog_mid + b"%d" + prog_tail + base
+                    + b"%012x" + tail_end)
+            u0 = uid[0]
+            L.raw(b"".join([tmpl % (1000 * (i + 1), u0 + i) for i in range(n)]), n, "system")
             uid[0] += n
-            L.raw(b"".join(chunk), n, "system")
         elif kind == "tool_progress":
             for i in range(payload):
                 L.add({"type": "tool_progress", "tool_use_id": active_task[1], "tool_name": "Bash",
@@ -347,11 +357,14 @@ def render_codex(s: Session, meta: dict) -> Rendered:
     # transcript.jsonl: container = banner only; host = codex exec's stdout (the final message)
     if s.container:
         r.files["transcript.jsonl"] = BANNER
-        r.records["transcript.jsonl"] = 32
+        r.records["transcript.jsonl"] = BANNER_RECORDS
+        r.record_types["transcript.jsonl"] = {"banner": BANNER_RECORDS}
     else:
-        txt = (last_text.rstrip("\n") + "\n") if last_text else b""
-        r.files["transcript.jsonl"] = txt.encode() if isinstance(txt, str) else txt
-        r.records["transcript.jsonl"] = txt.count("\n") if isinstance(txt, str) else 0
+        txt = (last_text.rstrip("\n") + "\n") if last_text else ""
+        r.files["transcript.jsonl"] = txt.encode()
+        r.records["transcript.jsonl"] = sum(1 for ln in txt.split("\n") if ln.strip())
+        if r.records["transcript.jsonl"]:
+            r.record_types["transcript.jsonl"] = {"text": r.records["transcript.jsonl"]}
     d0 = datetime.fromtimestamp(t0, timezone.utc)
     err = [f"[{d0.strftime('%Y-%m-%dT%H:%M:%S')}] OpenAI Codex v0.128.0 (research preview)", "--------",
            f"workdir: {s.ws}", f"model: {meta['model']}", "provider: openai", "approval: never",
@@ -653,7 +666,7 @@ def render_grok(s: Session, meta: dict) -> Rendered:
     rng = s.rng
     L = _Lines()
     if s.container:
-        L.raw(BANNER, 32, "banner")
+        L.raw(BANNER, BANNER_RECORDS, "banner")
     for ev in s.events:
         if isinstance(ev, Call):
             # the token stream has no tool events; the agent's reasoning names what it does

@@ -139,7 +139,7 @@ def _session_end(b, rend, records) -> dict:
         reason = "success"
     if s.ended and s.ended.get("api_error_status"):
         api = s.ended["api_error_status"]
-    dedup = rend.usage_dedup["output_tokens"] if rend.usage_dedup else None
+    dedup = rend.usage_dedup["output_tokens"] if rend.usage_dedup and b.transcript_mode not in ("empty", "missing") else None
     marker = bool(s.ended) and not s.cut and b.transcript_mode not in ("empty", "missing") and s.fmt in marker_formats
     return {"end_reason": reason, "api_error_status": api, "terminal_marker": marker,
             "truncated_last_line": truncated, "output_tokens_dedup": dedup}
@@ -221,7 +221,9 @@ def run_label(b, files, rend, records, parse_errors, final, final_version, resul
         tfmt = "missing"
         pe.append({"source": "transcript.jsonl", "line": None, "reason": "missing_file"})
     tool_source = rend.tool_source
+    tool_source_format = None if grok_host else rend.tool_source_format
     if b.transcript_mode in ("empty", "missing") and tool_source == "transcript.jsonl":
+        tool_source = tool_source_format = None
         calls = {"total": 0, "by_tool": {}}
         versions, checks, foreign = [], [], []
         fv = None
@@ -234,9 +236,9 @@ def run_label(b, files, rend, records, parse_errors, final, final_version, resul
         "collision_suffix": "_".join(b.run_id.rsplit("_", 2)[1:]) if b.run_id.rsplit("_", 2)[-2].isdigit()
         and not b.run_id.endswith(b.problem_name) else None,
         "transcript_format": tfmt, "transcript_encoding": enc, "tool_source": tool_source,
-        "tool_source_format": None if grok_host else rend.tool_source_format,
+        "tool_source_format": tool_source_format,
         "tool_calls": calls, "records": dict(sorted(records.items())),
-        "record_types": dict(sorted(rend.record_types.items())),
+        "record_types": {src: {t: n for t, n in sorted(ts.items()) if n} for src, ts in sorted(rend.record_types.items())},
         "parse_errors": pe, "foreign_refs": foreign, "solution_versions": versions, "final_version": fv,
         "final_sha256": sha256(final) if final is not None else None,
         "check_runs": checks, "session_end": _session_end(b, rend, records),

@@ -313,8 +313,17 @@ class RunBuilder:
                 # never corrupt a line that carries a tool call: the labels count calls a parser can see
                 while arg <= len(lines) and (any(m in lines[arg - 1] for m in unsafe) or not lines[arg - 1].startswith(b"{")):
                     arg += 1
+            types = rend.record_types.setdefault(tsrc, {})
             if kind == "malformed":  # replace a line in the middle with broken JSON
                 i = arg
+                try:
+                    t0 = orjson.loads(lines[i - 1])
+                    t0 = t0.get("type") or t0.get("role") or "unknown"
+                except orjson.JSONDecodeError:
+                    t0 = None
+                if t0 and types.get(t0):
+                    types[t0] -= 1
+                    types["invalid"] = types.get("invalid", 0) + 1
                 lines[i - 1] = lines[i - 1][: len(lines[i - 1]) // 2] + b'", "oops'
                 parse_errors.append({"source": tsrc, "line": i, "reason": "invalid_json"})
             elif kind == "badutf8":
@@ -334,19 +343,22 @@ class RunBuilder:
             elif kind == "unknown_type":
                 i = arg
                 lines.insert(i - 1, b'{"type":"hook_event","hook":"PreToolUse","session_id":"' + self.session_id.encode() + b'"}')
+                types["hook_event"] = types.get("hook_event", 0) + 1
                 records[tsrc] = records.get(tsrc, 0) + 1
                 parse_errors.append({"source": tsrc, "line": i, "reason": "unknown_record"})
             files[tsrc] = b"\n".join(lines)
         if self.transcript_mode == "empty":
             files[tsrc] = b""
             records[tsrc] = 0
+            rend.record_types.pop(tsrc, None)
         elif self.transcript_mode == "missing":
             files.pop(tsrc, None)
             records.pop(tsrc, None)
+            rend.record_types.pop(tsrc, None)
         # records = physical non-empty lines of each source as finally written (before gzip)
         for src in list(records):
             if src in files:
-                records[src] = sum(1 for ln in files[src].split(b"\n") if ln.strip())
+                records[src] = _nonempty_lines(files[src])
             if not records[src]:
                 del records[src]
         if self.transcript_mode == "gzip_bytes":
@@ -355,6 +367,8 @@ class RunBuilder:
             files["transcript.jsonl.gz"] = gzip.compress(files.pop(tsrc), mtime=0)
             if tsrc in records:
                 records["transcript.jsonl.gz"] = records.pop(tsrc)
+            if tsrc in rend.record_types:
+                rend.record_types["transcript.jsonl.gz"] = rend.record_types.pop(tsrc)
         if s.fmt != "codex_text":
             files["stderr.log"] = self.stderr_extra.encode()
         elif self.stderr_extra:
@@ -725,6 +739,13 @@ class RunBuilder:
     def _labels(self, files, rend, records, parse_errors, final, final_version, result, grok_host) -> dict:
         from .labels import run_label
         return run_label(self, files, rend, records, parse_errors, final, final_version, result, grok_host)
+
+
+def _nonempty_lines(data: bytes) -> int:
+    """Physical non-empty lines (fast path when the file has no blank or whitespace-only lines)."""
+    if b"\n\n" in data or data.startswith(b"\n") or b"\n \n" in data:
+        return sum(1 for ln in data.split(b"\n") if ln.strip())
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 def _force_peak(text: str, peak: float) -> str:

@@ -396,7 +396,8 @@ class Session:
         elif f == "codex_text":
             if existed:
                 return self.heredoc(path, content, foreign=foreign)
-            patch = f"*** Begin Patch\n*** Add File: {p}\n" + "".join("+" + ln + "\n" for ln in content.split("\n")) + "*** End Patch"
+            body = content[:-1] if content.endswith("\n") else content  # each '+' line ends with a newline
+            patch = f"*** Begin Patch\n*** Add File: {p}\n" + "".join("+" + ln + "\n" for ln in body.split("\n")) + "*** End Patch"
             c = self._add("apply_patch", {"input": patch}, f"Success. Updated the following files:\nA {p}\n",
                           custom=True, foreign=foreign)
         elif f == "opencode":
