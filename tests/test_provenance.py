@@ -118,3 +118,14 @@ def test_artifact_classes():
     assert provenance.artifact_of("scratch/kernel.cu") == "scratch"
     assert provenance.artifact_of("repo/.venv/bin/python") == "other"
     assert provenance.artifact_of(None) == "dir"
+
+
+def test_foreign_reads_query(cases_store):
+    from forensics.store.queries import run_named
+    cases, store = cases_store
+    c = next(c for c in cases if c["id"] == "gemini:read_result")
+    cols, rows = run_named(store, "foreign-reads", run=c["run_id"])
+    assert rows and all(r[cols.index("classification")] in ("deliberate_read", "copy") for r in rows)
+    b = next(c for c in cases if c["id"] == "gemini:benign_ls")
+    assert run_named(store, "foreign-reads", run=b["run_id"])[1] == []
+    assert run_named(store, "foreign-reads", run=b["run_id"], include_benign="1")[1]
