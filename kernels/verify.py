@@ -1,0 +1,447 @@
+"""Verify and benchmark the bundled references on a GPU (and, for tests, on the CPU).
+
+    python -m kernels.verify --out OUT.json [--problems P ...] [--quick] [--budget-s 500]
+
+For every problem (each deck version) and every canonical shape:
+  * Triton reference vs oracle and vs the deck reference (compare() statistics);
+  * Triton reference timed beside the best library operation for the same work where one exists
+    (torch._scaled_mm, torch.topk, SDPA on the gathered pages, bf16 matmul of the dequantized
+    weights, grouped bf16 matmuls), CUDA events around each call with a 128 MiB zero_() L2 flush
+    between calls, medians;
+and once per problem the wall time of the reference side of a full check (every check shape x
+seed x stress case, plus the property cases: model build, input generation and reference
+outputs, no solution), with the deck reference path and, where one exists, the Triton path.
+
+Only torch, triton, numpy and the standard library are imported (the GPU machine has no duckdb,
+orjson or forensics.store).  One problem failing never stops the others: its error is recorded.
+`--device cpu` runs the same flow on tiny shapes under TRITON_INTERPRET=1 with wall-clock timing
+(used by the tests; numbers are meaningless there).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from contextlib import nullcontext
+
+import torch
+
+RESULT_KEYS = ("ok", "max_abs", "max_rel", "n_bad", "n_total", "worst_index", "atol", "rtol", "msg")
+
+
+def _summ(res: dict) -> dict:
+    out = {k: res.get(k) for k in RESULT_KEYS}
+    if isinstance(out.get("msg"), str):
+        out["msg"] = out["msg"][:300]
+    return out
+
+
+def _sync(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+# ------------------------------------------------------------------------------- timing
+class Timer:
+    """A5 timing: warmup calls, then per trial an L2 flush (zero_() of 128 MiB), a sync, CUDA events
+    around the call; the median in ms.  On the CPU: perf_counter around each call."""
+
+    def __init__(self, device, iters=30, warmup=10):
+        self.device = torch.device(device)
+        self.iters, self.warmup = iters, warmup
+        self.flush = (torch.empty(128 * 1024 * 1024 // 4, dtype=torch.float32, device=self.device)
+                      if self.device.type == "cuda" else None)
+
+    def __call__(self, fn) -> dict:
+        with torch.no_grad():
+            for _ in range(self.warmup):
+                fn()
+            _sync(self.device)
+            times = []
+            for _ in range(self.iters):
+                if self.flush is not None:
+                    self.flush.zero_()
+                    torch.cuda.synchronize()
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    fn()
+                    b.record()
+                    torch.cuda.synchronize()
+                    times.append(a.elapsed_time(b))
+                else:
+                    t0 = time.perf_counter()
+                    fn()
+                    times.append((time.perf_counter() - t0) * 1e3)
+        return dict(ms_median=statistics.median(times), ms_min=min(times), n=len(times))
+
+
+# ------------------------------------------------------------------- library baselines
+def _baseline(spec, model, inputs, device):
+    """(label, zero-arg callable doing the same work with the best library op) or (label, None)."""
+    name = spec.name
+    if name == "01_fp8_gemm":
+        (x,) = inputs
+        if spec.deck_version.startswith("pre"):
+            w = model.weight
+            return "bf16 matmul x.bf16 @ w.T", lambda: x.to(torch.bfloat16) @ w.T
+        w, s = model.weight, model.weight_scale
+        one = torch.ones(x.shape[0], 1, dtype=torch.float32, device=x.device)
+        sb = s.view(1, -1).contiguous()
+        wt = w.t()
+
+        def scaled():
+            return torch._scaled_mm(x, wt, scale_a=one, scale_b=sb, out_dtype=torch.bfloat16)
+        return "torch._scaled_mm rowwise (fp8 MMA, fp32 accumulate)", scaled
+    if name == "05_topk_bitonic":
+        (x,) = inputs
+        return "torch.topk", lambda: torch.topk(x, model.k, dim=-1)
+    if name == "03_paged_attention":
+        q, kv, bt, lens = inputs
+        B, H, D = q.shape
+        P, Hkv = kv.shape[1], kv.shape[2]
+        pages = bt.shape[1]
+        dense = kv[bt.long()].reshape(B, pages * P, Hkv, 2 * D)
+        L = int(lens.max())
+        k = dense[:, :L, :, :D].transpose(1, 2).contiguous()
+        v = dense[:, :L, :, D:].transpose(1, 2).contiguous()
+        qq = q[:, :, None, :]
+        import torch.nn.functional as F
+        return ("SDPA (flash) on pre-gathered contiguous pages, enable_gqa (gather not timed)",
+                lambda: F.scaled_dot_product_attention(qq, k, v, enable_gqa=True))
+    if name == "07_w4a16_gemm":
+        (x,) = inputs
+        mod = spec.reference_module()
+        w = mod.dequantize_w4(model.w_q, model.scales, model.zeros, model.group_size)
+        return "bf16 matmul of the pre-dequantized weight (dequant not timed)", lambda: x @ w
+    if name == "06_sonic_moe_swiglu":
+        h, off = inputs
+        wg, wu = model.W_gate, model.W_up
+        ends = off[1:].to(torch.int32)
+        import torch.nn.functional as F
+        if hasattr(torch, "_grouped_mm") and device.type == "cuda":
+            def gm():
+                return F.silu(torch._grouped_mm(h, wg, offs=ends)) * torch._grouped_mm(h, wu, offs=ends)
+            try:
+                gm()
+                return "torch._grouped_mm x2 + silu*mul", gm
+            except Exception:  # noqa: BLE001 - fall back to the per-expert loop
+                pass
+        offs = off.tolist()
+
+        def loop():
+            out = torch.empty(h.shape[0], wg.shape[2], dtype=torch.bfloat16, device=h.device)
+            for e in range(wg.shape[0]):
+                a, b = offs[e], offs[e + 1]
+                if b > a:
+                    out[a:b] = F.silu(h[a:b] @ wg[e]) * (h[a:b] @ wu[e])
+            return out
+        return "per-expert bf16 matmuls + silu*mul", loop
+    if name == "01_glm52_fused_moe":
+        x, ids, w = inputs
+        import torch.nn.functional as F
+        E, I = model.w1_routed.shape[0], model.I
+        flat = ids.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        counts = torch.bincount(flat, minlength=E)
+        ends = counts.cumsum(0).to(torch.int32)
+        xs = x[order // ids.shape[1]]
+        w1t = model.w1_routed.transpose(1, 2)      # (E, H, 2I)
+        w2t = model.w2_routed.transpose(1, 2)      # (E, I, H)
+        if hasattr(torch, "_grouped_mm") and device.type == "cuda":
+            def gm():
+                hh = torch._grouped_mm(xs, w1t, offs=ends)
+                return torch._grouped_mm(F.silu(hh[:, :I]) * hh[:, I:], w2t, offs=ends)
+            try:
+                gm()
+                return "torch._grouped_mm routed GEMMs (bf16; no shared expert, no combine)", gm
+            except Exception:  # noqa: BLE001
+                pass
+        cl = counts.tolist()
+
+        def loop():
+            start, outs = 0, []
+            for e in range(E):
+                n = cl[e]
+                if n:
+                    hh = xs[start:start + n] @ w1t[e]
+                    outs.append((F.silu(hh[:, :I]) * hh[:, I:]) @ w2t[e])
+                start += n
+            return outs
+        return "per-expert bf16 matmuls (routed only)", loop
+    if name == "02_deepseek_nsa":
+        q, k, v = inputs
+        import torch.nn.functional as F
+        return ("dense causal SDPA (more work than NSA: an upper reference, not the same op)",
+                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    if name == "02_kda_cutlass":
+        return "deck reference (torch chunked form; no library KDA on the machine)", lambda: model(*inputs)
+    return "none", None
+
+
+# ---------------------------------------------------------------------- full-check timing
+def _free():
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def full_check_time(spec, device, use_triton=False, shapes=None, seeds=None) -> dict:
+    """Wall time of the reference side of a full check: per check shape build the reference model,
+    then per seed generate inputs and compute the reference output of every stress case; then the
+    property cases on their shape."""
+    shapes = shapes if shapes is not None else spec.check_shapes
+    seeds = seeds if seeds is not None else spec.seeds
+    fwd = spec.triton_forward if use_triton else spec.reference_forward
+    t_build = t_inputs = t_fwd = 0.0
+    n_outputs = 0
+    t_all = time.perf_counter()
+    extra = []
+    if spec.name == "03_megaqwen_decode":
+        lc = spec.stateful["long_context_check"]
+        extra = [(dict(ctx_len=lc["ctx_len"], n_decode=lc["n_decode"]), (lc["seed"],))]
+    for shape, sd in [(s, seeds) for s in shapes] + extra:
+        t0 = time.perf_counter()
+        model = spec.build_reference(shape, device)
+        _sync(device)
+        t_build += time.perf_counter() - t0
+        for seed in sd:
+            if hasattr(model, "reset_parameters") and spec.name in ("03_megaqwen_decode", "04_grid_mingru_sps"):
+                model.reset_parameters(seed)
+            t0 = time.perf_counter()
+            inputs = spec.make_inputs(shape, seed, device)
+            _sync(device)
+            t_inputs += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for case in spec.stress_cases:
+                with spec.apply_stress(model, None, inputs, case) as x:
+                    fwd(model, x)
+                    n_outputs += 1
+            if spec.name == "04_grid_mingru_sps":
+                from .problems import cuda_04_mingru as mg
+                mod = spec.reference_module()
+                mod.env_step(*mg.env_step_inputs(seed, device))
+                mod.run(128, 8, seed, model=model)
+                n_outputs += 2
+            _sync(device)
+            t_fwd += time.perf_counter() - t0
+        del model
+        _free()
+    for pc in spec.property_cases:
+        shape = spec.shapes[pc.shape_index]
+        t0 = time.perf_counter()
+        model = spec.build_reference(shape, device)
+        _sync(device)
+        t_build += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        _, x = spec.property_inputs(pc, device)
+        _sync(device)
+        t_inputs += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fwd(model, x)
+        _sync(device)
+        t_fwd += time.perf_counter() - t0
+        n_outputs += 1
+        del model
+        _free()
+    return dict(path="triton" if use_triton else "reference", total_s=round(time.perf_counter() - t_all, 3),
+                build_s=round(t_build, 3), inputs_s=round(t_inputs, 3), forward_s=round(t_fwd, 3),
+                n_outputs=n_outputs, under_2s=(time.perf_counter() - t_all) < 2.0)
+
+
+# ------------------------------------------------------------------------------- driver
+def _out_dtype(ref):
+    if isinstance(ref, (tuple, list)):
+        return ref[0].dtype if isinstance(ref[0], torch.Tensor) else None
+    return ref.dtype if isinstance(ref, torch.Tensor) else None
+
+
+def verify_shape(spec, shape, device, timer, do_oracle=True) -> dict:
+    row = dict(shape=shape)
+    model = spec.build_reference(shape, device)
+    inputs = spec.make_inputs(shape, 2026, device)            # the benchmark seed
+    with torch.no_grad():
+        ref = spec.reference_forward(model, inputs)
+        dtype = _out_dtype(ref)
+        if spec.has_triton:
+            tri = spec.triton_forward(model, inputs)
+            row["triton_vs_reference"] = _summ(spec.compare(ref, tri, inputs=inputs))
+            if do_oracle:
+                try:
+                    orc = spec.oracle(model, inputs)
+                    row["triton_vs_oracle"] = _summ(spec.compare(orc, tri, inputs=inputs, dtype=dtype))
+                    row["reference_vs_oracle"] = _summ(spec.compare(orc, ref, inputs=inputs, dtype=dtype))
+                    del orc
+                except torch.cuda.OutOfMemoryError as exc:  # fp64 oracles of the largest shapes
+                    row["oracle_error"] = f"OutOfMemoryError: {str(exc)[:200]}"
+            del tri
+        elif do_oracle:
+            orc = spec.oracle(model, inputs)
+            row["reference_vs_oracle"] = _summ(spec.compare(orc, ref, inputs=inputs, dtype=dtype))
+        _free()
+        if timer is not None and spec.name not in ("03_megaqwen_decode", "04_grid_mingru_sps", "02_kimi_linear_decode"):
+            flops, nbytes = spec.flops(shape), spec.bytes(shape)
+            timings = {}
+            if spec.has_triton:
+                timings["triton"] = timer(lambda: spec.triton_fn(model, inputs))
+            try:
+                label, fn = _baseline(spec, model, inputs, torch.device(device))
+                if fn is not None:
+                    timings["library"] = dict(timer(fn), op=label)
+            except Exception as exc:  # noqa: BLE001 - e.g. _scaled_mm rejects K % 16 != 0
+                timings["library"] = dict(op="error", error=f"{type(exc).__name__}: {str(exc)[:300]}")
+            try:
+                timings["reference"] = timer(lambda: model(*inputs))
+            except torch.cuda.OutOfMemoryError as exc:
+                timings["reference"] = dict(error=f"OutOfMemoryError: {str(exc)[:200]}")
+                _free()
+            for t in timings.values():
+                if t and "ms_median" in t:
+                    ms = t["ms_median"]
+                    t["tflops"] = flops / (ms * 1e-3) / 1e12 if flops else None
+                    t["gbps"] = nbytes / (ms * 1e-3) / 1e9 if nbytes else None
+            if "triton" in timings and "ms_median" in timings.get("library", {}):
+                timings["triton_over_library"] = timings["triton"]["ms_median"] / timings["library"]["ms_median"]
+            row["timing"] = timings
+    del model, inputs, ref
+    _free()
+    return row
+
+
+def verify_problem(spec, device, quick, timer) -> dict:
+    res = dict(problem=spec.name, bench=spec.bench, deck_version=spec.deck_version, has_triton=spec.has_triton,
+               shapes=[], errors=[])
+    t0 = time.perf_counter()
+    if torch.device(device).type == "cpu":
+        from .selftest import TINY
+        shapes = [TINY[spec.name]] if spec.name in TINY else []
+    else:
+        shapes = spec.shapes[:1] if quick else spec.shapes
+    if spec.name in ("03_megaqwen_decode", "04_grid_mingru_sps", "02_kimi_linear_decode"):
+        shapes = []     # stateful: the full-check timing below exercises them
+    for shape in shapes:
+        try:
+            res["shapes"].append(verify_shape(spec, shape, device, timer))
+        except Exception as exc:  # noqa: BLE001
+            res["errors"].append(dict(shape=shape, error=f"{type(exc).__name__}: {str(exc)[:500]}",
+                                      traceback=traceback.format_exc(limit=8)))
+            _free()
+    if torch.device(device).type == "cuda":
+        for use_triton in ([False, True] if spec.has_triton else [False]):
+            key = "full_check_triton" if use_triton else "full_check_reference"
+            try:
+                res[key] = full_check_time(spec, device, use_triton)
+            except Exception as exc:  # noqa: BLE001
+                res[key] = dict(error=f"{type(exc).__name__}: {str(exc)[:500]}",
+                                traceback=traceback.format_exc(limit=8))
+                _free()
+    res["ok"] = not res["errors"] and all(
+        r.get(k, {}).get("ok", True) for r in res["shapes"] for k in ("triton_vs_oracle", "triton_vs_reference"))
+    res["wall_s"] = round(time.perf_counter() - t0, 2)
+    return res
+
+
+def environment(device) -> dict:
+    env = dict(python=platform.python_version(), torch=torch.__version__, device=str(device))
+    try:
+        import triton
+        env["triton"] = triton.__version__
+    except Exception as exc:  # noqa: BLE001
+        env["triton"] = f"unavailable: {exc}"
+    if torch.device(device).type == "cuda":
+        p = torch.cuda.get_device_properties(device)
+        env.update(gpu=p.name, sm=f"{p.major}.{p.minor}", sms=p.multi_processor_count,
+                   memory_gb=round(p.total_memory / 1e9, 1), l2_mb=round(getattr(p, "L2_cache_size", 0) / 2**20, 1))
+    return env
+
+
+def run(problems=None, device=None, quick=False, budget_s=None, iters=None) -> dict:
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from . import registry
+    out = dict(environment=environment(device), quick=quick, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               load_errors=dict(registry.LOAD_ERRORS), problems=[])
+    if dev.type == "cpu":      # the interpreter is slow and CPU numbers mean nothing: one call
+        timer = Timer(device, iters=iters or 1, warmup=0)
+    else:
+        timer = Timer(device, iters=iters or (5 if quick else 30), warmup=3 if quick else 10)
+    names = problems or registry.names()
+    order = {"hard": 0, "cuda": 1, "mega": 2}
+    targets = []
+    for n in names:
+        try:
+            for ver in registry.deck_versions(n):
+                targets.append(registry.get(n, ver))
+        except KeyError as exc:
+            out["problems"].append(dict(problem=n, ok=False, errors=[dict(error=f"KeyError: {exc}")]))
+    targets.sort(key=lambda s: (order.get(s.bench, 9), s.name, s.since or ""))
+    t_start = time.perf_counter()
+    for spec in targets:
+        if budget_s is not None and time.perf_counter() - t_start > budget_s:
+            out["problems"].append(dict(problem=spec.name, deck_version=spec.deck_version, ok=None,
+                                        skipped=f"time budget of {budget_s}s spent"))
+            continue
+        try:
+            with torch.no_grad() if dev.type == "cuda" else nullcontext():
+                out["problems"].append(verify_problem(spec, device, quick, timer))
+        except Exception as exc:  # noqa: BLE001
+            out["problems"].append(dict(problem=spec.name, deck_version=spec.deck_version, ok=False,
+                                        errors=[dict(error=f"{type(exc).__name__}: {exc}",
+                                                     traceback=traceback.format_exc(limit=8))]))
+            _free()
+    out["wall_s"] = round(time.perf_counter() - t_start, 2)
+    out["ok"] = all(p.get("ok") in (True, None) for p in out["problems"])
+    return out
+
+
+def summary_lines(result: dict) -> list[str]:
+    lines = [f"environment: {json.dumps(result['environment'])}"]
+    for p in result["problems"]:
+        head = f"{p.get('problem')}@{p.get('deck_version')}: " + (
+            "skipped" if p.get("skipped") else ("ok" if p.get("ok") else "FAIL"))
+        fc = p.get("full_check_reference", {})
+        if "total_s" in fc:
+            head += f"  full-check ref {fc['total_s']}s"
+        ft = p.get("full_check_triton", {})
+        if "total_s" in ft:
+            head += f" (triton {ft['total_s']}s)"
+        lines.append(head)
+        for e in p.get("errors", []):
+            lines.append(f"    error: {e.get('error')}")
+        for r in p.get("shapes", []):
+            t = r.get("timing", {})
+            tri = t.get("triton", {}).get("ms_median")
+            lib = t.get("library", {})
+            vo = r.get("triton_vs_oracle", {})
+            lines.append(f"    {r['shape']}: vs_oracle ok={vo.get('ok')} max_abs={vo.get('max_abs')} "
+                         f"triton={tri and round(tri, 4)}ms library={lib.get('ms_median') and round(lib['ms_median'], 4)}ms"
+                         f" ratio={t.get('triton_over_library') and round(t['triton_over_library'], 2)} [{lib.get('op', '')[:40]}]")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Verify and benchmark the bundled reference kernels.")
+    ap.add_argument("--out", required=True, help="JSON output path")
+    ap.add_argument("--problems", nargs="*", help="problem names (default: all)")
+    ap.add_argument("--quick", action="store_true", help="first canonical shape only, fewer timing trials")
+    ap.add_argument("--device", default=None, help="cuda (default when available) or cpu (tiny shapes, interpreter)")
+    ap.add_argument("--budget-s", type=float, default=None, help="skip the remaining problems after this many seconds")
+    ap.add_argument("--iters", type=int, default=None, help="timing trials per op (default 30, quick 5)")
+    args = ap.parse_args(argv)
+    result = run(args.problems, args.device, args.quick, args.budget_s, args.iters)
+    with open(args.out, "w") as fh:
+        json.dump(result, fh, indent=1, default=str)
+    print("\n".join(summary_lines(result)))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
