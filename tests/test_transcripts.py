@@ -363,3 +363,25 @@ def test_forced_format():
     assert p.end.format == "kimi"  # content wins over a wrong hint
     events = list(parse_source(io.BytesIO((DATA / "kimi.jsonl").read_bytes()), source="k", fmt="kimi"))
     assert events[-1].format == "kimi" and events[-1].format_evidence.startswith("format given")
+
+
+def test_hf_converted_trace_headers_then_session_lines():
+    lines = [b'{"type":"custom-title","customTitle":"run 01","sessionId":"hf"}',
+             b'{"type":"ai-title","aiTitle":"FP8 GEMM","sessionId":"hf"}',
+             b'{"type":"mode","mode":"default","sessionId":"hf"}',
+             b'{"parentUuid":null,"isSidechain":false,"sessionId":"hf","version":"2.1.181","type":"user",'
+             b'"message":{"role":"user","content":"[redacted]"},"uuid":"h1","timestamp":"2026-07-01T00:00:03Z"}',
+             b'{"parentUuid":"h1","isSidechain":false,"sessionId":"hf","version":"2.1.181","type":"assistant",'
+             b'"message":{"id":"m","role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash",'
+             b'"input":{"command":"python check.py"}}]},"uuid":"h2","timestamp":"2026-07-01T00:00:04Z"}']
+    p = parse("trace.jsonl", "claude", data=b"\n".join(lines) + b"\n")
+    assert p.end.format == "claude_session" and "JSON line 4" in p.end.format_evidence
+    assert p.errors == [] and [r.rtype for r in p.records][:3] == ["custom-title", "ai-title", "mode"]
+    assert p.records[0].text == "run 01" and p.call("t").command == "python check.py"
+    assert p.end.first_ts == datetime(2026, 7, 1, 0, 0, 3, tzinfo=UTC)
+
+
+def test_unknown_format_harness():
+    p = parse("pi.jsonl", "pi", data=b'{"kind":"x","text":"hello"}\n{"kind":"y"}\n')
+    assert p.end.format == "unknown" and p.end.end_reason == "unknown" and len(p.records) == 2
+    assert p.records[0].text == "hello" and p.calls == []
