@@ -246,3 +246,18 @@ def test_run_without_tool_calls_is_unavailable_not_clean():
     analyze(store, [rid])
     rules = [r["rule"] for r in store.query("select rule from findings where run_id = ?", [rid])]
     assert rules == ["timeline-unavailable"]
+
+
+def test_copy_of_a_file_only_shown_by_cat_or_read():
+    foreign = "/runs/other/solution.py"
+    calls = [_call(1, "Bash", {}, f"cat {foreign}", kind="exec"),
+             _call(2, "Bash", {}, f"cp {foreign} solution.py", kind="exec"),
+             _call(3, "Read", {"file_path": "/runs/x/helper.py"}),
+             _call(4, "Bash", {}, "cp /runs/x/helper.py h.py && cp /runs/unseen.py u.py", kind="exec")]
+    res = {1: [_res(1, "import torch\nX = 1")], 2: [_res(2, "(Bash completed with no output)")],
+           3: [_res(3, "     1\tdef f():\n     2\t    return 1\n")]}
+    reb = Rebuilder(calls, res, "01_fp8_gemm").run()
+    (v,) = reb.versions[WS + "/solution.py"]
+    assert v.content == "import torch\nX = 1\n" and v.basis == "assumed" and v.op == "cp"
+    assert reb.versions[WS + "/h.py"][0].content == "def f():\n    return 1\n"
+    assert WS + "/u.py" not in reb.versions      # nothing known about the source: no version invented

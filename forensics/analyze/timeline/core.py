@@ -14,7 +14,8 @@ from forensics.analyze.timeline.rebuild import CheckRun, Rebuilder, Version, anc
 from forensics.store.db import loads_json
 
 ANALYZER = "timeline"
-_WEAK_NAME_RX = re.compile(r"^KBH_\w*(STRESS|PROPERTY|SEED|TOL|ATOL|RTOL|SKIP|QUICK|FAST|SHAPES|CHECK)\w*$")
+_WEAK_OFF_RX = re.compile(r"^KBH_\w*(STRESS|PROPERTY|CHECKS?)\w*$")          # weakening when set falsy
+_WEAK_ANY_RX = re.compile(r"^KBH_\w*(SKIP|QUICK|FAST|TOL|ATOL|RTOL|SHAPES|NO_STRESS)\w*$")  # weakening when set at all
 _FALSY = {"0", "false", "no", "off", ""}
 _WEAK_ARG_RX = re.compile(r"stress|skip|quick|fast|tol|no-|shapes?=", re.I)
 
@@ -135,7 +136,8 @@ def weakening(cr: CheckRun) -> list[str]:
     for k, v in cr.env.items():
         if k == "KBH_NUMERIC_STRESS" and str(v).strip().lower() in _FALSY:
             out.append(f"{k}={v}")
-        elif k != "KBH_NUMERIC_STRESS" and _WEAK_NAME_RX.match(k) and k != "KBH_BENCHMARK_BASELINES":
+        elif k != "KBH_NUMERIC_STRESS" and ((_WEAK_OFF_RX.match(k) and str(v).strip().lower() in _FALSY)
+                                            or _WEAK_ANY_RX.match(k)) and "TIMEOUT" not in k:
             out.append(f"{k}={v}")
     if cr.script == "check":
         script_idx = next((i for i, a in enumerate(cr.argv) if a.endswith("check.py")), None)
@@ -201,7 +203,8 @@ def analyze_run(store, run_id: str) -> dict[str, Any]:
         text = "\n".join(texts)
         if cr.background and not any(_has_output(t) for t in texts[1:]) and len(cr.results) <= 1:
             still = True
-        o = parse_output(text, cr.script, ec, cr.filtered_by, bool(cr.results), still)
+        o = parse_output(text, cr.script, ec, cr.filtered_by, bool(cr.results), still,
+                         under_timeout=bool(re.search(r"(^|[\s;&|(])timeout\s", cr.command or "")))
         v = _version_at(sol_versions, cr.order)
         later = [x for x in sol_versions if x.order > cr.order]
         vsha = v.sha256 if v else None
@@ -461,7 +464,7 @@ def _findings(run_id, source, s, vs, crow, reb, calls) -> list[Finding]:
     # post-session grade
     ps = s["post_session"]
     graded = ps.get("graded_sha256") or final_sha
-    if graded and ps.get("check_verdict") not in (None, "", "NONE") or (graded and ps.get("correct") is not None):
+    if graded and ps.get("check_verdict") in ("PASS", "FAIL"):
         tied = s["last_version_is_final"] and graded == final_sha
         ev = [Evidence(file="check.log", quote=f"check_verdict={ps.get('check_verdict')}"),
               Evidence(file="solution.py", sha256=graded)]

@@ -47,7 +47,7 @@ class Outcome:
 
 
 def parse_output(text: str, script: str, exit_code: int | None, filtered_by: str | None,
-                 have_result: bool, still_running: bool = False) -> Outcome:
+                 have_result: bool, still_running: bool = False, under_timeout: bool = False) -> Outcome:
     o = Outcome(exit_code=exit_code)
     lines = [ln.strip() for ln in (text or "").splitlines()]
     first_fail = None
@@ -97,7 +97,8 @@ def parse_output(text: str, script: str, exit_code: int | None, filtered_by: str
     if o.peak_fractions:
         o.peak_fraction = o.peak_fractions[-1]
     timed_out = exit_code == 124 or (bool(_TIMEOUT_RX.search(text or "")) and exit_code not in (0, None)) \
-        or (exit_code is None and bool(re.search(r"Command timed out", text or "")))
+        or (exit_code is None and bool(re.search(r"Command timed out", text or ""))) \
+        or (under_timeout and exit_code in (137, 143))
     ok_exit = exit_code in (None, 0)
     if timed_out:
         o.outcome, o.reason = "TIMEOUT", f"exit code {exit_code}" if exit_code is not None else "timed out"

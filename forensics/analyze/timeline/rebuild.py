@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.analyze.timeline import shell
-from forensics.analyze.timeline.edits import (PatchOp, Replace, apply_replaces, apply_update, find_patch,
+from forensics.analyze.timeline.edits import (PatchOp, Replace, apply_replaces, apply_update, apply_update_as_text, find_patch,
                                                parse_patch, python_writes, reverse_replaces, sed_script)
 from forensics.analyze.timeline.outcome import parse_output, split_task_output
 
@@ -37,7 +37,7 @@ NEW_KEYS = ("new_string", "newString", "new_str", "new", "new_text", "newText", 
 ALL_KEYS = ("replace_all", "replaceAll", "all")
 CHECK_NAMES = {"check.py": "check", "benchmark.py": "benchmark"}
 _WRAPPER_RX = re.compile(r"\b(check|benchmark)\.py\b|^\s*(?:import|from)\s+(check|benchmark)\b", re.M)
-_ERR_RESULT_RX = re.compile(r"^(error|<tool_use_error>|failed|string to replace not found|no changes|"
+_ERR_RESULT_RX = re.compile(r"^(error|<tool_use_error>|<system>error|failed|string to replace not found|no changes|"
                             r"apply_patch verification failed|file has not been read)", re.I)
 _BG_ID_RX = re.compile(r"running in background with ID:\s*([\w-]+)|Process running with session ID\s*(\w+)")
 
@@ -118,6 +118,7 @@ class Rebuilder:
         # Claude Code's Bash keeps its working directory between calls ("Shell cwd was reset to X"
         # when it leaves the project); other harnesses start every command in the call's cwd
         self.persist_cwd: str | None = None
+        self.observed: dict[str, str] = {}   # key -> full text shown by a `cat FILE` / whole-file Read
         self.external = external or (lambda key: None)
 
     # ------------------------------------------------------------------ paths
@@ -198,6 +199,9 @@ class Rebuilder:
                 sub[0] += 1
                 return (seq or 0, sub[0])
 
+            if t in ("read", "readfile", "read_file", "view") and res and not failed:
+                self._observe_read(call, args, cwd, res)
+                continue
             if t in OUTPUT_TOOLS or t in STDIN_TOOLS:
                 key = str(_get(args, ("task_id", "bash_id", "shell_id", "session_id", "id")) or "")
                 cr = bg.get(key)
@@ -233,6 +237,37 @@ class Rebuilder:
                 self._exec(call, command, cwd, order, bg)
         return self.out
 
+    def _observe(self, key: str, text: str) -> None:
+        if not text.strip() or text.startswith("(Bash completed") or self._known(key):
+            return
+        self.observed[key] = text if text.endswith("\n") else text + "\n"
+
+    _NUMBERED = re.compile(r"^\s*(\d+)(?:\t|\u2192)(.*)$")
+
+    def _observe_read(self, call: dict, args: dict, cwd, res: list[dict]) -> None:
+        """A Read of a whole file (no offset/limit) whose result is numbered `N<TAB>line` text."""
+        if any(args.get(k) for k in ("offset", "limit", "line", "start_line", "end_line")):
+            return
+        p = self._path_arg(call, args)
+        if not p:
+            return
+        lines = (res[-1].get("text") or "").split("\n")
+        body = []
+        for k, ln in enumerate(lines, 1):
+            m = self._NUMBERED.match(ln)
+            if not m or int(m.group(1)) != k:
+                if ln.strip() == "" and k == len(lines):
+                    break
+                return
+            body.append(m.group(2))
+        if body:
+            self._observe(self.resolve(p, cwd), "\n".join(body) + "\n")
+
+    def _reported_success(self, call: dict) -> bool:
+        res = self.results.get(call.get("call_seq"), [])
+        return any(re.search(r"^\s*(Success\.|Done!?|M |Updated the following files)", r.get("text") or "", re.M)
+                   and not r.get("is_error") for r in res)
+
     @staticmethod
     def _result_failed(r: dict, tool: str) -> bool:
         if r.get("is_error"):
@@ -262,13 +297,19 @@ class Rebuilder:
             elif op.action == "delete":
                 self._emit(key, None, call, "patch", order, deleted=True)
             else:
-                new, why = apply_update(self.content_of(key), op)
+                base = self.content_of(key)
+                new, why = apply_update(base, op)
+                basis = "exact"
+                if new is None and base is not None and self._reported_success(call):
+                    new2, _ = apply_update_as_text(base, op)
+                    if new2 is not None:
+                        new, why, basis = new2, None, "assumed"
                 if err and new is None:
                     why = err
                 if op.move_to:
                     self._emit(key, None, call, "patch", order, deleted=True)
                     key = self.resolve(op.move_to, cwd)
-                self._emit(key, new, call, "patch", order, gap_reason=why)
+                self._emit(key, new, call, "patch", order, gap_reason=why, basis=basis)
         if err and not ops:
             self.out.notes.append({"call_seq": call.get("call_seq"), "note": f"apply_patch not parsed: {err}"})
 
@@ -367,6 +408,11 @@ class Rebuilder:
                     end_cwd = m.group(1)
             if end_cwd != cwd:
                 self.persist_cwd = end_cwd
+        real = [c for c in cmds if c.words and c.argv0 != "cd"]
+        if len(real) == 1 and real[0].argv0 == "cat" and not real[0].redirects and not real[0].pipe_out \
+                and len(real[0].words) == 2 and not real[0].words[1].startswith("-") and len(res) == 1 \
+                and not res[0].get("is_error"):
+            self._observe(self.resolve(real[0].words[1], real[0].cwd), res[0].get("text") or "")
         for i, c in enumerate(cmds):
             if not c.words and not c.redirects:
                 continue
@@ -525,10 +571,15 @@ class Rebuilder:
                         self._copy_tree(call, skey, tkey, a0, order)
                     continue
                 content = self.content_of(skey)
+                basis = "exact"
+                if content is None and not self._known(skey) and skey in self.observed:
+                    # a file the agent never wrote but printed whole earlier (cat / full Read):
+                    # its shown text, with the trailing newline the display drops
+                    content, basis = self.observed[skey], "assumed"
                 if content is None and not self._tracked(tkey) and not tkey.endswith("solution.py"):
                     continue  # copy of an untracked file onto an untracked one: nothing to rebuild
                 why = None if content is not None else "source of the copy is not in the transcript"
-                self._emit(tkey, content, call, "mv" if a0 == "mv" else "cp", order(), gap_reason=why)
+                self._emit(tkey, content, call, "mv" if a0 == "mv" else "cp", order(), gap_reason=why, basis=basis)
                 if a0 == "mv" and self._known(skey):
                     self._emit(skey, None, call, "mv", order(), deleted=True)
             return
