@@ -193,6 +193,8 @@ def brute_force(sets: list[np.ndarray], groups: list[str], t: float, pairs: list
 
 def run_size(n: int, jobs: int, truth: bool, brute: str, seed: int = 0) -> dict[str, Any]:
     srcs, probs = corpus(n, seed)
+    load0 = os.getloadavg()[0]
+    c0 = _cpu()
     t0 = time.perf_counter()
     if jobs > 1 and n >= 5000:
         import multiprocessing as mp
@@ -220,7 +222,8 @@ def run_size(n: int, jobs: int, truth: bool, brute: str, seed: int = 0) -> dict[
             found.add((i, j))
     t_verify = time.perf_counter() - t4
     total = time.perf_counter() - t0
-    row: dict[str, Any] = {"n": n, "pairs_found": len(found), "candidates": len(cand), "lsh_bands_rows": params,
+    cpu = _cpu() - c0
+    row: dict[str, Any] = {"n": n, "cpu_total_s": cpu, "load_avg_start": load0, "load_avg_end": os.getloadavg()[0], "pairs_found": len(found), "candidates": len(cand), "lsh_bands_rows": params,
                            "t_shingle_s": t_shingle, "t_discount_s": t_discount, "t_minhash_s": t_minhash,
                            "t_lsh_s": t_lsh, "t_verify_s": t_verify, "t_total_s": total,
                            "t_lsh_path_s": t_minhash + t_lsh + t_verify}
@@ -250,6 +253,12 @@ def run_size(n: int, jobs: int, truth: bool, brute: str, seed: int = 0) -> dict[
         row["t_brute_s"] = dt / len(sample) * n_pairs
         row["brute_extrapolated"] = True
     return row
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the MinHash/shingle pools)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 LSH_T = 0.4  # banding threshold below the reporting threshold, for recall at J just above 0.5
@@ -318,12 +327,12 @@ def bench_similarity(sizes: str, jobs: int, quality: bool, as_json: bool) -> Non
                                 option=orjson.OPT_INDENT_2, default=str).decode())
         return
     click.echo(f"all pairs with Jaccard >= {THRESHOLD} (LSH banding at {LSH_T}, {SIM.NUM_PERM} perms, jobs={jobs})")
-    hdr = f"{'n':>8}{'total s':>9}{'shingle':>9}{'discnt':>8}{'minhash':>9}{'lsh':>7}{'verify':>8}{'pairs':>8}" \
+    hdr = f"{'n':>8}{'cpu s':>8}{'total s':>9}{'shingle':>9}{'discnt':>8}{'minhash':>9}{'lsh':>7}{'verify':>8}{'pairs':>8}" \
           f"{'recall':>8}{'exact join s':>13}{'brute s':>12}{'brute/lsh':>10}"
     click.echo(hdr)
     for r in rows:
         bt = r.get("t_brute_s")
-        click.echo(f"{r['n']:>8}{r['t_total_s']:>9.2f}{r['t_shingle_s']:>9.2f}{r['t_discount_s']:>8.2f}"
+        click.echo(f"{r['n']:>8}{r['cpu_total_s']:>8.1f}{r['t_total_s']:>9.2f}{r['t_shingle_s']:>9.2f}{r['t_discount_s']:>8.2f}"
                    f"{r['t_minhash_s']:>9.2f}{r['t_lsh_s']:>7.2f}{r['t_verify_s']:>8.2f}{r['pairs_found']:>8}"
                    f"{(format(r['recall'], '.3f') if 'recall' in r else '-'):>8}"
                    f"{(format(r['t_exact_join_s'], '.2f') if 't_exact_join_s' in r else '-'):>13}"
@@ -333,6 +342,8 @@ def bench_similarity(sizes: str, jobs: int, quality: bool, as_json: bool) -> Non
         g = math.log(b["t_total_s"] / a["t_total_s"]) / math.log(b["n"] / a["n"])
         click.echo(f"growth {a['n']}->{b['n']}: time x{b['t_total_s'] / a['t_total_s']:.1f} for n x{b['n'] / a['n']:.0f} "
                    f"(exponent {g:.2f}; quadratic = 2.00)")
+    click.echo("load average at start/end of each size: " + ", ".join(
+        f"{r['n']}: {r['load_avg_start']:.1f}/{r['load_avg_end']:.1f}" for r in rows) + f" (this machine has {os.cpu_count()} cores)")
     if any(r.get("brute_extrapolated") for r in rows):
         click.echo("* brute force timed on 200,000 random pairs and scaled to n(n-1)/2 pairs")
     for r in rows:
