@@ -208,6 +208,7 @@ def plot(t: dict[str, Any], out_path: str, x: str = "call") -> str:
         ax.axhline(t["run"]["peak_fraction"], color="#ff7f0e", ls="--", lw=1, label="post-session grade")
     ax.plot([], [], color="#cccccc", label="solution version")
     ax.plot([], [], color="#ff7f0e", lw=2, label="archived final version")
+    ax.set_ylim(-0.1 * ymax, ymax * 1.18)
     ax.set_xlabel("tool call" if x == "call" else "time")
     ax.set_ylabel("peak_fraction")
     ax.set_title(f"{t['run']['run_id']}", fontsize=9)
