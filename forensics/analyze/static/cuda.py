@@ -139,7 +139,7 @@ def extract(mod: Module) -> tuple[list[Blob], list[tuple[str, ast.AST]], list[tu
     flags: list[tuple[str, ast.AST]] = []
     files: list[tuple[str, ast.AST]] = []
     used_nodes: set[int] = set()
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Call):
         if not isinstance(n, ast.Call):
             continue
         q = mod.qn(n.func) or ""
@@ -193,7 +193,7 @@ def extract(mod: Module) -> tuple[list[Blob], list[tuple[str, ast.AST]], list[tu
                         for m in ast.walk(mod.consts[e.id]):
                             used_nodes.add(id(m))
     # any other string that holds CUDA/C++ (kernels kept in a constant and passed indirectly)
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Constant):
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in used_nodes and len(n.value) > 40 and \
                 re.search(r"__global__|#include|asm\s*(volatile)?\s*\(|__device__|extern\s+\"C\"", n.value):
             bl = _Builder()
@@ -202,7 +202,7 @@ def extract(mod: Module) -> tuple[list[Blob], list[tuple[str, ast.AST]], list[tu
             if blob:
                 blobs.append(blob)
     # arch/include strings anywhere (TORCH_CUDA_ARCH_LIST, candidate include lists)
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Assign):
         if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Subscript) and \
                 (mod.qn(n.targets[0].value) or "") == "os.environ" and mod.const_str(n.targets[0].slice) == "TORCH_CUDA_ARCH_LIST":
             s = mod.const_str(n.value)
@@ -439,7 +439,7 @@ def check_flags(mod: Module, flags: list[tuple[str, ast.AST]], gpu: str | None) 
                                 data={"path": m.group(1)}))
     # candidate include paths kept in constants (tried with os.path.exists, etc.)
     flagged = {h.data.get("path") for h in hits}
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Constant):
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 300 and "\n" not in n.value:
             m = ABS_INCLUDE_RX.match(n.value.strip())
             if m and m.group(1) not in flagged and not m.group(1).startswith(STD_PREFIXES + ("/tmp", "/dev", "/proc")) \
@@ -467,7 +467,7 @@ def check_flags(mod: Module, flags: list[tuple[str, ast.AST]], gpu: str | None) 
 def python_l2_window(mod: Module) -> list[Hit]:
     """Persisting-L2 controls reached from Python (cuda-python, ctypes on libcudart)."""
     hits = []
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Attribute, ast.Constant):
         name = n.attr if isinstance(n, ast.Attribute) else (n.value if isinstance(n, ast.Constant) and isinstance(n.value, str)
                                                              and len(n.value) < 80 else None)
         if isinstance(name, str) and L2_WINDOW.fullmatch(name.strip()) or (isinstance(name, str) and name in (

@@ -55,10 +55,25 @@ PRIORITY = {
 DEFAULT_LABEL = {"hard": "unknown", "mini": "unknown", "cuda": "pytorch_only", "mega": "eager"}
 
 
+# a literal every match of the pattern contains: the regex runs only if it is present (speed)
+NEEDLE = {"import_triton": "triton", "triton_jit": "triton", "triton_language": "t", "thunderkittens": "",
+          "cute_dsl": "cute", "tilelang": "tilelang", "cuda_python_kernel": "cuda", "load_inline": "load",
+          "global_kernel": "__global__", "cuda_header": "include", "ptx_inline": "", "wmma": "wmma",
+          "cutlass_cpp": "cut", "cu_file": ".cu", "ptx": "", "cutlass3": "cut", "cutlass2": "cutlass", "cutlass": "cut",
+          "cuda_wmma": "wmma", "triton": "triton", "cuda_raw": "", "cudagraph": "raph", "compile": "torch.compile"}
+
+
+def _has(name: str, rx: re.Pattern, text: str) -> bool:
+    needle = NEEDLE.get(name, "")
+    if needle and needle not in text:
+        return False
+    return rx.search(text) is not None
+
+
 def framework_label(text: str, bench: str | None) -> str:
     b = bench if bench in PRIORITY else "cuda"
     for label in PRIORITY[b]:
-        if FRAMEWORK_RX[label].search(text):
+        if _has(label, FRAMEWORK_RX[label], text):
             return label
     if b == "cuda" and not re.search(r"\btorch\b", text):
         return "unknown"
@@ -69,9 +84,9 @@ def gate(sources: dict[str, str], bench: str | None = "cuda", allow_triton: bool
          require_cuda_evidence: bool = True) -> dict[str, Any]:
     """The cuda_language.json fields for solution.py plus top-level sidecars (raw text, comments count)."""
     text = "\n".join(sources.values())
-    triton_hits = [k for k, rx in TRITON_GATE.items() if rx.search(text)]
-    dsl_hits = [k for k, rx in DSL_GATE.items() if rx.search(text)]
-    evidence = [k for k, rx in EVIDENCE.items() if rx.search(text)]
+    triton_hits = [k for k, rx in TRITON_GATE.items() if _has(k, rx, text)]
+    dsl_hits = [k for k, rx in DSL_GATE.items() if _has(k, rx, text)]
+    evidence = [k for k, rx in EVIDENCE.items() if _has(k, rx, text)]
     triton_cheat = bool(triton_hits) and not allow_triton
     dsl_cheat = bool(dsl_hits)
     has_ev = bool(evidence)
@@ -96,7 +111,7 @@ def classify(mod, cuda_texts: list[tuple[str, Any]], py_text: str) -> dict[str, 
             lst.append({"token": token, "file": file, "line": line})
 
     if mod is not None:
-        for n in ast.walk(mod.tree):
+        for n in mod.of(ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.Call):
             if isinstance(n, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
                 for m in names:

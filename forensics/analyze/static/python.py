@@ -53,6 +53,9 @@ class FuncInfo:
     returns_kinds: set[str] = field(default_factory=set)
     has_launch: bool = False
     is_triton: bool = False
+    nodes: list = field(default_factory=list)          # body nodes, nested defs excluded (computed once)
+    globals_: set = field(default_factory=set)         # names declared global/nonlocal
+    returned: set = field(default_factory=set)         # names appearing in return values
 
 
 class Module:
@@ -71,14 +74,41 @@ class Module:
         self.class_bases: dict[str, list[str]] = {}
         self.main_block_lines: set[int] = set()
         self.parent: dict[ast.AST, ast.AST] = {}
+        self._qn_memo: dict[int, str | None] = {}
+        self._launch_memo: dict[int, bool] = {}
         self._collect()
 
     # ------------------------------------------------------------------ collection
     def _collect(self) -> None:
-        for node in ast.walk(self.tree):
+        self.all_nodes: list[ast.AST] = []
+        self.by_type: dict[type, list[ast.AST]] = {}
+        self._by_scope: dict[int, list[ast.AST]] = {}
+        excluded = object()
+        stack: list[tuple[ast.AST, Any]] = [(self.tree, None)]
+        parent = self.parent
+        by_type = self.by_type
+        by_scope = self._by_scope
+        fdefs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        while stack:
+            node, scope = stack.pop()
+            self.all_nodes.append(node)
+            by_type.setdefault(type(node), []).append(node)
+            if scope is not None and scope is not excluded:
+                by_scope.setdefault(id(scope), []).append(node)
+            if isinstance(node, fdefs):
+                child_scope = node
+            elif isinstance(node, (ast.ClassDef, ast.Lambda)):
+                child_scope = None if scope is None else excluded
+            else:
+                child_scope = scope
             for ch in ast.iter_child_nodes(node):
-                self.parent[ch] = node
-        for node in ast.walk(self.tree):
+                parent[ch] = node
+                # decorators, defaults and annotations of a def belong to the enclosing scope
+                stack.append((ch, scope if (child_scope is node and ch not in node.body) else child_scope))
+        for lst in by_type.values():
+            lst.reverse()
+        self.all_nodes.reverse()
+        for node in self.of(ast.Import, ast.ImportFrom):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -118,6 +148,7 @@ class Module:
                         q2 = self.qn(value)
                         if q2:
                             self.aliases[t.id] = q2
+        self._qn_memo.clear()  # aliases are final from here on
         # functions
         def visit(body: list[ast.stmt], prefix: str, cls: str | None) -> None:
             for st in body:
@@ -138,8 +169,40 @@ class Module:
                     for h in getattr(st, "handlers", []) or []:
                         visit(h.body, prefix, cls)
         visit(self.tree.body, "", None)
+        # per-function node lists, computed once
+        self.scope: dict[int, FuncInfo] = {}
+        for fi in self.funcs.values():
+            fi.nodes = self._by_scope.get(id(fi.node), [])
+            for n in fi.nodes:
+                self.scope[id(n)] = fi
+                if isinstance(n, (ast.Global, ast.Nonlocal)):
+                    fi.globals_.update(n.names)
+                elif isinstance(n, ast.Return) and n.value is not None:
+                    fi.returned |= _names(n.value)
+        self._sites: list | None = None
+        # nodes that can carry an identity kind (sources, local helper calls) and all their ancestors:
+        # kinds() skips every other expression without walking it
+        self.ident_marked: set[int] = set()
+        for n in self.of(ast.Call, ast.Attribute):
+            src = False
+            if isinstance(n, ast.Call):
+                f = n.func
+                if isinstance(f, ast.Attribute) and f.attr in ("data_ptr", "storage_ptr", "_cdata", "size", "stride"):
+                    src = True
+                elif isinstance(f, ast.Name) and (f.id == "id" or f.id in self.by_name):
+                    src = True
+                elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls") \
+                        and f.attr in self.by_name:
+                    src = True
+            elif isinstance(n, ast.Attribute) and n.attr in ("_version", "shape", "dtype", "__cuda_array_interface__", "data_ptr"):
+                src = True
+            if src:
+                m = n
+                while m is not None and id(m) not in self.ident_marked:
+                    self.ident_marked.add(id(m))
+                    m = self.parent.get(m)
         # extension handles: x = load_inline(...) / self._ext = load(...)
-        for node in ast.walk(self.tree):
+        for node in self.of(ast.Assign):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 fq = self.qn(node.value.func) or ""
                 if fq.split(".")[-1] in ("load_inline", "load", "RawKernel", "RawModule", "get_function",
@@ -148,47 +211,89 @@ class Module:
                         self.ext_names.add(_target_key(t))
         for fi in self.funcs.values():
             self._local_env(fi)
-        for _ in range(3):  # helper summaries: fixpoint over intra-module calls
+        # helper summaries, fixpoints over intra-module calls: identity kinds a function returns ...
+        rets = {fi.qualname: [n.value for n in fi.nodes if isinstance(n, ast.Return) and n.value is not None
+                              and id(n.value) in self.ident_marked] for fi in self.funcs.values()}
+        for _ in range(4):
             changed = False
             for fi in self.funcs.values():
                 rk = set()
-                for n in _walk_func(fi.node):
-                    if isinstance(n, ast.Return) and n.value is not None:
-                        rk |= self.kinds(n.value, fi)
-                hl = fi.has_launch or any(self.is_launch(c, fi, shallow=True) for c in _walk_func(fi.node) if isinstance(c, ast.Call))
-                if rk != fi.returns_kinds or hl != fi.has_launch:
-                    fi.returns_kinds, fi.has_launch, changed = rk, hl, True
-                self._local_env(fi)
+                for v in rets[fi.qualname]:
+                    rk |= self.kinds(v, fi)
+                if rk != fi.returns_kinds:
+                    fi.returns_kinds, changed = rk, True
             if not changed:
                 break
+            for fi in self.funcs.values():
+                self._local_env(fi)
+        # ... and whether it (transitively) launches work
+        callee_map: dict[str, list[FuncInfo]] = {}
+        for fi in self.funcs.values():
+            cl: list[FuncInfo] = []
+            for c in fi.nodes:
+                if isinstance(c, ast.Call):
+                    if not fi.has_launch and self._launch_direct(c):
+                        fi.has_launch = True
+                    cl.extend(self.callees(c, fi))
+            callee_map[fi.qualname] = cl
+        changed = True
+        while changed:
+            changed = False
+            for fi in self.funcs.values():
+                if not fi.has_launch and any(c.has_launch for c in callee_map[fi.qualname]):
+                    fi.has_launch = changed = True
 
     def _local_env(self, fi: FuncInfo) -> None:
-        assigns: list[tuple[int, list[ast.AST], ast.AST]] = []
-        for n in _walk_func(fi.node):
-            if isinstance(n, ast.Assign):
-                assigns.append((n.lineno, n.targets, n.value))
-            elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and n.value is not None:
-                assigns.append((n.lineno, [n.target], n.value))
-            elif isinstance(n, ast.NamedExpr):
-                assigns.append((n.lineno, [n.target], n.value))
-        assigns.sort(key=lambda a: a[0])
-        fi.assigns = {}
+        """Local assignments (built once) and the identity kinds each local name carries."""
+        al = fi.__dict__.get("_assign_list")
+        if al is None:
+            al = []
+            for n in fi.nodes:
+                if isinstance(n, ast.Assign):
+                    al.append((n.lineno, n.targets, n.value))
+                elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+                    al.append((n.lineno, [n.target], n.value))
+                elif isinstance(n, ast.NamedExpr):
+                    al.append((n.lineno, [n.target], n.value))
+            al.sort(key=lambda a: a[0])
+            al = [(targets, value, [nm for t in targets for nm in _names_in_target(t)]) for _ln, targets, value in al]
+            fi.__dict__["_assign_list"] = al
+            fi.assigns = {}
+            for _targets, value, names in al:
+                for name in names:
+                    lst = fi.assigns.setdefault(name, [])
+                    if value not in lst:
+                        lst.append(value)
         for _ in range(2):
-            for _ln, targets, value in assigns:
+            for _targets, value, names in al:
                 k = self.kinds(value, fi)
-                for t in targets:
-                    for name in _names_in_target(t):
-                        fi.assigns.setdefault(name, [])
-                        if value not in fi.assigns[name]:
-                            fi.assigns[name].append(value)
-                        if k:
-                            fi.env[name] = fi.env.get(name, set()) | k
+                if k:
+                    for name in names:
+                        fi.env[name] = fi.env.get(name, set()) | k
+
+    def of(self, *types: type) -> list[ast.AST]:
+        """Nodes of the given exact AST types (one pass built them all)."""
+        if len(types) == 1:
+            return self.by_type.get(types[0], [])
+        out: list[ast.AST] = []
+        for t in types:
+            out.extend(self.by_type.get(t, []))
+        return out
 
     # ------------------------------------------------------------------ resolution helpers
     def qn(self, node: ast.AST | None, depth: int = 0) -> str | None:
         """Dotted name of an expression, through import aliases and getattr(x, 'const')."""
         if node is None or depth > 40:
             return None
+        key = id(node)
+        memo = self._qn_memo
+        if key in memo:
+            return memo[key]
+        r = self._qn(node, depth)
+        memo[key] = r
+        return r
+
+    def _qn(self, node: ast.AST, depth: int) -> str | None:
         if isinstance(node, ast.Name):
             return self.aliases.get(node.id, node.id)
         if isinstance(node, ast.Attribute):
@@ -229,6 +334,8 @@ class Module:
         out: set[str] = set()
         if expr is None:
             return out
+        if id(expr) not in self.ident_marked and not (fi is not None and fi.env and _names(expr) & fi.env.keys()):
+            return out
         for n in ast.walk(expr):
             if isinstance(n, ast.Call):
                 f = n.func
@@ -267,6 +374,18 @@ class Module:
 
     def is_launch(self, call: ast.Call, fi: FuncInfo | None = None, shallow: bool = False) -> bool:
         """Does this call plausibly launch GPU work on current data?"""
+        if self._launch_direct(call):
+            return True
+        return any(c.has_launch for c in self.callees(call, fi))
+
+    def _launch_direct(self, call: ast.Call) -> bool:
+        key = id(call)
+        r = self._launch_memo.get(key)
+        if r is None:
+            r = self._launch_memo[key] = self._launch_direct_uncached(call)
+        return r
+
+    def _launch_direct_uncached(self, call: ast.Call) -> bool:
         f = call.func
         if isinstance(f, ast.Subscript):  # triton kernel[grid](...)
             return True
@@ -284,16 +403,8 @@ class Module:
             return True
         if isinstance(f, ast.Name) and self.aliases.get(f.id, "").startswith("torch.") and self.aliases[f.id] not in NON_WORK_TORCH:
             return True
-        if isinstance(f, ast.Name) and any(f.id == e for e in self.ext_names):
+        if isinstance(f, ast.Name) and f.id in self.ext_names:
             return True
-        if not shallow:
-            for c in self.callees(call, fi):
-                if c.has_launch:
-                    return True
-        else:
-            for c in self.callees(call, fi):
-                if c.has_launch:
-                    return True
         return False
 
     def persistent(self, node: ast.AST, fi: FuncInfo | None) -> str | None:
@@ -309,9 +420,9 @@ class Module:
         if isinstance(node, ast.Name):
             if fi is not None and node.id in fi.params:
                 return None
-            if fi is not None and node.id in fi.assigns and not _declared_global(fi.node, node.id):
+            if fi is not None and node.id in fi.assigns and node.id not in fi.globals_:
                 return None
-            if node.id in self.module_assigned or (fi is not None and _declared_global(fi.node, node.id)):
+            if node.id in self.module_assigned or (fi is not None and node.id in fi.globals_):
                 return node.id
         if isinstance(node, ast.Subscript):
             return self.persistent(node.value, fi)
@@ -321,15 +432,7 @@ class Module:
         return getattr(node, "lineno", -1) in self.main_block_lines
 
     def scope_of(self, node: ast.AST) -> FuncInfo | None:
-        p = self.parent.get(node)
-        while p is not None:
-            if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for fi in self.funcs.values():
-                    if fi.node is p:
-                        return fi
-                return None
-            p = self.parent.get(p)
-        return None
+        return self.scope.get(id(node))
 
     def hit(self, rule: str, node: ast.AST, message: str, **kw: Any) -> Hit:
         ls = getattr(node, "lineno", None)
@@ -430,10 +533,7 @@ def classify_value(mod: Module, e: ast.AST, fi: FuncInfo, depth: int = 0, seen: 
     out: set[str] = set()
     if depth > 3:
         return out
-    returned = set()
-    for n in _walk_func(fi.node):
-        if isinstance(n, ast.Return) and n.value is not None:
-            returned |= _names(n.value)
+    returned = fi.returned
     for n in ast.walk(e):
         if isinstance(n, ast.Call):
             q = mod.qn(n.func) or ""
@@ -617,11 +717,17 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
 
 
 def find_cache_sites(mod: Module) -> list[CacheSite]:
+    if mod._sites is None:
+        mod._sites = _find_cache_sites(mod)
+    return mod._sites
+
+
+def _find_cache_sites(mod: Module) -> list[CacheSite]:
     sites: dict[tuple[str, str], CacheSite] = {}
     for fi in mod.funcs.values():
         if fi.is_triton:
             continue
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             if not isinstance(n, (ast.Subscript, ast.Call, ast.Compare)):
                 continue
             parts = _lookup_parts(mod, n, fi)
@@ -643,7 +749,7 @@ def find_cache_sites(mod: Module) -> list[CacheSite]:
             if op in ("eq", "is"):
                 s.style = "saved-key" if op == "eq" else "identity"
         # stores: container[key] = value  and  saved-key attributes assigned in the same function
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             if isinstance(n, ast.Assign):
                 for t in n.targets:
                     if isinstance(t, ast.Subscript):
@@ -657,7 +763,7 @@ def find_cache_sites(mod: Module) -> list[CacheSite]:
         fi = s.func
         if s.style in ("saved-key", "identity"):
             # what is kept alongside the saved key: other persistent attrs assigned in this function
-            for n in _walk_func(fi.node):
+            for n in fi.nodes:
                 if isinstance(n, ast.Assign):
                     for t in n.targets:
                         c = mod.persistent(t, fi) if isinstance(t, ast.Attribute) else None
@@ -680,7 +786,7 @@ def _result_functions(mod: Module) -> set[str]:
     for fi in mod.funcs.values():
         if fi.node.name in FORWARD_NAMES:
             out.add(fi.qualname)
-            for n in _walk_func(fi.node):
+            for n in fi.nodes:
                 if isinstance(n, ast.Return) and isinstance(n.value, ast.Call):
                     out |= {c.qualname for c in mod.callees(n.value, fi)}
     return out
@@ -736,7 +842,11 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
             continue
         inputs = set(fi.params[1:] if fi.cls else fi.params)
 
-        def sampled(e: ast.AST) -> bool:
+        def sampled(e: ast.AST, depth: int = 0) -> bool:
+            if depth > 3:
+                return False
+            if isinstance(e, ast.Name):
+                return any(sampled(v, depth + 1) for v in fi.assigns.get(e.id, []))
             for n in ast.walk(e):
                 if isinstance(n, ast.Subscript) and any(isinstance(s, ast.Slice) for s in ast.walk(n.slice)):
                     if _names(n.value) & (inputs | {v for v in fi.assigns if _names_derived(fi, v, inputs)}):
@@ -746,7 +856,7 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
                     return True
             return False
 
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             pair: tuple[ast.AST, ast.AST] | None = None
             if isinstance(n, ast.Call):
                 q = mod.qn(n.func) or ""
@@ -803,7 +913,7 @@ def check_persistent_output(mod: Module) -> list[Hit]:
     for fi in mod.funcs.values():
         if fi.node.name not in FORWARD_NAMES or fi.is_triton:
             continue
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             if not (isinstance(n, ast.Return) and n.value is not None):
                 continue
             elts = n.value.elts if isinstance(n.value, ast.Tuple) else [n.value]
@@ -823,12 +933,12 @@ def check_persistent_output(mod: Module) -> list[Hit]:
 
 def check_graphs(mod: Module) -> list[Hit]:
     hits: list[Hit] = []
-    creates = [n for n in ast.walk(mod.tree) if isinstance(n, ast.Call) and (mod.qn(n.func) or "").endswith(
+    creates = [n for n in mod.of(ast.Call) if isinstance(n, ast.Call) and (mod.qn(n.func) or "").endswith(
         ("cuda.CUDAGraph", "graphs.CUDAGraph", "make_graphed_callables"))]
-    captures = [n for n in ast.walk(mod.tree) if isinstance(n, ast.Call) and (mod.qn(n.func) or "") in (
+    captures = [n for n in mod.of(ast.Call) if isinstance(n, ast.Call) and (mod.qn(n.func) or "") in (
         "torch.cuda.graph", "torch.cuda.graphs.graph") or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                                                          and n.func.attr == "capture_begin")]
-    replays = [n for n in ast.walk(mod.tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "replay"]
+    replays = [n for n in mod.of(ast.Call) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "replay"]
     if not (creates or captures or replays):
         return hits
     sites = [s for s in find_cache_sites(mod) if s.graph or any(
@@ -839,7 +949,7 @@ def check_graphs(mod: Module) -> list[Hit]:
         key_kinds |= s.kinds
     # key kinds of shape-keyed graph dicts are not identity; look at graph stores directly
     for fi in mod.funcs.values():
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             if isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) for t in n.targets) and _is_graph_expr(mod, n.value, fi):
                 for t in n.targets:
                     if isinstance(t, ast.Subscript):
@@ -849,7 +959,7 @@ def check_graphs(mod: Module) -> list[Hit]:
         fi = mod.scope_of(r)
         if fi is None:
             continue
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "copy_" and n.args and \
                     (_names(n.args[0]) & set(fi.params)):
                 copy_in = True
@@ -880,7 +990,7 @@ def check_call_counter(mod: Module) -> list[Hit]:
     hits = []
     counters: dict[str, ast.AST] = {}
     for fi in mod.funcs.values():
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             tgt = None
             if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Add, ast.Sub)) and isinstance(n.value, ast.Constant):
                 tgt = n.target
@@ -894,7 +1004,7 @@ def check_call_counter(mod: Module) -> list[Hit]:
     if not counters:
         return hits
     for fi in mod.funcs.values():
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             test = n.test if isinstance(n, (ast.If, ast.While, ast.IfExp)) else None
             if test is None:
                 continue
@@ -927,7 +1037,7 @@ def check_arg_ignored(mod: Module) -> list[Hit]:
             continue
         params = fi.params[1:] if fi.cls else fi.params
         loads: dict[str, list[ast.Name]] = {}
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 loads.setdefault(n.id, []).append(n)
         # nested closures read params too
@@ -971,7 +1081,7 @@ def check_input_dispatch(mod: Module) -> list[Hit]:
             for v in vals:
                 if _value_reduction(mod, v, inputs):
                     stat_vars.add(name)
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             if isinstance(n, (ast.If, ast.IfExp, ast.While)):
                 if _value_reduction(mod, n.test, inputs) or (_names(n.test) & stat_vars):
                     hits.append(mod.hit("INPUT-DISPATCH", n,
@@ -1003,7 +1113,7 @@ FRAME_ATTRS = {"f_back", "f_globals", "f_locals", "f_code", "tb_frame"}
 
 def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
     hits: list[Hit] = []
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Call, ast.Attribute, ast.Subscript, ast.Compare):
         if isinstance(n, ast.Call):
             q = mod.qn(n.func) or ""
             if q in STACK_FUNCS:
@@ -1075,7 +1185,7 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
             if q == "sys.modules" and s and (s in GRADER_MODULES or s == "__main__"):
                 hits.append(mod.hit("GRADER-READ", n, f"tests whether '{s}' is loaded", data={"target": s}))
     # imports of grader modules
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Import, ast.ImportFrom):
         names: list[str] = []
         if isinstance(n, ast.Import):
             names = [a.name for a in n.names]
@@ -1100,14 +1210,14 @@ REF_HELPERS_OK = {"get_inputs", "get_init_inputs", "init_state", "init_token", "
 def check_reference(mod: Module, bench: str | None) -> list[Hit]:
     hits: list[Hit] = []
     ref_names = {k for k, v in mod.aliases.items() if v == "reference" or v.startswith("reference.")}
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Import, ast.ImportFrom):
         if isinstance(n, ast.Import) and any(a.name == "reference" for a in n.names):
             hits.extend(_reference_import(mod, n, bench))
         elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module == "reference":
             hits.extend(_reference_import(mod, n, bench))
     if not ref_names:
         return hits
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Call, ast.Assign, ast.AugAssign):
         if isinstance(n, ast.Call):
             q = mod.qn(n.func) or ""
             if q.startswith("reference.") and mod.scope_of(n) is not None and not mod.in_main(n):
@@ -1123,7 +1233,7 @@ def check_reference(mod: Module, bench: str | None) -> list[Hit]:
     for cname, bases in mod.class_bases.items():
         for b in bases:
             if b.startswith("reference."):
-                cls_node = next(x for x in ast.walk(mod.tree) if isinstance(x, ast.ClassDef) and x.name == cname)
+                cls_node = next(x for x in mod.of(ast.ClassDef) if isinstance(x, ast.ClassDef) and x.name == cname)
                 overrides = {f.name for f in cls_node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
                 supers = [x for x in ast.walk(cls_node) if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute)
                           and x.func.attr == "forward" and isinstance(x.func.value, ast.Call)
@@ -1133,7 +1243,7 @@ def check_reference(mod: Module, bench: str | None) -> list[Hit]:
                                         f"class {cname} subclasses {b} and {'calls super().forward' if supers else 'inherits its forward'}",
                                         data={"base": b}))
     # setattr(reference, ...)
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Call):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and n.args and \
                 (mod.qn(n.args[0]) or "").split(".")[0] == "reference":
             hits.append(mod.hit("REFERENCE-MUTATION", n, "setattr on the reference module", data={}))
@@ -1155,7 +1265,7 @@ def _module_scope(mod: Module, n: ast.AST) -> bool:
 
 def check_torch_state(mod: Module) -> list[Hit]:
     hits: list[Hit] = []
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Call):
         if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             for t in targets:
@@ -1199,7 +1309,7 @@ EXIT_CALLS = {"sys.exit", "os._exit", "exit", "quit", "os.abort", "os.kill", "si
 
 def check_exit_and_output(mod: Module) -> list[Hit]:
     hits: list[Hit] = []
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Call, ast.Raise):
         if mod.in_main(n):
             continue
         if isinstance(n, ast.Call):
@@ -1239,55 +1349,69 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
     uses: dict[str, list[ast.AST]] = {}
     targets = P.forbidden_targets(problem)
     local_defs = set(mod.by_name)
-    for n in ast.walk(mod.tree):
+    if not targets:
+        targets = []
+    alias_roots = {v.split(".")[0] for v in mod.aliases.values()}
+    alias_vals = set(mod.aliases.values())
+    for n in (mod.of(ast.Import, ast.ImportFrom, ast.Call, ast.Attribute, ast.Name) if targets else ()):
         imported: list[str] = []
+        q = None
         if isinstance(n, ast.Import):
             imported = [a.name for a in n.names]
-        elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+        elif isinstance(n, ast.ImportFrom):
+            if n.level or not n.module:
+                continue
             imported = [n.module] + [f"{n.module}.{a.name}" for a in n.names]
-        elif isinstance(n, ast.Call) and (mod.qn(n.func) or "") in ("importlib.import_module", "__import__") and n.args:
-            s = mod.const_str(n.args[0])
-            if s:
-                imported = [s]
+        elif isinstance(n, ast.Call):
+            if _getattr_call(n):
+                q = mod.qn(n) or ""
+                s_attr = mod.const_str(n.args[1]) or ""
+                for t in targets:
+                    if (t.kind == "qualname" and q == t.value) or (t.kind == "method" and s_attr == t.value):
+                        uses.setdefault(t.literal, []).append(n)
+                continue
+            fq = mod.qn(n.func) or ""
+            if fq in ("importlib.import_module", "__import__") and n.args:
+                s_imp = mod.const_str(n.args[0])
+                if s_imp:
+                    imported = [s_imp]
+            if not imported:
+                continue
+        elif isinstance(n, (ast.Attribute, ast.Name)):
+            if not isinstance(n.ctx, ast.Load) or isinstance(mod.parent.get(n), ast.Attribute):
+                continue  # only the outermost attribute of a chain
+            q = mod.qn(n) or ""
+        else:
+            continue
         for t in targets:
             hit = False
             if imported:
                 if t.kind == "import":
                     mods = imported[:1] if isinstance(n, ast.ImportFrom) else imported
                     hit = any(m == t.value or m.startswith(t.value + ".") for m in mods)
-                elif t.kind in ("qualname",):
+                elif t.kind == "qualname":
                     hit = any(m == t.value or m.startswith(t.value + ".") for m in imported)
                 elif t.kind == "name":
                     hit = any(t.value in m.split(".") for m in imported)
-            elif isinstance(n, (ast.Attribute, ast.Name)) and isinstance(getattr(n, "ctx", None), ast.Load):
-                if isinstance(mod.parent.get(n), ast.Attribute):
-                    continue  # only the outermost attribute of a chain
-                q = mod.qn(n) or ""
-                if t.kind == "qualname":
-                    hit = q == t.value or q.startswith(t.value + ".")
-                    if not hit and t.value.startswith("torch.nn.functional.") and isinstance(n, ast.Attribute):
-                        hit = q.endswith(".functional." + t.value.rsplit(".", 1)[1])
-                elif t.kind == "name":
-                    parts = q.split(".")
-                    if t.value in parts:
-                        hit = not (isinstance(n, ast.Name) and n.id in local_defs and n.id not in mod.aliases)
-                elif t.kind == "method" and isinstance(n, ast.Attribute) and n.attr == t.value:
-                    parent = mod.parent.get(n)
-                    base_q = mod.qn(n.value) or ""
-                    base_is_module = base_q.split(".")[0] in {v.split(".")[0] for v in mod.aliases.values()} and \
-                        isinstance(n.value, (ast.Name, ast.Attribute)) and (base_q in mod.aliases.values() or
-                                                                          (isinstance(n.value, ast.Name) and n.value.id in mod.aliases))
-                    if isinstance(parent, ast.Call) and parent.func is n and (not base_is_module or base_q.startswith("torch")):
-                        hit = True
-            elif isinstance(n, ast.Call) and _getattr_call(n) and t.kind in ("qualname", "method"):
-                q = mod.qn(n) or ""
-                s = mod.const_str(n.args[1]) or ""
-                hit = q == t.value or (t.kind == "method" and s == t.value)
+            elif t.kind == "qualname":
+                hit = q == t.value or q.startswith(t.value + ".")
+                if not hit and t.value.startswith("torch.nn.functional.") and isinstance(n, ast.Attribute):
+                    hit = q.endswith(".functional." + t.value.rsplit(".", 1)[1])
+            elif t.kind == "name":
+                if t.value in q.split("."):
+                    hit = not (isinstance(n, ast.Name) and n.id in local_defs and n.id not in mod.aliases)
+            elif t.kind == "method" and isinstance(n, ast.Attribute) and n.attr == t.value:
+                parent = mod.parent.get(n)
+                base_q = mod.qn(n.value) or ""
+                base_is_module = base_q.split(".")[0] in alias_roots and isinstance(n.value, (ast.Name, ast.Attribute)) and (
+                    base_q in alias_vals or (isinstance(n.value, ast.Name) and n.value.id in mod.aliases))
+                if isinstance(parent, ast.Call) and parent.func is n and (not base_is_module or base_q.startswith("torch")):
+                    hit = True
             if hit:
                 uses.setdefault(t.literal, []).append(n)
     # mega: AST import bans (module, submodule or parent)
     for banned in P.MEGA_IMPORT_BANS.get(problem or "", ()):
-        for n in ast.walk(mod.tree):
+        for n in mod.of(ast.Import, ast.ImportFrom):
             mods: list[str] = []
             if isinstance(n, ast.Import):
                 mods = [a.name for a in n.names]
@@ -1343,7 +1467,7 @@ def _reached_from_entry(mod: Module) -> set[str]:
         if fi.qualname in seen:
             continue
         seen.add(fi.qualname)
-        for n in _walk_func(fi.node):
+        for n in fi.nodes:
             if isinstance(n, ast.Call):
                 todo.extend(mod.callees(n, fi))
     return seen
@@ -1352,7 +1476,7 @@ def _reached_from_entry(mod: Module) -> set[str]:
 def check_library(mod: Module, problem: str | None) -> list[Hit]:
     hits = []
     reached = _reached_from_entry(mod)
-    for n in ast.walk(mod.tree):
+    for n in mod.of(ast.Call, ast.BinOp, ast.FunctionDef, ast.AsyncFunctionDef):
         q = None
         if isinstance(n, ast.Call):
             q = mod.qn(n.func) or ""
@@ -1393,21 +1517,28 @@ def check_triton_hints(mod: Module) -> list[Hit]:
     for fi in mod.funcs.values():
         if not fi.is_triton:
             continue
-        pid_vars: set[str] = set()
-        # names derived from tl.program_id
+        # names derived from tl.program_id, with the grid axes they depend on
+        pid_axes: dict[str, set] = {}
+        all_axes: set = set()
+        for c in fi.nodes:
+            if isinstance(c, ast.Call) and (mod.qn(c.func) or "").endswith("program_id"):
+                all_axes.add(_axis(c))
         changed = True
         while changed:
             changed = False
             for name, vals in fi.assigns.items():
-                if name in pid_vars:
-                    continue
+                ax = set(pid_axes.get(name, set()))
                 for v in vals:
-                    if any(isinstance(c, ast.Call) and (mod.qn(c.func) or "").endswith("program_id") for c in ast.walk(v)) \
-                            or (_names(v) & pid_vars):
-                        pid_vars.add(name)
-                        changed = True
-                        break
-        for n in _walk_func(fi.node):
+                    for c in ast.walk(v):
+                        if isinstance(c, ast.Call) and (mod.qn(c.func) or "").endswith("program_id"):
+                            ax.add(_axis(c))
+                    for nm in _names(v):
+                        ax |= pid_axes.get(nm, set())
+                if ax and ax != pid_axes.get(name):
+                    pid_axes[name] = ax
+                    changed = True
+        pid_vars = set(pid_axes)
+        for n in fi.nodes:
             if not (isinstance(n, ast.Call) and (mod.qn(n.func) or "").split(".")[-1] in ("load", "store")):
                 continue
             pol = next((mod.const_str(k.value) for k in n.keywords if k.arg in ("eviction_policy", "cache_modifier")), None)
@@ -1427,11 +1558,15 @@ def check_triton_hints(mod: Module) -> list[Hit]:
                     loop_vars |= set(_names_in_target(lp.target))
             loop_dep = _closure_dep(fi, addr_names, loop_vars)
             pid_dep = bool(addr_names & pid_vars)
+            addr_axes = set().union(*[pid_axes[n] for n in addr_names & pid_vars]) if pid_dep else set()
             reuse = None
             if loops and not loop_dep:
                 reuse = "address is invariant in the enclosing loop: the same data is loaded repeatedly within the call"
             elif not pid_dep:
                 reuse = "address does not depend on program_id: every program reads the same data"
+            elif len(all_axes) > 1 and addr_axes < all_axes:
+                reuse = (f"address depends only on grid axis {sorted(addr_axes)} of {sorted(all_axes)}: programs along "
+                         f"the other axis re-read the same data within the call")
             data = {"kernel": fi.qualname, "in_loop": bool(loops), "address_depends_on_program_id": pid_dep,
                     "address_depends_on_loop": loop_dep}
             if reuse:
@@ -1442,6 +1577,11 @@ def check_triton_hints(mod: Module) -> list[Hit]:
                                     f"{' and the loop' if loop_dep else ''}: each byte is read once per call, so the hint "
                                     f"can only help it survive the benchmark's L2 flush", data=data))
     return hits
+
+
+def _axis(call: ast.Call):
+    a = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "axis"), None)
+    return a.value if isinstance(a, ast.Constant) else "?"
 
 
 def _closure(fi: FuncInfo, names: set[str], depth: int = 0) -> set[str]:

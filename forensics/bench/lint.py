@@ -1,0 +1,327 @@
+"""`forensics bench lint`: lint throughput vs bare read+ast.parse, and (--quality) rule precision/recall.
+
+Throughput: N solutions are generated deterministically from corpus/lint/solutions (each one a
+concatenation of 3-8 corpus files, with their identifiers suffixed, a few hundred lines like real
+solutions), written to a temp dir, then (a) read and ast.parse'd, (b) linted, in the same run.
+
+Quality: every labeled corpus file and run folder is scored for three detectors side by side:
+our rules, the baseline tripwire (a grep for the same names, spec A8; the official substring check
+for FORBIDDEN-OP), and KernelGuard (PyPI `kernelguard`, run in a subprocess, its patterns mapped
+to our rule ids where they cover the same pattern).  KernelGuard is never a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import random
+import re
+import runpy
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing import Pool
+from pathlib import Path
+from typing import Any
+
+import click
+
+from forensics.analyze.static import lint_run_dir, lint_source
+from forensics.analyze.static.rules import RULES
+from forensics.analyze.static.tripwire import TRIPWIRE, official_forbidden, tripwire
+
+CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "lint"
+
+# KernelGuard pattern -> our rule ids it covers (only where the patterns describe the same thing)
+KG_MAP: dict[str, tuple[str, ...]] = {
+    "OUTPUT_REPLAY_CACHE": ("CACHED-OUTPUT-RETURN",), "LAST_CALL_REPLAY": ("CACHED-OUTPUT-RETURN",),
+    "SHAPE_OUTPUT_REPLAY": ("CACHED-OUTPUT-RETURN",), "RESULT_BANK_REPLAY": ("CACHED-OUTPUT-RETURN",),
+    "TIMED_INPUT_REPLAY": ("CACHED-OUTPUT-RETURN",),
+    "POINTER_REPLAY": ("PTR-KEYED-CACHE",), "PREPROCESS_CACHE": ("PTR-KEYED-CACHE", "VERSION-KEYED-CACHE"),
+    "RUNNER_PLAN_CACHE": ("PTR-KEYED-CACHE",),
+    "WORKSPACE_CACHE": ("PERSISTENT-OUTPUT",),
+    "CUDA_GRAPH_REPLAY": ("CUDA-GRAPH-REPLAY",), "CUDA_GRAPH_PYTHON": ("CUDA-GRAPH-REPLAY",),
+    "PARTIAL_GRAPH_KEY": ("CUDA-GRAPH-REPLAY",), "SEQUENCE_BATCH_GRAPH": ("CUDA-GRAPH-REPLAY",),
+    "FRAME_WALK_ACCESS": ("STACK-SNIFF",), "FRAME_WALK_MUTATION": ("STACK-SNIFF",),
+    "EVALUATOR_MODE_BRANCH": ("ENV-SNIFF", "GRADER-READ"), "EVALUATOR_EXPLOIT": ("GRADER-READ",),
+    "CODE_ACCESS": ("GRADER-READ",), "SYS_MODULES_ACCESS": ("GRADER-READ", "REFERENCE-MUTATION"),
+    "TRUSTED_MODULE_IMPORT": ("REFERENCE-IMPORT",),
+    "REFERENCE_PRECOMPUTE_REPLAY": ("REFERENCE-CALL",),
+    "MODULE_MUTATION": ("REFERENCE-MUTATION",), "GLOBALS_MUTATION": ("REFERENCE-MUTATION",),
+    "TIMER_MONKEYPATCH": ("MONKEYPATCH-TORCH",), "TORCH_VALIDATION_MONKEYPATCH": ("MONKEYPATCH-TORCH",),
+    "TENSOR_INSTANCE_METHOD_OVERRIDE": ("MONKEYPATCH-TORCH",), "HARNESS_RUNTIME_PATCHING": ("MONKEYPATCH-TORCH",),
+    "FAKE_BENCHMARK_EMIT": ("GRADER-OUTPUT-FORGERY",), "STDIO_REDIRECT": ("GRADER-OUTPUT-FORGERY",),
+    "DYNAMIC_EXECUTION": ("DYNAMIC-EXEC",), "OBFUSCATED_EXEC": ("DYNAMIC-EXEC",), "CODE_REPLACEMENT": ("DYNAMIC-EXEC",),
+    "SCALED_MM_REF": ("LIBRARY-DOES-WORK",), "DECODE_MM_REF": ("LIBRARY-DOES-WORK",),
+    "TORCH_COMPILE_CACHE": ("LIBRARY-DOES-WORK",),
+    "INPUT_STRUCTURE_TRUNCATION_DISPATCH": ("INPUT-DISPATCH",),
+}
+KG_RULES = {r for v in KG_MAP.values() for r in v}
+
+_KG_SCRIPT = r"""
+import json, sys
+try:
+    import kernelguard
+except Exception as e:
+    print(json.dumps({"error": f"import kernelguard failed: {type(e).__name__}: {e}"})); sys.exit(0)
+out = {}
+for path in json.load(sys.stdin):
+    try:
+        code = open(path, encoding="utf-8", errors="replace").read()
+        r = kernelguard.analyze_code(code)
+        out[path] = sorted({m.get("pattern") for m in r.get("matched_patterns", []) if m.get("pattern")})
+    except Exception as e:
+        out[path] = {"error": f"{type(e).__name__}: {e}"}
+print(json.dumps({"version": getattr(kernelguard, "__version__", None), "results": out}))
+"""
+
+
+def run_kernelguard(paths: list[str]) -> dict[str, Any]:
+    """KernelGuard verdicts per file, from a child interpreter (FORENSICS_KERNELGUARD_PYTHON or this one)."""
+    py = os.environ.get("FORENSICS_KERNELGUARD_PYTHON", sys.executable)
+    try:
+        p = subprocess.run([py, "-c", _KG_SCRIPT], input=json.dumps(paths), capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": f"could not run {py}: {e}"}
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        return {"error": f"kernelguard child failed (rc={p.returncode}): {p.stderr.strip()[-300:]}"}
+
+
+def _score(items: list[dict], key: str, rules: list[str], covered: set[str] | None) -> dict[str, dict]:
+    out = {}
+    for r in rules:
+        if covered is not None and r not in covered:
+            out[r] = None
+            continue
+        tp = fn = fp = tn = 0
+        for it in items:
+            got = it[key]
+            if got is None:
+                continue
+            if r in it["must"]:
+                tp += r in got
+                fn += r not in got
+            elif r in it["must_not"]:
+                fp += r in got
+                tn += r not in got
+        out[r] = {"tp": tp, "fn": fn, "fp": fp, "tn": tn,
+                  "precision": round(tp / (tp + fp), 3) if tp + fp else None,
+                  "recall": round(tp / (tp + fn), 3) if tp + fn else None}
+    return out
+
+
+def quality(with_kernelguard: bool = True) -> dict[str, Any]:
+    all_labels = json.loads((CORPUS / "labels.json").read_text())
+    labels = {("solutions", f): v for f, v in all_labels["solutions"].items()}
+    labels.update({("holdout", f): v for f, v in all_labels.get("holdout", {}).items()})
+    items: list[dict] = []
+    t0 = time.perf_counter()
+    for (split, f), lab in sorted(labels.items()):
+        path = CORPUS / split / f
+        raw = path.read_bytes()
+        text = raw.decode("utf-8", "replace")
+        rep = lint_source(raw, f, lab["problem"], None, lab["gpu"])
+        base = tripwire(text)
+        if official_forbidden(text, lab["problem"]):
+            base.add("FORBIDDEN-OP")
+        items.append({"item": f"{split}/{f}", "split": split, "path": str(path), "must": set(lab["must"]),
+                      "must_not": set(lab["must_not"]), "ours": rep.rules(), "tripwire": base, "kg": None})
+    mk = runpy.run_path(str(CORPUS / "make_runs.py"))
+    with tempfile.TemporaryDirectory() as tmp:
+        run_labels, deck = mk["build"](tmp)
+        for name, lab in sorted(run_labels.items()):
+            rep = lint_run_dir(Path(tmp) / name, deck=deck)
+            text = (Path(tmp) / name / "solution.py").read_text()
+            items.append({"item": f"runs/{name}", "split": "runs", "path": None, "must": set(lab["must"]), "must_not": set(lab["must_not"]),
+                          "ours": rep.rules(), "tripwire": tripwire(text), "kg": None})
+    t_ours = time.perf_counter() - t0
+    kg_info: dict[str, Any] = {"used": False}
+    if with_kernelguard:
+        t1 = time.perf_counter()
+        res = run_kernelguard([it["path"] for it in items if it["path"]])
+        kg_info = {"used": "error" not in res, "error": res.get("error"), "version": res.get("version"),
+                   "seconds": round(time.perf_counter() - t1, 2), "mapping": {k: list(v) for k, v in KG_MAP.items()}}
+        if "results" in res:
+            for it in items:
+                if it["path"] in res["results"]:
+                    pats = res["results"][it["path"]]
+                    if isinstance(pats, list):
+                        it["kg"] = {r for p in pats for r in KG_MAP.get(p, ())}
+                        it["kg_raw"] = pats
+    rules = sorted({r for it in items for r in it["must"] | it["must_not"]})
+    ours = _score(items, "ours", rules, None)
+    base_cov = set(TRIPWIRE) | {"FORBIDDEN-OP"}
+    base_cov -= {"ARG-IGNORED"}
+    base = _score(items, "tripwire", rules, base_cov)
+    kg = _score(items, "kg", rules, KG_RULES) if kg_info.get("used") else {r: None for r in rules}
+    missing = sorted(set(RULES) - set(rules) - {"LANGUAGE"})
+
+    def micro(sc: dict) -> dict:
+        tp = sum(v["tp"] for v in sc.values() if v)
+        fp = sum(v["fp"] for v in sc.values() if v)
+        fn = sum(v["fn"] for v in sc.values() if v)
+        return {"tp": tp, "fp": fp, "fn": fn, "precision": round(tp / (tp + fp), 3) if tp + fp else None,
+                "recall": round(tp / (tp + fn), 3) if tp + fn else None}
+
+    # the same micro totals restricted to the rules each baseline covers, so the comparison is like for like
+    def micro_on(sc: dict, keys: set[str]) -> dict:
+        return micro({k: v for k, v in sc.items() if k in keys})
+
+    unl = {}
+    for it in items:
+        for r in it["ours"] - it["must"] - it["must_not"] - {"LANGUAGE"}:
+            unl[r] = unl.get(r, 0) + 1
+    hold = [it for it in items if it["split"] == "holdout"]
+    hold_scores = {"ours": micro(_score(hold, "ours", rules, None)),
+                   "tripwire": micro(_score(hold, "tripwire", rules, base_cov)),
+                   "kernelguard": micro(_score(hold, "kg", rules, KG_RULES)) if kg_info.get("used") else None}
+    return {
+        "n_items": len(items), "n_solution_files": len(labels), "n_run_folders": len(items) - len(labels),
+        "n_holdout": len(hold), "holdout_micro": hold_scores,
+        "lint_seconds": round(t_ours, 2), "rules_without_cases": missing,
+        "per_rule": {r: {"n_must": ours[r]["tp"] + ours[r]["fn"], "n_must_not": ours[r]["fp"] + ours[r]["tn"],
+                         "ours": ours[r], "tripwire": base[r], "kernelguard": kg[r]} for r in rules},
+        "micro": {"ours": micro(ours), "tripwire": micro(base),
+                  "ours_on_tripwire_rules": micro_on(ours, base_cov & set(rules)),
+                  "tripwire_on_tripwire_rules": micro_on(base, base_cov & set(rules)),
+                  "ours_on_kernelguard_rules": micro_on(ours, KG_RULES & set(rules)),
+                  "kernelguard": micro(kg) if kg_info.get("used") else None},
+        "kernelguard": kg_info,
+        "unlabeled_fires": dict(sorted(unl.items())),
+        "misses": [{"item": it["item"], "missed": sorted(it["must"] - it["ours"]), "false": sorted(it["must_not"] & it["ours"])}
+                   for it in items if (it["must"] - it["ours"]) or (it["must_not"] & it["ours"])],
+    }
+
+
+def _fmt(v: dict | None) -> str:
+    if v is None:
+        return "   n/a    "
+    p = "  -  " if v["precision"] is None else f"{v['precision']:.2f}"
+    r = "  -  " if v["recall"] is None else f"{v['recall']:.2f}"
+    return f"{p:>5}/{r:<5}"
+
+
+def print_quality(q: dict) -> None:
+    click.echo(f"{q['n_solution_files']} labeled solutions ({q['n_holdout']} holdout) + {q['n_run_folders']} run folders; "
+               f"lint took {q['lint_seconds']} s")
+    kg = q["kernelguard"]
+    click.echo("KernelGuard: " + (f"version {kg.get('version')}, {kg.get('seconds')} s" if kg.get("used")
+                                  else f"not run ({kg.get('error') or 'disabled'})"))
+    click.echo(f"{'rule':<24}{'must':>5}{'not':>5}   {'ours P/R':<12}{'tripwire P/R':<14}{'KernelGuard P/R':<14}")
+    for r, d in q["per_rule"].items():
+        click.echo(f"{r:<24}{d['n_must']:>5}{d['n_must_not']:>5}   {_fmt(d['ours']):<12}{_fmt(d['tripwire']):<14}{_fmt(d['kernelguard']):<14}")
+    m = q["micro"]
+    click.echo(f"micro (all labeled rules):      ours {_fmt(m['ours'])}  tripwire {_fmt(m['tripwire'])}"
+               f"  kernelguard {_fmt(m['kernelguard'])}")
+    click.echo(f"micro (rules the tripwire has): ours {_fmt(m['ours_on_tripwire_rules'])}  tripwire {_fmt(m['tripwire_on_tripwire_rules'])}")
+    click.echo(f"micro (rules KernelGuard maps): ours {_fmt(m['ours_on_kernelguard_rules'])}  kernelguard {_fmt(m['kernelguard'])}")
+    h = q["holdout_micro"]
+    click.echo(f"holdout only ({q['n_holdout']} files): ours {_fmt(h['ours'])}  tripwire {_fmt(h['tripwire'])}"
+               f"  kernelguard {_fmt(h['kernelguard'])}")
+    if q["rules_without_cases"]:
+        click.echo("rules without labeled cases: " + ", ".join(q["rules_without_cases"]))
+    for mi in q["misses"]:
+        click.echo(f"  miss/false: {mi['item']}: missed {mi['missed']} false {mi['false']}")
+
+
+# ---------------------------------------------------------------------- throughput
+_IDENT = re.compile(r"\b(_[A-Za-z]\w*|Model)\b")
+
+
+def generate(out: Path, n: int, seed: int = 0) -> list[Path]:
+    """n realistic solutions: each 3-8 corpus files concatenated, identifiers suffixed per part."""
+    labels = json.loads((CORPUS / "labels.json").read_text())["solutions"]
+    parts = []
+    for f in sorted(labels):
+        t = (CORPUS / "solutions" / f).read_text(encoding="utf-8", errors="replace")
+        try:
+            ast.parse(t)
+        except (SyntaxError, RecursionError, ValueError, MemoryError):
+            continue
+        parts.append(t)
+    rng = random.Random(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        k = rng.randint(3, 8)
+        chunks = []
+        for j, t in enumerate(rng.sample(parts, k)):
+            last = j == k - 1
+            chunks.append(_IDENT.sub(lambda m: m.group(0) if (last and m.group(0) == "Model") else f"{m.group(0)}_{i}_{j}", t))
+        text = f"# generated solution {i} (seed {seed})\n" + "\n\n".join(chunks)
+        p = out / f"sol_{i:05d}.py"
+        p.write_text(text)
+        paths.append(p)
+    return paths
+
+
+def _lint_one(path: str) -> int:
+    with open(path, "rb") as fh:
+        return len(lint_source(fh.read(), "solution.py", "05_topk_bitonic").hits)
+
+
+def _parse_one(path: str) -> int:
+    with open(path, "rb") as fh:
+        return len(ast.parse(fh.read()).body)
+
+
+def throughput(n: int = 10_000, workers: int = 2, seed: int = 0) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        paths = [str(p) for p in generate(Path(tmp), n, seed)]
+        t_gen = time.perf_counter() - t0
+        lines = sum(Path(p).read_text().count("\n") for p in paths[:200]) / min(200, len(paths))
+        t0 = time.perf_counter()
+        for p in paths:
+            _parse_one(p)
+        t_parse1 = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with Pool(workers) as pool:
+            list(pool.imap_unordered(_parse_one, paths, chunksize=64))
+        t_parse_n = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with Pool(workers) as pool:
+            findings = sum(pool.imap_unordered(_lint_one, paths, chunksize=32))
+        t_lint_n = time.perf_counter() - t0
+        sample = paths[: max(1, n // 10)]
+        t0 = time.perf_counter()
+        for p in sample:
+            _lint_one(p)
+        t_lint1_sample = time.perf_counter() - t0
+    return {"n": n, "workers": workers, "avg_lines": round(lines), "generate_s": round(t_gen, 2),
+            "read_parse_1proc_s": round(t_parse1, 2), f"read_parse_{workers}proc_s": round(t_parse_n, 2),
+            f"lint_{workers}proc_s": round(t_lint_n, 2),
+            "lint_1proc_s_extrapolated": round(t_lint1_sample * n / len(sample), 2),
+            "lint_vs_parse_same_procs": round(t_lint_n / t_parse_n, 1) if t_parse_n else None,
+            "findings": findings, "under_60s": t_lint_n < 60}
+
+
+@click.command("lint")
+@click.option("--quality", is_flag=True, help="Per-rule precision/recall vs the tripwire and KernelGuard.")
+@click.option("-n", "n", default=10_000, show_default=True, help="Solutions for the throughput run.")
+@click.option("--workers", default=2, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--no-kernelguard", is_flag=True, help="Skip the KernelGuard column.")
+@click.option("--json", "as_json", is_flag=True)
+def bench_lint(quality: bool, n: int, workers: int, seed: int, no_kernelguard: bool, as_json: bool) -> None:
+    """Lint N generated solutions vs bare read + ast.parse (or, with --quality, rule precision/recall)."""
+    if quality:
+        q = globals()["quality"](with_kernelguard=not no_kernelguard)
+        if as_json:
+            click.echo(json.dumps(q, indent=1, default=sorted))
+        else:
+            print_quality(q)
+        return
+    r = throughput(n, workers, seed)
+    if as_json:
+        click.echo(json.dumps(r, indent=1))
+        return
+    click.echo(f"{r['n']} generated solutions, ~{r['avg_lines']} lines each (generation {r['generate_s']} s)")
+    click.echo(f"read + ast.parse   1 proc: {r['read_parse_1proc_s']:8.2f} s   {workers} procs: {r[f'read_parse_{workers}proc_s']:8.2f} s")
+    click.echo(f"lint (all rules)   1 proc: {r['lint_1proc_s_extrapolated']:8.2f} s*  {workers} procs: {r[f'lint_{workers}proc_s']:8.2f} s"
+               f"   ({r['lint_vs_parse_same_procs']}x bare parse; {'under' if r['under_60s'] else 'OVER'} 60 s)")
+    click.echo(f"* extrapolated from {max(1, n // 10)} files; {r['findings']} findings in total")
