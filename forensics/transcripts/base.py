@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from . import kinds
-from .events import ParseError, Record, SessionEnd, ToolCall, ToolResult
+from .events import ParseError, Record, SessionEnd, ToolCall
 
 UTC = timezone.utc
 

@@ -12,7 +12,6 @@ process session id the call wrote to, so the output chain of a check run can be 
 
 from __future__ import annotations
 
-from typing import Any
 
 from . import envelope
 from .base import Parser, add_usage, dumps_text, text_of, ts_iso

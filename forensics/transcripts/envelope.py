@@ -160,8 +160,6 @@ def kimi(text: str) -> Env:
     up = pre.lstrip().upper()
     if up.startswith("ERROR"):
         is_error = True
-        if exit_code is None and "COMMAND FAILED" in up:
-            exit_code = None
     elif "command executed successfully" in pre.lower():
         exit_code = 0 if exit_code is None else exit_code
         is_error = False
