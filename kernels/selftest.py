@@ -33,10 +33,12 @@ TINY: dict[str, dict] = {
     "07_w4a16_gemm": dict(M=5, N=40, K=256),
     "01_glm52_fused_moe": dict(T=6, E=16, top_k=8, n_shared=1, H=32, I=16),
     "02_deepseek_nsa": dict(B=1, H=2, S=640, D=16),
+    "03_megaqwen_decode": dict(ctx_len=2, n_decode=1),
+    "04_grid_mingru_sps": dict(num_envs=40),
 }
 
 #: parameters scaled up so tiny shapes give O(1) outputs (a tolerance of 0.02 then means something)
-AMPLIFY = {"06_sonic_moe_swiglu": 12.0, "01_glm52_fused_moe": 8.0}
+AMPLIFY = {"06_sonic_moe_swiglu": 12.0, "01_glm52_fused_moe": 8.0, "04_grid_mingru_sps": 5.0}
 
 
 def tiny_model(spec, shape):
@@ -50,12 +52,16 @@ def tiny_model(spec, shape):
 
 
 def _out_dtype(ref):
+    if isinstance(ref, dict):
+        return None
     if isinstance(ref, (tuple, list)):
         return ref[0].dtype
     return ref.dtype
 
 
 def _perturb(out):
+    if isinstance(out, dict):
+        return {k: _perturb(v) for k, v in out.items()}
     if isinstance(out, (tuple, list)):
         v = out[0].clone()
         v.view(-1)[0] += 1.0 + v.view(-1)[0].abs()

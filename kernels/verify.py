@@ -205,9 +205,15 @@ def full_check_time(spec, device, use_triton=False, shapes=None, seeds=None) -> 
     if spec.name == "03_megaqwen_decode":
         lc = spec.stateful["long_context_check"]
         extra = [(dict(ctx_len=lc["ctx_len"], n_decode=lc["n_decode"]), (lc["seed"],))]
+    model, model_args = None, None
     for shape, sd in [(s, seeds) for s in shapes] + extra:
         t0 = time.perf_counter()
-        model = spec.build_reference(shape, device)
+        args = repr(spec.init_args(shape))
+        if model is None or args != model_args:       # check.py builds per shape; same weights reused here
+            model = None
+            _free()
+            model = spec.build_reference(shape, device)
+            model_args = args
         _sync(device)
         t_build += time.perf_counter() - t0
         for seed in sd:
@@ -230,8 +236,8 @@ def full_check_time(spec, device, use_triton=False, shapes=None, seeds=None) -> 
                 n_outputs += 2
             _sync(device)
             t_fwd += time.perf_counter() - t0
-        del model
-        _free()
+    model = None
+    _free()
     for pc in spec.property_cases:
         shape = spec.shapes[pc.shape_index]
         t0 = time.perf_counter()

@@ -94,7 +94,7 @@ SPECS = [ProblemSpec(
         reference_helpers="kernels/ref/cuda_03_megaqwen.py: prefill, decode_steps, run, Model.new_caches, "
                           "Model.reset_parameters"),
     init_args_fn=init_args, make_inputs_fn=make_inputs, reference_fn=reference_run, compare_fn=compare,
-    oracle_fn=oracle, triton_fn=None, stress_since=None,
+    oracle_fn=oracle, triton_fn=lazy_triton("megaqwen"), stress_since=None,
     notes=["No numeric stress cases (none in the deck).",
            "Hidden vectors are 1-D (1024,); the exact x shape of the deck forward is not in the contract.",
            "Attention reads K/V back from the bf16 caches, including the current position (our reading).",

@@ -108,7 +108,7 @@ SPECS = [ProblemSpec(
         benchmark="one model pair, solution strict-loaded from reference.Model() (seed 0); warmup "
                   "run(min(N,1024), min(h,4)); 3 wall-clock trials seed 2026+idx+trial; median; sps = N*h/wall; "
                   "frac = sps/1.5e8"),
-    make_inputs_fn=make_inputs, compare_fn=compare, oracle_fn=oracle, triton_fn=None,
+    make_inputs_fn=make_inputs, compare_fn=compare, oracle_fn=oracle, triton_fn=lazy_triton("mingru"),
     stress_since="2026-07-16",
     notes=["env_step's argument and return order is our reading (agent, food, actions, rng_state).",
            "The env_step check's RNG draw order after manual_seed(seed) is our reading."],

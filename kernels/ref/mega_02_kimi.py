@@ -66,7 +66,7 @@ class QuantLinear(nn.Module):
         self.register_buffer("zeros", torch.zeros(fin // group, fout, dtype=torch.bfloat16))
 
     def reset_parameters(self, gen):
-        w = torch.randn(self.fin, self.fout, generator=gen, device="cpu") * 0.02
+        w = (torch.randn(self.fin, self.fout, generator=gen, device="cpu") * 0.02).to(self.w_q.device)
         for name, t in zip(("w_q", "scales", "zeros"), quantize_w4(w, self.group)):
             getattr(self, name).copy_(t)  # CPU draw, copied to the buffer device
 
@@ -86,7 +86,7 @@ class QuantExperts(nn.Module):
         self.register_buffer("zeros", torch.zeros(n, fin // group, fout, dtype=torch.bfloat16))
 
     def reset_parameters(self, gen):
-        w = torch.randn(self.n, self.fin, self.fout, generator=gen, device="cpu") * 0.02
+        w = (torch.randn(self.n, self.fin, self.fout, generator=gen, device="cpu") * 0.02).to(self.w_q.device)
         for name, t in zip(("w_q", "scales", "zeros"), quantize_w4(w, self.group)):
             getattr(self, name).copy_(t)  # CPU draw, copied to the buffer device
 

@@ -21,7 +21,7 @@ from ._common import interpreting, next_pow2
 def _split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, len_ptr, m_ptr, l_ptr, acc_ptr,
                   sq_b, sq_h, s_page, s_slot, s_head, sbt_b, page_size, tokens_per_split, sm_scale,
                   G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
-                  NSPLIT: tl.constexpr, DOT_F32: tl.constexpr):
+                  NSPLIT: tl.constexpr, DOT_F32: tl.constexpr, Q_F32: tl.constexpr):
     b = tl.program_id(0)
     hk = tl.program_id(1)
     sp = tl.program_id(2)
@@ -47,6 +47,8 @@ def _split_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, len_ptr, m_ptr, l_ptr, acc_ptr,
         vt = tl.load(v_ptr + row[:, None] + offs_d[None, :], mask=t_mask[:, None], other=0.0)
         if DOT_F32:
             s = tl.dot(q, tl.trans(kt.to(tl.float32)))
+        elif Q_F32:  # fp32 query (megaqwen): near-fp32 dot
+            s = tl.dot(q, tl.trans(kt.to(tl.float32)), input_precision="tf32x3")
         else:  # bf16 x bf16 products are exact in the fp32 accumulator
             s = tl.dot(q, tl.trans(kt))
         s = tl.where(t_mask[None, :], s * sm_scale, float("-inf"))
@@ -82,11 +84,11 @@ def _merge_kernel(m_ptr, l_ptr, acc_ptr, o_ptr, so_b, so_h, HKV: tl.constexpr, G
     m_all = tl.max(m, axis=0)
     w = tl.where(m > float("-inf"), tl.exp(m - m_all), 0.0)
     out = tl.sum(a * w[:, None], axis=0) / tl.sum(l * w, axis=0)
-    tl.store(o_ptr + b * so_b + h * so_h + offs_d, out.to(tl.bfloat16))
+    tl.store(o_ptr + b * so_b + h * so_h + offs_d, out.to(o_ptr.dtype.element_ty))
 
 
 def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table, seq_lens, page_size, num_kv_heads,
-                     max_len=None):
+                     max_len=None, out_dtype=torch.bfloat16):
     """query (B,H,D) -> (B,H,D) bf16.  Token t of sequence b: page block_table[b, t//page_size],
     element address base + page*s_page + (t%page_size)*s_slot + kv_head*s_head + d."""
     B, H, D = query.shape
@@ -110,8 +112,9 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
         query, k_base, v_base, block_table, seq_lens, m, l, acc,
         query.stride(0), query.stride(1), s_page, s_slot, s_head, block_table.stride(0), page_size, per,
         1.0 / math.sqrt(D), G=G, BLOCK_G=BLOCK_G, D=D, BLOCK_T=BLOCK_T, NSPLIT=nsplit, DOT_F32=cpu,
+        Q_F32=query.dtype == torch.float32,
         num_warps=4, num_stages=1 if cpu else 3)
-    out = torch.empty(B, H, D, dtype=torch.bfloat16, device=query.device)
+    out = torch.empty(B, H, D, dtype=out_dtype, device=query.device)
     _merge_kernel[(B, H)](m, l, acc, out, out.stride(0), out.stride(1), HKV=num_kv_heads, G=G, BLOCK_G=BLOCK_G, D=D,
                           NSPLIT=nsplit, BLOCK_S=max(2, next_pow2(nsplit)), num_warps=1 if cpu else 2)
     return out
