@@ -109,8 +109,8 @@ DECISION_TABLE: tuple[tuple[str, str, str, str], ...] = (
     ("CO2", "correct", "No solution (`has_solution=false`)", "`false`"),
     ("CO3", "correct", "result.json `correct=true` and check.log does not say FAIL (`runs.check_verdict` != FAIL)", "`true`"),
     ("CO4", "correct", "result.json `correct=false` and the official check ran (check.log FAIL/NONE, or check exit code set, or failure_reason a check/benchmark reason)", "`false`"),
-    ("CO5", "correct", "result.json absent or the check never ran on the archived final source (recovered session): in-session PASS records do not count (superseded ones are cited)",
-     "`unknown`"),
+    ("CO5", "correct", "The check never ran on the archived final source (recovered session): in-session PASS records do not count (superseded ones are cited)",
+     "`false` when result.json records the gate as not passed (correct=false), `unknown` without result.json"),
     ("CO6", "correct", "result.json `correct=true` but check.log says FAIL", "`unknown` (archive contradicts itself)"),
     # failure_reason
     ("FR1", "failure_reason", "CO1 fired (probe or archived audit_empirical_failure)", "`audit_empirical_failed`"),
@@ -452,11 +452,13 @@ def decide_correct(F: RunFacts) -> Decision:
                         + ([f"fact:check.log FAIL: {r.get('check_fail_reason')}"] if r.get("check_fail_reason") else []))
     passes = [c for c in F.check_runs if c.get("outcome") == "PASS" and c.get("script") in ("check", "wrapper")]
     why = "the official check never ran on the archived final source"
-    if not r.get("has_result"):
-        why = "no result.json: " + why
     if passes:
         sup = sum(1 for c in passes if c.get("superseded"))
-        why += f"; {len(passes)} in-session PASS record(s), {sup} of them on superseded versions"
+        why += f"; {len(passes)} in-session PASS record(s), {sup} of them on superseded versions, do not count"
+    if r.get("has_result") and r.get("correct") is False:
+        return Decision(False, "CO5", _ids(superseded), _archived_correct_facts(F) + [f"fact:{why}"])
+    if not r.get("has_result"):
+        why = "no result.json: " + why
     return _unk("CO5", why, _ids(superseded), _archived_correct_facts(F))
 
 
@@ -499,7 +501,7 @@ def decide_failure_reason(F: RunFacts, correct: Decision, provider: Decision | N
         return Decision(provider.value, "FR2", provider.findings, provider.facts)
     if correct.value is True and r.get("benchmark_exit_code") in (None, 0):
         return Decision("pass", "FR3", [], [f"fact:benchmark_exit_code={r.get('benchmark_exit_code')}"])
-    if not r.get("has_result") and correct.unknown:
+    if not r.get("has_result") and correct.rule == "CO5":
         return Decision("recovered_ungraded", "FR4", correct.findings, ["fact:runs.has_result=false"]) \
             if r.get("has_solution") else _unk("FR4", "no result.json and no solution: nothing says why")
     mine = classify_failure(r, F.result, F.session)
@@ -531,7 +533,7 @@ def decide_measurement(F: RunFacts, correct: Decision, hack: Decision, provider:
     measured = r.get("peak_fraction") is not None or r.get("benchmark_exit_code") is not None \
         or (isinstance(regrade, dict) and regrade.get("mode"))
     if provider is not None or r.get("has_solution") is False or (correct.value is not True and not measured):
-        if r.get("has_solution") and (r.get("session_complete") is False or not r.get("has_result")) and correct.unknown:
+        if r.get("has_solution") and (r.get("session_complete") is False or not r.get("has_result")) and correct.rule == "CO5":
             return Decision("ungraded_recovered", "MS3", correct.findings,
                             [f"fact:session_complete={r.get('session_complete')}", f"fact:has_result={r.get('has_result')}"])
         return Decision(None, "MS3", [], [f"fact:peak_fraction={r.get('peak_fraction')}",

@@ -153,12 +153,24 @@ def test_superseded_pass_on_recovered_session(store):
     store.insert_rows("check_runs", [{"run_id": rid, "call_seq": 40, "script": "check", "outcome": "PASS",
                                       "superseded": True, "is_final_version": False, "solution_version": 3}])
     v = verdict_of(store, rid)
-    assert v["correct"] == "unknown"
-    assert sup.finding_id in v["decided_by"]["correct"]
-    assert "superseded" in v["decided_by"]["correct"]
+    assert v["correct"] is False and v["rules"]["correct"] == "CO5"
+    assert sup.finding_id in cited(v, "correct")
+    assert any("superseded" in x for x in cited(v, "correct"))
     assert v["measurement_status"] == "ungraded_recovered"
     assert v["publish_grade"] is False
-    assert v["verdict"] == "unknown"
+    assert v["verdict"] == "fail"
+
+
+def test_recovered_without_result_json_is_unknown(store):
+    rid = "r_recovered_nores"
+    add_run(store, rid, result(correct=None, failure_reason=None, session_complete=False, check_exit_code=None,
+                               benchmark_exit_code=None, peak_fraction=None), check_verdict="NONE", has_result=False)
+    store.insert_rows("check_runs", [{"run_id": rid, "call_seq": 40, "script": "check", "outcome": "PASS",
+                                      "superseded": True, "is_final_version": False, "solution_version": 3}])
+    v = verdict_of(store, rid)
+    assert v["correct"] == "unknown" and "superseded" in v["decided_by"]["correct"]
+    assert v["failure_reason"] == "recovered_ungraded" and v["measurement_status"] == "ungraded_recovered"
+    assert v["verdict"] == "unknown" and v["publish_grade"] is False
 
 
 def test_official_fail_with_earlier_pass_is_fail(store):

@@ -58,11 +58,24 @@ def render_run(args) -> tuple[str, str | None]:
     return rep["run"]["run_id"], plot_name
 
 
+MAX_PNG_PLOTS = 150
+
+
+def _wants_png(store: Store, run_id: str) -> bool:
+    """A matplotlib PNG (timeline module) for runs whose timeline is suspicious or whose verdict is
+    not clean; every page gets the inline SVG trajectory anyway (matplotlib costs ~0.3 s a plot)."""
+    r = store.query("select (select verdict from verdicts where run_id = ?) as v, "
+                    "(select count(*) from findings where run_id = ? and analyzer = 'timeline' and severity in "
+                    "('medium', 'high', 'critical')) as n", [run_id, run_id])[0]
+    return bool(r["n"]) or r["v"] not in ("clean", "retryable_infra_failure", None)
+
+
 def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerender: Iterable[str] | None = None,
                   jobs: int = 1, progress: bool = False, scan_info: dict[str, Any] | None = None,
-                  plots: bool = True) -> dict[str, str]:
-    """Write the per-run YAML/HTML/PNG for `rerender` (all runs if None; plus any whose files are
-    missing) and the index for all `run_ids`."""
+                  plots: bool = True, max_png: int = MAX_PNG_PLOTS) -> dict[str, str]:
+    """Write the per-run YAML/HTML (+PNG) for `rerender` (all runs if None; plus any whose files are
+    missing) and the index for all `run_ids`.  PNG timeline plots go to at most `max_png` runs per
+    call, suspicious ones first (see `_wants_png`); the inline SVG trajectory is on every page."""
     from forensics.report.data import run_report, runs_overview
     from forensics.report.html import index_html, safe_name
     out = Path(out)
@@ -80,10 +93,14 @@ def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerende
         from tqdm import tqdm
         bar = tqdm(total=len(todo), unit="run", desc="report", file=sys.stderr, leave=False)
 
+    png = set()
+    if plots and max_png > 0:
+        png = set([rid for rid in todo if _wants_png(store, rid)][:max_png])
+
     def tasks():
         for rid in todo:
             rep = run_report(store, rid)
-            tl = _timeline_data(store, rid) if plots else None
+            tl = _timeline_data(store, rid) if rid in png else None
             yield (rep, str(out), page_names[rid], page_names, tl)
 
     if jobs > 1 and len(todo) > 4:

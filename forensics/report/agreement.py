@@ -44,7 +44,7 @@ def agreement(store: Store, labels: str | Path | Mapping[str, Any]) -> dict[str,
     disagreements: list[dict[str, Any]] = []
     missing: list[str] = []
     for key, lr in sorted(lab.items()):
-        rid = key if key in rows else by_name.get(key)
+        rid = key if key in rows else by_name.get(key) or by_name.get(key.split("@")[0])
         v = rows.get(rid) if rid else None
         exp = lr["expected"]
         if v is None:

@@ -19,7 +19,7 @@ from forensics import verdict as V
 from forensics.report.data import implication
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # libyaml when available (10x faster)
     pass
 
 

@@ -138,6 +138,56 @@ def heatmap_svg(pairs: list[dict[str, Any]], names: dict[str, str], max_runs: in
     return "".join(parts)
 
 
+def trajectory_svg(checks: list[dict[str, Any]], versions: list[dict[str, Any]], final_pf: float | None,
+                   width: int = 900, height: int = 220) -> str:
+    """Inline SVG of the in-session trajectory: benchmark peak_fraction per tool call, check
+    outcomes, solution versions (the archived final one highlighted) and the post-session grade."""
+    sol = [v for v in versions if str(v.get("rel_path") or v.get("path") or "").endswith("solution.py") and v.get("call_seq")]
+    pts = [c for c in checks if c.get("call_seq")]
+    if not pts and not sol:
+        return ""
+    xmax = max([c["call_seq"] for c in pts] + [v["call_seq"] for v in sol] + [1])
+    bench = [c for c in pts if c.get("script") == "benchmark" and c.get("peak_fraction") is not None]
+    ymax = max([c["peak_fraction"] for c in bench] + [final_pf or 0, 0.01]) * 1.15
+    L, R, T, B = 50, 10, 10, 30
+    W, H = width - L - R, height - T - B
+
+    def X(v):
+        return L + W * v / xmax
+
+    def Y(v):
+        return T + H - H * v / ymax
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="trajectory" width="{width}" height="{height}" font-size="10" '
+           f'font-family="sans-serif"><rect x="{L}" y="{T}" width="{W}" height="{H}" fill="#fff" stroke="#d0d7de"/>']
+    for v in sol:
+        fin = bool(v.get("matches_final"))
+        out.append(f'<line class="version" x1="{X(v["call_seq"]):.1f}" x2="{X(v["call_seq"]):.1f}" y1="{T}" y2="{T + H}" '
+                   f'stroke="{"#ff7f0e" if fin else "#ccc"}" stroke-width="{2 if fin else 1}"><title>solution v{v.get("version")} '
+                   f'(call {v["call_seq"]}{", archived final" if fin else ""})</title></line>')
+    if final_pf is not None:
+        out.append(f'<line x1="{L}" x2="{L + W}" y1="{Y(final_pf):.1f}" y2="{Y(final_pf):.1f}" stroke="#ff7f0e" '
+                   f'stroke-dasharray="4 3"><title>post-session grade {final_pf}</title></line>')
+    if bench:
+        path = " ".join(f"{X(c['call_seq']):.1f},{Y(c['peak_fraction']):.1f}" for c in bench)
+        out.append(f'<polyline points="{path}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>')
+        for c in bench:
+            out.append(f'<circle class="bench" cx="{X(c["call_seq"]):.1f}" cy="{Y(c["peak_fraction"]):.1f}" r="3" fill="#1f77b4">'
+                       f'<title>call {c["call_seq"]}: peak_fraction {c["peak_fraction"]} (v{c.get("solution_version")})</title></circle>')
+    colors = {"PASS": "#2ca02c", "FAIL": "#d62728", "ERROR": "#9467bd", "TIMEOUT": "#8c564b"}
+    for c in pts:
+        if c.get("script") == "benchmark":
+            continue
+        col = colors.get(c.get("outcome"), "#7f7f7f")
+        out.append(f'<rect class="check" x="{X(c["call_seq"]) - 3:.1f}" y="{T + H - 8}" width="6" height="6" fill="{col}">'
+                   f'<title>call {c["call_seq"]}: check {E(str(c.get("outcome")))} on v{c.get("solution_version")}'
+                   f'{" (superseded)" if c.get("superseded") else ""}</title></rect>')
+    out.append(f'<text x="{L}" y="{height - 8}">tool call 0</text><text x="{L + W}" y="{height - 8}" text-anchor="end">{xmax}</text>'
+               f'<text x="{L - 4}" y="{T + 8}" text-anchor="end">{ymax:.2g}</text><text x="{L - 4}" y="{T + H}" text-anchor="end">0</text>'
+               f'<text x="{L + W / 2:.0f}" y="{height - 8}" text-anchor="middle">peak_fraction (blue), checks (squares: green PASS, '
+               f'red FAIL), versions (lines; orange = archived final)</text></svg>')
+    return "".join(out)
+
+
 def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pairs: list[dict[str, Any]],
                scan_info: dict[str, Any], page_names: dict[str, str]) -> str:
     counts = Counter(fmt(r.get("verdict")) for r in overview)
@@ -294,6 +344,7 @@ def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, s
                           id_="similar"))
     # timeline
     body.append("<h2>Timeline</h2>")
+    body.append(trajectory_svg(rep["checks"], rep["versions"], run.get("peak_fraction")))
     if plot_name:
         body.append(f'<img class="plot" alt="timeline plot" src="{E(plot_name)}">')
     if rep["checks"]:
