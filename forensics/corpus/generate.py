@@ -170,10 +170,15 @@ def agent_loop(b: RunBuilder, rng: random.Random, *, n_calls: int, outcome: str,
             s.heredoc("solution.py", payload)
         elif op == "edit":
             old, new = payload
-            if claude and rng.random() < 0.15:
+            r = rng.random()
+            if claude and r < 0.15:
                 s.multiedit("solution.py", [(old, new)])
+            elif r < 0.25 and "\n" not in old.rstrip("\n") and "\n" not in new.rstrip("\n") and not old.endswith("\n"):
+                s.sed_i("solution.py", old, new)
             else:
                 s.edit("solution.py", old, new)
+            if claude and rng.random() < 0.2:
+                s.tool_progress(rng.randint(1, 4))
         if oi == 0 and check_fail_first:
             b.check("FAIL", style=rng.choice(["tail", "plain", "timeout"]),
                     fail_line=logs.fail_tolerance(p, case=rng.choice(("nominal",) + p.stress) if p.stress else "nominal", era=b.era)
@@ -199,13 +204,18 @@ def agent_loop(b: RunBuilder, rng: random.Random, *, n_calls: int, outcome: str,
             if progress_per_call:
                 s.progress(rng.randint(progress_per_call // 2, progress_per_call * 3 // 2))
         if not last and oi > 0 and rng.random() < 0.6:
-            bg = claude and rng.random() < 0.3
+            bg = fmt in ("claude", "codex_text") and rng.random() < 0.3
             seq = b.check("PASS", style=rng.choice(["tail", "plain", "cd", "env", "abs"]), background=bg)
             if bg:
                 s.progress(rng.randint(200, 2000) if progress_per_call else 0)
                 s.task_output(seq)
             if rng.random() < 0.5:
                 b.benchmark(target=rng.uniform(0.02, 0.4))
+    if claude and rng.random() < 0.15:
+        s.compact("Summary of the session so far: solution.py implements the kernel; check.py passes on nominal and "
+                  "stress cases; remaining work is per-shape tuning.")
+    if b.harness in ("opencode", "hy3", "opencode-nemotron") and rng.random() < 0.25:
+        b.stall_kills.append(rng.choice([600, 900, 1200]))
     if outcome == "402_after_solution":
         s.api_error(402, "API Error: 402 Insufficient credits. Add more using https://openrouter.ai/settings/credits")
         if fmt in ("claude",):
@@ -264,6 +274,8 @@ def random_run(i: int, rng: random.Random, priors: list[_Prior], *, scale: float
     gpu = "H100" if root == "runs-h100" else "RTX_PRO_6000"
     collision = (rng.randrange(2000, 400000), rng.randint(1, 3)) if rng.random() < 0.05 else None
     outcome = _weighted(rng, OUTCOMES)
+    if (outcome == "recovered" and era not in ("E3", "E4", "E5")) or (outcome == "template_mutated" and era == "E0"):
+        outcome = "pass"  # recovered archives are a late practice; E0 had no template snapshot
     if bench in ("mega", "mini") and outcome == "pass":
         # the mega/mini families are simplified drafts that would not pass a real replay
         outcome = "check_fail"
@@ -314,7 +326,7 @@ def random_run(i: int, rng: random.Random, priors: list[_Prior], *, scale: float
         b.grade("PASS")
     else:
         b.grade("PASS")
-    if rng.random() < 0.12 and b.regrade_info is None and outcome == "pass":
+    if rng.random() < 0.12 and b.regrade_info is None and outcome == "pass" and era in ("E4", "E5"):
         b.regrade()
     if rng.random() < 0.05:
         b.secrets = True

@@ -118,6 +118,7 @@ class RunBuilder:
         self.cuda_evidence: tuple[str, ...] = ("load_inline", "global_kernel")
         self.src_symlink = False
         self.stderr_extra = ""
+        self.stall_kills: list[int] = []  # opencode-family watchdog kills (seconds of silence)
         self.result_overrides: dict = {}
         self.check_noise = ""
         self.prompt = self.templates["PROMPT.txt"].decode()
@@ -245,6 +246,8 @@ class RunBuilder:
         s.finalize_checks(final_version)
         grok_host = s.fmt == "grok_stream" and not self.container
         # --- workspace and harness files
+        if self.bench == "mega":
+            self.src_symlink = True  # the mega fork always links repo/src to the bench src/
         if era != "E0":
             if self.src_symlink:
                 pass  # written as a symlink below
@@ -260,7 +263,15 @@ class RunBuilder:
             for n in tnames:
                 files[f"repo/problems/{self.problem_name}/{n}"] = self.templates[n]
                 files[f"template_files/{n}"] = self.templates[n]
-            if era == "E5":
+            if self.bench == "mega":
+                files[".kbh_empty"] = b""
+                files["trusted_entrypoint.py"] = (
+                    b'"""Run check.py/benchmark.py in a fresh interpreter, failing closed (synthetic)."""\n'
+                    b"import runpy\nimport sys\n\nrunpy.run_path(sys.argv[1], run_name='__main__')\n")
+                if self.host != "anvil":
+                    files["gpu"] = {"RTX_PRO_6000": b"RTX PRO 6000 Blackwell\n", "H100": b"H100\n",
+                                    "B200": b"B200\n"}.get(self.gpu, b"H100\n")
+            elif era == "E5":
                 for rel, data in decks.REPO_SRC_FILES.items():
                     files[f"trusted_{rel}"] = data
                 files["trusted_src/eval/trusted_entrypoint.py"] = (
@@ -369,6 +380,15 @@ class RunBuilder:
                 records["transcript.jsonl.gz"] = records.pop(tsrc)
             if tsrc in rend.record_types:
                 rend.record_types["transcript.jsonl.gz"] = rend.record_types.pop(tsrc)
+        if self.stall_kills:
+            wl = []
+            for i, secs in enumerate(self.stall_kills):
+                d = datetime.fromtimestamp(int(self.start_epoch) + 1800 * (i + 1), self.tz).isoformat()
+                if self.container:
+                    wl.append(f"{d} stall_watchdog killed {self._uuid('cid').replace('-', '')[:12]} after {secs}s of silence (kbh-{self.bench}-gpu.lock)")
+                else:
+                    wl.append(f"{d} host_stall_watchdog killed pid={400000 + 37 * i} after {secs}s of silence on {self.run_dir_abs}/transcript.jsonl")
+            files["stall_watchdog.log"] = ("\n".join(wl) + "\n").encode()
         if s.fmt != "codex_text":
             files["stderr.log"] = self.stderr_extra.encode()
         elif self.stderr_extra:
@@ -391,6 +411,11 @@ class RunBuilder:
                 files["agent_home/.config/opencode/opencode.json"] = orjson.dumps(
                     {"provider": {"openrouter": {"options": {"apiKey": "sk-or-v1-FAKE" + hashlib.sha256(self.run_id.encode()).hexdigest()}}}},
                     option=orjson.OPT_INDENT_2)
+            if s.fmt == "opencode":
+                sid = "ses_" + self.session_id.replace("-", "")[:26]
+                files[f"agent_home/.local/share/opencode/storage/session/info/{sid}.json"] = orjson.dumps(
+                    {"id": sid, "title": f"{self.problem_name}", "time": {"created": int(self.start_epoch * 1000)},
+                     "directory": s.ws}, option=orjson.OPT_INDENT_2)
             if s.fmt == "grok_stream":
                 files["agent_home/.grok/auth.json"] = orjson.dumps({"api_key": "xai-FAKE" + hashlib.md5(self.run_id.encode()).hexdigest()})
             if s.lock_log and not self.session_lock:
@@ -556,6 +581,13 @@ class RunBuilder:
         if self.secrets:
             self._plant_secrets(files)
         files.update(self.extra_files)
+        secret_paths = ("agent_home/.claude/.credentials.json", "agent_home/.codex/auth.json",
+                        "agent_home/.config/opencode/opencode.json", "agent_home/.grok/auth.json",
+                        "opencode_openrouter_deepinfra_config/opencode/opencode.json", "or_provider_proxy.log")
+        self.planted_secrets = [{"path": p_, "kind": "credential_file" if p_.endswith(".json") else "env_assignment"}
+                                for p_ in secret_paths if p_ in files]
+        if s.secrets_in_transcript:
+            self.planted_secrets.append({"path": rend.tool_source or "transcript.jsonl", "kind": "env_assignment"})
         # --- write
         run_dir.mkdir(parents=True, exist_ok=True)
         for rel in sorted(files):

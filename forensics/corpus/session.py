@@ -545,6 +545,13 @@ class Session:
         """Any other native tool call (TaskCreate, TaskUpdate, TodoWrite, Glob, Grep, update_plan, SetTodoList...)."""
         return self._add(name, inp, output, is_error=is_error, foreign=foreign).seq
 
+    def env_dump(self, key_value: str) -> int:
+        """`env | grep -i api_key` showing a (fake) key: a secret inside the transcript (spec 2.7)."""
+        self.secrets_in_transcript = True
+        return self.bash("env | grep -i api_key", key_value + "\n")
+
+    secrets_in_transcript = False
+
     def kimi_partial_call(self, name: str, raw_arguments: str, output: str) -> int:
         """A Kimi call whose `arguments` string is partial JSON (spec 5.8)."""
         return self._add(name, {}, output, raw_arguments=raw_arguments, prefix=name).seq

@@ -1231,6 +1231,11 @@ def drafts(problem: str, rng: random.Random, n_versions: int, final_variant: dic
         new_cur = cur.replace(anchor, anchor + marker + "\n", 1)
         ops.append(("edit", (anchor, anchor + marker + "\n")))
         cur = new_cur
+    for a, b in (("BLOCK=256", "BLOCK=512"), ("PAD_MULTIPLE = 64", "PAD_MULTIPLE = 32")):
+        if n_versions >= 4 and a in cur:
+            ops.append(("edit", (a, b)))  # one-line tuning change (sed -i friendly)
+            cur = cur.replace(a, b, 1)
+            break
     if n_versions >= 2:
         ops.append(("write" if rng.random() < 0.6 else "heredoc", final))
     return ops
