@@ -62,3 +62,30 @@ def test_selftest_reports_errors_without_stopping(monkeypatch):
     monkeypatch.setattr(registry.get("05_topk_bitonic"), "triton_fn", lambda m, x: (_ for _ in ()).throw(ValueError("boom")))
     res = st.run(["05_topk_bitonic", "02_kimi_linear_decode"])
     assert res[0]["ok"] is False and "boom" in res[0]["error"] and res[1].get("skipped")
+
+
+def test_verify_cpu_flow_and_error_isolation(tmp_path):
+    """kernels.verify on the CPU (tiny shapes, interpreter): JSON shape, a bad problem name recorded
+    without stopping the others, stateful problems verified through their full path."""
+    out = tmp_path / "v.json"
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, "-m", "kernels.verify", "--device", "cpu", "--out", str(out), "--problems",
+                           "07_w4a16_gemm", "no_such_problem", "04_grid_mingru_sps"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    res = json.loads(out.read_text())
+    assert proc.returncode == 1                        # the bad name makes the run not-ok
+    by = {p["problem"]: p for p in res["problems"]}
+    assert "KeyError" in by["no_such_problem"]["errors"][0]["error"]
+    w = by["07_w4a16_gemm"]
+    assert w["ok"] and w["shapes"][0]["triton_vs_oracle"]["ok"]
+    t = w["shapes"][0]["timing"]
+    assert t["triton"]["ms_median"] > 0 and "matmul" in t["library"]["op"]
+    assert by["04_grid_mingru_sps"]["ok"] is True
+    assert res["environment"]["device"] == "cpu"
+
+
+def test_bench_kernels_is_registered():
+    from forensics.bench.cli import BENCHMARKS
+    mod, attr = BENCHMARKS["kernels"][0].split(":")
+    import importlib
+    assert getattr(importlib.import_module(mod), attr).name == "kernels"
