@@ -282,6 +282,7 @@ def analyze_run(store, rid: str, info: _RunInfo) -> tuple[list[dict[str, Any]], 
             refs.append(ref)
     # ---- copy detection: a deliberately read code artifact whose text reappears in a later write
     writes = [(c["call_seq"], c, t) for c in calls for t in _written_texts(c)] if refs else []
+    copies: list[dict[str, Any]] = []
     for ref in refs:
         if ref["classification"] != "deliberate_read" or ref["call_seq"] is None:
             continue
@@ -302,12 +303,24 @@ def analyze_run(store, rid: str, info: _RunInfo) -> tuple[list[dict[str, Any]], 
         if best:
             tok, wseq, wcall, target, spans = best
             s0 = spans[0]
-            ref["classification"] = "copy"
-            ref["reason"] = (f"text of {ref['foreign_file']} read at call {ref['call_seq']} reappears in the write of "
-                             f"{target} at call {wseq} (transcript line {wcall['line']}): {tok} normalized tokens, "
-                             f"written lines {s0['a_start']}-{s0['a_end']} = read lines {s0['b_start']}-{s0['b_end']}")
-            ref["_copy"] = {"write_call_seq": wseq, "write_line": wcall["line"], "target": target, "tokens": tok,
-                            "spans": spans[:10], "write_source": wcall["source"]}
+            copy = dict(ref)
+            copy.update({
+                "call_seq": wseq, "source": wcall["source"], "line": wcall["line"], "classification": "copy",
+                "where": "command" if wcall.get("command") else "argument",
+                "reason": (f"text of {ref['foreign_file']} read at call {ref['call_seq']} (transcript line "
+                           f"{ref['line']}) reappears in the write of {target} at call {wseq}: {tok} normalized "
+                           f"tokens, written lines {s0['a_start']}-{s0['a_end']} = read lines {s0['b_start']}-{s0['b_end']}"),
+                "excerpt": _excerpt(target, None)})
+            copy["_copy"] = {"write_call_seq": wseq, "write_line": wcall["line"], "target": target, "tokens": tok,
+                             "spans": spans[:10], "write_source": wcall["source"], "read_call_seq": ref["call_seq"],
+                             "read_line": ref["line"]}
+            copies.append(copy)
+    seen_copy: set[tuple[Any, Any]] = set()
+    for c in copies:
+        k = (c["foreign_run_id"], c["call_seq"])
+        if k not in seen_copy:
+            seen_copy.add(k)
+            refs.append(c)
     # ---- token streams
     stream_refs, stream_findings = _stream(store, rid, me, info, calls)
     refs.extend(stream_refs)
