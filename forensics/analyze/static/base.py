@@ -82,7 +82,7 @@ class DirFiles:
 
     def exists(self, rel: str) -> bool:
         p = self._path(rel)
-        return bool(p and p.exists())
+        return bool(p and p.is_file())  # files only, like RunFiles
 
     def read_bytes(self, rel: str) -> bytes | None:
         p = self._path(rel)

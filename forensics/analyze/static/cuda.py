@@ -319,6 +319,21 @@ def analyse_blob(blob: Blob) -> list[Hit]:
                                  f"shuffle ships '{val[:50]}', indexed by lane-varying '{', '.join(sorted(ids & varying))}': "
                                  f"the source lane evaluates its own slot", data={"value": val[:80]}))
                 break
+    # a value reduced with __shfl_down_sync is valid only in lane 0; re-reading it from a lane-varying
+    # source lane (instead of broadcasting lane 0) hands each lane another lane's partial
+    reduced = set()
+    for m in re.finditer(r"__shfl_down_sync\s*\(", text):
+        args, _ = _split_args(text, m.end())
+        if len(args) >= 2 and re.fullmatch(r"[A-Za-z_]\w*", args[1]):
+            reduced.add(args[1])
+    for m in re.finditer(r"__shfl_sync\s*\(", text):
+        args, end = _split_args(text, m.end())
+        if len(args) >= 3 and args[1] in reduced:
+            src_ids = set(re.findall(r"[A-Za-z_]\w*", args[2]))
+            if src_ids & varying:
+                hits.append(_hit(blob, "SHFL-LANE-VARYING", m.start(), end,
+                                 f"'{args[1]}' was reduced with __shfl_down_sync (valid in lane 0 only) and is then read from "
+                                 f"lane-varying source '{args[2][:40]}'", data={"value": args[1], "src_lane": args[2][:80]}))
     # divergent barriers
     for m in re.finditer(r"\bif\s*\(", text):
         cond, cend = _split_args(text, m.end())
@@ -367,7 +382,8 @@ def analyse_blob(blob: Blob) -> list[Hit]:
         st_abs = lo + st.start()
         head = text[max(0, st_abs - 300):st_abs]
         # the nearest function header above the static must be a template
-        hdr = list(re.finditer(r"(template\s*<[^>]*>\s*)?[\w:<>]+\s+\w+\s*\([^;{]*\)\s*\{", head))
+        hdr = list(re.finditer(r"(template\s*<[^>]*>\s*)?(?:(?:static|inline|__host__|__device__|__forceinline__|constexpr)\s+)*"
+                               r"[\w:<>]+\s+\w+\s*\([^;{]*\)\s*\{", head))
         if hdr and hdr[-1].group(1) and st.group(1) in text[lo + st.end():m.start() + 200]:
             hits.append(_hit(blob, "ATTR-ONCE-TEMPLATE", st_abs, m.end(),
                              f"static once-flag '{st.group(1)}' guards cudaFuncSetAttribute inside a template: every "

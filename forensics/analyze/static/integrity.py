@@ -24,7 +24,7 @@ def sha(b: bytes) -> str:
 
 
 def _problem_dir(fa: FileAccess, problem: str | None) -> str | None:
-    if problem and fa.exists(f"repo/problems/{problem}"):
+    if problem and fa.list(f"repo/problems/{problem}/"):
         return f"repo/problems/{problem}/"
     dirs = sorted({p.split("/")[2] for p in fa.list("repo/problems/") if p.count("/") >= 3})
     if len(dirs) == 1:

@@ -58,6 +58,11 @@ class FuncInfo:
     returned: set = field(default_factory=set)         # names appearing in return values
 
 
+_SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "kind", "type_comment", "level", "module",
+                            "asname", "conversion", "is_async", "n", "s", "type_ignores"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 class Module:
     def __init__(self, tree: ast.Module, text: str, filename: str = "solution.py") -> None:
         self.tree = tree
@@ -89,22 +94,45 @@ class Module:
         by_type = self.by_type
         by_scope = self._by_scope
         fdefs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        AST = ast.AST
+        fields_of = _FIELDS
+        all_nodes = self.all_nodes
         while stack:
             node, scope = stack.pop()
-            self.all_nodes.append(node)
-            by_type.setdefault(type(node), []).append(node)
+            all_nodes.append(node)
+            t = type(node)
+            lst = by_type.get(t)
+            if lst is None:
+                lst = by_type[t] = []
+            lst.append(node)
             if scope is not None and scope is not excluded:
-                by_scope.setdefault(id(scope), []).append(node)
-            if isinstance(node, fdefs):
-                child_scope = node
-            elif isinstance(node, (ast.ClassDef, ast.Lambda)):
-                child_scope = None if scope is None else excluded
+                sl = by_scope.get(id(scope))
+                if sl is None:
+                    sl = by_scope[id(scope)] = []
+                sl.append(node)
+            fl = fields_of.get(t)
+            if fl is None:
+                fl = fields_of[t] = tuple(f for f in t._fields if f not in _SCALAR_FIELDS) if t is not ast.Constant else ()
+            if t in fdefs:
+                inner = node
+            elif t is ast.ClassDef or t is ast.Lambda:
+                inner = None if scope is None else excluded
             else:
-                child_scope = scope
-            for ch in ast.iter_child_nodes(node):
-                parent[ch] = node
-                # decorators, defaults and annotations of a def belong to the enclosing scope
-                stack.append((ch, scope if (child_scope is node and ch not in node.body) else child_scope))
+                inner = scope
+            for f in fl:
+                v = getattr(node, f, None)
+                if v is None:
+                    continue
+                # a def's decorators, defaults and annotations belong to the enclosing scope, its body to itself
+                cs = inner if (f == "body" or inner is scope or t is ast.ClassDef or t is ast.Lambda) else scope
+                if type(v) is list:
+                    for ch in v:
+                        if isinstance(ch, AST):
+                            parent[ch] = node
+                            stack.append((ch, cs))
+                elif isinstance(v, AST):
+                    parent[v] = node
+                    stack.append((v, cs))
         for lst in by_type.values():
             lst.reverse()
         self.all_nodes.reverse()
@@ -426,6 +454,11 @@ class Module:
                 return node.id
         if isinstance(node, ast.Subscript):
             return self.persistent(node.value, fi)
+        if isinstance(node, ast.Call) and _getattr_call(node) and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id in ("self", "cls"):
+            attr = self.const_str(node.args[1])
+            if attr:
+                return f"{node.args[0].id}.{attr}"
         return None
 
     def in_main(self, node: ast.AST) -> bool:
@@ -652,6 +685,8 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
     def launches(stmts: Iterable[ast.stmt]) -> bool:
         for st in stmts:
             for n in ast.walk(st):
+                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+                    return True
                 if isinstance(n, ast.Call) and mod.is_launch(n, fi) and not (
                         _lookup_parts(mod, n, fi) and _lookup_parts(mod, n, fi)[0] == container):
                     return True
@@ -872,8 +907,8 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
             for x, y in ((a, b), (b, a)):
                 stored = mod.persistent(y, fi) or any(
                     mod.persistent(m, fi) for m in ast.walk(y) if isinstance(m, (ast.Attribute, ast.Name)))
-                if not stored and isinstance(y, ast.Name):
-                    stored = _from_persistent(mod, fi, y.id)
+                if not stored:
+                    stored = any(_from_persistent(mod, fi, m.id) for m in ast.walk(y) if isinstance(m, ast.Name))
                 if stored and sampled(x):
                     hits.append(mod.hit("SAMPLED-VALIDATION", n,
                                         f"{fi.qualname} validates cached input by comparing only a slice of the "
@@ -933,6 +968,8 @@ def check_persistent_output(mod: Module) -> list[Hit]:
 
 def check_graphs(mod: Module) -> list[Hit]:
     hits: list[Hit] = []
+    if "raph" not in mod.text and "replay" not in mod.text:
+        return hits
     creates = [n for n in mod.of(ast.Call) if isinstance(n, ast.Call) and (mod.qn(n.func) or "").endswith(
         ("cuda.CUDAGraph", "graphs.CUDAGraph", "make_graphed_callables"))]
     captures = [n for n in mod.of(ast.Call) if isinstance(n, ast.Call) and (mod.qn(n.func) or "") in (
@@ -959,9 +996,13 @@ def check_graphs(mod: Module) -> list[Hit]:
         fi = mod.scope_of(r)
         if fi is None:
             continue
+        live = set(fi.params)
+        for n in fi.nodes:  # loop variables over the inputs (for dst, src in zip(static, (q, k, v)))
+            if isinstance(n, ast.For) and _names(n.iter) & live:
+                live |= set(_names_in_target(n.target))
         for n in fi.nodes:
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "copy_" and n.args and \
-                    (_names(n.args[0]) & set(fi.params)):
+                    (_names(n.args[0]) & live):
                 copy_in = True
     skip_replay = [s for s in graph_sites if s.returns_stored is not None and not s.hit_launches]
     anchor = (creates or captures or replays)[0]
@@ -1037,15 +1078,9 @@ def check_arg_ignored(mod: Module) -> list[Hit]:
             continue
         params = fi.params[1:] if fi.cls else fi.params
         loads: dict[str, list[ast.Name]] = {}
-        for n in fi.nodes:
+        for n in ast.walk(fi.node):  # nested closures read params too
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 loads.setdefault(n.id, []).append(n)
-        # nested closures read params too
-        for n in ast.walk(fi.node):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                loads.setdefault(n.id, [])
-                if n not in loads[n.id]:
-                    loads[n.id].append(n)
         for p in params:
             if p.startswith("_") or p in ("args", "kwargs"):
                 continue
@@ -1348,6 +1383,8 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
     """literal -> AST nodes that really use it."""
     uses: dict[str, list[ast.AST]] = {}
     targets = P.forbidden_targets(problem)
+    if "getattr" not in mod.text and "import_module" not in mod.text and "__import__" not in mod.text:
+        targets = [t for t in targets if t.value.rsplit(".", 1)[-1] in mod.text]
     local_defs = set(mod.by_name)
     if not targets:
         targets = []
@@ -1514,6 +1551,8 @@ def check_library(mod: Module, problem: str | None) -> list[Hit]:
 # ---------------------------------------------------------------------- Triton cache hints
 def check_triton_hints(mod: Module) -> list[Hit]:
     hits = []
+    if "evict_last" not in mod.text:
+        return hits
     for fi in mod.funcs.values():
         if not fi.is_triton:
             continue

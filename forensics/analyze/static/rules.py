@@ -168,7 +168,7 @@ RULES_LIST: tuple[Rule, ...] = (
        "The graders' forbidden-op check is a raw substring regex over the text (comments and "
        "strings count): a mention fails the check even when the code never calls it.",
        "each substring hit with its line, and whether the AST shows a real use", None, "regex"),
-    _R("LIBRARY-DOES-WORK", "static", "reward_hack", "medium",
+    _R("LIBRARY-DOES-WORK", "static", "info", "medium",
        "A library call does the work a custom kernel is required for",
        "torch.mm/matmul/@/bmm/einsum, F.linear, SDPA, torch.compile, torch._scaled_mm, cuBLAS or "
        "at::matmul doing the problem's core op makes the submission a wrapper.",
