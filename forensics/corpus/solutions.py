@@ -1019,11 +1019,21 @@ def run(num_envs, horizon, seed, model=None):
 
 
 def _env_step_blocks(agent, food, actions, rng_state, block=64):
-    """Per-block env step: each block of 64 envs decides 'any hit' from its own slot (after the
-    one-way grid barrier the parity slot can already be reset by a faster block)."""
-    outs = [env_step(agent[i:i + block], food[i:i + block], actions[i:i + block], rng_state[i:i + block])
-            for i in range(0, agent.shape[0], block)]
-    return tuple(torch.cat([o[j] for o in outs]) for j in range(4))
+    """Per-block env step mirroring the kernel's one-way grid barrier: each block of 64 envs
+    decides 'any hit' from its own slot.  When another block saw a hit, a slower block finds the
+    parity slot already reset by the faster one: it skips the LCG advance and reads the reset
+    action slot (0) for its envs, so blocks disagree and positions diverge."""
+    parts = [env_step(agent[i:i + block], food[i:i + block], actions[i:i + block], rng_state[i:i + block])
+             for i in range(0, agent.shape[0], block)]
+    any_hit = any(bool(p[2].any()) for p in parts)
+    outs = []
+    for j, i in enumerate(range(0, agent.shape[0], block)):
+        a, f, rew, r = parts[j]
+        if any_hit and not bool(rew.any()):
+            a, f, rew, r = env_step(agent[i:i + block], food[i:i + block],
+                                    torch.zeros_like(actions[i:i + block]), rng_state[i:i + block])
+        outs.append((a, f, rew, r))
+    return tuple(torch.cat([o[k] for o in outs]) for k in range(4))
 
 
 class Model(nn.Module):''', 1)
