@@ -60,6 +60,7 @@ ANALYSIS_BANDS = (128, 2)  # bands x rows: a pair with J = 0.176 (a 30% copy bet
 #                            files) is a candidate with probability 1-(1-0.176^2)^128 = 0.98
 LSH_THRESHOLD = 0.15  # used only when no explicit bands are given
 CLUSTER_THRESHOLD = 0.5
+CLUSTER_PERM = 64      # the clustering pass only needs to see near-duplicates (J >= 0.5)
 DF_FRAC = 0.3
 MIN_DF = 3
 MIN_SET = 30          # containment needs this many distinctive shingles on the smaller side
@@ -533,7 +534,7 @@ def discount(docs: Sequence[Doc], templates: dict[str | None, np.ndarray] | None
         return x
 
     if len(docs) > 1:
-        sigs = signatures_parallel(base, jobs=jobs)
+        sigs = signatures_parallel(base, num_perm=CLUSTER_PERM, jobs=jobs)
         pairs, _ = lsh_candidates(sigs, CLUSTER_THRESHOLD, groups=[d.problem for d in docs])
         for i, j in pairs:
             if est_jaccard(sigs, i, j) >= CLUSTER_THRESHOLD:
