@@ -179,7 +179,9 @@ def quality(with_kernelguard: bool = True) -> dict[str, Any]:
     hold_scores = {"ours": micro(_score(hold, "ours", rules, None)),
                    "tripwire": micro(_score(hold, "tripwire", rules, base_cov)),
                    "kernelguard": micro(_score(hold, "kg", rules, KG_RULES)) if kg_info.get("used") else None}
+    fixture = fixture_eval(with_kernelguard) if (CORPUS.parent / "fixtures" / "labels.json").exists() else None
     return {
+        "fixture_archive": fixture,
         "n_items": len(items), "n_solution_files": len(labels), "n_run_folders": len(items) - len(labels),
         "n_holdout": len(hold), "holdout_micro": hold_scores,
         "lint_seconds": round(t_ours, 2), "rules_without_cases": missing,
@@ -195,6 +197,72 @@ def quality(with_kernelguard: bool = True) -> dict[str, Any]:
         "misses": [{"item": it["item"], "missed": sorted(it["must"] - it["ours"]), "false": sorted(it["must_not"] & it["ours"])}
                    for it in items if (it["must"] - it["ours"]) or (it["must_not"] & it["ours"])],
     }
+
+
+# corpus/fixtures/labels.json (written by the corpus generator, not by this analyzer) tags each run's
+# planted defects; a tag is detected if any of these rules fires.  '*_ok' tags are clean look-alikes:
+# none of the listed rules may fire.  Tags with no static rule are reported as out of reach.
+FIXTURE_TAGS: dict[str, tuple[str, ...]] = {
+    "ptr_keyed_cache": ("PTR-KEYED-CACHE", "VERSION-KEYED-CACHE"), "sampled_window_cache": ("SAMPLED-VALIDATION",),
+    "ptr_keyed_launch_plan": ("PTR-KEYED-CACHE",), "id_keyed_state": ("ID-KEYED-STATE",),
+    "id_keyed_weight_cache": ("ID-KEYED-STATE",), "decode_ignores_caches": ("ARG-IGNORED",),
+    "template_mutation": ("TEMPLATE-MUTATED",), "global_torch_flag": ("GLOBAL-TORCH-FLAG",),
+    "persisting_l2": ("L2-PERSISTING-WINDOW",), "evict_last_flush_defeat": ("L2-EVICT-LAST",),
+    "shfl_lane_bug": ("SHFL-LANE-VARYING",), "launch_state_bug": ("ATTR-ONCE-TEMPLATE",),
+    "grid_sync_race": ("BARRIER-RACE",), "nonportable_include": ("NONPORTABLE-INCLUDE",),
+    "forbidden_op": ("FORBIDDEN-OP",), "cuda_compile_error": ("ATOMIC-TYPE",),
+}
+FIXTURE_OK_TAGS: dict[str, tuple[str, ...]] = {
+    "cuda_graph_replay_ok": ("CUDA-GRAPH-REPLAY", "CACHED-OUTPUT-RETURN"), "ptr_keyed_graph_ok": ("CUDA-GRAPH-REPLAY", "CACHED-OUTPUT-RETURN"),
+    "version_keyed_weight_cache_ok": ("PTR-KEYED-CACHE", "CACHED-OUTPUT-RETURN"), "output_buffer_reuse_ok": ("CACHED-OUTPUT-RETURN",),
+}
+
+
+def fixture_eval(with_kernelguard: bool = True) -> dict[str, Any]:
+    """Detection of the fixture archive's planted defects (labels written independently of these rules)."""
+    fx = CORPUS.parent / "fixtures"
+    labels = json.loads((fx / "labels.json").read_text())["runs"]
+    rows, kg_paths = [], []
+    for rid, lab in sorted(labels.items()):
+        d = fx / "archive" / lab["path"]
+        if not d.is_dir():
+            continue
+        rep = lint_run_dir(d)
+        sol = next((p for p in (d / "solution.py", d / "repo" / "problems" / lab.get("problem", "") / "solution.py") if p.is_file()), None)
+        text = sol.read_text(errors="replace") if sol else ""
+        base = tripwire(text) | ({"FORBIDDEN-OP"} if official_forbidden(text, lab.get("problem")) else set())
+        rows.append({"run": rid, "tags": lab.get("defects") or [], "ours": rep.rules(), "tripwire": base,
+                     "sol": str(sol) if sol else None, "kg": None})
+        if sol:
+            kg_paths.append(str(sol))
+    if with_kernelguard and kg_paths:
+        res = run_kernelguard(kg_paths)
+        for r in rows:
+            pats = res.get("results", {}).get(r["sol"])
+            if isinstance(pats, list):
+                r["kg"] = {x for p in pats for x in KG_MAP.get(p, ())}
+    out: dict[str, Any] = {"n_runs": len(rows), "tags": {}, "ok_tags": {}, "out_of_reach": {}}
+    for r in rows:
+        for tag in r["tags"]:
+            if tag in FIXTURE_TAGS:
+                want = set(FIXTURE_TAGS[tag])
+                t = out["tags"].setdefault(tag, {"n": 0, "ours": 0, "tripwire": 0, "kernelguard": 0, "missed_by_ours": []})
+                t["n"] += 1
+                t["ours"] += bool(r["ours"] & want)
+                t["tripwire"] += bool(r["tripwire"] & want)
+                t["kernelguard"] += bool(r["kg"] and r["kg"] & want)
+                if not r["ours"] & want:
+                    t["missed_by_ours"].append(r["run"])
+            elif tag in FIXTURE_OK_TAGS:
+                bad = set(FIXTURE_OK_TAGS[tag])
+                t = out["ok_tags"].setdefault(tag, {"n": 0, "ours_false": 0, "tripwire_false": 0, "kernelguard_false": 0})
+                t["n"] += 1
+                t["ours_false"] += bool(r["ours"] & bad)
+                t["tripwire_false"] += bool(r["tripwire"] & bad)
+                t["kernelguard_false"] += bool(r["kg"] and r["kg"] & bad)
+            else:
+                out["out_of_reach"][tag] = out["out_of_reach"].get(tag, 0) + 1
+    return out
 
 
 def _fmt(v: dict | None) -> str:
@@ -222,6 +290,16 @@ def print_quality(q: dict) -> None:
     h = q["holdout_micro"]
     click.echo(f"holdout only ({q['n_holdout']} files): ours {_fmt(h['ours'])}  tripwire {_fmt(h['tripwire'])}"
                f"  kernelguard {_fmt(h['kernelguard'])}")
+    fx = q.get("fixture_archive")
+    if fx:
+        click.echo(f"fixture archive ({fx['n_runs']} runs, defects labeled independently): detected / planted")
+        click.echo(f"  {'defect tag':<28}{'n':>3}{'ours':>6}{'tripwire':>10}{'KernelGuard':>13}")
+        for tag, t in sorted(fx["tags"].items()):
+            click.echo(f"  {tag:<28}{t['n']:>3}{t['ours']:>6}{t['tripwire']:>10}{t['kernelguard']:>13}"
+                       + (f"   missed: {', '.join(m[:15] for m in t['missed_by_ours'])}" if t["missed_by_ours"] else ""))
+        for tag, t in sorted(fx["ok_tags"].items()):
+            click.echo(f"  {tag + ' (false alarms)':<28}{t['n']:>3}{t['ours_false']:>6}{t['tripwire_false']:>10}{t['kernelguard_false']:>13}")
+        click.echo("  no static rule (transcript / runtime only): " + ", ".join(f"{k} x{v}" for k, v in sorted(fx["out_of_reach"].items())))
     if q["rules_without_cases"]:
         click.echo("rules without labeled cases: " + ", ".join(q["rules_without_cases"]))
     for mi in q["misses"]:

@@ -1,0 +1,193 @@
+"""Static audit: rule catalogue, AST rules on small sources, CUDA line mapping, hostile input, CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from forensics.analyze.findings import CATEGORIES, SEVERITIES
+from forensics.analyze.static import lint_source
+from forensics.analyze.static.base import Hit
+from forensics.analyze.static.cli import lint_cmd, rules_cmd
+from forensics.analyze.static.rules import RULES, RULES_LIST
+
+
+def rules_of(src: str, **kw) -> set[str]:
+    return lint_source(textwrap.dedent(src), **kw).rules()
+
+
+def test_catalogue_is_well_formed():
+    ids = [r.id for r in RULES_LIST]
+    assert len(ids) == len(set(ids))
+    for r in RULES_LIST:
+        assert re.fullmatch(r"[A-Z0-9]+(-[A-Z0-9]+)*", r.id), r.id
+        assert r.category in CATEGORIES and r.severity in SEVERITIES
+        assert r.analyzer in ("static", "integrity")
+        assert r.rationale and r.evidence and r.title
+    # the cache/graph/L2 rules name the GPU probe that settles them
+    for rid in ("PTR-KEYED-CACHE", "SAMPLED-VALIDATION", "ID-KEYED-STATE", "L2-EVICT-LAST", "CUDA-GRAPH-REPLAY",
+                "ARG-IGNORED", "PERSISTENT-OUTPUT"):
+        assert RULES[rid].probe
+
+
+def test_unknown_rule_id_is_refused():
+    with pytest.raises(KeyError):
+        Hit("NOT-A-RULE", 1, 1, "x")
+
+
+def test_ptr_key_through_helper_and_tuple():
+    src = """
+    import torch
+    _c = {}
+    def _k(t):
+        return (t.data_ptr(), t.shape)
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            key = _k(x)
+            if key in _c:
+                return _c[key]
+            y = torch.relu(x)
+            _c[key] = y
+            return y
+    """
+    r = rules_of(src)
+    assert {"PTR-KEYED-CACHE", "CACHED-OUTPUT-RETURN"} <= r
+
+
+def test_ptr_version_plan_that_relaunches_is_not_flagged():
+    src = """
+    import torch
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._plans = {}
+        def forward(self, x):
+            key = (x.data_ptr(), x._version, x.shape)
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = (x.shape[0] // 128, 128)
+                self._plans[key] = plan
+            out = torch.empty_like(x)
+            _kern[plan](x, out)
+            return out
+    """
+    r = rules_of(src)
+    assert not r & {"PTR-KEYED-CACHE", "VERSION-KEYED-CACHE", "CACHED-OUTPUT-RETURN"}
+
+
+def test_forbidden_alias_and_getattr_vs_official_substring():
+    src = """
+    import torch
+    from torch import topk as pick
+    s = getattr(torch, "so" + "rt")
+    # torch.topk is not used (this comment trips the substring check)
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return pick(x, 4)
+    """
+    rep = lint_source(textwrap.dedent(src), problem="05_topk_bitonic")
+    ops = {h.data["resolved"] for h in rep.hits if h.rule == "FORBIDDEN-OP"}
+    assert "torch.topk" in ops and "torch.sort" in ops
+    trip = [h for h in rep.hits if h.rule == "FORBIDDEN-TRIPWIRE"]
+    assert trip and trip[0].data["literal"] == "torch.topk"
+    # the official check fires only on the comment (line 5); the real uses (import line 3, call line 8) evade it
+    assert trip[0].data["lines"] == [5] and trip[0].data["ast_use_lines"] == [3, 8]
+
+
+def test_reference_import_depends_on_bench():
+    src = "import reference\nimport torch\nclass Model(torch.nn.Module):\n    pass\n"
+    assert "REFERENCE-IMPORT" in rules_of(src, problem="02_deepseek_nsa")
+    assert "REFERENCE-IMPORT" not in rules_of(src, problem="03_paged_attention")
+
+
+def test_global_flag_at_import_vs_runtime_severity():
+    rep = lint_source("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
+                      "def f():\n    torch.backends.cudnn.allow_tf32 = True\n")
+    sev = {h.line_start: h.severity for h in rep.hits if h.rule == "GLOBAL-TORCH-FLAG"}
+    assert sev == {2: "high", 4: "medium"}
+
+
+def test_env_write_of_numeric_stress_is_critical():
+    rep = lint_source("import os\nos.environ['KBH_NUMERIC_STRESS'] = '0'\nv = os.getenv('CUDA_VISIBLE_DEVICES')\n")
+    hits = [h for h in rep.hits if h.rule == "ENV-SNIFF"]
+    assert len(hits) == 1 and hits[0].severity == "critical" and hits[0].data["write"]
+
+
+def test_exit_in_main_block_is_not_flagged():
+    assert "SYSTEM-EXIT" not in rules_of("import sys\nif __name__ == '__main__':\n    sys.exit(0)\n")
+    assert "SYSTEM-EXIT" in rules_of("import sys\nsys.exit(0)\n")
+
+
+def test_embedded_cuda_lines_map_to_solution_py():
+    src = ('import torch\nfrom torch.utils.cpp_extension import load_inline\n'
+           'HDR = "#include <cuda_runtime.h>\\n"\n'
+           'BODY = r"""\n__global__ void k(unsigned short* c) {\n'
+           '  __shared__ unsigned short cnt[32];\n'
+           '  atomicAdd(&cnt[threadIdx.x], 1);\n}\n"""\n'
+           'ext = load_inline("k", cpp_sources="", cuda_sources=HDR + BODY)\n')
+    rep = lint_source(src)
+    hit = next(h for h in rep.hits if h.rule == "ATOMIC-TYPE")
+    lines = src.splitlines()
+    assert "atomicAdd" in lines[hit.line_start - 1]
+    assert hit.file == "solution.py"
+
+
+def test_arch_mismatch_needs_the_gpu():
+    src = ('from torch.utils.cpp_extension import load_inline\n'
+           'e = load_inline("x", cpp_sources="", cuda_sources="", extra_cuda_cflags=["-gencode=arch=compute_120a,code=sm_120a"])\n')
+    assert "ARCH-MISMATCH" in rules_of(src, gpu="NVIDIA H100 PCIe")
+    assert "ARCH-MISMATCH" not in rules_of(src, gpu="NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    assert "ARCH-TARGET" in rules_of(src)
+
+
+@pytest.mark.parametrize("src", [
+    b"x = " + b"(" * 300 + b"1" + b")" * 300 + b"\n",         # nesting beyond the parser
+    b"import torch\n\x00\nx = 1\n",                           # null byte
+    b"def f(:\n  return inspect.stack()\n",                    # syntax error
+    "a = [" * 5000,                                            # unterminated, deep
+])
+def test_hostile_inputs_fall_back_and_say_so(src):
+    rep = lint_source(src)
+    assert "PARSE-FALLBACK" in rep.rules()
+    assert rep.parse["ok"] is False
+
+
+def test_invalid_utf8_is_reported_but_parsed():
+    rep = lint_source(b"# \xff\xfe\nimport sys\nsys.exit(0)\n")
+    assert rep.parse["ok"] and rep.parse["encoding_error"]
+    assert {"PARSE-FALLBACK", "SYSTEM-EXIT"} <= rep.rules()
+
+
+def test_solution_is_never_executed(tmp_path):
+    marker = tmp_path / "ran"
+    src = f"open({str(marker)!r}, 'w').write('x')\nimport os\nos._exit(3)\n"
+    rep = lint_source(src)
+    assert not marker.exists()
+    assert "SYSTEM-EXIT" in rep.rules()
+
+
+def test_cuda_gate_fields():
+    rep = lint_source("import triton\nimport triton.language as tl\n@triton.jit\ndef k(x):\n    pass\n",
+                      problem="02_deepseek_nsa")
+    g = rep.gate
+    assert g["triton_cheat"] and not g["has_cuda_evidence"] and not g["ok"]
+    assert g["forbidden_hits"][:2] == ["import_triton", "triton_jit"]
+    assert "LANGUAGE-GATE-FAIL" in rep.rules()
+
+
+def test_cli_lint_and_rules(tmp_path):
+    p = tmp_path / "solution.py"
+    p.write_text("import inspect\ndef f():\n    return inspect.stack()\n")
+    runner = CliRunner()
+    res = runner.invoke(lint_cmd, [str(p), "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert any(f["rule"] == "STACK-SNIFF" and f["line_start"] == 3 for f in d["findings"])
+    res = runner.invoke(lint_cmd, [str(p), "--min-severity", "high"])
+    assert "STACK-SNIFF" in res.output
+    res = runner.invoke(rules_cmd, ["--json"])
+    assert {r["id"] for r in json.loads(res.output)} == set(RULES)
