@@ -106,12 +106,11 @@ def main(argv=None) -> int:
     if not args.skip_kernels and (REPO / "kernels" / "verify.py").exists():
         t = time.monotonic()
         log = out_dir / "kernels_verify.log"
-        cmd = [sys.executable, "-m", "kernels.verify"]
-        if "--out" in (REPO / "kernels" / "verify.py").read_text(errors="replace"):
-            cmd += ["--out", str(out_dir / "kernels")]
+        cmd = [sys.executable, "-m", "kernels.verify", "--out", str(out_dir / "kernels_verify.json"),
+               "--budget-s", str(max(30, int(args.kernels_timeout) - 60))]
         try:
             p = subprocess.run(cmd, cwd=REPO, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                               timeout=args.kernels_timeout)
+                               timeout=args.kernels_timeout, env=dict(os.environ, PYTHONUNBUFFERED="1"))
             rc = p.returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"

@@ -90,6 +90,8 @@ class Outcome:
     def status(self) -> str:
         """Overall: the worst row status."""
         order = ["tampered", "early_exit", "crash", "fail", "error", "timeout", "not_replayable", "pass", "skipped"]
+        if any(f["rule"] == "replay-torch-monkeypatch" for f in self.findings):
+            return "tampered"
         seen = {r["status"] for r in self.rows}
         for s in order:
             if s in seen:
@@ -182,6 +184,10 @@ def _region_mutate(base: torch.Tensor, other: torch.Tensor, region: str, gen: to
         out[0] = other[0] if out.dim() else other
     elif region == "last-row":
         out[-1] = other[-1] if out.dim() else other
+    elif region == "second-half":  # everything past a prefix sample window
+        flat_o, flat_b = out.view(-1), other.reshape(-1)
+        h = flat_o.numel() // 2
+        flat_o[h:] = flat_b[h:]
     elif region == "scattered":
         flat_o, flat_b = out.view(-1), other.reshape(-1)
         n = flat_o.numel()
@@ -194,11 +200,12 @@ def _region_mutate(base: torch.Tensor, other: torch.Tensor, region: str, gen: to
 
 
 def _perturb_state(sd: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Other valid weights: every float tensor scaled elementwise by U(0.5, 1.5)."""
+    """Other valid weights: every float tensor scaled elementwise by U(0.5, 1.0) (never up: fp8
+    weights already span the format's whole range, and e4m3fn overflows to NaN)."""
     out = {}
     for k, v in sd.items():
         if v.is_floating_point() and v.numel():
-            f = torch.rand(v.shape, generator=gen) + 0.5
+            f = torch.rand(v.shape, generator=gen) * 0.5 + 0.5
             out[k] = (v.float() * f).to(v.dtype)
         else:
             out[k] = v.clone()
@@ -616,15 +623,26 @@ class Replay:
                      f"the new data{extra}: {res.get('msg', '')}"[:700], _stats(res) | {"variant": variant})
         return False
 
-    def probe_shape(self) -> dict:
+    def probe_shape(self, multi_row: bool = False) -> dict:
+        """The first check shape; with multi_row, the first whose inputs have more than one row
+        (so first row, last row and the rest are different regions)."""
         shapes = self.check_shapes()
+        if multi_row:
+            for s in shapes:
+                try:
+                    x = self.spec.make_inputs(s, 0, "cpu")
+                except Exception:  # noqa: BLE001
+                    continue
+                t = next((t for t in x if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
+                if t is not None and t.dim() >= 2 and t.shape[0] > 1:
+                    return s
         return shapes[0]
 
     # ---------------------------------------------------------------- probe: same-buffer + unsampled-region
     def probe_same_buffer(self, regions: bool = False) -> None:
         probe = "unsampled-region" if regions else "same-buffer"
         rule = "replay-stale-unsampled-region" if regions else "replay-stale-same-buffer"
-        shape = self.probe_shape()
+        shape = self.probe_shape(multi_row=regions)
         seed = self.seeds[0]
         w = self._warm(probe, shape, seed)
         if w is None:
@@ -635,7 +653,7 @@ class Replay:
         tens_idx = [i for i, x in enumerate(base) if isinstance(x, torch.Tensor)]
         variants: list[tuple[str, list]] = []
         if regions:
-            for region in ("first-row", "last-row", "scattered"):
+            for region in ("first-row", "last-row", "second-half", "scattered"):
                 new = list(base)
                 changed = False
                 for i in tens_idx:

@@ -105,9 +105,15 @@ def snapshot() -> dict[str, object]:
             items = list(vars(obj).items())  # never getattr: that would trigger lazy imports
         except TypeError:
             items = []
+        is_class = isinstance(obj, type)
         for n, v in items:
-            if isinstance(v, types.ModuleType) or (n.startswith("__") and not isinstance(obj, type)):
+            if isinstance(v, types.ModuleType):
                 continue
+            if not is_class and n.startswith("_"):
+                continue  # module-private state (torch.cuda._initialized ...) changes on CUDA init
+            if not (callable(v) or isinstance(v, (property, staticmethod, classmethod))
+                    or type(v).__name__ in ("getset_descriptor", "member_descriptor", "method_descriptor")):
+                continue  # data (default_generators, flags) is not a function that can be swapped
             ids[n] = id(v)
         snap[label] = ids
     return {"ids": snap, "flags": _flags()}
@@ -199,9 +205,11 @@ class Worker:
 
     def export(self, x, opaque_prefix: str, path: tuple = ()):  # -> weights_only-loadable value
         if _is_tensor(x):
+            d = _detach(x)
+            v = _to(d, "cpu") if d.device.type != "cpu" else _clone(d)  # .to("cpu") already copies
             if type(x) is not _TensorType and not isinstance(x, torch.nn.Parameter):
-                return {"__subclass__": type(x).__name__, "value": _clone(_to(_detach(x), "cpu"))}
-            return _clone(_to(_detach(x), "cpu"))
+                return {"__subclass__": type(x).__name__, "value": v}
+            return v
         if isinstance(x, (bool, int, float, str)) or x is None:
             return x
         if isinstance(x, (list, tuple)):
