@@ -1,4 +1,4 @@
--- agent-check-runs: The agent's own check.py / benchmark.py runs inside the transcript (spec archive-format section 9), with the outcome read from the linked result: PASS only for a line that is exactly PASS, the first FAIL: line, the peak_fraction: value, and the exit code. Read-only inspections (cat/sed/rg of check.py) are excluded. The timeline analyzer's check_runs table adds the solution version each ran on.
+-- agent-check-runs: The agent's own check.py / benchmark.py runs inside the transcript (spec archive-format section 9), with the outcome read from the linked result: a check is PASS only for a line that is exactly PASS and FAIL on a FAIL: line; a benchmark is OK when it printed a peak_fraction: value; UNKNOWN when the output (cut by tail/grep) shows neither. Also the first FAIL: line, the peak_fraction, and the exit code. Read-only inspections (cat/sed/rg of check.py) are excluded. The timeline analyzer's check_runs table adds the solution version each ran on.
 -- param run: restrict to this run_id (default: all runs)
 with calls as (
   select c.run_id, c.call_seq, c.line, c.command,
@@ -10,9 +10,10 @@ with calls as (
     and ($run is null or c.run_id = $run)
 )
 select k.run_id, k.call_seq, k.line as transcript_line, k.script,
-       case when regexp_matches(r.text, '(^|\n)\s*PASS\s*(\n|$)') and not regexp_matches(r.text, '(^|\n)\s*FAIL') then 'PASS'
-            when regexp_matches(r.text, '(^|\n)\s*FAIL') then 'FAIL'
-            when r.text is null then 'NO_RESULT'
+       case when r.text is null then 'NO_RESULT'
+            when regexp_matches(r.text, '(^|\n)\s*(FAIL|benchmark error:|Traceback)') then 'FAIL'
+            when k.script = 'check' and regexp_matches(r.text, '(^|\n)\s*PASS\s*(\n|$)') then 'PASS'
+            when k.script = 'benchmark' and regexp_matches(r.text, '(^|\n)\s*peak_fraction:\s*[0-9]') then 'OK'
             else 'UNKNOWN' end as outcome,
        regexp_extract(r.text, '(FAIL[^\n]*)', 1) as fail_line,
        try_cast(regexp_extract(r.text, 'peak_fraction:\s*([0-9.eE+-]+)', 1) as double) as peak_fraction,

@@ -99,19 +99,33 @@ class Store:
 
     # -- lifecycle -------------------------------------------------------------------------
     def init_schema(self) -> None:
-        existing = {r[0] for r in self.con.execute(
-            "select table_name from information_schema.tables where table_schema='main'").fetchall()}
+        """Create missing tables, add columns added since the file was made, and (re)write the
+        table/column comments that differ, all in one transaction (cheap when up to date)."""
+        cols = {}
+        for t, c, comment in self.con.execute(
+                "select table_name, column_name, comment from duckdb_columns() where schema_name='main'").fetchall():
+            cols.setdefault(t, {})[c] = comment
+        tcomments = dict(self.con.execute(
+            "select table_name, comment from duckdb_tables() where schema_name='main'").fetchall())
+        stmts: list[str] = []
         for t in S.TABLES:
-            if t.name not in existing:
-                self.con.execute(t.ddl())
+            have = cols.get(t.name)
+            if have is None:
+                stmts.append(t.ddl())
+                have = {}
             else:
-                have = {r[0] for r in self.con.execute(
-                    "select column_name from information_schema.columns where table_name=?", [t.name]).fetchall()}
                 for c in t.columns:
-                    if c.name not in have:  # forward-compatible: add columns added since the file was made
-                        self.con.execute(f'ALTER TABLE {t.name} ADD COLUMN "{c.name}" {_base_type(c.type)}')
-        for stmt in S.comment_statements():
-            self.con.execute(stmt)
+                    if c.name not in have:  # forward-compatible: columns added since the file was made
+                        stmts.append(f'ALTER TABLE {t.name} ADD COLUMN "{c.name}" {_base_type(c.type)}')
+            if tcomments.get(t.name) != t.comment:
+                stmts.append(f"COMMENT ON TABLE {t.name} IS {S._sql_str(t.comment)}")
+            for c in t.columns:
+                if have.get(c.name) != c.comment:
+                    stmts.append(f'COMMENT ON COLUMN {t.name}."{c.name}" IS {S._sql_str(c.comment)}')
+        if stmts:
+            with self.transaction():
+                for stmt in stmts:
+                    self.con.execute(stmt)
 
     def close(self) -> None:
         self.con.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing as mp
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -146,6 +147,29 @@ def _fingerprint(run: DiscoveredRun) -> str:
     return h.hexdigest()
 
 
+# The runner's provider classifier (spec archive-format 3.3), applied to stderr.log's tail.
+_CREDIT = re.compile(r"insufficient[_ -]?credits|out[_ -]?of[_ -]?credits|credits? (?:balance|remaining)|payment required|account overage|add more using", re.I)
+_RATE = re.compile(r"rate[_ -]?limit|\b429\b|quota|resource_exhausted|session limit", re.I)
+_UNAVAIL = re.compile(r"model_not_found|selected model .* may not exist|no endpoints? found|temporarily unavailable", re.I)
+_STATUS = re.compile(r"\b(40[0-9]|429|5[0-9][0-9])\b")
+
+
+def _stderr_provider_error(data: bytes | None) -> tuple[int | None, str, int] | None:
+    """(status, text, line) of the last provider-error line in the last 200 kB of stderr.log."""
+    if not data:
+        return None
+    tail = data[-200_000:]
+    first_line = data[: len(data) - len(tail)].count(b"\n") + 1
+    found = None
+    for i, raw in enumerate(tail.decode("utf-8", "replace").splitlines()):
+        for rx, default in ((_CREDIT, 402), (_RATE, 429), (_UNAVAIL, 404)):
+            if rx.search(raw):
+                m = _STATUS.search(raw)
+                found = (int(m.group(1)) if m else default, raw.strip()[:500], first_line + i)
+                break
+    return found
+
+
 def transcript_sources(files: dict[str, Any], harness: str | None) -> list[str]:
     """Transcript files of a run, the primary first."""
     out: list[str] = []
@@ -214,6 +238,31 @@ class _Sink:
         if b.n >= BATCH_ROWS:
             self.flush(table)
 
+    def add_heartbeats(self, source: str, fmt: str | None, lines: list[int], offs: list[int],
+                       nbytes: list[int], subtypes: list[str]) -> int:
+        """Append a batch of heartbeat records (Claude system progress lines the parser recognised
+        without decoding): only line, offset, size and subtype vary; the rest are constants."""
+        n = len(lines)
+        if not n:
+            return 0
+        from forensics.store.db import arrow_schema
+        if self._rschema is None:
+            self._rschema = arrow_schema("records")
+        const = {"run_id": self.out.run_id, "source": source, "format": fmt, "rtype": "system",
+                 "n_tool_calls": 0, "n_tool_results": 0, "is_sidechain": False, "is_api_error": False}
+        var = {"line": lines, "byte_offset": offs, "nbytes": nbytes, "subtype": subtypes}
+        cols: dict[str, Any] = {}
+        for f in self._rschema:
+            if f.name in const:
+                cols[f.name] = pa.repeat(pa.scalar(const[f.name], f.type), n)
+            elif f.name in var:
+                cols[f.name] = pa.array(var[f.name], f.type)
+            else:
+                cols[f.name] = pa.nulls(n, f.type)
+        self.out.batches.setdefault("records", []).append(pa.Table.from_pydict(cols, schema=self._rschema))
+        self.out.counts["records"] += n
+        return n
+
     def add_record(self, rec: Any) -> None:
         self.records.append(rec)
         if len(self.records) >= BATCH_ROWS:
@@ -246,35 +295,11 @@ class _Sink:
             self.flush(t)
 
 
-def _parse_transcript(src: ArchiveSource, full: str, source: str, harness: str | None, run_id: str):
-    """Parse one transcript source; yields events.  Never raises."""
-    from forensics.transcripts import parse_source  # late: the parsers are the heavy part
-    try:
-        raw = src.open(full)
-    except (OSError, FileNotFoundError, PermissionError) as e:
-        from forensics.transcripts.events import ParseError, SessionEnd
-        yield ParseError(source, None, "unreadable", str(e))
-        yield SessionEnd(source, end_reason="unknown")
-        return None
-    hr = HashingReader(raw)
-    try:
-        yield from parse_source(hr, source=source, harness=harness)
-    finally:
-        try:
-            hr.finish()
-        except OSError:
-            pass
-        yield ("__hash__", hr.h.hexdigest(), hr.n)
-        try:
-            raw.close()
-        except OSError:
-            pass
-
-
 def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
               known_runs: dict[str, str | None]) -> RunRows:
     """Read one run folder and produce all its ingest rows (no store access: safe in a worker)."""
-    from forensics.transcripts.events import ParseError, Record, SessionEnd, ToolCall, ToolResult
+    from forensics.transcripts import parse_source  # late: the parsers are the heavy import
+    from forensics.transcripts.events import Heartbeat, ParseError, Record, SessionEnd, ToolCall, ToolResult
 
     out = RunRows(run.run_id, _fingerprint(run))
     sink = _Sink(out)
@@ -343,7 +368,6 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
     calls: list[ToolCall] = []
     results: list[ToolResult] = []
     id_to_seq: dict[str, int] = {}
-    pending_results: list[ToolResult] = []
     ends: dict[str, SessionEnd] = {}
     hashes: dict[str, tuple[str, int]] = {}
     n_records = 0
@@ -351,36 +375,62 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
     fmt_by_source: dict[str, tuple[str | None, str | None]] = {}
     for source in sources:
         is_tool = source == tool_src
-        seen_call_ids: dict[str, int] = {}
-        last_line = 0
-        for ev in _parse_transcript(src, pre + source, source, harness, rid):
-            if type(ev) is Record:
-                n_records += 1
-                last_line = ev.line
-                sink.add_record(ev)
-            elif isinstance(ev, ToolCall):
-                if not is_tool:
-                    continue
-                ev.call_seq = len(calls) + 1
-                calls.append(ev)
-                if ev.call_id:
-                    seen_call_ids[ev.call_id] = ev.call_seq
-                    id_to_seq.setdefault(ev.call_id, ev.call_seq)
-            elif isinstance(ev, ToolResult):
-                if not is_tool:
-                    continue
-                ev.call_seq = id_to_seq.get(ev.call_id) if ev.call_id else None
-                results.append(ev)
-            elif isinstance(ev, ParseError):
-                perr(ev.source, ev.line, ev.reason, ev.detail, ev.excerpt, ev.byte_offset)
-            elif isinstance(ev, SessionEnd):
-                ends[source] = ev
-                fmt_by_source[source] = (getattr(ev, "format", None), getattr(ev, "format_evidence", None))
-            elif isinstance(ev, tuple) and ev and ev[0] == "__hash__":
-                hashes[source] = (ev[1], ev[2])
-        if source == (sources[0] if sources else None):
-            primary_lines = last_line
-    del pending_results
+        try:
+            raw = src.open(pre + source)
+        except (OSError, FileNotFoundError, PermissionError) as e:
+            perr(source, None, "unreadable", str(e))
+            continue
+        hr = HashingReader(raw)
+        # heartbeats are the bulk of a Claude transcript: keep only what varies, in flat lists
+        hb_line: list[int] = []
+        hb_off: list[int] = []
+        hb_n: list[int] = []
+        hb_sub: list[str] = []
+        la, oa, na, sa = hb_line.append, hb_off.append, hb_n.append, hb_sub.append
+        hb_fmt = None
+        try:
+            for ev in parse_source(hr, source=source, harness=harness):
+                tev = type(ev)
+                if tev is Heartbeat:
+                    la(ev.line)
+                    oa(ev.byte_offset)
+                    na(ev.nbytes)
+                    sa(ev.subtype)
+                    if hb_fmt is None:
+                        hb_fmt = ev.format
+                    if len(hb_line) >= BATCH_ROWS:
+                        n_records += sink.add_heartbeats(source, hb_fmt, hb_line, hb_off, hb_n, hb_sub)
+                        hb_line.clear(), hb_off.clear(), hb_n.clear(), hb_sub.clear()
+                elif tev is Record:
+                    n_records += 1
+                    sink.add_record(ev)
+                elif tev is ToolCall:
+                    if is_tool:
+                        ev.call_seq = len(calls) + 1
+                        calls.append(ev)
+                        if ev.call_id:
+                            id_to_seq.setdefault(ev.call_id, ev.call_seq)
+                elif tev is ToolResult:
+                    if is_tool:
+                        ev.call_seq = id_to_seq.get(ev.call_id) if ev.call_id else None
+                        results.append(ev)
+                elif tev is ParseError:
+                    perr(ev.source, ev.line, ev.reason, ev.detail, ev.excerpt, ev.byte_offset)
+                elif tev is SessionEnd:
+                    ends[source] = ev
+                    fmt_by_source[source] = (ev.format, ev.format_evidence)
+                    if source == sources[0]:
+                        primary_lines = ev.last_line or 0
+        finally:
+            try:
+                hashes[source] = (hr.finish(), hr.n)
+            except OSError as e:
+                perr(source, None, "unreadable", f"while hashing: {e}")
+            try:
+                raw.close()
+            except OSError:
+                pass
+        n_records += sink.add_heartbeats(source, hb_fmt, hb_line, hb_off, hb_n, hb_sub)
 
     for c in calls:
         sink.add("tool_calls", {
@@ -412,6 +462,15 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
     if end is not None:
         row = {k: getattr(end, k) for k in S.TABLE_BY_NAME["session_end"].column_names() if hasattr(end, k)}
         row["run_id"] = rid
+        if row.get("api_error_text") is not None:
+            row["api_error_source"] = end.source
+        elif "stderr.log" in files:
+            err = _stderr_provider_error(read("stderr.log"))
+            if err is not None:  # Codex/Kimi: the provider error is only in the CLI's stderr
+                row.update(api_error_status=err[0], api_error_text=err[1], api_error_line=err[2],
+                           api_error_source="stderr.log", n_api_errors=(row.get("n_api_errors") or 0) + 1)
+                if row.get("end_reason") in (None, "unknown", "cut_off", "no_marker_format", "error"):
+                    row["end_reason"] = "rate_limited" if err[0] == 429 else "api_error"
         sink.add("session_end", row)
     elif not sources:
         sink.add("session_end", {"run_id": rid, "source": None, "terminal_type": "none", "end_reason": "unknown",

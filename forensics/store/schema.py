@@ -246,6 +246,7 @@ TABLES: tuple[Table, ...] = (
             C("api_error_status", "INTEGER", "HTTP-like status of a provider error (402, 429, 401, 500...) from the terminal record or a synthetic error turn."),
             C("api_error_text", "VARCHAR", "Text of the last provider error (synthetic turn, error event, rate_limit_event)."),
             C("api_error_line", "BIGINT", "Line of that provider error."),
+            C("api_error_source", "VARCHAR", "File the provider error was read from: the transcript source, or stderr.log when only the CLI's stderr carries it (Codex, Kimi)."),
             C("n_api_errors", "INTEGER", "Count of provider error records."),
             C("rate_limited", "BOOLEAN", "A rate_limit_event rejected or a 429 / rate-limit text was seen."),
             C("cut_off", "BOOLEAN", "No terminal marker where the format has one, or the last line is truncated."),

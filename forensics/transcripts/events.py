@@ -39,6 +39,14 @@ class Record:
 
 
 @dataclass(slots=True)
+class Heartbeat(Record):
+    """A Record the parser recognised from its leading bytes without decoding it: a Claude
+    ``system`` heartbeat (``task_progress`` and its kin), tens of thousands per transcript.  Only
+    source, line, offset, size, format, rtype and subtype are meaningful; the ingest stores these
+    in bulk."""
+
+
+@dataclass(slots=True)
 class ToolCall:
     source: str
     line: int

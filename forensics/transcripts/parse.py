@@ -28,7 +28,7 @@ from .claude import ClaudeParser
 from .codex import CodexParser, CodexTextParser
 from .cursor import CursorParser
 from .droid import DroidParser
-from .events import ParseError, Record, SessionEnd
+from .events import Heartbeat, ParseError, Record, SessionEnd
 from .gemini import GeminiParser
 from .grok import GrokChatParser, GrokStreamParser
 from .kimi import KimiParser
@@ -253,6 +253,7 @@ def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
     loads = orjson.loads
     fmt = parser.fmt
     Rec = Record
+    HB = Heartbeat
     LINES, LAST, HUGE = reader.LINES, reader.LAST, reader.HUGE
     fast = parser.FAST_SYSTEM   # Claude heartbeat subtypes: Record(rtype='system') and nothing else
     fast_types = parser.FAST_TYPES
@@ -282,7 +283,7 @@ def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
                         if t is not None and not last and raw[-1] == 125 and raw.isascii():
                             if not started:
                                 started = st.started = st.content = True
-                            yield Rec(source, ln, off, n, fmt, "system", t)
+                            yield HB(source, ln, off, n, fmt, "system", t)
                             off += n + 1
                             continue
                     try:
@@ -302,7 +303,7 @@ def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
                             if t == "system":
                                 t = o.get("subtype")
                                 if t.__class__ is str and t in fast:
-                                    yield Rec(source, ln, off, n, fmt, "system", t)
+                                    yield HB(source, ln, off, n, fmt, "system", t)
                                     off += n + 1
                                     continue
                             elif t.__class__ is str and t in fast_types:
