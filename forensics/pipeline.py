@@ -227,7 +227,7 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
         ran.append(name)
         if not run_ids:
             continue
-        chunk_size = len(run_ids) if cross else max(1, min(25, -(-len(run_ids) // max(1, 2 * jobs))))
+        chunk_size = len(run_ids) if cross else max(1, min(100, -(-len(run_ids) // max(1, 2 * jobs))))
         chunks = [run_ids[i:i + chunk_size] for i in range(0, len(run_ids), chunk_size)]
         if progress:
             bar = tqdm(total=len(run_ids), unit="run", desc=f"analyze {name}", file=sys.stderr, leave=False)

@@ -58,7 +58,7 @@ def render_run(args) -> tuple[str, str | None]:
     return rep["run"]["run_id"], plot_name
 
 
-MAX_PNG_PLOTS = 150
+MAX_PNG_PLOTS = 60
 
 
 def _wants_png(store: Store, run_id: str) -> bool:
@@ -68,6 +68,23 @@ def _wants_png(store: Store, run_id: str) -> bool:
                     "(select count(*) from findings where run_id = ? and analyzer = 'timeline' and severity in "
                     "('medium', 'high', 'critical')) as n", [run_id, run_id])[0]
     return bool(r["n"]) or r["v"] not in ("clean", "retryable_infra_failure", None)
+
+
+_WS: dict[str, Any] = {}
+
+
+def _worker_open(db_path: str) -> None:
+    _WS["store"] = Store(db_path, read_only=True)
+
+
+def _worker_render(args) -> tuple[str, str | None]:
+    """In a worker: gather the run's data from the read-only store, then render it."""
+    from forensics.report.data import run_report
+    rid, out, page_name, page_names, png = args
+    st = _WS["store"]
+    rep = run_report(st, rid)
+    tl = _timeline_data(st, rid) if png else None
+    return render_run((rep, out, page_name, page_names, tl))
 
 
 def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerender: Iterable[str] | None = None,
@@ -103,13 +120,21 @@ def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerende
             tl = _timeline_data(store, rid) if rid in png else None
             yield (rep, str(out), page_names[rid], page_names, tl)
 
-    if jobs > 1 and len(todo) > 4:
+    if jobs > 1 and len(todo) > 4 and store.path != ":memory:":
+        # DuckDB has one writer: release ours, let the workers read the file, then reopen.
+        import duckdb
         import multiprocessing as mp
+        store.con.execute("CHECKPOINT")
+        store.con.close()
         ctx = mp.get_context("fork" if sys.platform != "darwin" else "spawn")
-        with ctx.Pool(jobs) as pool:
-            for _ in pool.imap_unordered(render_run, tasks(), chunksize=4):
-                if bar:
-                    bar.update(1)
+        try:
+            with ctx.Pool(jobs, initializer=_worker_open, initargs=(store.path,)) as pool:
+                args = [(rid, str(out), page_names[rid], page_names, rid in png) for rid in todo]
+                for _ in pool.imap_unordered(_worker_render, args, chunksize=4):
+                    if bar:
+                        bar.update(1)
+        finally:
+            store.con = duckdb.connect(store.path)
     else:
         for t in tasks():
             render_run(t)
