@@ -74,7 +74,12 @@ for path in json.load(sys.stdin):
         out[path] = sorted({m.get("pattern") for m in r.get("matched_patterns", []) if m.get("pattern")})
     except Exception as e:
         out[path] = {"error": f"{type(e).__name__}: {e}"}
-print(json.dumps({"version": getattr(kernelguard, "__version__", None), "results": out}))
+try:
+    from importlib.metadata import version
+    v = version("kernelguard")
+except Exception:
+    v = getattr(kernelguard, "__version__", None)
+print(json.dumps({"version": v, "results": out}))
 """
 
 
