@@ -1078,8 +1078,9 @@ def check_arg_ignored(mod: Module) -> list[Hit]:
             continue
         params = fi.params[1:] if fi.cls else fi.params
         loads: dict[str, list[ast.Name]] = {}
-        for n in ast.walk(fi.node):  # nested closures read params too
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+        lo, hi = fi.node.lineno, fi.node.end_lineno or fi.node.lineno
+        for n in mod.of(ast.Name):  # every Name in the def's line span: nested closures read params too
+            if lo <= n.lineno <= hi and isinstance(n.ctx, ast.Load):
                 loads.setdefault(n.id, []).append(n)
         for p in params:
             if p.startswith("_") or p in ("args", "kwargs"):
