@@ -157,10 +157,17 @@ def _shape_literal(p: Problem) -> str:
     return f"SHAPES = [\n{rows},\n]\n"
 
 
-def template_files(p: Problem, gpu: str = "RTX_PRO_6000") -> dict[str, bytes]:
-    """The synthetic template files of one problem for one GPU deck (name -> bytes)."""
+FP8_DECK_CHANGE = "20260614"  # 01_fp8_gemm: bf16 weight -> fp8 weight + per-channel scale
+
+
+def template_files(p: Problem, gpu: str = "RTX_PRO_6000", date: str = "20260807") -> dict[str, bytes]:
+    """The synthetic template files of one problem for one GPU deck (name -> bytes) as of `date`
+    (YYYYMMDD): before 2026-06-14 the fp8 problem had a bf16 weight and the dead fp8 tolerance key."""
     gpu_full = GPUS[gpu][1]
-    tol = "\n".join(f"  {k}: {v}" for k, v in p.tolerance.items())
+    tolerance = p.tolerance
+    if p.name == "01_fp8_gemm" and date < FP8_DECK_CHANGE:
+        tolerance = {"fp8_e4m3fn": 0.15}
+    tol = "\n".join(f"  {k}: {v}" for k, v in tolerance.items())
     forb = "\n".join(f"  - {f!r}" for f in p.forbidden) or "  []"
     stress = ", ".join(p.stress) or "none"
     yaml = (

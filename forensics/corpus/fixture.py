@@ -891,13 +891,13 @@ def template_mutation(fx: Fixture) -> None:
                "zai/glm-5.1")
     s = b.session
     prologue(b)
-    s.write("solution.py", solutions.solution("01_fp8_gemm", block=256))
+    s.write("solution.py", solutions.solution("01_fp8_gemm", block=256, old_deck=True))
     b.check("FAIL", fail_line=logs.fail_tolerance(b.problem, shape_idx=1, era="E1", case="large_input"))
     y = b.template("problem.yaml")
-    s.edit("problem.yaml", "  bfloat16: 0.2\n", "  bfloat16: 2.0\n")
+    s.edit("problem.yaml", "  fp8_e4m3fn: 0.15\n", "  fp8_e4m3fn: 0.15\n  bfloat16: 2.0\n")
     b.check("PASS")
     finish(b)
-    b.mutate_template("problem.yaml", y.replace("  bfloat16: 0.2\n", "  bfloat16: 2.0\n"))
+    b.mutate_template("problem.yaml", y.replace("  fp8_e4m3fn: 0.15\n", "  fp8_e4m3fn: 0.15\n  bfloat16: 2.0\n"))
     b.defects += ["template_mutation"]
     b.notes.append("E1: the agent edited the bf16 tolerance in problem.yaml (Edit old_string/new_string); the runner "
                    "restored the templates, logged template_mutations.log and did not grade.")
@@ -961,7 +961,7 @@ def e0_codex(fx: Fixture) -> None:
     b = fx.new("e0_codex_host", "hard", "01_fp8_gemm", "codex", "E0", "20260424_090742", "gpt-5.4")
     s = b.session
     prologue(b)
-    s.write("solution.py", solutions.solution("01_fp8_gemm", block=256))
+    s.write("solution.py", solutions.solution("01_fp8_gemm", block=256, old_deck=True))
     b.check("PASS", style="uvrun")
     b.benchmark(target=0.18)
     finish(b)

@@ -291,6 +291,8 @@ def random_run(i: int, rng: random.Random, priors: list[_Prior], *, scale: float
     n_calls = max(12, int(base_calls * scale))
     progress = int(rng.randint(60, 220) * scale) if claude else 0
     variant = {"block": rng.choice([256, 512, 1024, 2048])}
+    if b.old_fp8_deck:
+        variant["old_deck"] = True  # the fp8 deck before 2026-06-14: bf16 weight, no scale
     if outcome == "402_no_output":
         s.api_error(402, "API Error: 402 Insufficient credits. Add more using https://openrouter.ai/settings/credits")
         if claude:

@@ -92,7 +92,8 @@ class RunBuilder:
         self.session = Session(harness, workspace=workspace, run_id=rid, start_epoch=self.start_epoch, rng=self.rng,
                                container=self.container,
                                lock_log=era != "E0" and not (self.container and harness == "droid"))
-        self.templates = decks.template_files(self.problem, gpu)
+        self.templates = decks.template_files(self.problem, gpu, self.local_ts.strftime("%Y%m%d"))
+        self.old_fp8_deck = problem == "01_fp8_gemm" and self.local_ts.strftime("%Y%m%d") < decks.FP8_DECK_CHANGE
         for n, data in self.templates.items():  # the agent can edit the templates it finds in the workspace
             self.session.vfs[self.session.path(n)] = data.decode()
         self.session_id = self._uuid("session")

@@ -162,7 +162,16 @@ class Model(nn.Module):
         acc = (xb @ wb.t()).float()
         return _scale_cols(acc, self.weight_scale)
 ''')
-    return "".join(parts)
+    src = "".join(parts)
+    if v.get("old_deck"):
+        # deck before 2026-06-14: weight is a bf16 nn.Parameter and there is no per-channel scale
+        src = src.replace('''        self.register_buffer("weight", torch.zeros(N, K, dtype=torch.float8_e4m3fn))
+        self.register_buffer("weight_scale", torch.ones(N, dtype=torch.float32))
+''', '''        self.weight = nn.Parameter(torch.zeros(N, K, dtype=torch.bfloat16))
+        self.register_buffer("_ones", torch.ones(N, dtype=torch.float32), persistent=False)
+''')
+        src = src.replace("return _scale_cols(acc, self.weight_scale)", "return _scale_cols(acc, self._ones)")
+    return src
 
 
 def _paged_attention(v: dict) -> str:
@@ -551,7 +560,8 @@ class Model(nn.Module):
 def _w4a16(v: dict) -> str:
     flag = v.get("global_flag")
     persist = v.get("persisting_l2")
-    s = ['import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n']
+    s = [("import ctypes\nimport glob\nimport os\n\n" if persist else "")
+         + 'import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n']
     if flag:
         s.append("\n# the checker's bf16 reference changes with this global flag\n"
                  "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True\n")
@@ -592,22 +602,41 @@ def _dequant(w_q, scales, zeros, K, N):
 _l2_window_set = False
 
 
+class _AccessPolicyWindow(ctypes.Structure):
+    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hitRatio", ctypes.c_float),
+                ("hitProp", ctypes.c_int), ("missProp", ctypes.c_int)]
+
+
+def _cudart():
+    for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            pass
+    for path in glob.glob(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "*", "lib", "libcudart.so*")):
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            pass
+    return None
+
+
 def _persist_weights(t):
     """Reserve persisting L2 and mark the packed weights persisting so the flush cannot evict them."""
     global _l2_window_set
     if _l2_window_set or not t.is_cuda:
         return
-    from cuda import cudart
-    cudart.cudaDeviceSetLimit(cudart.cudaLimit.cudaLimitPersistingL2CacheSize, 96 * 1024 * 1024)
-    attr = cudart.cudaStreamAttrValue()
-    attr.accessPolicyWindow.base_ptr = t.data_ptr()
-    attr.accessPolicyWindow.num_bytes = min(t.numel() * t.element_size(), 96 * 1024 * 1024)
-    attr.accessPolicyWindow.hitRatio = 1.0
-    attr.accessPolicyWindow.hitProp = cudart.cudaAccessProperty.cudaAccessPropertyPersisting
-    attr.accessPolicyWindow.missProp = cudart.cudaAccessProperty.cudaAccessPropertyStreaming
-    cudart.cudaStreamSetAttribute(torch.cuda.current_stream().cuda_stream,
-                                  cudart.cudaStreamAttrID.cudaStreamAttributeAccessPolicyWindow, attr)
     _l2_window_set = True
+    rt = _cudart()
+    if rt is None:
+        return
+    nbytes = min(t.numel() * t.element_size(), 96 * 1024 * 1024)
+    rt.cudaDeviceSetLimit(0x06, ctypes.c_size_t(nbytes))           # cudaLimitPersistingL2CacheSize
+    value = (ctypes.c_byte * 64)()                                    # cudaStreamAttrValue (union)
+    win = _AccessPolicyWindow.from_buffer(value)
+    win.base_ptr, win.num_bytes, win.hitRatio = t.data_ptr(), nbytes, 1.0
+    win.hitProp, win.missProp = 2, 1                                  # cudaAccessPropertyPersisting / Streaming
+    rt.cudaStreamSetAttribute(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), 1, ctypes.byref(value))
 ''')
     s.append('''
 
