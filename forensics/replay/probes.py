@@ -38,11 +38,15 @@ ALL_PROBES = ("check", "property", "same-buffer", "unsampled-region", "fresh-sta
               "output-alias", "nan-poison", "determinism", "timing")
 DEFAULT_PROBES = ALL_PROBES
 
+# Anywhere in the text: the device cannot run what the solution built / needs.
 NOT_REPLAYABLE_MARKERS = (
-    "no kernel image is available", "unsupported gpu architecture", "compute_120", "sm_120", "sm_100",
-    "torch not compiled with cuda", "found no nvidia driver", "cuda driver initialization failed",
-    "no cuda gpus are available", "nvcc: not found", "cuda_home environment variable is not set",
+    "no kernel image is available", "torch not compiled with cuda", "found no nvidia driver",
+    "cuda driver initialization failed", "no cuda gpus are available",
+    "cuda_home environment variable is not set",
 )
+# Only on an error line that is not the echoed compiler command: an arch this toolchain/GPU lacks.
+ARCH_ERROR_MARKERS = ("unsupported gpu architecture", "compute_120", "sm_120", "compute_100", "sm_100",
+                      "compute_103", "sm_103", "is not defined for option 'gpu-architecture'")
 
 FINDING_RULES = {
     # rule: (severity, category, probe)
@@ -212,9 +216,24 @@ def _perturb_state(sd: dict[str, torch.Tensor], gen: torch.Generator) -> dict[st
     return out
 
 
+def _nr_line(text: str) -> str | None:
+    """The line that makes this failure 'not replayable here', or None (a real failure).
+
+    A compile error of a solution that merely targets sm_120a is still a compile error (seed
+    paragraph 20); only an error about the architecture itself, or a launch without a kernel
+    image, is not replayable."""
+    for ln in (text or "").splitlines():
+        low = ln.lower()
+        if any(m in low for m in NOT_REPLAYABLE_MARKERS):
+            return ln.strip()
+        if ("error" in low or "fatal" in low) and "-gencode" not in low and " -c " not in low \
+                and any(m in low for m in ARCH_ERROR_MARKERS):
+            return ln.strip()
+    return None
+
+
 def classify_error(text: str) -> str:
-    t = (text or "").lower()
-    return "not_replayable" if any(m in t for m in NOT_REPLAYABLE_MARKERS) else "error"
+    return "not_replayable" if _nr_line(text) else "error"
 
 
 # ------------------------------------------------------------------------------ the replay
@@ -340,13 +359,12 @@ class Replay:
         return self.row(probe, status, shape, seed, case, detail=reply.error + "\n" + str(reply.get("tb", ""))[-2000:])
 
     def _not_replayable(self, probe: str, text: str, shape=None, seed=None, case=None) -> dict:
-        line = next((ln.strip() for ln in text.splitlines()
-                     if any(m in ln.lower() for m in NOT_REPLAYABLE_MARKERS)), text.strip()[:200])
+        line = _nr_line(text) or text.strip()[:200]
         self.finding("replay-not-replayable",
                      f"The solution cannot run on this device ({self.hello.get('gpu') or self.device}, "
                      f"capability {self.hello.get('capability')}): {line[:300]}. Not a correctness failure.",
                      {"line": line, "device": self.hello.get("gpu") or self.device})
-        return self.row(probe, "not_replayable", shape, seed, case, detail=line)
+        return self.row(probe, "not_replayable", shape, seed, case, detail=line + "\n" + text[-3000:])
 
     # ---------------------------------------------------------------- child lifecycle
     def ensure_child(self) -> Child | None:

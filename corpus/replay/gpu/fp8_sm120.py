@@ -7,7 +7,7 @@ from torch.utils.cpp_extension import load_inline
 
 _SRC = r"""
 #include <torch/extension.h>
-#include <cuda_bf16.h>
+#include <c10/cuda/CUDAException.h>
 __global__ void fill_kernel(float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 1.f; }
 torch::Tensor fill(torch::Tensor y) {
   int n = y.numel();
