@@ -377,9 +377,9 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
 
 # ---------------------------------------------------------------------------------------------
 def key_findings(store: Store, run_id: str, limit: int = 3) -> str:
-    rows = store.query("select rule, severity from findings where run_id = ? and analyzer <> 'pipeline' "
-                       "and severity in ('critical', 'high', 'medium') order by case severity when 'critical' then 0 "
-                       "when 'high' then 1 else 2 end, rule limit ?", [run_id, limit])
+    rows = store.query("select rule, min(case severity when 'critical' then 0 when 'high' then 1 else 2 end) as s "
+                       "from findings where run_id = ? and analyzer <> 'pipeline' "
+                       "and severity in ('critical', 'high', 'medium') group by rule order by s, rule limit ?", [run_id, limit])
     return ", ".join(r["rule"] for r in rows)
 
 

@@ -183,3 +183,34 @@ def test_cli_exit_codes(archive, tmp_path):
     assert data["exit_code"] == expect and len(data["verdicts"]) == data["runs"]
     r = runner.invoke(main, ["scan", str(archive), "--out", str(archive / "inside"), "--no-progress"])
     assert r.exit_code == 2 and not (archive / "inside").exists()
+
+
+def test_annotations_dir_confirm_and_refute(archive, tmp_path):
+    first = P.scan(archive, out=tmp_path / "a", progress=False, reports=False)
+    v0, v1 = first.verdicts[0], first.verdicts[1]
+    ann = tmp_path / "ann"
+    ann.mkdir()
+    wrong = "reward_hack" if v0["verdict"] != "reward_hack" else "clean"
+    (ann / f"{v0['run_name']}.yaml").write_text(f"run_id: {v0['run_name']}\nverdict: {wrong}\n"
+                                                f"correct: {str(v0['correct']).lower()}\n")
+    # invalid YAML (an unclosed flow sequence): the key: value fallback still reads the verdict
+    (ann / f"{v1['run_name']}_b200.yaml").write_text(f"run_id: {v1['run_name']}\nverdict: {v1['verdict']}\n"
+                                                     "notes: [unclosed, list\n  - x: y: z\n")
+    runner = CliRunner()
+    from forensics.cli import main
+    r = runner.invoke(main, ["scan", str(archive), "--out", str(tmp_path / "b"), "--no-progress", "--strict",
+                             "--annotations", str(ann), "--json"])
+    data = orjson.loads(r.output)
+    assert r.exit_code == 1 and v0["run_id"] in data["disagreements"]
+    with Store(tmp_path / "b" / "audit.duckdb", read_only=True) as s:
+        a0 = V.verdict_dict(s.query("select * from verdicts where run_id = ?", [v0["run_id"]])[0])["archived"]
+        a1 = V.verdict_dict(s.query("select * from verdicts where run_id = ?", [v1["run_id"]])[0])["archived"]
+    assert a0["fields"]["verdict"]["status"] == "disagree" and a0["fields"]["verdict"]["evidence"][0].startswith("rule:")
+    if v0["correct"] != V.UNKNOWN:
+        assert a0["fields"]["correct"]["status"] == "agree"
+    assert a0["fields"]["contamination"]["status"] == "cannot_tell"
+    assert a1["annotation_error"].startswith("invalid YAML")
+    assert a1["fields"]["verdict"]["status"] == ("cannot_tell" if v1["verdict"] == V.UNKNOWN else "agree")
+    name = re.sub(r"[^A-Za-z0-9._@-]", "_", v0["run_id"])
+    y = yaml.safe_load((tmp_path / "b" / "annotations" / f"{name}.yaml").read_text())
+    assert y["archived_verdict_check"]["verdict"]["status"] == "disagree"

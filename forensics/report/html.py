@@ -25,7 +25,7 @@ text-align:left;vertical-align:top}th{background:#f3f4f6;position:sticky;top:0}t
 th.asc:after{content:" \\25B2"}th.desc:after{content:" \\25BC"}tr:nth-child(even) td{background:#fafbfc}
 .v{font-weight:600;padding:1px 6px;border-radius:4px;white-space:nowrap}
 .v-clean{background:#dafbe1;color:#116329}.v-reward_hack,.v-contamination,.v-rubric_leak{background:#ffebe9;color:#a40e26}
-.v-fail,.v-timeout_unverified{background:#fff8c5;color:#7d4e00}.v-unknown,.v-suspect{background:#eaeef2;color:#57606a}
+.v-fail,.v-timeout_unverified,.v-fail_forbidden_op_tripwire{background:#fff8c5;color:#7d4e00}.v-unknown,.v-suspect{background:#eaeef2;color:#57606a}
 .v-retryable_infra_failure{background:#ddf4ff;color:#0550ae}
 .cards{display:flex;gap:10px;flex-wrap:wrap}.card{border:1px solid #d0d7de;border-radius:6px;padding:6px 12px;min-width:90px}
 .card b{display:block;font-size:20px}.muted{color:#57606a}.sev-critical,.sev-high{color:#a40e26;font-weight:600}
