@@ -152,7 +152,14 @@ def _err(e: BaseException) -> str:
 # Worker side of parallel per-run analysis.
 def _analyze_chunk(args) -> tuple[str, list[str], dict[str, Any], str | None]:
     """In a worker: copy the chunk's rows from the (read-only) store into memory, run one analyzer,
-    return the rows it wrote as Arrow IPC bytes per table."""
+    return the rows it wrote as Arrow IPC bytes per table (or the error, never an exception)."""
+    try:
+        return _analyze_chunk_inner(args)
+    except Exception as e:  # noqa: BLE001 - the chunk's fields fail closed in the parent
+        return args[1], list(args[2]), {}, _err(e)
+
+
+def _analyze_chunk_inner(args) -> tuple[str, list[str], dict[str, Any], str | None]:
     db_path, module, chunk = args
     import duckdb  # noqa: F401
     from forensics.store import schema as S
