@@ -33,9 +33,8 @@ def selftest():
     return {(r["problem"], r["deck_version"]): r for r in rows}
 
 
-def test_every_hard_problem_has_triton():
-    hard = {n for n in registry.names() if registry.get(n).bench == "hard"}
-    assert hard <= set(WITH_TRITON)
+def test_every_problem_has_triton():
+    assert set(registry.names()) == set(WITH_TRITON)
 
 
 @pytest.mark.parametrize("name", WITH_TRITON)
@@ -57,6 +56,7 @@ def test_triton_matches_oracle_nominal_stress_property(selftest, name):
 
 def test_selftest_reports_errors_without_stopping(monkeypatch):
     from kernels import selftest as st
+    monkeypatch.setattr(registry.get("02_kimi_linear_decode"), "triton_fn", None)
     res = st.run(["02_kimi_linear_decode"])
     assert res[0].get("skipped") == "no Triton reference"
     monkeypatch.setattr(registry.get("05_topk_bitonic"), "triton_fn", lambda m, x: (_ for _ in ()).throw(ValueError("boom")))

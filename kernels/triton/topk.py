@@ -44,7 +44,7 @@ def topk(x: torch.Tensor, k: int):
     assert x.dim() == 2
     batch, n = x.shape
     cpu = interpreting(x)
-    tile = max(64 if cpu else 1024, next_pow2(4 * k))
+    tile = max(1024, next_pow2(4 * k))
     vals, idx = x.contiguous(), None
     width = n
     while True:

@@ -18,7 +18,7 @@ from ._common import interpreting
 def _w4a16_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, M, N, K, K_PER_SPLIT,
                   sxm, sxk, swk, swn, ssg, ssn, sys_, sym, syn,
                   GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  DOT_F32: tl.constexpr):
+                  DOT_F32: tl.constexpr, X_F32: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -50,6 +50,9 @@ def _w4a16_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, M, N, K, K_PER_SPLIT,
         if DOT_F32:
             acc += tl.dot(x_lo.to(tl.float32), w_lo.to(tl.float32))
             acc += tl.dot(x_hi.to(tl.float32), w_hi.to(tl.float32))
+        elif X_F32:  # fp32 activations (Kimi expert down-projection): near-fp32 dots
+            acc += tl.dot(x_lo, w_lo.to(tl.float32), input_precision="tf32x3")
+            acc += tl.dot(x_hi, w_hi.to(tl.float32), input_precision="tf32x3")
         else:
             acc = tl.dot(x_lo.to(tl.bfloat16), w_lo, acc)
             acc = tl.dot(x_hi.to(tl.bfloat16), w_hi, acc)
@@ -67,7 +70,7 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
     N = w_q.shape[1]
     cpu = interpreting(x)
     if cpu:
-        BM, BN, BK, warps, stages = 16, 16, min(32, group), 4, 1
+        BM, BN, BK, warps, stages = 16, 128, min(128, group), 4, 1   # few, large programs: the interpreter is per-program
     elif M <= 16:
         BM, BN, BK, warps, stages = 16, 64, 128, 4, 4
     elif M <= 64:
@@ -88,7 +91,7 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
     _w4a16_kernel[grid](x, w_q, scales, zeros, part, M, N, K, k_per,
                         x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1), scales.stride(0), scales.stride(1),
                         part.stride(0), part.stride(1), part.stride(2),
-                        GROUP=group, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, DOT_F32=cpu, num_warps=warps, num_stages=stages)
+                        GROUP=group, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, DOT_F32=cpu, X_F32=x.dtype == torch.float32, num_warps=warps, num_stages=stages)
     y = (part[0] if split == 1 else part.sum(0)).to(out_dtype)
     return y[0] if squeeze else y
 
