@@ -319,36 +319,53 @@ def verify_shape(spec, shape, device, timer, do_oracle=True) -> dict:
     return row
 
 
-def verify_problem(spec, device, quick, timer) -> dict:
-    res = dict(problem=spec.name, bench=spec.bench, deck_version=spec.deck_version, has_triton=spec.has_triton,
-               shapes=[], errors=[])
-    t0 = time.perf_counter()
+def problem_shapes(spec, device, quick):
     if torch.device(device).type == "cpu":
         from .selftest import TINY
-        shapes = [TINY[spec.name]] if spec.name in TINY else []
-    elif spec.name in ("03_megaqwen_decode", "02_kimi_linear_decode"):
-        shapes = spec.check_shapes[:1]     # whole prefill+decode / one step; canonical contexts are too long here
-    else:
-        shapes = spec.shapes[:1] if quick else spec.shapes
-    for shape in shapes:
-        try:
-            res["shapes"].append(verify_shape(spec, shape, device, timer))
-        except Exception as exc:  # noqa: BLE001
-            res["errors"].append(dict(shape=shape, error=f"{type(exc).__name__}: {str(exc)[:500]}",
-                                      traceback=traceback.format_exc(limit=8)))
-            _free()
-    if torch.device(device).type == "cuda":
-        for use_triton in ([False, True] if spec.has_triton else [False]):
-            key = "full_check_triton" if use_triton else "full_check_reference"
-            try:
-                res[key] = full_check_time(spec, device, use_triton)
-            except Exception as exc:  # noqa: BLE001
-                res[key] = dict(error=f"{type(exc).__name__}: {str(exc)[:500]}",
-                                traceback=traceback.format_exc(limit=8))
-                _free()
+        return [TINY[spec.name]] if spec.name in TINY else []
+    if spec.name in ("03_megaqwen_decode", "02_kimi_linear_decode"):
+        return spec.check_shapes[:1]     # whole prefill+decode / one step; canonical contexts are too long here
+    return spec.shapes[:1] if quick else spec.shapes
+
+
+def _new_result(spec) -> dict:
+    return dict(problem=spec.name, bench=spec.bench, deck_version=spec.deck_version, has_triton=spec.has_triton,
+                shapes=[], errors=[], skipped_units=[], wall_s=0.0)
+
+
+def _run_unit(res, spec, device, unit, timer, quick):
+    """One unit of work for one problem: ("shape", i) or ("full_check", use_triton)."""
+    t0 = time.perf_counter()
+    kind, arg = unit
+    try:
+        if kind == "shape":
+            res["shapes"].append(verify_shape(spec, arg, device, timer))
+        else:
+            key = "full_check_triton" if arg else "full_check_reference"
+            res[key] = full_check_time(spec, device, arg)
+    except Exception as exc:  # noqa: BLE001 - recorded; the other units and problems go on
+        res["errors"].append(dict(unit=f"{kind}:{arg}", error=f"{type(exc).__name__}: {str(exc)[:500]}",
+                                  traceback=traceback.format_exc(limit=8)))
+        _free()
+    res["wall_s"] = round(res["wall_s"] + time.perf_counter() - t0, 2)
+
+
+def _finish(res):
     res["ok"] = not res["errors"] and all(
         r.get(k, {}).get("ok", True) for r in res["shapes"] for k in ("triton_vs_oracle", "triton_vs_reference"))
-    res["wall_s"] = round(time.perf_counter() - t0, 2)
+    for key in ("full_check_reference", "full_check_triton"):
+        if "error" in res.get(key, {}):
+            res["ok"] = False
+
+
+def verify_problem(spec, device, quick, timer) -> dict:
+    res = _new_result(spec)
+    for shape in problem_shapes(spec, device, quick):
+        _run_unit(res, spec, device, ("shape", shape), timer, quick)
+    if torch.device(device).type == "cuda":
+        for use_triton in ([False, True] if spec.has_triton else [False]):
+            _run_unit(res, spec, device, ("full_check", use_triton), timer, quick)
+    _finish(res)
     return res
 
 
@@ -366,53 +383,79 @@ def environment(device) -> dict:
     return env
 
 
-def run(problems=None, device=None, quick=False, budget_s=None, iters=None) -> dict:
+def run(problems=None, device=None, quick=False, budget_s=None, iters=None, out_path=None) -> dict:
+    """Work is done in passes so that a time budget (or an outer kill) still leaves the most useful
+    results: pass 1 the first canonical shape of every problem (correctness + timing), pass 2 the
+    full-check reference timing, pass 3 the full-check Triton timing, pass 4 the other shapes.
+    The JSON at `out_path` is rewritten after every unit."""
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(device)
     if dev.type == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from . import registry
-    out = dict(environment=environment(device), quick=quick, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               load_errors=dict(registry.LOAD_ERRORS), problems=[])
+    out = dict(environment=environment(device), quick=quick, budget_s=budget_s,
+               started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), load_errors=dict(registry.LOAD_ERRORS),
+               problems=[], done=False)
     if dev.type == "cpu":      # the interpreter is slow and CPU numbers mean nothing: one call
         timer = Timer(device, iters=iters or 1, warmup=0)
     else:
         timer = Timer(device, iters=iters or (5 if quick else 30), warmup=3 if quick else 10)
-    names = problems or registry.names()
     order = {"hard": 0, "cuda": 1, "mega": 2}
     targets = []
-    for n in names:
+    for n in problems or registry.names():
         try:
             for ver in registry.deck_versions(n):
                 targets.append(registry.get(n, ver))
         except KeyError as exc:
             out["problems"].append(dict(problem=n, ok=False, errors=[dict(error=f"KeyError: {exc}")]))
     targets.sort(key=lambda s: (order.get(s.bench, 9), s.name, s.since or ""))
+    results = [(spec, _new_result(spec)) for spec in targets]
+    out["problems"].extend(r for _, r in results)
+    passes = []
+    for spec, res in results:
+        shapes = problem_shapes(spec, device, quick)
+        passes.append((0, spec, res, ("shape", shapes[0])) if shapes else None)
+        if dev.type == "cuda":
+            passes.append((1, spec, res, ("full_check", False)))
+            if spec.has_triton:
+                passes.append((2, spec, res, ("full_check", True)))
+        passes.extend((3, spec, res, ("shape", sh)) for sh in shapes[1:])
+    units = sorted((u for u in passes if u is not None), key=lambda u: u[0])
     t_start = time.perf_counter()
-    for spec in targets:
+
+    def dump():
+        out["wall_s"] = round(time.perf_counter() - t_start, 2)
+        if out_path:
+            tmp = f"{out_path}.tmp"
+            with open(tmp, "w") as fh:
+                json.dump(out, fh, indent=1, default=str)
+            os.replace(tmp, out_path)
+
+    for _, spec, res, unit in units:
         if budget_s is not None and time.perf_counter() - t_start > budget_s:
-            out["problems"].append(dict(problem=spec.name, deck_version=spec.deck_version, ok=None,
-                                        skipped=f"time budget of {budget_s}s spent"))
+            res["skipped_units"].append(f"{unit[0]}:{unit[1]} (time budget of {budget_s}s spent)")
             continue
-        try:
-            with torch.no_grad() if dev.type == "cuda" else nullcontext():
-                out["problems"].append(verify_problem(spec, device, quick, timer))
-        except Exception as exc:  # noqa: BLE001
-            out["problems"].append(dict(problem=spec.name, deck_version=spec.deck_version, ok=False,
-                                        errors=[dict(error=f"{type(exc).__name__}: {exc}",
-                                                     traceback=traceback.format_exc(limit=8))]))
-            _free()
-    out["wall_s"] = round(time.perf_counter() - t_start, 2)
-    out["ok"] = all(p.get("ok") in (True, None) for p in out["problems"])
+        print(f"[verify {time.perf_counter() - t_start:7.1f}s] {spec.name}@{spec.deck_version} {unit[0]} {unit[1]}",
+              flush=True)
+        with torch.no_grad():
+            _run_unit(res, spec, device, unit, timer, quick)
+        _finish(res)
+        dump()
+    for _, res in results:
+        _finish(res)
+    out["done"] = True
+    out["ok"] = all(p.get("ok") is True for p in out["problems"])
+    dump()
     return out
 
 
 def summary_lines(result: dict) -> list[str]:
     lines = [f"environment: {json.dumps(result['environment'])}"]
     for p in result["problems"]:
-        head = f"{p.get('problem')}@{p.get('deck_version')}: " + (
-            "skipped" if p.get("skipped") else ("ok" if p.get("ok") else "FAIL"))
+        head = f"{p.get('problem')}@{p.get('deck_version')}: " + ("ok" if p.get("ok") else "FAIL")
+        if p.get("skipped_units"):
+            head += f" ({len(p['skipped_units'])} units skipped: budget)"
         fc = p.get("full_check_reference", {})
         if "total_s" in fc:
             head += f"  full-check ref {fc['total_s']}s"
@@ -442,9 +485,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=None, help="skip the remaining problems after this many seconds")
     ap.add_argument("--iters", type=int, default=None, help="timing trials per op (default 30, quick 5)")
     args = ap.parse_args(argv)
-    result = run(args.problems, args.device, args.quick, args.budget_s, args.iters)
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=1, default=str)
+    result = run(args.problems, args.device, args.quick, args.budget_s, args.iters, out_path=args.out)
     print("\n".join(summary_lines(result)))
     return 0 if result["ok"] else 1
 

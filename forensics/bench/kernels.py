@@ -9,7 +9,7 @@ same flow on tiny shapes under the Triton interpreter (correctness only; timings
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path  # noqa: F401 (click path type)
 
 import click
 
@@ -25,9 +25,7 @@ def bench_kernels(problems, quick, device, budget_s, out, as_json) -> None:
     """Triton references vs oracles and vs the best library op; full-check reference time."""
     from kernels import verify
 
-    res = verify.run(list(problems) or None, device, quick, budget_s)
-    if out is not None:
-        out.write_text(json.dumps(res, indent=1, default=str))
+    res = verify.run(list(problems) or None, device, quick, budget_s, out_path=str(out) if out else None)
     if as_json:
         click.echo(json.dumps(res, indent=1, default=str))
     else:
