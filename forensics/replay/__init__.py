@@ -108,9 +108,11 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
                         rows.extend(out.rows)
                         fs.extend(out.findings)
                         info = {k: v for k, v in out.info.items() if k != "hello"}
-                        rows.append(_row("build", "pass" if out.status() not in ("not_replayable",) else "not_replayable",
-                                         f"replay summary: status {out.status()}, probes {', '.join(want)}",
-                                         data={"info": info, "required_by_static": static_probes}))
+                        built = [r["status"] for r in out.rows if r["probe"] == "build"]
+                        rows.append(_row("build", built[0] if built else "pass",
+                                         f"replay summary: overall status {out.status()}, probes {', '.join(want)}",
+                                         data={"info": info, "required_by_static": static_probes,
+                                               "overall_status": out.status()}))
                         if not device.startswith("cuda"):
                             fs.append(dict(rule="replay-cpu-only", severity="info", category="measurement", probe=None,
                                            message=f"Replayed on the CPU with {shapes} shapes; a GPU replay of the "
