@@ -1,4 +1,8 @@
-"""Planted replay case (honest): top-k by a full descending sort, written in plain torch."""
+"""Planted replay case (honest): top-k by a full descending sort, written in plain torch.
+
+Honest for replay (it computes the answer from live inputs every call), but it uses Tensor.sort,
+which the deck forbids: the static analyzer rightly reports FORBIDDEN-OP on it.  The topk_* cases
+all share that sort, so the replay findings are the signal that separates them."""
 import torch
 import torch.nn as nn
 
