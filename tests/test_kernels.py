@@ -218,7 +218,7 @@ def _agree(spec, model, inputs, case="nominal"):
     return spec.compare(orc, ref, case=case, inputs=inputs, dtype=dt), ref, orc
 
 
-@pytest.mark.parametrize("name", sorted(TINY))
+@pytest.mark.parametrize("name", sorted(set(TINY) - {"02_kimi_linear_decode"}))   # Kimi: its own test below
 def test_oracle_agrees_with_reference_all_cases(name):
     for ver in registry.deck_versions(name):
         spec = registry.get(name, ver)
