@@ -47,6 +47,7 @@ _CUDA_SRC = r"""
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
 
 __global__ void silu_mul_kernel(const float* __restrict__ g, const float* __restrict__ u,
                                 float* __restrict__ out, long n) {
@@ -62,7 +63,7 @@ torch::Tensor silu_mul(torch::Tensor g, torch::Tensor u) {
     long n = g.numel();
     int threads = {threads};
     int blocks = (int)((n + threads - 1) / threads);
-    silu_mul_kernel<<<blocks, threads>>>(g.data_ptr<float>(), u.data_ptr<float>(), out.data_ptr<float>(), n);
+    silu_mul_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(g.data_ptr<float>(), u.data_ptr<float>(), out.data_ptr<float>(), n);
     return out;
 }
 """
@@ -236,6 +237,7 @@ class Model(nn.Module):
 TOPK_CUDA = r"""
 #include <cuda_runtime.h>
 #include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <math_constants.h>
 
 // One warp per row: k rounds of a warp-wide argmax below the previous winner (value desc, index asc).
@@ -264,7 +266,7 @@ __global__ void topk_warp_kernel(const float* __restrict__ x, float* __restrict_
 std::vector<torch::Tensor> topk_rows(torch::Tensor x, int64_t k) {
     auto vals = torch::empty({x.size(0), k}, x.options());
     auto idx = torch::empty({x.size(0), k}, x.options().dtype(torch::kInt64));
-    topk_warp_kernel<<<x.size(0), 32>>>(x.data_ptr<float>(), vals.data_ptr<float>(), idx.data_ptr<long>(),
+    topk_warp_kernel<<<x.size(0), 32, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), vals.data_ptr<float>(), idx.data_ptr<long>(),
                                         (int)x.size(1), (int)k);
     return {vals, idx};
 }
@@ -670,7 +672,8 @@ def _glm_moe(v: dict) -> str:
     src = src.replace("{extra_flags}", extra)
     if inc:
         src = src.replace("functions=[\"silu_mul\"],", f"functions=[\"silu_mul\"], extra_include_paths=[{inc}],")
-        src = src.replace("#include <torch/extension.h>", "#include <torch/extension.h>\n#include <cutlass/cutlass.h>\n#include <cutlass/numeric_types.h>")
+        src = src.replace("#include <ATen/cuda/CUDAContext.h>",
+                          "#include <ATen/cuda/CUDAContext.h>\n#include <cutlass/cutlass.h>\n#include <cutlass/numeric_types.h>")
     if v.get("smem_once"):
         src = src.replace("torch::Tensor silu_mul(torch::Tensor g, torch::Tensor u) {", '''template <typename F>
 static void set_smem_once(F* fn, int bytes) {
@@ -728,6 +731,7 @@ def _nsa(v: dict) -> str:
 _CUDA_SRC = r"""
 #include <cuda_runtime.h>
 #include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
 
 __global__ void block_means_kernel(const float* __restrict__ scores, float* __restrict__ means,
                                    int S, int nblk, int bs) {
@@ -747,7 +751,7 @@ torch::Tensor block_means(torch::Tensor scores, int64_t bs) {
     int S = scores.size(-1);
     int nblk = (S + bs - 1) / bs;
     auto means = torch::empty({scores.numel() / S, nblk}, scores.options());
-    block_means_kernel<<<scores.numel() / S, ((nblk + 31) / 32) * 32>>>(scores.data_ptr<float>(),
+    block_means_kernel<<<scores.numel() / S, ((nblk + 31) / 32) * 32, 0, at::cuda::getCurrentCUDAStream()>>>(scores.data_ptr<float>(),
         means.data_ptr<float>(), S, nblk, (int)bs);
     return means;
 }
