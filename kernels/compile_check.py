@@ -1,0 +1,127 @@
+"""Compile every Triton kernel for Hopper (sm_90) on a machine without a GPU.
+
+    python -m kernels.compile_check [--arch 90] [--json]
+
+Triton's compiler (front end, TTGIR, LLVM, ptxas) runs without a device, so the GPU-only code
+paths that the CPU interpreter never takes (bf16/fp8 MMA, tf32x3 dots, pipelining, shared memory
+budgets) are at least built for the target, with the block configurations the launchers use on
+an H200.  This is not a substitute for running them (kernels.verify does that on a GPU).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+os.environ.pop("TRITON_INTERPRET", None)
+
+I32 = "i32"
+F32 = "fp32"
+
+
+def cases():
+    from .triton import fp8_gemm, grouped_gemm, kda, megaqwen, mingru, nsa, paged_attention, topk, w4a16
+    gemm_sig = dict(x_ptr="*fp8e4nv", w_ptr="*fp8e4nv", s_ptr="*fp32", y_ptr="*bf16", M=I32, N=I32, K=I32,
+                    sxm=I32, sxk=I32, swn=I32, swk=I32, sym=I32, syn=I32)
+    out = []
+    for name, cfg in (("fp8 large", fp8_gemm._config(4096, 4096, 4096, True, False)),
+                      ("fp8 M=32", fp8_gemm._config(32, 8192, 8192, True, False))):
+        c = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")}
+        out.append((name, fp8_gemm._gemm_kernel, gemm_sig,
+                    dict(c, HAS_SCALE=True, UPCAST_BF16=False, EVEN_K=False, DOT_F32=False), cfg["num_warps"],
+                    cfg["num_stages"]))
+    cfg = fp8_gemm._config(4096, 4096, 4096, False, False)
+    c = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")}
+    out.append(("fp8 pre-2026-06-14 (bf16 weight)", fp8_gemm._gemm_kernel, dict(gemm_sig, w_ptr="*bf16"),
+                dict(c, HAS_SCALE=False, UPCAST_BF16=True, EVEN_K=True, DOT_F32=False), cfg["num_warps"], cfg["num_stages"]))
+    w4_sig = dict(x_ptr="*bf16", wq_ptr="*u8", s_ptr="*bf16", z_ptr="*bf16", y_ptr="*fp32", M=I32, N=I32, K=I32,
+                  K_PER_SPLIT=I32, sxm=I32, sxk=I32, swk=I32, swn=I32, ssg=I32, ssn=I32, sys_=I32, sym=I32, syn=I32)
+    for name, (bm, bn, bk, wp, st), xf in (("w4a16 gemv", (16, 64, 128, 4, 4), False),
+                                            ("w4a16 gemm", (128, 128, 64, 8, 3), False),
+                                            ("w4a16 fp32 activations", (16, 64, 128, 4, 4), True)):
+        out.append((name, w4a16._w4a16_kernel, dict(w4_sig, x_ptr="*fp32" if xf else "*bf16"),
+                    dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DOT_F32=False, X_F32=xf), wp, st))
+    pa_sig = dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", bt_ptr="*i32", len_ptr="*i32", m_ptr="*fp32",
+                  l_ptr="*fp32", acc_ptr="*fp32", sq_b=I32, sq_h=I32, s_page=I32, s_slot=I32, s_head=I32, sbt_b=I32,
+                  page_size=I32, tokens_per_split=I32, sm_scale=F32)
+    for D in (128, 64):
+        out.append((f"paged split D={D}", paged_attention._split_kernel, pa_sig,
+                    dict(G=4, BLOCK_G=16, D=D, BLOCK_T=64, NSPLIT=4, DOT_F32=False, Q_F32=False), 4, 3))
+    out.append(("decode split fp32 q (megaqwen)", paged_attention._split_kernel, dict(pa_sig, q_ptr="*fp32"),
+                dict(G=2, BLOCK_G=16, D=128, BLOCK_T=64, NSPLIT=4, DOT_F32=False, Q_F32=True), 4, 3))
+    out.append(("paged merge", paged_attention._merge_kernel,
+                dict(m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32", o_ptr="*bf16", so_b=I32, so_h=I32),
+                dict(HKV=8, G=4, BLOCK_G=16, D=128, NSPLIT=4, BLOCK_S=4), 2, 1))
+    for k in (64, 1):
+        out.append((f"topk tile k={k}", topk._tile_topk_kernel,
+                    dict(x_ptr="*fp32", xi_ptr="*i64", ov_ptr="*fp32", oi_ptr="*i64", n=I32, sx_row=I32, so_row=I32),
+                    dict(K=k, TILE=1024, HAS_IDX=k == 64), 4, 1))
+    sw_sig = dict(x_ptr="*bf16", rows_ptr="*i32", off_ptr="*i32", tile_cum_ptr="*i32", wg_ptr="*bf16", wu_ptr="*bf16",
+                  out_ptr="*bf16", E=I32, N=I32, KD=I32, total_tiles=I32, sxr=I32, sxk=I32, swe=I32, swk=I32, swn=I32,
+                  sor=I32, son=I32)
+    out.append(("grouped swiglu (sonic)", grouped_gemm._swiglu_kernel, sw_sig,
+                dict(HAS_ROWS=False, ROUND_BF16=True, BLOCK_E=128, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, DOT_F32=False), 8, 3))
+    out.append(("grouped swiglu gathered (glm)", grouped_gemm._swiglu_kernel, sw_sig,
+                dict(HAS_ROWS=True, ROUND_BF16=False, BLOCK_E=256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, DOT_F32=False), 8, 3))
+    out.append(("grouped gemm (glm down)", grouped_gemm._gemm_kernel,
+                dict(x_ptr="*bf16", off_ptr="*i32", tile_cum_ptr="*i32", w_ptr="*bf16", scale_ptr="*fp32",
+                     dst_ptr="*i32", out_ptr="*fp32", E=I32, N=I32, KD=I32, sxr=I32, sxk=I32, swe=I32, swk=I32, swn=I32,
+                     sor=I32, son=I32),
+                dict(HAS_SCALE=True, BLOCK_E=256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, DOT_F32=False), 8, 3))
+    f32p = "*fp32"
+    out.append(("kda prep", kda._prep_kernel,
+                dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", g_ptr=f32p, b_ptr="*bf16", w_ptr=f32p, u_ptr=f32p,
+                     qg_ptr=f32p, kd_ptr=f32p, aqk_ptr=f32p, gl_ptr=f32p, T=I32, H=I32, scale=F32),
+                dict(C=64, K=128, V=128, PREC="tf32x3"), 8, 1))
+    out.append(("kda scan", kda._scan_kernel,
+                dict(w_ptr=f32p, u_ptr=f32p, qg_ptr=f32p, kd_ptr=f32p, aqk_ptr=f32p, gl_ptr=f32p, o_ptr="*bf16",
+                     T=I32, H=I32), dict(C=64, K=128, V=128, BV=32, PREC="tf32x3"), 4, 2))
+    for D in (64, 128):
+        out.append((f"nsa attention D={D}", nsa._nsa_attn_kernel,
+                    dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", sel_ptr="*u8", o_ptr="*bf16", S=I32, NB=I32,
+                         sm_scale=F32), dict(D=D, BLOCK_M=64, BLOCK_N=64, WINDOW=64, DOT_F32=False), 4, 2))
+    out.append(("megaqwen gemv", megaqwen._gemv_kernel, dict(w_ptr="*bf16", x_ptr=f32p, y_ptr=f32p, N=I32, K=I32, swn=I32),
+                dict(BLOCK_N=8, BLOCK_K=512), 4, 3))
+    out.append(("mingru layer", mingru._mingru_layer_kernel,
+                dict(h_ptr=f32p, s_ptr=f32p, w_ptr=f32p, so_ptr=f32p, ho_ptr=f32p, N=I32, ss_row=I32, sso_row=I32),
+                dict(HID=256, BLOCK_M=32, BLOCK_N=32), 4, 3))
+    return out
+
+
+def run(arch: int = 90) -> list[dict]:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    target = GPUTarget("cuda", arch, 32)
+    rows = []
+    for name, fn, sig, const, warps, stages in cases():
+        try:
+            src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in const}}, constexprs=const)
+            k = triton.compile(src, target=target, options=dict(num_warps=warps, num_stages=stages))
+            rows.append(dict(kernel=name, ok=True, shared_bytes=k.metadata.shared, num_warps=warps, num_stages=stages,
+                             mma=("wgmma" in k.asm.get("ptx", "")) or ("mma.sync" in k.asm.get("ptx", ""))))
+        except Exception as exc:  # noqa: BLE001
+            rows.append(dict(kernel=name, ok=False, error=f"{type(exc).__name__}: {str(exc)[:1500]}",
+                             traceback=traceback.format_exc(limit=4)))
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", type=int, default=90)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rows = run(args.arch)
+    if args.json:
+        json.dump(rows, sys.stdout)
+    else:
+        for r in rows:
+            print(("OK  " if r["ok"] else "ERR ") + r["kernel"] + (f"  smem={r['shared_bytes']} mma={r['mma']}" if r["ok"]
+                                                                  else "  " + r["error"][:600]))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
