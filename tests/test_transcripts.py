@@ -202,7 +202,7 @@ def test_codex_plain_text_banner_only():
     p = parse("codex_transcript.txt", "codex", source="transcript.jsonl")
     assert p.end.format == "codex_text" and "NGC container banner" in p.end.format_evidence
     assert [r.line for r in p.records] == [2, 3, 4, 6, 8, 10]
-    assert all(r.rtype == "text" for r in p.records) and p.records[1].text == "== CUDA =="
+    assert all(r.rtype == "banner" for r in p.records) and p.records[1].text == "== CUDA =="
     assert p.errors == [] and p.calls == []
     assert p.end.end_reason == "no_marker_format" and p.end.last_line == 10
 

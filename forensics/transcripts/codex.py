@@ -209,15 +209,26 @@ class CodexParser(Parser):
         super().finish(se, truncated)
 
 
+# The NGC container banner (spec 5.0/5.3): a '====' rule then a '== <image> ==' title, 32 lines.
+NGC_BANNER_LINES = 32
+
+
 class CodexTextParser(Parser):
-    """Plain text (no JSON): one Record per non-empty line, rtype 'text'."""
+    """Plain text (no JSON): one Record per non-empty line, rtype 'text'.  A container run's file
+    starts with the NGC image banner (and often holds nothing else): its 32 lines are 'banner'."""
 
     fmt = "codex_text"
     has_marker = False
+    _banner_until = None  # last physical line of the banner, once recognised; 0 = no banner
 
     def handle(self, o, ln, off, nb):  # pragma: no cover - text lines go through handle_text
         return Record(self.source, ln, off, nb, self.fmt, "text")
 
     def handle_text(self, raw: bytes, ln: int, off: int, nb: int):
-        return Record(self.source, ln, off, nb, self.fmt, "text", None, None, None, None,
-                      raw.decode("utf-8", "replace").rstrip("\r"))
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        if self._banner_until is None:
+            s = text.strip()
+            self._banner_until = NGC_BANNER_LINES if (ln <= 3 and len(s) >= 10 and set(s) == {"="}) else 0
+        if ln <= self._banner_until:
+            return Record(self.source, ln, off, nb, self.fmt, "banner", None, None, None, None, text)
+        return Record(self.source, ln, off, nb, self.fmt, "text", None, None, None, None, text)
