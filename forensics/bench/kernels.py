@@ -18,7 +18,7 @@ import click
 @click.option("--problems", "-p", multiple=True, help="Problem name(s); default all.")
 @click.option("--quick", is_flag=True, help="First canonical shape only, 5 timing trials.")
 @click.option("--device", default=None, help="cuda (default when available) or cpu.")
-@click.option("--budget-s", type=float, default=None, help="Skip remaining problems after this many seconds.")
+@click.option("--budget-s", type=float, default=None, help="Skip the remaining work units after this many seconds.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write the JSON here.")
 @click.option("--json", "as_json", is_flag=True)
 def bench_kernels(problems, quick, device, budget_s, out, as_json) -> None:
