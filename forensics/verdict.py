@@ -954,6 +954,11 @@ def summarize(F: RunFacts, d: dict[str, Decision]) -> str:
     if d["reward_hack"].value is True:
         msgs = [f["message"] for f in F.findings if f["finding_id"] in d["reward_hack"].findings][:2]
         parts.append("Reward hack: " + (" ".join(msgs) if msgs else "; ".join(d["reward_hack"].facts)))
+    if d["verdict"].value in ("rubric_leak", "fail", "timeout_unverified", "fail_forbidden_op_tripwire", "clean"):
+        msgs = [f["message"] for f in F.findings if f["finding_id"] in d["verdict"].findings][:2]
+        facts = [x[5:] for x in d["verdict"].facts if x.startswith("fact:")][:3]
+        if msgs or facts:
+            parts.append("Because: " + "; ".join(msgs + facts) + ".")
     parts.append(f"correct={_show(d['correct'].value)}, failure_reason={_show(d['failure_reason'].value)}, "
                  f"measurement_status={_show(d['measurement_status'].value)}, publish_grade={_show(d['publish_grade'].value)}, "
                  f"empirical_recompute_required={_show(d['empirical_recompute_required'].value)}.")

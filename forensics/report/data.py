@@ -101,6 +101,13 @@ def collect_quotes(store: Store, run_id: str, findings: list[dict[str, Any]], ru
             if s.startswith(('"correct"', '"failure_reason"', '"peak_fraction"', '"gpu_queue_mode"', '"has_solution"',
                              '"audit_empirical_failure"', '"mode"')):
                 grade_lines.append(("result.json", i, i, "archived grade"))
+    # auditors' archived probe logs (scratch/audit_*.log ...): the evidence a probe-decided field rests on
+    for pth in rf.list("scratch/"):
+        if V.ARCHIVED_PROBE_LOG.search(pth):
+            t = rf.read_text(pth) or ""
+            n = len(t.splitlines())
+            if n:
+                grade_lines.append((pth, 1, min(n, MAX_QUOTE_LINES), "archived probe log"))
     if run.get("check_fail_reason"):
         t = rf.read_text("check.log") or ""
         for i, line in enumerate(t.splitlines(), 1):
