@@ -582,9 +582,14 @@ class _Writer:
                 per_table.setdefault(t, []).extend(batches)
         runs_tbl = pa.concat_tables(runs_tbls)
         runs_tbl = runs_tbl.set_column(runs_tbl.schema.get_field_index("ingested_at"), "ingested_at", now)
+        # A run's rows are only ever committed together with its runs row, so a run absent from
+        # `runs` has no rows anywhere: skip the (table-scanning) deletes for new runs.
+        old = [r[0] for r in self.store.con.execute(
+            "SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()]
         with self.store.transaction():
-            for t in S.INGEST_TABLES:
-                self.store.con.execute(f"DELETE FROM {t} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+            if old:
+                for t in S.INGEST_TABLES:
+                    self.store.con.execute(f"DELETE FROM {t} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [old])
             for t, batches in per_table.items():
                 self.store.insert_arrow(t, pa.concat_tables(batches) if len(batches) > 1 else batches[0])
             self.store.insert_arrow("runs", runs_tbl)  # last: a runs row marks its run complete
