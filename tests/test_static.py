@@ -149,7 +149,7 @@ def test_arch_mismatch_needs_the_gpu():
     b"import torch\n\x00\nx = 1\n",                           # null byte
     b"def f(:\n  return inspect.stack()\n",                    # syntax error
     "a = [" * 5000,                                            # unterminated, deep
-])
+], ids=["deep-nesting", "null-byte", "syntax-error", "unterminated-deep"])
 def test_hostile_inputs_fall_back_and_say_so(src):
     rep = lint_source(src)
     assert "PARSE-FALLBACK" in rep.rules()
