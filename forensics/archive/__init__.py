@@ -45,7 +45,11 @@ class RunFiles:
         row = store.con.execute("select archive, run_path from runs where run_id = ?", [run_id]).fetchone()
         if row is None:
             raise KeyError(f"run {run_id!r} is not in the store")
-        return cls(get_source(row[0]), row[1] or "")
+        # the ingest's `files` rows list the run's entries: no scan of the whole archive listing
+        entries = [Entry(p, size or 0, mtime, False, bool(link), target) for p, size, mtime, link, target in
+                   store.con.execute("select path, size, mtime, is_symlink, link_target from files "
+                                     "where run_id = ?", [run_id]).fetchall()]
+        return cls(get_source(row[0]), row[1] or "", entries or None)
 
     @classmethod
     def from_dir(cls, path: str | Path) -> "RunFiles":

@@ -92,7 +92,8 @@ class HashingReader:
         return self.h.hexdigest()
 
 
-def categorize(rel: str, problem: str | None) -> str:
+def categorize(rel: str) -> str:
+    """The files-table category of a path inside a run folder."""
     name = rel.rsplit("/", 1)[-1]
     top = rel.split("/", 1)[0]
     if rel in TRANSCRIPT_NAMES or rel == "codex_session.jsonl":
@@ -494,7 +495,7 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             except (OSError, FileNotFoundError, PermissionError) as ex:
                 perr(rel, None, "unreadable", str(ex))
         sink.add("files", {"run_id": rid, "path": rel, "size": e.size, "sha256": sha,
-                           "category": categorize(rel, problem), "is_symlink": e.is_symlink,
+                           "category": categorize(rel), "is_symlink": e.is_symlink,
                            "link_target": e.link_target, "mtime": e.mtime})
     out.bytes_read = sum(n for _, n in hashes.values())
 
@@ -539,11 +540,12 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         "fingerprint": out.fingerprint, "ingested_at": None,
     }
     sink.close()
-    out.batches["runs"] = [RowBuffer_from(runs_row)]
+    out.batches["runs"] = [_runs_row(runs_row)]
     return out
 
 
-def RowBuffer_from(row: dict[str, Any]) -> pa.Table:
+def _runs_row(row: dict[str, Any]) -> pa.Table:
+    """A one-row Arrow table of the runs table."""
     b = RowBuffer("runs")
     b.add(row)
     return b.to_arrow()
@@ -642,7 +644,7 @@ def _error_rows(run: DiscoveredRun, location: str, err: str) -> RunRows:
     b.add({"run_id": run.run_id, "reason": "internal", "detail": err[:2000]})
     rows.batches["parse_errors"] = [b.to_arrow()]
     rows.counts["parse_errors"] = 1
-    rows.batches["runs"] = [RowBuffer_from({"run_id": run.run_id, "run_name": run.name, "archive": location,
+    rows.batches["runs"] = [_runs_row({"run_id": run.run_id, "run_name": run.name, "archive": location,
                                             "run_path": run.run_path, "root": run.root, "n_parse_errors": 1,
                                             "fingerprint": rows.fingerprint})]
     return rows
