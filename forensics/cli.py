@@ -30,23 +30,33 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class LazyGroup(click.Group):
+    """A group whose commands are imported only when invoked.
+
+    `registry` maps a command name to ("module:attribute" of a click.Command, one-line help);
+    listing the commands (--help) shows the help texts without importing any of them (torch for
+    replay, matplotlib for plots)."""
+
+    def __init__(self, *args, registry: dict[str, tuple[str, str]], section: str = "Commands", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.registry = registry
+        self.section = section
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(self.registry)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        entry = COMMANDS.get(name)
+        entry = self.registry.get(name)
         if entry is None:
             return None
         mod, attr = entry[0].split(":")
         return getattr(importlib.import_module(mod), attr)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # Listing must not import every command (torch for replay, matplotlib for plots).
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
+        with formatter.section(self.section):
+            formatter.write_dl([(name, self.registry[name][1]) for name in self.list_commands(ctx)])
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, registry=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="forensics")
 def main() -> None:
     """Audit AI-agent GPU-kernel benchmark run archives, with cited evidence."""

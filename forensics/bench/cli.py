@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-
 import click
+
+from forensics.cli import LazyGroup
 
 # benchmark name -> ("module:attribute" of a click.Command, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
@@ -17,22 +17,6 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 }
 
 
-class _LazyBench(click.Group):
-    def list_commands(self, ctx):
-        return sorted(BENCHMARKS)
-
-    def get_command(self, ctx, name):
-        entry = BENCHMARKS.get(name)
-        if entry is None:
-            return None
-        mod, attr = entry[0].split(":")
-        return getattr(importlib.import_module(mod), attr)
-
-    def format_commands(self, ctx, formatter):
-        with formatter.section("Benchmarks"):
-            formatter.write_dl([(n, BENCHMARKS[n][1]) for n in self.list_commands(ctx)])
-
-
-@click.group("bench", cls=_LazyBench)
+@click.group("bench", cls=LazyGroup, registry=BENCHMARKS, section="Benchmarks")
 def bench_cmd() -> None:
     """Benchmarks, each reported beside a baseline measured in the same run."""
