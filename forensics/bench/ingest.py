@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -59,7 +57,7 @@ def transcript_files(archive: Path) -> list[Path]:
     out = []
     for run in discover_runs(src):
         files = run.rel_files()
-        for rel in transcript_sources(files, None):
+        for rel in transcript_sources(files):
             out.append(Path(src.location) / run.run_path / rel)
     return out
 

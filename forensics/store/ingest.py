@@ -171,7 +171,7 @@ def _stderr_provider_error(data: bytes | None) -> tuple[int | None, str, int] | 
     return found
 
 
-def transcript_sources(files: dict[str, Any], harness: str | None) -> list[str]:
+def transcript_sources(files: dict[str, Any]) -> list[str]:
     """Transcript files of a run, the primary first."""
     out: list[str] = []
     for n in TRANSCRIPT_NAMES:
@@ -192,7 +192,7 @@ def transcript_sources(files: dict[str, Any], harness: str | None) -> list[str]:
     return out
 
 
-def _tool_and_end_sources(sources: list[str], harness: str | None) -> tuple[str | None, str | None]:
+def _tool_and_end_sources(sources: list[str]) -> tuple[str | None, str | None]:
     """(source to take tool calls from, source whose terminal marker decides the session end)."""
     if not sources:
         return None, None
@@ -317,12 +317,19 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         sink.add("parse_errors", {"run_id": rid, "source": source, "line": line, "byte_offset": offset,
                                   "reason": reason, "detail": detail[:2000], "excerpt": excerpt[:200]})
 
+    whole: dict[str, bytes] = {}  # files read whole for parsing; the files table hashes these bytes
+
     def read(rel: str, limit: int | None = None) -> bytes | None:
+        if rel in whole:
+            return whole[rel] if limit is None else whole[rel][:limit]
         try:
-            return src.read(pre + rel, limit)
+            data = src.read(pre + rel, limit)
         except (OSError, FileNotFoundError, PermissionError) as e:
             perr(rel, None, "unreadable", str(e))
             return None
+        if limit is None:
+            whole[rel] = data
+        return data
 
     # ---- result.json
     res, res_err = None, None
@@ -362,8 +369,8 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             bench_summary = summary
 
     # ---- transcripts
-    sources = transcript_sources(files, harness)
-    tool_src, end_src = _tool_and_end_sources(sources, harness)
+    sources = transcript_sources(files)
+    tool_src, end_src = _tool_and_end_sources(sources)
     if not sources:
         perr("transcript.jsonl", None, "missing_file", "run has no transcript.jsonl / agent.log / session store")
     calls: list[ToolCall] = []
@@ -477,11 +484,21 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         sink.add("session_end", {"run_id": rid, "source": None, "terminal_type": "none", "end_reason": "unknown",
                                  "cut_off": None})
 
+    # ---- solution
+    sol_sha = sol_lines = None
+    if "solution.py" in files:
+        data = read("solution.py")
+        if data is not None:
+            sol_sha = hashlib.sha256(data).hexdigest()
+            sol_lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
     # ---- files table
     for rel, e in sorted(files.items()):
         sha = None
         if rel in hashes:
             sha = hashes[rel][0]
+        elif rel in whole:
+            sha = hashlib.sha256(whole[rel]).hexdigest()
         elif not e.is_symlink and not rel.startswith(HASH_SKIP_PREFIXES) and "/.venv/" not in f"/{rel}":
             h = hashlib.sha256()
             try:
@@ -498,14 +515,6 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
                            "category": categorize(rel), "is_symlink": e.is_symlink,
                            "link_target": e.link_target, "mtime": e.mtime})
     out.bytes_read = sum(n for _, n in hashes.values())
-
-    # ---- solution
-    sol_sha = sol_lines = None
-    if "solution.py" in files:
-        data = read("solution.py")
-        if data is not None:
-            sol_sha = hashlib.sha256(data).hexdigest()
-            sol_lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
     fmt, fmt_ev = fmt_by_source.get(sources[0], (None, None)) if sources else ("missing", "no transcript file")
     era, era_ev = infer_era(set(files) | {e.path for e in run.entries}, res, parsed.timestamp if parsed else None,
