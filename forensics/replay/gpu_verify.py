@@ -153,7 +153,8 @@ def main(argv=None) -> int:
             print(f"      {x['probe']:<16} {x['shape']:<28} ms={x['ms']} GB/s={x['gbps']} TFLOP/s={x['tflops']} {x['status']}")
     if "overhead" in result:
         print(f"  overhead (fp8 check, warm cache): {result['overhead']['wall_s']} s, "
-              f"{result['overhead']['n_rows']} rows, status {result['overhead']['status']}")
+              f"{result['overhead']['n_rows']} rows, status {result['overhead']['status']}; "
+              f"phases {result['overhead']['info'].get('phase_s')}")
     print("total", result["total_s"], "s")
     return 0 if all(r.get("ok") for r in result["cases"]) else 1
 

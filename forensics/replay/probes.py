@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -265,6 +266,20 @@ class Replay:
         self.hung = False
         self.sol_attrs: list[str] = []
         self.archived: dict = {}
+        self.phase_s: dict[str, float] = {}   # where the replay's own time goes (out.info['phase_s'])
+
+    @contextmanager
+    def timed(self, phase: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phase_s[phase] = self.phase_s.get(phase, 0.0) + time.perf_counter() - t0
+
+    def make_inputs(self, shape: dict, seed: int) -> list:
+        """The deck's seeded inputs for (shape, seed), generated on the CPU as the deck does."""
+        with self.timed("inputs"):
+            return self.spec.make_inputs(shape, seed, "cpu")
 
     # ---------------------------------------------------------------- shapes
     def check_shapes(self) -> list[dict]:
@@ -402,6 +417,7 @@ class Replay:
             return None
         self.sol_attrs = r.get("attrs") or []
         self.out.info.setdefault("import_s", []).append(round(time.monotonic() - t0, 3))
+        self.phase_s["child-start"] = self.phase_s.get("child-start", 0.0) + time.monotonic() - t0
         self.child = ch
         return ch
 
@@ -416,15 +432,24 @@ class Replay:
 
     # ---------------------------------------------------------------- model / call plumbing
     def ref_model(self, shape: dict):
-        return self.spec.build_reference(shape, self.device)
+        with self.timed("reference-model"):
+            return self.spec.build_reference(shape, self.device)
 
     def state_file(self, shape: dict, model, key: str = "") -> str:
-        sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-        p = self.scratch.path("state" + key)
-        torch.save(sd, p)
-        return p
+        with self.timed("state-transfer"):
+            sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+            p = self.scratch.path("state" + key)
+            torch.save(sd, p)
+            return p
 
     def reference(self, model, inputs):
+        with self.timed("reference"):
+            out = self._reference(model, inputs)
+            if str(self.device).startswith("cuda"):
+                torch.cuda.synchronize()
+            return out
+
+    def _reference(self, model, inputs):
         if self.ref_impl == "triton" and getattr(self.spec, "has_triton", False):
             return self.spec.triton_forward(model, inputs)
         if self.ref_impl == "oracle":
@@ -447,9 +472,10 @@ class Replay:
         if not g.ok:
             return g
         factory = "Model"
-        r = ch.request("new", self.limits.build_s, obj=obj, factory=f"solution:{factory}",
-                       args=self.init_args_spec(shape), state_dict=state_path, strict=True, replace=replace,
-                       reuse_attempts=reuse_attempts)
+        with self.timed("child-construct"):
+                r = ch.request("new", self.limits.build_s, obj=obj, factory=f"solution:{factory}",
+                           args=self.init_args_spec(shape), state_dict=state_path, strict=True, replace=replace,
+                           reuse_attempts=reuse_attempts)
         self._note_tamper(r, "construction")
         return r
 
@@ -462,10 +488,11 @@ class Replay:
                 args.append({"slot": f"{prefix}{i}"})
             else:
                 args.append({"lit": x})
-        p = self.scratch.path("put")
-        torch.save(slots, p)
-        self.expected.update(slots)
-        return ch.request("put", self.limits.call_s, file=p), args
+        with self.timed("input-transfer"):
+            p = self.scratch.path("put")
+            torch.save(slots, p)
+            self.expected.update(slots)
+            return ch.request("put", self.limits.call_s, file=p), args
 
     def write(self, ch: Child, values: dict[str, torch.Tensor]) -> Reply:
         p = self.scratch.path("write")
@@ -485,16 +512,20 @@ class Replay:
         meth = method or "forward"
         if save_inputs is None:
             save_inputs = [a["slot"] for a in args if isinstance(a, dict) and "slot" in a and a["slot"] in self.expected]
-        r = ch.request("call", self.limits.call_s, fn={"obj": obj, "method": meth}, args=args,
-                       save=p, save_inputs=save_inputs, repeat=repeat, out_slot=out_slot,
-                       poison=poison, watch=save_inputs)
+        with self.timed("child-call"):
+            r = ch.request("call", self.limits.call_s, fn={"obj": obj, "method": meth}, args=args,
+                           save=p, save_inputs=save_inputs, repeat=repeat, out_slot=out_slot,
+                           poison=poison, watch=save_inputs)
+        if r.ok:  # the solution's own time inside the request (the rest is export and transfer)
+            self.phase_s["solution"] = self.phase_s.get("solution", 0.0) + float(r.get("elapsed_s") or 0.0)
         self._note_tamper(r, "a call")
         if not r.ok:
             if r.status == "timeout":
                 self.hung = True
             return r, None
-        payload = torch.load(p, map_location="cpu", weights_only=True)
-        Path(p).unlink(missing_ok=True)
+        with self.timed("output-transfer"):
+            payload = torch.load(p, map_location="cpu", weights_only=True)
+            Path(p).unlink(missing_ok=True)
         after = payload.get("inputs_after", {})
         bad = [k for k in save_inputs if k in after and k in self.expected and not _same(self.expected[k], after[k])]
         payload["inputs_mutated"] = bad
@@ -528,7 +559,8 @@ class Replay:
     def compare(self, ref_out, sol_out, case="nominal", inputs=None) -> dict:
         if self._subclass_out(sol_out):
             return {"ok": False, "msg": f"solution returned a non-Tensor object: {sol_out!r}"[:300]}
-        return self.spec.compare(ref_out, sol_out, case=case, inputs=inputs)
+        with self.timed("compare"):
+            return self.spec.compare(ref_out, sol_out, case=case, inputs=inputs)
 
     # ---------------------------------------------------------------- probe: check (+stress)
     def stress_cases(self) -> list:
@@ -553,7 +585,7 @@ class Replay:
                 self.child = None if not ch.alive() else ch
                 continue
             for seed in self.seeds:
-                base = self.spec.make_inputs(shape, seed, "cpu")
+                base = self.make_inputs(shape, seed)
                 for case in cases:
                     probe = "check" if case.name == "nominal" else "stress"
                     if not ch.alive() or self.early_exit or self.hung:
@@ -614,7 +646,7 @@ class Replay:
         if not r.ok:
             self.failed_reply(probe, r, shape, seed, what="Model construction")
             return None
-        base = self.spec.make_inputs(shape, seed, "cpu")
+        base = self.make_inputs(shape, seed)
         pr, args = self.put(ch, base, prefix=obj + "x")
         if not pr.ok:
             self.failed_reply(probe, pr, shape, seed, what="input transfer")
@@ -648,7 +680,7 @@ class Replay:
         if multi_row:
             for s in shapes:
                 try:
-                    x = self.spec.make_inputs(s, 0, "cpu")
+                    x = self.make_inputs(s, 0)
                 except Exception:  # noqa: BLE001
                     continue
                 t = next((t for t in x if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
@@ -666,7 +698,7 @@ class Replay:
         if w is None:
             return
         ch, ref, base, args, names = w
-        other = self.spec.make_inputs(shape, seed + 7919, "cpu")
+        other = self.make_inputs(shape, seed + 7919)
         gen = torch.Generator().manual_seed(1234)
         tens_idx = [i for i, x in enumerate(base) if isinstance(x, torch.Tensor)]
         variants: list[tuple[str, list]] = []
@@ -755,7 +787,7 @@ class Replay:
         if not r.ok:
             self.failed_reply(probe, r, shape, seed, what="second Model construction")
             return
-        other = self.spec.make_inputs(shape, seed + 104729, "cpu")
+        other = self.make_inputs(shape, seed + 104729)
         pr, args2 = self.put(ch, other, prefix="fx")
         if not pr.ok:
             self.failed_reply(probe, pr, shape, seed, what="input transfer")
@@ -784,7 +816,7 @@ class Replay:
         if not r.ok:
             self.failed_reply(probe, r, shape, seed)
             return
-        other = self.spec.make_inputs(shape, seed + 15485863, "cpu")
+        other = self.make_inputs(shape, seed + 15485863)
         tens_idx = [i for i, x in enumerate(base) if isinstance(x, torch.Tensor)]
         wr = self.write(ch, {f"ax{i}": other[i] for i in tens_idx})
         r2, second = self.call(ch, "a", args, out_slot="o2")
@@ -826,7 +858,7 @@ class Replay:
         if not r.ok:
             self.failed_reply(probe, r, shape, seed, what="Model construction")
             return
-        base = self.spec.make_inputs(shape, seed, "cpu")
+        base = self.make_inputs(shape, seed)
         ref_out = self.reference(ref, _to_dev(base, self.device))
         sizes = _nbytes(ref_out) + [64 * 2**20]
         pr, args = self.put(ch, base, prefix="nx")
@@ -888,7 +920,7 @@ class Replay:
             shape, pin = self.spec.property_inputs(case, "cpu")
             if self.shapes_mode == "tiny":
                 shape = self.probe_shape()
-                base = self.spec.make_inputs(shape, case.base_seed, "cpu")
+                base = self.make_inputs(shape, case.base_seed)
                 try:
                     pin = case.mutate(self.spec, shape, [b.clone() if isinstance(b, torch.Tensor) else b for b in base])
                 except Exception as e:  # noqa: BLE001
@@ -969,6 +1001,7 @@ class Replay:
         finally:
             self.close()
             self.out.info["total_s"] = round(time.monotonic() - t0, 3)
+            self.out.info["phase_s"] = {k: round(v, 3) for k, v in sorted(self.phase_s.items())}
             self.out.info["hello"] = self.hello
         return self.out
 
