@@ -34,6 +34,7 @@ from typing import Any, Iterable
 import torch
 
 from .runner import Child, Reply, Scratch
+from .worker import pack_load, pack_save
 
 ALL_PROBES = ("check", "property", "same-buffer", "unsampled-region", "fresh-state", "alternate-cache",
               "output-alias", "nan-poison", "determinism", "timing")
@@ -128,7 +129,14 @@ def _unwrap(x: Any) -> Any:
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.cpu(), b.cpu())
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        a, b = a.cpu(), b.cpu()
+        if torch.equal(a, b):
+            return True
+        # bit for bit: an untouched input holding NaN is the same input (NaN != NaN otherwise)
+        return a.numel() > 0 and torch.equal(a.contiguous().reshape(-1).view(torch.uint8),
+                                             b.contiguous().reshape(-1).view(torch.uint8))
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
@@ -439,7 +447,7 @@ class Replay:
         with self.timed("state-transfer"):
             sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
             p = self.scratch.path("state" + key)
-            torch.save(sd, p)
+            pack_save(sd, p)
             return p
 
     def reference(self, model, inputs):
@@ -490,14 +498,14 @@ class Replay:
                 args.append({"lit": x})
         with self.timed("input-transfer"):
             p = self.scratch.path("put")
-            torch.save(slots, p)
+            pack_save(slots, p)
             self.expected.update(slots)
             return ch.request("put", self.limits.call_s, file=p), args
 
     def write(self, ch: Child, values: dict[str, torch.Tensor]) -> Reply:
         p = self.scratch.path("write")
         vals = {k: v.detach().cpu() for k, v in values.items()}
-        torch.save(vals, p)
+        pack_save(vals, p)
         self.expected.update({k: v for k, v in vals.items() if "::" not in k})
         r = ch.request("write", self.limits.call_s, file=p)
         if r.ok:
@@ -515,7 +523,7 @@ class Replay:
         with self.timed("child-call"):
             r = ch.request("call", self.limits.call_s, fn={"obj": obj, "method": meth}, args=args,
                            save=p, save_inputs=save_inputs, repeat=repeat, out_slot=out_slot,
-                           poison=poison, watch=save_inputs)
+                           poison=poison, watch=save_inputs, fmt="pack")
         if r.ok:  # the solution's own time inside the request (the rest is export and transfer)
             self.phase_s["solution"] = self.phase_s.get("solution", 0.0) + float(r.get("elapsed_s") or 0.0)
         self._note_tamper(r, "a call")
@@ -524,7 +532,11 @@ class Replay:
                 self.hung = True
             return r, None
         with self.timed("output-transfer"):
-            payload = torch.load(p, map_location="cpu", weights_only=True)
+            try:
+                payload = pack_load(p)
+            except (OSError, ValueError) as e:
+                Path(p).unlink(missing_ok=True)
+                return Reply(False, "error", r.data, f"unreadable output file from the solution's process: {e}"), None
             Path(p).unlink(missing_ok=True)
         after = payload.get("inputs_after", {})
         bad = [k for k in save_inputs if k in after and k in self.expected and not _same(self.expected[k], after[k])]
@@ -782,7 +794,7 @@ class Replay:
         sd2 = _perturb_state({k: v.detach().cpu() for k, v in ref.state_dict().items()}, gen)
         ref.load_state_dict({k: v.to(self.device) for k, v in sd2.items()})
         p = self.scratch.path("state-fresh")
-        torch.save(sd2, p)
+        pack_save(sd2, p)
         r = self.new_model(ch, "f", shape, p)
         if not r.ok:
             self.failed_reply(probe, r, shape, seed, what="second Model construction")
@@ -824,11 +836,16 @@ class Replay:
             self.failed_reply(probe, r2 if not r2.ok else wr, shape, seed)
             return
         p = self.scratch.path("snap")
-        s = ch.request("snap", self.limits.call_s, slots=["o1"], save=p)
+        s = ch.request("snap", self.limits.call_s, slots=["o1"], save=p, fmt="pack")
         if not s.ok:
             self.failed_reply(probe, s, shape, seed)
             return
-        later = torch.load(p, map_location="cpu", weights_only=True)["o1"]
+        try:
+            later = pack_load(p)["o1"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            self.failed_reply(probe, Reply(False, "error", {}, f"unreadable snapshot from the solution's process: {e}"),
+                              shape, seed)
+            return
         if _same(first["out"], later):
             self.row(probe, "pass", shape, seed, "earlier-output-intact", detail="an earlier output is not overwritten by a later call")
         else:

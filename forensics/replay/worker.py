@@ -6,8 +6,11 @@ only (the GPU machine has neither duckdb nor orjson, and the child must not see 
 
 The parent (``forensics.replay.runner``) drives it over two pipes whose file descriptors are in
 ``FORENSICS_WORKER_FDS`` ("<read>,<write>"): one JSON request per line in, one JSON reply per line
-out.  Tensors travel as ``torch.save`` files inside the scratch directory; the parent loads them
-with ``weights_only=True``.  The child never sees a reference output and never compares: it only
+out.  Tensors travel as files inside the scratch directory (in /dev/shm where it exists): either
+``torch.save`` files that the parent loads with ``weights_only=True``, or, where the request asks
+for ``fmt: "pack"``, this module's pack format (a JSON header and the raw tensor bytes, see
+`pack_save`), which skips torch.save's zip/pickle work for the multi-hundred-MB outputs of large
+shapes.  The child never sees a reference output and never compares: it only
 builds the solution's objects, calls them, and hands back what they returned together with the
 inputs as they were after the call.
 
@@ -53,6 +56,159 @@ _sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _median = statistics.median
 _TensorType = torch.Tensor
+_frombuffer = torch.frombuffer
+_reshape = torch.Tensor.reshape
+_view = torch.Tensor.view
+_equal = torch.equal
+
+# ---------------------------------------------------------------- pack format
+# magic, then an 8-byte little-endian header length, the UTF-8 JSON header, padding to 64 bytes,
+# then each tensor's bytes (C-contiguous, 64-byte aligned) at the offset the header gives.
+PACK_MAGIC = b"FXPACK1\n"
+PACK_ALIGN = 64
+PACK_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+               "float8_e4m3fnuz", "float8_e5m2fnuz", "int64", "int32", "int16", "int8", "uint8",
+               "uint16", "uint32", "uint64", "bool", "complex64", "complex128")
+PACK_MAX_HEADER = 64 * 2**20
+
+
+def _pack_tree(x, tensors: list):
+    if _is_tensor(x):
+        tensors.append(x)
+        return {"__t__": len(tensors) - 1}
+    if isinstance(x, tuple):
+        return {"__tuple__": [_pack_tree(v, tensors) for v in x]}
+    if isinstance(x, list):
+        return [_pack_tree(v, tensors) for v in x]
+    if isinstance(x, dict):
+        return {"__dict__": [[k, _pack_tree(v, tensors)] for k, v in x.items()]}
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    raise TypeError(f"cannot pack {type(x).__name__}")
+
+
+def pack_save(obj, path: str) -> None:
+    """Write a tree of tensors / lists / tuples / dicts / scalars to `path` (see PACK_MAGIC)."""
+    tensors: list = []
+    tree = _pack_tree(obj, tensors)
+    flat, metas, off = [], [], 0
+    for t in tensors:
+        c = _contig(_detach(t))
+        if c.device.type != "cpu":
+            c = _to(c, "cpu")
+        n = c.numel() * c.element_size()
+        metas.append({"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape), "offset": off,
+                      "nbytes": n})
+        flat.append((c, n))
+        off += -(-n // PACK_ALIGN) * PACK_ALIGN
+    head = json.dumps({"tree": tree, "tensors": metas}).encode()
+    start = len(PACK_MAGIC) + 8 + len(head)
+    pad = -start % PACK_ALIGN
+    with open(path, "wb") as f:
+        f.write(PACK_MAGIC + len(head).to_bytes(8, "little") + head + b"\0" * pad)
+        pos = 0
+        for (c, n), m in zip(flat, metas):
+            if m["offset"] > pos:
+                f.write(b"\0" * (m["offset"] - pos))
+                pos = m["offset"]
+            if n:
+                f.write((ctypes.c_char * n).from_address(_data_ptr(c)))
+            pos += n
+
+
+def is_pack(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(len(PACK_MAGIC)) == PACK_MAGIC
+
+
+def pack_load(path: str):
+    """Read a pack file written by `pack_save`.  The header is untrusted (the parent reads what the
+    solution's process wrote): dtypes come from a fixed list, every tensor must lie inside the
+    file and its byte count must match its shape; anything else raises ValueError."""
+    with open(path, "rb") as f:
+        if f.read(len(PACK_MAGIC)) != PACK_MAGIC:
+            raise ValueError("not a pack file")
+        hlen = int.from_bytes(f.read(8), "little")
+        if not 0 < hlen <= PACK_MAX_HEADER:
+            raise ValueError(f"pack header length {hlen} out of range")
+        head = json.loads(f.read(hlen))
+        start = len(PACK_MAGIC) + 8 + hlen
+        start += -start % PACK_ALIGN
+        f.seek(0, 2)
+        size = f.tell() - start
+        if size < 0:
+            raise ValueError("truncated pack file")
+        f.seek(start)
+        data = bytearray(size)
+        if f.readinto(data) != size:
+            raise ValueError("truncated pack file")
+    metas = head.get("tensors") if isinstance(head, dict) else None
+    if not isinstance(metas, list):
+        raise ValueError("pack header has no tensor list")
+    tensors = []
+    for m in metas:
+        dt = m.get("dtype") if isinstance(m, dict) else None
+        if dt not in PACK_DTYPES or not hasattr(torch, dt):
+            raise ValueError(f"pack tensor dtype {dt!r} not allowed")
+        dtype = getattr(torch, dt)
+        shape, off, n = m.get("shape"), m.get("offset"), m.get("nbytes")
+        if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
+                and type(off) is int and type(n) is int and 0 <= off and off + n <= size):
+            raise ValueError(f"pack tensor header out of range: {m!r}"[:300])
+        numel = 1
+        for d in shape:
+            numel *= d
+        esize = torch.empty((), dtype=dtype).element_size()
+        if numel * esize != n:
+            raise ValueError(f"pack tensor {shape} {dt} does not have {n} bytes")
+        if n == 0:
+            tensors.append(torch.empty(shape, dtype=dtype))
+            continue
+        raw = _frombuffer(data, dtype=torch.uint8, count=n, offset=off)
+        tensors.append(_reshape(_view(raw, dtype), shape))
+
+    def build(x):
+        if isinstance(x, list):
+            return [build(v) for v in x]
+        if isinstance(x, dict):
+            if set(x) == {"__t__"}:
+                i = x["__t__"]
+                if type(i) is not int or not 0 <= i < len(tensors):
+                    raise ValueError("pack tree names a tensor that is not there")
+                return tensors[i]
+            if set(x) == {"__tuple__"} and isinstance(x["__tuple__"], list):
+                return tuple(build(v) for v in x["__tuple__"])
+            if set(x) == {"__dict__"} and isinstance(x["__dict__"], list):
+                out = {}
+                for kv in x["__dict__"]:
+                    if not (isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], (str, int))):
+                        raise ValueError("bad dict entry in pack tree")
+                    out[kv[0]] = build(kv[1])
+                return out
+            raise ValueError("unknown object in pack tree")
+        return x
+
+    return build(head.get("tree"))
+
+
+def load_any(path: str, map_location: str = "cpu"):
+    """Parent-written files: the pack format or a torch.save file (weights_only)."""
+    if is_pack(path):
+        x = pack_load(path)
+        return x if map_location == "cpu" else _to_dev_tree(x, map_location)
+    return _load(path, map_location=map_location, weights_only=True)
+
+
+def _to_dev_tree(x, device):
+    if _is_tensor(x):
+        return _to(x, device)
+    if isinstance(x, list):
+        return [_to_dev_tree(v, device) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_to_dev_tree(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_dev_tree(v, device) for k, v in x.items()}
+    return x
 
 # Names whose identity must not change while the solution is imported or called.
 _WATCH_TORCH = ("allclose", "equal", "isclose", "testing", "abs", "max", "isnan", "isinf",
@@ -155,6 +311,26 @@ class Worker:
         self.tampered: list[str] = []
         self.flush_buf = None
         self.cudart = None
+        self.pristine: dict[str, object] = {}  # what each input slot held when the parent last set it
+
+    def _remember(self, k: str) -> None:
+        v = self.slots.get(k)
+        if _is_tensor(v):
+            self.pristine[k] = _clone(_detach(v))
+        else:
+            self.pristine.pop(k, None)
+
+    def _unchanged(self, k: str) -> bool:
+        """The slot still holds, bit for bit, what the parent last put or wrote there."""
+        a, b = self.slots.get(k), self.pristine.get(k)
+        if not (_is_tensor(a) and _is_tensor(b)) or a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if _equal(a, b):
+            return True
+        if a.numel() == 0:  # pragma: no cover - equal() is true for empty tensors
+            return True
+        # NaN != NaN: compare the bytes (same NaN payload counts as unchanged)
+        return _equal(_view(_reshape(_contig(a), (-1,)), torch.uint8), _view(_reshape(_contig(b), (-1,)), torch.uint8))
 
     # ---- argument and result marshalling
     def resolve(self, spec):
@@ -300,7 +476,7 @@ class Worker:
         if isinstance(obj, torch.nn.Module):
             obj = obj.to(self.device)
             if req.get("state_dict"):
-                sd = _load(req["state_dict"], map_location=self.device, weights_only=True)
+                sd = load_any(req["state_dict"], map_location=self.device)
                 res = obj.load_state_dict(sd, strict=req.get("strict", True))
                 info["missing"] = list(getattr(res, "missing_keys", []))
                 info["unexpected"] = list(getattr(res, "unexpected_keys", []))
@@ -323,15 +499,16 @@ class Worker:
                 "slots": {k: self.meta(self.slots[k]) for k in req.get("slots", []) if k in self.slots}}
 
     def op_put(self, req):
-        data = _load(req["file"], map_location="cpu", weights_only=True)
+        data = load_any(req["file"])
         for k, v in data.items():
             self.slots[k] = self.to_device(v)
+            self._remember(k)
         self.sync()
         return {"slots": {k: self.meta(self.slots[k]) for k in data}}
 
     def op_write(self, req):
         """Overwrite existing tensors in place: same storage, same data_ptr (A3's restore)."""
-        data = _load(req["file"], map_location="cpu", weights_only=True)
+        data = load_any(req["file"])
         out = {}
         for k, v in data.items():
             if "::" in k:  # "<obj>::<param or buffer name>" writes into a module's state
@@ -345,6 +522,8 @@ class Worker:
             ptr = _data_ptr(dst)
             with _no_grad():
                 _copy(dst.data, _to(v, dst.device))
+            if "::" not in k:
+                self._remember(k)
             out[k] = {"ptr_before": ptr, "ptr_after": _data_ptr(dst), "version": int(dst._version)}
         self.sync()
         return {"written": out}
@@ -409,16 +588,22 @@ class Worker:
         if req.get("out_slot"):
             self.slots[req["out_slot"]] = result
         payload = {"out": self.export(result, req.get("out_slot") or f"ret{req['id']}")}
-        payload["inputs_after"] = {k: self.export(self.slots[k], "in/" + k) for k in req.get("save_inputs", [])}
+        # with fmt=pack only the inputs that changed travel back (the rest are what the parent sent)
+        keep = [k for k in req.get("save_inputs", [])
+                if req.get("fmt") != "pack" or k not in self.pristine or not self._unchanged(k)]
+        payload["inputs_after"] = {k: self.export(self.slots[k], "in/" + k) for k in keep}
+        for k in keep:
+            if k in self.pristine:
+                self._remember(k)
         if req.get("save"):
-            _save(payload, req["save"])
+            (pack_save if req.get("fmt") == "pack" else _save)(payload, req["save"])
         meta_after = {k: self.meta(self.slots[k]) for k in watch}
         return {"tamper": changes, "elapsed_s": elapsed, "meta_before": meta_before,
                 "meta_after": meta_after, "poison": poison}
 
     def op_snap(self, req):
         payload = {k: self.export(self.slots[k], "snap/" + k) for k in req["slots"]}
-        _save(payload, req["save"])
+        (pack_save if req.get("fmt") == "pack" else _save)(payload, req["save"])
         return {}
 
     # ---- timing (CUDA events, L2 flush, optional persisting-L2 reset)
