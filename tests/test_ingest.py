@@ -119,8 +119,8 @@ def _tree_hash(root: Path) -> str:
 
 def _dump(store: Store) -> dict[str, list]:
     out = {}
-    for t in S.INGEST_TABLES:
-        cols = [c for c in S.TABLE_BY_NAME[t].column_names() if c not in ("ingested_at", "archive")]
+    for t in (*S.INGEST_TABLES, *S.VIEW_BY_NAME):
+        cols = [c for c in (S.TABLE_BY_NAME.get(t) or S.VIEW_BY_NAME[t]).column_names() if c not in ("ingested_at", "archive")]
         q = ", ".join(f'"{c}"' for c in cols)
         out[t] = sorted(map(repr, store.con.execute(f"select {q} from {t}").fetchall()))
     return out
@@ -192,7 +192,8 @@ def test_tar_and_zip_read_in_place(archive: Path, tmp_path: Path):
             ingest_archive(st, arc)
             got = _dump(st)
         assert arc.stat().st_size == size
-        for t in ("tool_calls", "tool_results", "records", "parse_errors", "session_end", "check_log_lines"):
+        for t in ("tool_calls", "tool_results", "records", "record_rows", "record_spans", "parse_errors", "session_end",
+                  "check_log_lines"):
             assert got[t] == ref[t], t
         # file mtimes differ between a tree and a zip; paths, sizes and hashes must not
         strip = lambda rows: sorted(r.rsplit(", datetime", 1)[0] for r in rows)  # noqa: E731

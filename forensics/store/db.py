@@ -32,7 +32,28 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
     "JSON": pa.string(),
     "VARCHAR[]": pa.list_(pa.string()),
+    "BIGINT[]": pa.list_(pa.int64()),
 }
+
+
+def _view_ast(con, sql: str | None) -> Any:
+    """The parse tree of a view's SELECT (DuckDB keeps a view's SQL reformatted, so the text of
+    the stored definition cannot be compared with the declared one; their parse trees can)."""
+    if sql is None:
+        return None
+    sel = sql.split(" AS ", 1)[1] if sql.lstrip().upper().startswith("CREATE") else sql
+    try:
+        tree = orjson.loads(con.execute("select json_serialize_sql(?)", [sel.strip().rstrip(";")]).fetchone()[0])
+    except duckdb.Error:
+        return sql  # cannot parse here: compare the text (at worst the view is re-created)
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if not k.startswith("query_location")}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+    return strip(tree)
 
 
 def _base_type(sqltype: str) -> str:
@@ -99,15 +120,33 @@ class Store:
 
     # -- lifecycle -------------------------------------------------------------------------
     def init_schema(self) -> None:
-        """Create missing tables, add columns added since the file was made, and (re)write the
-        table/column comments that differ, all in one transaction (cheap when up to date)."""
+        """Create missing tables, add columns added since the file was made, rename tables renamed
+        since (schema.RENAMED_TABLES), (re)create the views whose definition changed, and (re)write
+        the comments that differ, all in one transaction (cheap when up to date)."""
+        tables = {r[0] for r in self.con.execute(
+            "select table_name from duckdb_tables() where schema_name='main'").fetchall()}
+        views = dict(self.con.execute(
+            "select view_name, sql from duckdb_views() where schema_name='main' and not internal").fetchall())
+        stmts: list[str] = []
+        for old, new in S.RENAMED_TABLES.items():
+            if old in tables and new not in tables:
+                if old in views:
+                    stmts.append(f"DROP VIEW {old}")
+                stmts.append(f"ALTER TABLE {old} RENAME TO {new}")
+        if stmts:
+            with self.transaction():
+                for stmt in stmts:
+                    self.con.execute(stmt)
+            views = {}  # re-created below
         cols = {}
         for t, c, comment in self.con.execute(
                 "select table_name, column_name, comment from duckdb_columns() where schema_name='main'").fetchall():
             cols.setdefault(t, {})[c] = comment
         tcomments = dict(self.con.execute(
             "select table_name, comment from duckdb_tables() where schema_name='main'").fetchall())
-        stmts: list[str] = []
+        vcomments = dict(self.con.execute(
+            "select view_name, comment from duckdb_views() where schema_name='main' and not internal").fetchall())
+        stmts = []
         for t in S.TABLES:
             have = cols.get(t.name)
             if have is None:
@@ -122,6 +161,16 @@ class Store:
             for c in t.columns:
                 if have.get(c.name) != c.comment:
                     stmts.append(f'COMMENT ON COLUMN {t.name}."{c.name}" IS {S._sql_str(c.comment)}')
+        for v in S.VIEWS:
+            have = cols.get(v.name, {})
+            if v.name not in views or _view_ast(self.con, views[v.name]) != _view_ast(self.con, v.select):
+                stmts.append(v.ddl())
+                have, vcomments[v.name] = {}, None  # a re-created view has lost its comments
+            if vcomments.get(v.name) != v.comment:
+                stmts.append(f"COMMENT ON VIEW {v.name} IS {S._sql_str(v.comment)}")
+            for c in v.columns:
+                if have.get(c.name) != c.comment:
+                    stmts.append(f'COMMENT ON COLUMN {v.name}."{c.name}" IS {S._sql_str(c.comment)}')
         if stmts:
             with self.transaction():
                 for stmt in stmts:
