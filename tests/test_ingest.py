@@ -221,8 +221,29 @@ def test_missing_archive_is_a_clear_error(tmp_path: Path):
     assert r.exit_code != 0 and "archive not found" in r.output
 
 
-def test_sigkill_midway_then_restart_matches_uninterrupted(archive: Path, tmp_path: Path):
-    # more runs, so the kill lands between commits
+# The child ingests with one commit per run and SIGKILLs itself inside the third run's transaction:
+# either after some of that run's rows were inserted but before its runs row ("rows"), or after its
+# runs row, just before COMMIT ("runs_row").  Two runs are committed; the third must be absent.
+_KILLER = """
+import os, signal, sys
+from forensics.store import db
+from forensics.store.ingest import ingest_archive
+orig, runs_rows = db.Store.insert_arrow, [0]
+def insert_arrow(self, table, data):
+    if table != "runs" and runs_rows[0] == 2 and sys.argv[3] == "rows":
+        os.kill(os.getpid(), signal.SIGKILL)
+    orig(self, table, data)
+    if table == "runs":
+        runs_rows[0] += 1
+        if runs_rows[0] == 3 and sys.argv[3] == "runs_row":
+            os.kill(os.getpid(), signal.SIGKILL)
+db.Store.insert_arrow = insert_arrow
+ingest_archive(db.Store(sys.argv[2]), sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("kill_at", ["rows", "runs_row"])
+def test_sigkill_midway_then_restart_matches_uninterrupted(archive: Path, tmp_path: Path, kill_at: str):
     for i in range(12):
         rid = f"20260801_12{i:02d}00_claude_claude-opus-4-8_01_fp8_gemm"
         lines = _claude_lines(rid, "01_fp8_gemm", None)
@@ -233,22 +254,15 @@ def test_sigkill_midway_then_restart_matches_uninterrupted(archive: Path, tmp_pa
         ingest_archive(st, archive)
         ref = _dump(st)
     db = tmp_path / "killed.duckdb"
-    code = ("import sys; from forensics.store.db import Store; from forensics.store.ingest import ingest_archive;"
-            "s=Store(sys.argv[2]); ingest_archive(s, sys.argv[1])")
-    env = dict(os.environ, FORENSICS_INGEST_GROUP_RUNS="1")  # one commit per run, so the kill lands between commits
-    p = subprocess.Popen([sys.executable, "-c", code, str(archive), str(db)], env=env)
-    deadline = time.time() + 60
-    while time.time() < deadline and p.poll() is None:
-        time.sleep(0.05)
-        if db.exists() and db.stat().st_size > 2_000_000:  # some runs committed
-            break
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
+    env = dict(os.environ, FORENSICS_INGEST_GROUP_RUNS="1")  # one commit per run
+    p = subprocess.run([sys.executable, "-c", _KILLER, str(archive), str(db), kill_at], env=env, timeout=300)
+    assert p.returncode == -signal.SIGKILL
     with Store(db) as st:
-        partial = st.scalar("select count(*) from runs")
-        assert partial < 15, "the kill must land before the ingest finished"
+        assert st.scalar("select count(*) from runs") == 2, "exactly the two committed runs survive the kill"
+        for t in S.INGEST_TABLES:  # no row of the killed transaction survives
+            assert st.scalar(f"select count(distinct run_id) from {t}") <= 2, t
         rep = ingest_archive(st, archive)
-        assert len(rep.skipped) == partial
+        assert len(rep.skipped) == 2 and len(rep.ingested) == 13
         assert _dump(st) == ref
 
 
