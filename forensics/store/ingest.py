@@ -575,22 +575,26 @@ def _runs_row(row: dict[str, Any]) -> pa.Table:
 
 # --------------------------------------------------------------------------- writing
 class _Writer:
-    """Commits parsed runs.  Small runs are grouped into one transaction (up to GROUP_ROWS rows or
-    GROUP_RUNS runs) to amortize DuckDB's per-statement and per-commit cost; a group is still
-    all-or-nothing, so a killed ingest leaves each run fully written or absent."""
+    """Commits parsed runs.  Small runs are grouped into one transaction (up to GROUP_ROWS stored
+    rows, GROUP_BYTES of Arrow data or GROUP_RUNS runs) to amortize DuckDB's per-statement and
+    per-commit cost; a group is still all-or-nothing, so a killed ingest leaves each run fully
+    written or absent.  The byte bound keeps the memory held for a group bounded too."""
 
-    GROUP_ROWS = int(os.environ.get("FORENSICS_INGEST_GROUP_ROWS", 250_000))
-    GROUP_RUNS = int(os.environ.get("FORENSICS_INGEST_GROUP_RUNS", 48))
+    GROUP_ROWS = int(os.environ.get("FORENSICS_INGEST_GROUP_ROWS", 1_000_000))
+    GROUP_RUNS = int(os.environ.get("FORENSICS_INGEST_GROUP_RUNS", 128))
+    GROUP_BYTES = int(os.environ.get("FORENSICS_INGEST_GROUP_BYTES", 128 << 20))
 
     def __init__(self, store: Store):
         self.store = store
         self.pending: list[RunRows] = []
         self.rows = 0
+        self.nbytes = 0
 
     def add(self, rows: RunRows) -> None:
         self.pending.append(rows)
-        self.rows += sum(rows.counts.values())
-        if self.rows >= self.GROUP_ROWS or len(self.pending) >= self.GROUP_RUNS:
+        self.rows += sum(n for t, n in rows.counts.items() if t != "records")  # 'records' counts view rows
+        self.nbytes += sum(b.nbytes for bs in rows.batches.values() for b in bs)
+        if self.rows >= self.GROUP_ROWS or self.nbytes >= self.GROUP_BYTES or len(self.pending) >= self.GROUP_RUNS:
             self.flush()
 
     def flush(self) -> None:
@@ -619,6 +623,7 @@ class _Writer:
             self.store.insert_arrow("runs", runs_tbl)  # last: a runs row marks its run complete
         self.pending = []
         self.rows = 0
+        self.nbytes = 0
 
 
 # --------------------------------------------------------------------------- orchestration
