@@ -307,3 +307,24 @@ def test_cli_query_sql_schema_json(archive: Path, tmp_path: Path):
 def test_schema_doc_is_current(repo):
     """docs/schema.md is generated from schema.py; it must not drift."""
     assert (repo / "docs" / "schema.md").read_text() == S.markdown() + "\n"
+
+
+def test_dir_source_never_opens_outside_the_archive(tmp_path: Path):
+    from forensics.archive.source import DirSource
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    root = tmp_path / "arch"
+    run = root / "run"
+    run.mkdir(parents=True)
+    (run / "real.txt").write_text("inside")
+    (run / "link_in").symlink_to("real.txt")
+    (run / "link_out").symlink_to(outside / "secret.txt")
+    (root / "dir_out").symlink_to(outside)
+    src = DirSource(root)
+    for _ in range(2):  # the second pass goes through the cached directories
+        assert src.read("run/link_in") == b"inside" and src.read("run/real.txt") == b"inside"
+        for bad in ("run/link_out", "dir_out/secret.txt", "run/../../outside/secret.txt", "../outside/secret.txt",
+                    str(outside / "secret.txt"), "run/../.."):
+            with pytest.raises(PermissionError):
+                src.open(bad)
