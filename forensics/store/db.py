@@ -84,14 +84,17 @@ class RowBuffer:
         self._names = self._t.column_names()
         self._json = {c.name for c in self._t.columns if _base_type(c.type) == "JSON"}
         self.cols: dict[str, list[Any]] = {n: [] for n in self._names}
+        # per column: (name, append to its list); JSON columns are serialized first
+        self._plain = [(n, self.cols[n].append) for n in self._names if n not in self._json]
+        self._jsoncols = [(n, self.cols[n].append) for n in self._names if n in self._json]
         self.n = 0
 
     def add(self, row: Mapping[str, Any]) -> None:
-        for n in self._names:
-            v = row.get(n)
-            if n in self._json:
-                v = _jsonify(v)
-            self.cols[n].append(v)
+        get = row.get
+        for n, app in self._plain:
+            app(get(n))
+        for n, app in self._jsoncols:
+            app(_jsonify(get(n)))
         self.n += 1
 
     def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
