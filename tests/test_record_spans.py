@@ -21,7 +21,8 @@ from forensics.store import schema as S
 from forensics.store.db import Store
 from forensics.transcripts import parse
 from forensics.transcripts import parse_source
-from forensics.transcripts.events import Heartbeat, HeartbeatRun
+from forensics.transcripts.events import Heartbeat, HeartbeatRun, ParseError
+from forensics.transcripts.reader import HUGE_LINE
 
 INIT = b'{"type":"system","subtype":"init","cwd":"/w"}'
 HB_LINES = [
@@ -85,6 +86,19 @@ def test_long_runs_are_split_and_still_expand_exactly(monkeypatch):
     assert {r.subtype for r in spans} == {"task_progress", "status"}
 
 
+HUGE = b'{"type":"user","message":{"content":"' + b"x" * (HUGE_LINE + 10) + b'"}}'
+
+
+def test_an_oversize_line_ends_the_run_before_its_error():
+    hb = HB_LINES[0]
+    data = b"\n".join([INIT, hb, hb, HUGE, hb, hb]) + b"\n"
+    per_line, runs = _both(data)
+    assert _expand(runs) == per_line
+    kinds = [type(e).__name__ for e in runs]
+    assert kinds[:5] == ["Record", "HeartbeatRun", "ParseError", "Record", "HeartbeatRun"]
+    assert runs[2].reason == "huge_line" and runs[4].first_line == 5 and isinstance(runs[2], ParseError)
+
+
 # ------------------------------------------------------------------ the store
 def _run_dir(root: Path, rid: str, raw: bytes, name: str = "transcript.jsonl") -> None:
     d = root / rid
@@ -103,6 +117,7 @@ def tricky_archive(tmp_path_factory) -> Path:
     _run_dir(root, "20260801_120200_claude_claude-opus-4-8_01_fp8_gemm",
              gzip.compress(b"\n".join([INIT] + [hb] * 3000 + [OTHER[7]] + [st_] * 10) + b"\n"), "transcript.jsonl.gz")
     _run_dir(root, "20260801_120300_claude_claude-opus-4-8_01_fp8_gemm", b"\n".join([hb] * 50))  # heartbeats only
+    _run_dir(root, "20260801_120400_claude_claude-opus-4-8_01_fp8_gemm", b"\n".join([INIT, hb, hb, HUGE, hb, hb]) + b"\n")
     return root
 
 
