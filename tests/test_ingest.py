@@ -119,8 +119,8 @@ def _tree_hash(root: Path) -> str:
 
 def _dump(store: Store) -> dict[str, list]:
     out = {}
-    for t in S.INGEST_TABLES:
-        cols = [c for c in S.TABLE_BY_NAME[t].column_names() if c not in ("ingested_at", "archive")]
+    for t in (*S.INGEST_TABLES, *S.VIEW_BY_NAME):
+        cols = [c for c in (S.TABLE_BY_NAME.get(t) or S.VIEW_BY_NAME[t]).column_names() if c not in ("ingested_at", "archive")]
         q = ", ".join(f'"{c}"' for c in cols)
         out[t] = sorted(map(repr, store.con.execute(f"select {q} from {t}").fetchall()))
     return out
@@ -192,7 +192,8 @@ def test_tar_and_zip_read_in_place(archive: Path, tmp_path: Path):
             ingest_archive(st, arc)
             got = _dump(st)
         assert arc.stat().st_size == size
-        for t in ("tool_calls", "tool_results", "records", "parse_errors", "session_end", "check_log_lines"):
+        for t in ("tool_calls", "tool_results", "records", "record_rows", "record_spans", "parse_errors", "session_end",
+                  "check_log_lines"):
             assert got[t] == ref[t], t
         # file mtimes differ between a tree and a zip; paths, sizes and hashes must not
         strip = lambda rows: sorted(r.rsplit(", datetime", 1)[0] for r in rows)  # noqa: E731
@@ -220,8 +221,29 @@ def test_missing_archive_is_a_clear_error(tmp_path: Path):
     assert r.exit_code != 0 and "archive not found" in r.output
 
 
-def test_sigkill_midway_then_restart_matches_uninterrupted(archive: Path, tmp_path: Path):
-    # more runs, so the kill lands between commits
+# The child ingests with one commit per run and SIGKILLs itself inside the third run's transaction:
+# either after some of that run's rows were inserted but before its runs row ("rows"), or after its
+# runs row, just before COMMIT ("runs_row").  Two runs are committed; the third must be absent.
+_KILLER = """
+import os, signal, sys
+from forensics.store import db
+from forensics.store.ingest import ingest_archive
+orig, runs_rows = db.Store.insert_arrow, [0]
+def insert_arrow(self, table, data):
+    if table != "runs" and runs_rows[0] == 2 and sys.argv[3] == "rows":
+        os.kill(os.getpid(), signal.SIGKILL)
+    orig(self, table, data)
+    if table == "runs":
+        runs_rows[0] += 1
+        if runs_rows[0] == 3 and sys.argv[3] == "runs_row":
+            os.kill(os.getpid(), signal.SIGKILL)
+db.Store.insert_arrow = insert_arrow
+ingest_archive(db.Store(sys.argv[2]), sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("kill_at", ["rows", "runs_row"])
+def test_sigkill_midway_then_restart_matches_uninterrupted(archive: Path, tmp_path: Path, kill_at: str):
     for i in range(12):
         rid = f"20260801_12{i:02d}00_claude_claude-opus-4-8_01_fp8_gemm"
         lines = _claude_lines(rid, "01_fp8_gemm", None)
@@ -232,22 +254,15 @@ def test_sigkill_midway_then_restart_matches_uninterrupted(archive: Path, tmp_pa
         ingest_archive(st, archive)
         ref = _dump(st)
     db = tmp_path / "killed.duckdb"
-    code = ("import sys; from forensics.store.db import Store; from forensics.store.ingest import ingest_archive;"
-            "s=Store(sys.argv[2]); ingest_archive(s, sys.argv[1])")
-    env = dict(os.environ, FORENSICS_INGEST_GROUP_RUNS="1")  # one commit per run, so the kill lands between commits
-    p = subprocess.Popen([sys.executable, "-c", code, str(archive), str(db)], env=env)
-    deadline = time.time() + 60
-    while time.time() < deadline and p.poll() is None:
-        time.sleep(0.05)
-        if db.exists() and db.stat().st_size > 2_000_000:  # some runs committed
-            break
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
+    env = dict(os.environ, FORENSICS_INGEST_GROUP_RUNS="1")  # one commit per run
+    p = subprocess.run([sys.executable, "-c", _KILLER, str(archive), str(db), kill_at], env=env, timeout=300)
+    assert p.returncode == -signal.SIGKILL
     with Store(db) as st:
-        partial = st.scalar("select count(*) from runs")
-        assert partial < 15, "the kill must land before the ingest finished"
+        assert st.scalar("select count(*) from runs") == 2, "exactly the two committed runs survive the kill"
+        for t in S.INGEST_TABLES:  # no row of the killed transaction survives
+            assert st.scalar(f"select count(distinct run_id) from {t}") <= 2, t
         rep = ingest_archive(st, archive)
-        assert len(rep.skipped) == partial
+        assert len(rep.skipped) == 2 and len(rep.ingested) == 13
         assert _dump(st) == ref
 
 
@@ -292,3 +307,24 @@ def test_cli_query_sql_schema_json(archive: Path, tmp_path: Path):
 def test_schema_doc_is_current(repo):
     """docs/schema.md is generated from schema.py; it must not drift."""
     assert (repo / "docs" / "schema.md").read_text() == S.markdown() + "\n"
+
+
+def test_dir_source_never_opens_outside_the_archive(tmp_path: Path):
+    from forensics.archive.source import DirSource
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    root = tmp_path / "arch"
+    run = root / "run"
+    run.mkdir(parents=True)
+    (run / "real.txt").write_text("inside")
+    (run / "link_in").symlink_to("real.txt")
+    (run / "link_out").symlink_to(outside / "secret.txt")
+    (root / "dir_out").symlink_to(outside)
+    src = DirSource(root)
+    for _ in range(2):  # the second pass goes through the cached directories
+        assert src.read("run/link_in") == b"inside" and src.read("run/real.txt") == b"inside"
+        for bad in ("run/link_out", "dir_out/secret.txt", "run/../../outside/secret.txt", "../outside/secret.txt",
+                    str(outside / "secret.txt"), "run/../.."):
+            with pytest.raises(PermissionError):
+                src.open(bad)

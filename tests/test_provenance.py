@@ -84,7 +84,7 @@ def test_token_stream_mentions_and_scores():
             "the other got 0.0777 which I cannot know.")
     # split the stream into token deltas, breaking the run id across records
     pieces = [text[i:i + 7] for i in range(0, len(text), 7)]
-    store.insert_rows("records", [{"run_id": me, "source": "transcript.jsonl", "line": i + 1, "rtype": "thought",
+    store.insert_rows("record_rows", [{"run_id": me, "source": "transcript.jsonl", "line": i + 1, "rtype": "thought",
                                    "text": p} for i, p in enumerate(pieces)])
     provenance.analyze(store, [me])
     refs = store.query("select * from foreign_refs where run_id = ?", [me])

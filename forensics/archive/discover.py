@@ -39,19 +39,36 @@ def _root_of(run_path: str) -> str:
     return parts[-2] if len(parts) >= 2 else ""
 
 
+def _canonical(path: str) -> bool:
+    """A relative path with no empty, '.' segment (PurePosixPath would leave it unchanged)."""
+    return (path != "" and path[0] != "/" and path[-1] != "/" and "//" not in path and path != "."
+            and not path.startswith("./") and "/./" not in path and not path.endswith("/."))
+
+
 def discover_runs(src: ArchiveSource, single_name: str | None = None) -> list[DiscoveredRun]:
     entries = src.entries()
     children: dict[str, set[str]] = defaultdict(set)
     dirs: set[str] = set()
     for e in entries:
-        p = PurePosixPath(e.path)
-        parent = str(p.parent) if str(p.parent) != "." else ""
-        children[parent].add(p.name)
+        path = e.path
+        if _canonical(path):  # plain string splitting, the same as PurePosixPath's for such paths
+            parent, _, name = path.rpartition("/")
+            cut = len(parent)
+            while cut > 0:  # implied directories (tar/zip listings may omit them)
+                anc = path[:cut]
+                if anc in dirs:
+                    break  # its ancestors were added with it
+                dirs.add(anc)
+                cut = path.rfind("/", 0, cut)
+        else:
+            p = PurePosixPath(path)
+            parent = str(p.parent) if str(p.parent) != "." else ""
+            name = p.name
+            for anc in list(p.parents)[:-1]:
+                dirs.add(str(anc))
+        children[parent].add(name)
         if e.is_dir:
-            dirs.add(e.path)
-        # implied directories (tar/zip listings may omit them)
-        for anc in list(p.parents)[:-1]:
-            dirs.add(str(anc))
+            dirs.add(path)
 
     # single-run archive: the root itself holds runner files
     if children.get("", set()) & RUN_MARKERS:

@@ -74,6 +74,7 @@ class DirSource(ArchiveSource):
         self.root = root.resolve() if not root.is_symlink() else root.absolute()
         self.location = str(self.root)
         self._entries: list[Entry] | None = None
+        self._real_dirs: dict[str, str] = {}
 
     def entries(self) -> list[Entry]:
         if self._entries is not None:
@@ -117,11 +118,22 @@ class DirSource(ArchiveSource):
             return Entry(rel, 0, _ts(st.st_mtime), is_symlink=True, link_target=target)
         return Entry(rel, st.st_size, _ts(st.st_mtime))
 
-    def _full(self, path: str) -> Path:
-        p = (self.root / path)
-        # refuse anything that escapes the root (no following links out of the archive)
-        rp = os.path.realpath(p)
-        if not (rp == str(self.root) or rp.startswith(str(self.root) + os.sep)):
+    def _full(self, path: str) -> str:
+        p = os.path.join(self.location, path)
+        # refuse anything that escapes the root (no following links out of the archive); the
+        # resolved directories are cached, so a file costs one lstat instead of one per component
+        d, name = os.path.split(p)
+        if name in ("", ".", ".."):
+            rp = os.path.realpath(p)
+        else:
+            rd = self._real_dirs.get(d)
+            if rd is None:
+                rd = self._real_dirs[d] = os.path.realpath(d)
+            rp = os.path.join(rd, name)
+            if os.path.islink(rp):
+                rp = os.path.realpath(rp)
+        root = self.location
+        if not (rp == root or rp.startswith(root + os.sep)):
             raise PermissionError(f"{path} resolves outside the archive")
         return p
 
@@ -129,7 +141,7 @@ class DirSource(ArchiveSource):
         return open(self._full(path), "rb")  # read-only, always
 
     def local_path(self, path: str) -> Path:
-        return self._full(path)
+        return Path(self._full(path))
 
 
 class TarSource(ArchiveSource):

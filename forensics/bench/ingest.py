@@ -5,13 +5,16 @@ same run on the same files:
 * DuckDB's own `read_json` of the same files (newline-delimited, errors ignored);
 
 and the ingest's peak RSS (measured in a child process so the baselines do not pollute it).
-The archive is generated with `forensics corpus generate` unless --archive is given.
+Each figure has its wall time and its CPU time (user + system, workers included): on a shared
+machine the CPU ratio is the steadier one.  The archive is generated with `forensics corpus
+generate` unless --archive is given.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -62,7 +65,13 @@ def transcript_files(archive: Path) -> list[Path]:
     return out
 
 
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def bare_parse(files: list[Path]) -> dict:
+    c0 = _cpu()
     t0 = time.perf_counter()
     n_lines = n_bytes = n_bad = 0
     for p in files:
@@ -80,13 +89,14 @@ def bare_parse(files: list[Path]) -> dict:
                 except orjson.JSONDecodeError:
                     n_bad += 1
     dt = time.perf_counter() - t0
-    return {"seconds": dt, "lines": n_lines, "bytes": n_bytes, "invalid": n_bad}
+    return {"seconds": dt, "cpu_seconds": _cpu() - c0, "lines": n_lines, "bytes": n_bytes, "invalid": n_bad}
 
 
 def duckdb_read_json(files: list[Path]) -> dict:
     import duckdb
     con = duckdb.connect()
     con.execute("SET threads=1")
+    c0 = _cpu()
     t0 = time.perf_counter()
     n = 0
     for p in files:
@@ -95,7 +105,7 @@ def duckdb_read_json(files: list[Path]) -> dict:
                              "maximum_object_size=268435456, union_by_name=true)", [str(p)]).fetchone()[0]
         except duckdb.Error:
             pass  # plain-text transcripts are not JSON at all
-    return {"seconds": time.perf_counter() - t0, "rows": n}
+    return {"seconds": time.perf_counter() - t0, "cpu_seconds": _cpu() - c0, "rows": n}
 
 
 def ingest_child(archive: Path, db: Path, jobs: int) -> dict:
@@ -104,11 +114,15 @@ def ingest_child(archive: Path, db: Path, jobs: int) -> dict:
         "import json,resource,sys,time\n"
         "from forensics.store.db import Store\n"
         "from forensics.store.ingest import ingest_archive\n"
+        "def cpu(who):\n"
+        "    r=resource.getrusage(who); return r.ru_utime+r.ru_stime\n"
+        "c=cpu(resource.RUSAGE_SELF)\n"
         "t=time.perf_counter()\n"
         "s=Store(sys.argv[2])\n"
         "r=ingest_archive(s, sys.argv[1], jobs=int(sys.argv[3]))\n"
         "s.close()\n"
         "d=r.to_dict(); d['wall']=time.perf_counter()-t\n"
+        "d['cpu_seconds']=cpu(resource.RUSAGE_SELF)-c+cpu(resource.RUSAGE_CHILDREN)\n"
         "d['maxrss_mb']=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024\n"
         "d['children_maxrss_mb']=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024\n"
         "print(json.dumps(d))\n")
@@ -135,6 +149,7 @@ def run_bench(archive: Path | None, size_gb: float, seed: int, work: Path, jobs:
         "ratios": {
             "ingest_over_bare_parse": ing["wall"] / bare["seconds"],
             "ingest_over_duckdb_read_json": ing["wall"] / duck["seconds"] if duck["seconds"] else None,
+            "ingest_cpu_over_bare_parse_cpu": ing["cpu_seconds"] / bare["cpu_seconds"],
         },
         "throughput": {
             "ingest_MBps": tbytes / 1e6 / ing["wall"],
@@ -146,6 +161,7 @@ def run_bench(archive: Path | None, size_gb: float, seed: int, work: Path, jobs:
         ingj = ingest_child(archive, work / "bench-ingest-j.duckdb", jobs)
         res[f"ingest_{jobs}jobs"] = ingj
         res["ratios"][f"ingest_{jobs}jobs_over_bare_parse"] = ingj["wall"] / bare["seconds"]
+        res["ratios"][f"ingest_{jobs}jobs_cpu_over_bare_parse_cpu"] = ingj["cpu_seconds"] / bare["cpu_seconds"]
     return res
 
 
@@ -168,12 +184,15 @@ def bench_ingest(archive, size_gb, seed, work, jobs, as_json) -> None:
     mb = res["transcript_bytes"] / 1e6
     click.echo(f"archive: {res['archive']}  ({res['archive_bytes'] / 1e9:.2f} GB total, "
                f"{res['transcript_files']} transcript files, {mb:.0f} MB of transcripts)")
-    click.echo(f"bare read+orjson (1 core): {b['seconds']:.1f} s  {mb / b['seconds']:.0f} MB/s  {b['lines'] / b['seconds']:,.0f} lines/s")
-    click.echo(f"duckdb read_json (1 thread): {d['seconds']:.1f} s  ({d['rows']:,} rows)")
-    click.echo(f"ingest end-to-end (1 core): {i['wall']:.1f} s  {mb / i['wall']:.0f} MB/s  "
+    click.echo(f"bare read+orjson (1 core): {b['seconds']:.1f} s (CPU {b['cpu_seconds']:.1f} s)  {mb / b['seconds']:.0f} MB/s  "
+               f"{b['lines'] / b['seconds']:,.0f} lines/s")
+    click.echo(f"duckdb read_json (1 thread): {d['seconds']:.1f} s (CPU {d['cpu_seconds']:.1f} s)  ({d['rows']:,} rows)")
+    click.echo(f"ingest end-to-end (1 core): {i['wall']:.1f} s (CPU {i['cpu_seconds']:.1f} s)  {mb / i['wall']:.0f} MB/s  "
                f"{res['throughput']['ingest_records_per_s']:,.0f} records/s  peak RSS {i['maxrss_mb']:.0f} MB")
-    click.echo(f"ratio ingest/bare parse: {res['ratios']['ingest_over_bare_parse']:.2f}x   "
+    click.echo(f"ratio ingest/bare parse: {res['ratios']['ingest_over_bare_parse']:.2f}x wall, "
+               f"{res['ratios']['ingest_cpu_over_bare_parse_cpu']:.2f}x CPU   "
                f"ingest/duckdb read_json: {res['ratios']['ingest_over_duckdb_read_json']:.2f}x")
     for k, v in res.items():
         if k.startswith("ingest_") and k.endswith("jobs"):
-            click.echo(f"{k}: {v['wall']:.1f} s  peak RSS parent {v['maxrss_mb']:.0f} MB, workers {v['children_maxrss_mb']:.0f} MB")
+            click.echo(f"{k}: {v['wall']:.1f} s (CPU {v['cpu_seconds']:.1f} s)  peak RSS parent {v['maxrss_mb']:.0f} MB, "
+                       f"workers {v['children_maxrss_mb']:.0f} MB")

@@ -32,7 +32,28 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
     "JSON": pa.string(),
     "VARCHAR[]": pa.list_(pa.string()),
+    "BIGINT[]": pa.list_(pa.int64()),
 }
+
+
+def _view_ast(con, sql: str | None) -> Any:
+    """The parse tree of a view's SELECT (DuckDB keeps a view's SQL reformatted, so the text of
+    the stored definition cannot be compared with the declared one; their parse trees can)."""
+    if sql is None:
+        return None
+    sel = sql.split(" AS ", 1)[1] if sql.lstrip().upper().startswith("CREATE") else sql
+    try:
+        tree = orjson.loads(con.execute("select json_serialize_sql(?)", [sel.strip().rstrip(";")]).fetchone()[0])
+    except duckdb.Error:
+        return sql  # cannot parse here: compare the text (at worst the view is re-created)
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if not k.startswith("query_location")}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+    return strip(tree)
 
 
 def _base_type(sqltype: str) -> str:
@@ -63,14 +84,17 @@ class RowBuffer:
         self._names = self._t.column_names()
         self._json = {c.name for c in self._t.columns if _base_type(c.type) == "JSON"}
         self.cols: dict[str, list[Any]] = {n: [] for n in self._names}
+        # per column: (name, append to its list); JSON columns are serialized first
+        self._plain = [(n, self.cols[n].append) for n in self._names if n not in self._json]
+        self._jsoncols = [(n, self.cols[n].append) for n in self._names if n in self._json]
         self.n = 0
 
     def add(self, row: Mapping[str, Any]) -> None:
-        for n in self._names:
-            v = row.get(n)
-            if n in self._json:
-                v = _jsonify(v)
-            self.cols[n].append(v)
+        get = row.get
+        for n, app in self._plain:
+            app(get(n))
+        for n, app in self._jsoncols:
+            app(_jsonify(get(n)))
         self.n += 1
 
     def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
@@ -99,15 +123,33 @@ class Store:
 
     # -- lifecycle -------------------------------------------------------------------------
     def init_schema(self) -> None:
-        """Create missing tables, add columns added since the file was made, and (re)write the
-        table/column comments that differ, all in one transaction (cheap when up to date)."""
+        """Create missing tables, add columns added since the file was made, rename tables renamed
+        since (schema.RENAMED_TABLES), (re)create the views whose definition changed, and (re)write
+        the comments that differ, all in one transaction (cheap when up to date)."""
+        tables = {r[0] for r in self.con.execute(
+            "select table_name from duckdb_tables() where schema_name='main'").fetchall()}
+        views = dict(self.con.execute(
+            "select view_name, sql from duckdb_views() where schema_name='main' and not internal").fetchall())
+        stmts: list[str] = []
+        for old, new in S.RENAMED_TABLES.items():
+            if old in tables and new not in tables:
+                if old in views:
+                    stmts.append(f"DROP VIEW {old}")
+                stmts.append(f"ALTER TABLE {old} RENAME TO {new}")
+        if stmts:
+            with self.transaction():
+                for stmt in stmts:
+                    self.con.execute(stmt)
+            views = {}  # re-created below
         cols = {}
         for t, c, comment in self.con.execute(
                 "select table_name, column_name, comment from duckdb_columns() where schema_name='main'").fetchall():
             cols.setdefault(t, {})[c] = comment
         tcomments = dict(self.con.execute(
             "select table_name, comment from duckdb_tables() where schema_name='main'").fetchall())
-        stmts: list[str] = []
+        vcomments = dict(self.con.execute(
+            "select view_name, comment from duckdb_views() where schema_name='main' and not internal").fetchall())
+        stmts = []
         for t in S.TABLES:
             have = cols.get(t.name)
             if have is None:
@@ -122,6 +164,16 @@ class Store:
             for c in t.columns:
                 if have.get(c.name) != c.comment:
                     stmts.append(f'COMMENT ON COLUMN {t.name}."{c.name}" IS {S._sql_str(c.comment)}')
+        for v in S.VIEWS:
+            have = cols.get(v.name, {})
+            if v.name not in views or _view_ast(self.con, views[v.name]) != _view_ast(self.con, v.select):
+                stmts.append(v.ddl())
+                have, vcomments[v.name] = {}, None  # a re-created view has lost its comments
+            if vcomments.get(v.name) != v.comment:
+                stmts.append(f"COMMENT ON VIEW {v.name} IS {S._sql_str(v.comment)}")
+            for c in v.columns:
+                if have.get(c.name) != c.comment:
+                    stmts.append(f'COMMENT ON COLUMN {v.name}."{c.name}" IS {S._sql_str(c.comment)}')
         if stmts:
             with self.transaction():
                 for stmt in stmts:
@@ -151,6 +203,8 @@ class Store:
     def insert_arrow(self, table: str, data: pa.Table) -> None:
         if data.num_rows == 0:
             return
+        if data.num_columns and data.column(0).num_chunks > 1:
+            data = data.combine_chunks()  # DuckDB's Arrow scan pays ~1 ms per chunk: hand it one
         cols = ", ".join(f'"{c}"' for c in data.column_names)
         self.con.register("_fx_batch", data)
         try:

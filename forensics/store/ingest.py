@@ -4,8 +4,10 @@
 
 For every run folder the archive holds (forensics.archive.discover), one pass reads its files
 read-only, parses result.json, the runner logs and every transcript source, and writes the rows
-of ``runs, files, records, tool_calls, tool_results, file_accesses, session_end, parse_errors,
-check_log_lines`` for that run in ONE transaction (old rows of the run deleted first).  So:
+of ``runs, files, record_rows, record_spans, tool_calls, tool_results, file_accesses,
+session_end, parse_errors, check_log_lines`` for that run in ONE transaction (old rows of the run
+deleted first).  Transcript records go to the ``records`` view: runs of consecutive heartbeat
+lines as one ``record_spans`` row each, every other record as a ``record_rows`` row.  So:
 
 * re-ingesting adds no duplicate rows, and a run whose files are unchanged (same fingerprint of
   paths, sizes and mtimes) is skipped;
@@ -19,6 +21,7 @@ writer) commits them.
 
 from __future__ import annotations
 
+import array
 import hashlib
 import multiprocessing as mp
 import os
@@ -46,6 +49,10 @@ from forensics.store import schema as S
 from forensics.store.db import RowBuffer, Store
 
 BATCH_ROWS = 50_000
+SPAN_BATCH_LINES = 1 << 20   # heartbeat lines per record_spans Arrow batch
+# Runs of heartbeat lines are stored as record_spans rows; 0 stores one record_rows row per line
+# instead (the `records` view reads the same either way; the tests compare the two).
+HEARTBEAT_SPANS = os.environ.get("FORENSICS_INGEST_HEARTBEAT_SPANS", "1") != "0"
 HASH_SKIP_PREFIXES = ("cache/", "tmp/", "repo/.venv/", ".venv/")
 TRANSCRIPT_NAMES = ("transcript.jsonl", "transcript.jsonl.gz", "agent.log")
 NO_TOOL_FORMATS = ("grok_stream", "codex_text", "empty", "unknown")  # formats that carry no tool events
@@ -217,21 +224,28 @@ class RunRows:
     error: str | None = None
 
 
-_RECORD_COLS = [c for c in S.TABLE_BY_NAME["records"].column_names() if c != "run_id"]
+_RECORD_COLS = [c for c in S.TABLE_BY_NAME["record_rows"].column_names() if c != "run_id"]
+_SPAN_COLS = ("source", "format", "rtype", "subtype", "first_line", "end_offset")
+_RECORDS_TABLES = ("record_rows", "record_spans")  # what the `records` view reads
 
 
 class _Sink:
     """Per-table row buffers flushed into Arrow batches every BATCH_ROWS rows.
 
-    Records are the bulk (tens of thousands of progress lines a run), so they skip the dict:
-    the Record objects themselves are kept and turned into columns at flush time.
+    Records are the bulk, so they skip the dict: the Record objects themselves are kept and
+    turned into columns at flush time; heartbeat runs (tens of thousands of progress lines a
+    run) are kept as the parser's HeartbeatRun events and become record_spans rows.
+    ``counts['records']`` counts records (rows of the `records` view), whichever table holds them.
     """
 
     def __init__(self, out: RunRows):
         self.out = out
-        self.bufs = {t: RowBuffer(t) for t in S.INGEST_TABLES if t != "records"}
+        self.bufs = {t: RowBuffer(t) for t in S.INGEST_TABLES if t not in _RECORDS_TABLES}
         self.records: list[Any] = []
+        self.spans: list[Any] = []
+        self.span_lines = 0
         self._rschema = None
+        self._sschema = None
 
     def add(self, table: str, row: dict[str, Any]) -> None:
         b = self.bufs[table]
@@ -239,30 +253,39 @@ class _Sink:
         if b.n >= BATCH_ROWS:
             self.flush(table)
 
-    def add_heartbeats(self, source: str, fmt: str | None, lines: list[int], offs: list[int],
-                       nbytes: list[int], subtypes: list[str]) -> int:
-        """Append a batch of heartbeat records (Claude system progress lines the parser recognised
-        without decoding): only line, offset, size and subtype vary; the rest are constants."""
-        n = len(lines)
-        if not n:
-            return 0
-        from forensics.store.db import arrow_schema
-        if self._rschema is None:
-            self._rschema = arrow_schema("records")
-        const = {"run_id": self.out.run_id, "source": source, "format": fmt, "rtype": "system",
-                 "n_tool_calls": 0, "n_tool_results": 0, "is_sidechain": False, "is_api_error": False}
-        var = {"line": lines, "byte_offset": offs, "nbytes": nbytes, "subtype": subtypes}
-        cols: dict[str, Any] = {}
-        for f in self._rschema:
-            if f.name in const:
-                cols[f.name] = pa.repeat(pa.scalar(const[f.name], f.type), n)
-            elif f.name in var:
-                cols[f.name] = pa.array(var[f.name], f.type)
-            else:
-                cols[f.name] = pa.nulls(n, f.type)
-        self.out.batches.setdefault("records", []).append(pa.Table.from_pydict(cols, schema=self._rschema))
-        self.out.counts["records"] += n
+    def add_span(self, run: Any) -> int:
+        """Keep a HeartbeatRun (one record_spans row); returns the records it stands for."""
+        n = len(run.offsets)
+        self.spans.append(run)
+        self.span_lines += n
+        if self.span_lines >= SPAN_BATCH_LINES:
+            self.flush_spans()
         return n
+
+    def flush_spans(self) -> None:
+        spans = self.spans
+        if not spans:
+            return
+        from forensics.store.db import arrow_schema
+        if self._sschema is None:
+            self._sschema = arrow_schema("record_spans")
+        sch = self._sschema
+        lens = [len(sp.offsets) for sp in spans]
+        ends = array.array("i", [0])
+        for n in lens:
+            ends.append(ends[-1] + n)
+        values = pa.Array.from_buffers(pa.int64(), ends[-1], [None, pa.py_buffer(b"".join(sp.offsets for sp in spans))])
+        cols: dict[str, Any] = {"run_id": pa.array([self.out.run_id] * len(spans), pa.string())}
+        for c in _SPAN_COLS:
+            cols[c] = pa.array(list(map(attrgetter(c), spans)), sch.field(c).type)
+        cols["n_lines"] = pa.array(lens, pa.int64())
+        cols["offsets"] = pa.ListArray.from_arrays(pa.Array.from_buffers(pa.int32(), len(ends), [None, pa.py_buffer(ends)]),
+                                                   values)
+        self.out.batches.setdefault("record_spans", []).append(pa.Table.from_pydict(cols, schema=sch))
+        self.out.counts["record_spans"] += len(spans)
+        self.out.counts["records"] += self.span_lines
+        self.spans = []
+        self.span_lines = 0
 
     def add_record(self, rec: Any) -> None:
         self.records.append(rec)
@@ -275,11 +298,12 @@ class _Sink:
             return
         from forensics.store.db import arrow_schema
         if self._rschema is None:
-            self._rschema = arrow_schema("records")
+            self._rschema = arrow_schema("record_rows")
         cols: dict[str, Any] = {"run_id": pa.array([self.out.run_id] * len(recs), pa.string())}
         for c in _RECORD_COLS:  # map(attrgetter) runs the per-record loop in C
             cols[c] = pa.array(list(map(attrgetter(c), recs)), self._rschema.field(c).type)
-        self.out.batches.setdefault("records", []).append(pa.Table.from_pydict(cols, schema=self._rschema))
+        self.out.batches.setdefault("record_rows", []).append(pa.Table.from_pydict(cols, schema=self._rschema))
+        self.out.counts["record_rows"] += len(recs)
         self.out.counts["records"] += len(recs)
         self.records = []
 
@@ -292,6 +316,7 @@ class _Sink:
 
     def close(self) -> None:
         self.flush_records()
+        self.flush_spans()
         for t in self.bufs:
             self.flush(t)
 
@@ -300,7 +325,7 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
               known_runs: dict[str, str | None]) -> RunRows:
     """Read one run folder and produce all its ingest rows (no store access: safe in a worker)."""
     from forensics.transcripts import parse_source  # late: the parsers are the heavy import
-    from forensics.transcripts.events import Heartbeat, ParseError, Record, SessionEnd, ToolCall, ToolResult
+    from forensics.transcripts.events import Heartbeat, HeartbeatRun, ParseError, Record, SessionEnd, ToolCall, ToolResult
 
     out = RunRows(run.run_id, _fingerprint(run))
     sink = _Sink(out)
@@ -389,26 +414,12 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             perr(source, None, "unreadable", str(e))
             continue
         hr = HashingReader(raw)
-        # heartbeats are the bulk of a Claude transcript: keep only what varies, in flat lists
-        hb_line: list[int] = []
-        hb_off: list[int] = []
-        hb_n: list[int] = []
-        hb_sub: list[str] = []
-        la, oa, na, sa = hb_line.append, hb_off.append, hb_n.append, hb_sub.append
-        hb_fmt = None
         try:
-            for ev in parse_source(hr, source=source, harness=harness):
+            # heartbeats are the bulk of a Claude transcript: they come as runs, stored as spans
+            for ev in parse_source(hr, source=source, harness=harness, heartbeat_runs=HEARTBEAT_SPANS):
                 tev = type(ev)
-                if tev is Heartbeat:
-                    la(ev.line)
-                    oa(ev.byte_offset)
-                    na(ev.nbytes)
-                    sa(ev.subtype)
-                    if hb_fmt is None:
-                        hb_fmt = ev.format
-                    if len(hb_line) >= BATCH_ROWS:
-                        n_records += sink.add_heartbeats(source, hb_fmt, hb_line, hb_off, hb_n, hb_sub)
-                        hb_line.clear(), hb_off.clear(), hb_n.clear(), hb_sub.clear()
+                if tev is HeartbeatRun:
+                    n_records += sink.add_span(ev)
                 elif tev is Record:
                     n_records += 1
                     sink.add_record(ev)
@@ -424,6 +435,9 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
                         results.append(ev)
                 elif tev is ParseError:
                     perr(ev.source, ev.line, ev.reason, ev.detail, ev.excerpt, ev.byte_offset)
+                elif tev is Heartbeat:  # HEARTBEAT_SPANS off
+                    n_records += 1
+                    sink.add_record(ev)
                 elif tev is SessionEnd:
                     ends[source] = ev
                     fmt_by_source[source] = (ev.format, ev.format_evidence)
@@ -438,7 +452,6 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
                 raw.close()
             except OSError:
                 pass
-        n_records += sink.add_heartbeats(source, hb_fmt, hb_line, hb_off, hb_n, hb_sub)
 
     for c in calls:
         sink.add("tool_calls", {
@@ -562,22 +575,26 @@ def _runs_row(row: dict[str, Any]) -> pa.Table:
 
 # --------------------------------------------------------------------------- writing
 class _Writer:
-    """Commits parsed runs.  Small runs are grouped into one transaction (up to GROUP_ROWS rows or
-    GROUP_RUNS runs) to amortize DuckDB's per-statement and per-commit cost; a group is still
-    all-or-nothing, so a killed ingest leaves each run fully written or absent."""
+    """Commits parsed runs.  Small runs are grouped into one transaction (up to GROUP_ROWS stored
+    rows, GROUP_BYTES of Arrow data or GROUP_RUNS runs) to amortize DuckDB's per-statement and
+    per-commit cost; a group is still all-or-nothing, so a killed ingest leaves each run fully
+    written or absent.  The byte bound keeps the memory held for a group bounded too."""
 
-    GROUP_ROWS = int(os.environ.get("FORENSICS_INGEST_GROUP_ROWS", 250_000))
-    GROUP_RUNS = int(os.environ.get("FORENSICS_INGEST_GROUP_RUNS", 48))
+    GROUP_ROWS = int(os.environ.get("FORENSICS_INGEST_GROUP_ROWS", 1_000_000))
+    GROUP_RUNS = int(os.environ.get("FORENSICS_INGEST_GROUP_RUNS", 128))
+    GROUP_BYTES = int(os.environ.get("FORENSICS_INGEST_GROUP_BYTES", 128 << 20))
 
     def __init__(self, store: Store):
         self.store = store
         self.pending: list[RunRows] = []
         self.rows = 0
+        self.nbytes = 0
 
     def add(self, rows: RunRows) -> None:
         self.pending.append(rows)
-        self.rows += sum(rows.counts.values())
-        if self.rows >= self.GROUP_ROWS or len(self.pending) >= self.GROUP_RUNS:
+        self.rows += sum(n for t, n in rows.counts.items() if t != "records")  # 'records' counts view rows
+        self.nbytes += sum(b.nbytes for bs in rows.batches.values() for b in bs)
+        if self.rows >= self.GROUP_ROWS or self.nbytes >= self.GROUP_BYTES or len(self.pending) >= self.GROUP_RUNS:
             self.flush()
 
     def flush(self) -> None:
@@ -606,6 +623,7 @@ class _Writer:
             self.store.insert_arrow("runs", runs_tbl)  # last: a runs row marks its run complete
         self.pending = []
         self.rows = 0
+        self.nbytes = 0
 
 
 # --------------------------------------------------------------------------- orchestration

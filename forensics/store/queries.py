@@ -178,20 +178,21 @@ def sql_cmd(statement: str, db: str, as_json: bool) -> None:
 @click.option("--markdown", is_flag=True, help="The whole schema as Markdown (docs/schema.md).")
 @click.option("--json", "as_json", is_flag=True)
 def schema_cmd(table: str | None, markdown: bool, as_json: bool) -> None:
-    """Show the documented store schema (all tables, or one)."""
+    """Show the documented store schema (all tables and views, or one)."""
     if markdown:
         click.echo(S.markdown())
         return
-    tables = [S.TABLE_BY_NAME[table]] if table else list(S.TABLES)
-    if table and table not in S.TABLE_BY_NAME:
-        raise click.ClickException(f"no table {table!r}")
+    every = {**S.TABLE_BY_NAME, **S.VIEW_BY_NAME}
+    if table and table not in every:
+        raise click.ClickException(f"no table or view {table!r}")
+    tables = [every[table]] if table else [*S.TABLES, *S.VIEWS]
     if as_json:
-        click.echo(orjson.dumps([{"table": t.name, "comment": t.comment, "columns": [
+        click.echo(orjson.dumps([{"table": t.name, "view": isinstance(t, S.View), "comment": t.comment, "columns": [
             {"name": c.name, "type": c.type, "comment": c.comment} for c in t.columns]} for t in tables],
             option=orjson.OPT_INDENT_2).decode())
         return
     for t in tables:
-        click.echo(f"{t.name}: {t.comment}")
+        click.echo(f"{t.name}{' (view)' if isinstance(t, S.View) else ''}: {t.comment}")
         for c in t.columns:
             click.echo(f"  {c.name:24s} {c.type.replace(' NOT NULL', ''):12s} {c.comment}")
         click.echo("")

@@ -1,8 +1,8 @@
 """The one place the store's schema is defined and documented.
 
-Every table the tool writes is declared here, with a comment per column.  The DDL, DuckDB's
-``COMMENT ON`` metadata (visible through ``duckdb_columns()``) and ``docs/schema.md`` are all
-generated from this list, so they cannot drift apart.
+Every table the tool writes, and every view over them, is declared here, with a comment per
+column.  The DDL, DuckDB's ``COMMENT ON`` metadata (visible through ``duckdb_columns()``) and
+``docs/schema.md`` are all generated from these lists, so they cannot drift apart.
 
 Conventions
 -----------
@@ -50,6 +50,22 @@ class Table:
         return [c.name for c in self.columns]
 
 
+@dataclass(frozen=True)
+class View:
+    """A view the store defines over its tables; queried like a table, never written."""
+
+    name: str
+    comment: str
+    columns: tuple[Column, ...]  # in the order the SELECT produces them; types as the SELECT casts them
+    select: str
+
+    def ddl(self) -> str:
+        return f"CREATE OR REPLACE VIEW {self.name} AS\n{self.select.strip()};"
+
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
 def C(name: str, type_: str, comment: str) -> Column:
     return Column(name, type_, comment)
 
@@ -57,6 +73,27 @@ def C(name: str, type_: str, comment: str) -> Column:
 RUN = C("run_id", "VARCHAR NOT NULL", "Run key (run directory basename, '@root' appended on a collision).")
 SOURCE = C("source", "VARCHAR", "File the row came from, relative to the run directory.")
 LINE = C("line", "BIGINT", "1-based line number in the source file.")
+
+# The columns of `records` (the view) and of `record_rows` (its stored part).
+RECORD_COLUMNS: tuple[Column, ...] = (
+    RUN,
+    SOURCE,
+    LINE,
+    C("byte_offset", "BIGINT", "Byte offset of the line in the (decompressed) source."),
+    C("nbytes", "BIGINT", "Length of the line in bytes."),
+    C("format", "VARCHAR", "Format the parser read the line as."),
+    C("rtype", "VARCHAR", "Record type as written (type / role / payload.type ...); 'banner' for container banner lines, 'text' for plain text, 'invalid' / 'non_object' / 'oversize' for lines that could not be read as a JSON object."),
+    C("subtype", "VARCHAR", "Record subtype where the format has one (system.subtype, event_msg payload.type, tool_call started/completed)."),
+    C("role", "VARCHAR", "user | assistant | system | tool | developer, where the record is a message."),
+    C("msg_id", "VARCHAR", "Message id (Claude message.id, used to deduplicate usage)."),
+    C("ts", "TIMESTAMPTZ", "Timestamp carried by the record, if the format has one."),
+    C("text", "VARCHAR", "Message/thinking/delta text carried by the record (NULL for progress and tool frames)."),
+    C("n_tool_calls", "INTEGER", "Tool calls this record carries."),
+    C("n_tool_results", "INTEGER", "Tool results this record carries."),
+    C("parent_id", "VARCHAR", "Parent tool-use id (Claude subagent lines) or parentUuid (session-store form)."),
+    C("is_sidechain", "BOOLEAN", "Record belongs to a subagent / sidechain."),
+    C("is_api_error", "BOOLEAN", "Record is a synthetic provider-error turn or error event."),
+)
 
 TABLES: tuple[Table, ...] = (
     # ------------------------------------------------------------------ ingest (issue 2)
@@ -147,26 +184,24 @@ TABLES: tuple[Table, ...] = (
         owner="store.ingest",
     ),
     Table(
-        "records",
-        "Every parsed line of every transcript source, normalized: one row per JSON record (or text line of a plain-text transcript).",
+        "record_rows",
+        "The records stored one row each: every parsed transcript line except those in record_spans. Read `records`, the view over both.",
+        RECORD_COLUMNS,
+        owner="store.ingest",
+    ),
+    Table(
+        "record_spans",
+        "Runs of consecutive heartbeat lines of one subtype (Claude system task_progress and its kin, ~90% of a Claude transcript), one row per run instead of one per line. The `records` view expands them back to rows.",
         (
             RUN,
             SOURCE,
-            LINE,
-            C("byte_offset", "BIGINT", "Byte offset of the line in the (decompressed) source."),
-            C("nbytes", "BIGINT", "Length of the line in bytes."),
-            C("format", "VARCHAR", "Format the parser read the line as."),
-            C("rtype", "VARCHAR", "Record type as written (type / role / payload.type ...); 'banner' for container banner lines, 'text' for plain text, 'invalid' / 'non_object' / 'oversize' for lines that could not be read as a JSON object."),
-            C("subtype", "VARCHAR", "Record subtype where the format has one (system.subtype, event_msg payload.type, tool_call started/completed)."),
-            C("role", "VARCHAR", "user | assistant | system | tool | developer, where the record is a message."),
-            C("msg_id", "VARCHAR", "Message id (Claude message.id, used to deduplicate usage)."),
-            C("ts", "TIMESTAMPTZ", "Timestamp carried by the record, if the format has one."),
-            C("text", "VARCHAR", "Message/thinking/delta text carried by the record (NULL for progress and tool frames)."),
-            C("n_tool_calls", "INTEGER", "Tool calls this record carries."),
-            C("n_tool_results", "INTEGER", "Tool results this record carries."),
-            C("parent_id", "VARCHAR", "Parent tool-use id (Claude subagent lines) or parentUuid (session-store form)."),
-            C("is_sidechain", "BOOLEAN", "Record belongs to a subagent / sidechain."),
-            C("is_api_error", "BOOLEAN", "Record is a synthetic provider-error turn or error event."),
+            C("format", "VARCHAR", "Format the parser read the lines as."),
+            C("rtype", "VARCHAR", "Record type of every line of the span (system)."),
+            C("subtype", "VARCHAR", "Record subtype of every line of the span (task_progress, status, ...)."),
+            C("first_line", "BIGINT", "1-based line number of the span's first line; the span covers first_line .. first_line + n_lines - 1, with no other line between."),
+            C("n_lines", "BIGINT", "Number of lines (records) in the span."),
+            C("offsets", "BIGINT[]", "Byte offset of each line in the (decompressed) source, in line order; line i is offsets[i+1] - offsets[i] - 1 bytes long."),
+            C("end_offset", "BIGINT", "Byte offset just past the last line's last byte (its newline excluded)."),
         ),
         owner="store.ingest",
     ),
@@ -474,9 +509,47 @@ TABLES: tuple[Table, ...] = (
 
 TABLE_BY_NAME = {t.name: t for t in TABLES}
 
+# A span's line k (0-based) is the record (line first_line + k, byte_offset offsets[k+1], nbytes
+# up to the next offset or end_offset); the other columns are what a heartbeat record carries.
+_SPAN_COLS = {"line": "line", "byte_offset": "byte_offset", "nbytes": "nxt - byte_offset - 1",
+              "n_tool_calls": "0::INTEGER", "n_tool_results": "0::INTEGER",
+              "is_sidechain": "false", "is_api_error": "false"}
+_SPAN_KEEP = ("run_id", "source", "format", "rtype", "subtype")
+
+
+def _records_select() -> str:
+    names = [c.name for c in RECORD_COLUMNS]
+    stored = ", ".join(f'"{n}"' for n in names)
+    span = ", ".join(f'"{n}"' if n in _SPAN_KEEP else f'{_SPAN_COLS[n]} AS "{n}"' if n in _SPAN_COLS
+                     else f'NULL::{c.type.replace(" NOT NULL", "")} AS "{n}"'
+                     for n, c in zip(names, RECORD_COLUMNS))
+    return (f"SELECT {stored} FROM record_rows\n"
+            f"UNION ALL\n"
+            f"SELECT {span}\n"
+            f"FROM (SELECT run_id, source, format, rtype, subtype,\n"
+            f"             unnest(range(first_line, first_line + n_lines)) AS line,\n"
+            f"             unnest(offsets) AS byte_offset,\n"
+            f"             unnest(list_append(offsets[2:], end_offset + 1)) AS nxt\n"
+            f"      FROM record_spans)")
+
+
+VIEWS: tuple[View, ...] = (
+    View(
+        "records",
+        "Every parsed line of every transcript source, normalized: one row per JSON record (or text line of a plain-text transcript). A view: the rows of record_rows, and each record_spans span expanded to one row per line.",
+        RECORD_COLUMNS,
+        _records_select(),
+    ),
+)
+
+VIEW_BY_NAME = {v.name: v for v in VIEWS}
+
 # Per-run tables that an ingest of a run rewrites (delete + insert in one transaction).
-INGEST_TABLES = ("runs", "files", "records", "tool_calls", "tool_results", "file_accesses",
+INGEST_TABLES = ("runs", "files", "record_rows", "record_spans", "tool_calls", "tool_results", "file_accesses",
                  "session_end", "parse_errors", "check_log_lines")
+
+# Tables renamed since stores were first written: old name -> new name (Store.init_schema renames).
+RENAMED_TABLES = {"records": "record_rows"}
 
 
 def _sql_str(s: str) -> str:
@@ -487,6 +560,8 @@ def ddl_statements() -> list[str]:
     out: list[str] = []
     for t in TABLES:
         out.append(t.ddl())
+    for v in VIEWS:
+        out.append(v.ddl())
     return out
 
 
@@ -496,6 +571,10 @@ def comment_statements() -> list[str]:
         out.append(f"COMMENT ON TABLE {t.name} IS {_sql_str(t.comment)};")
         for c in t.columns:
             out.append(f'COMMENT ON COLUMN {t.name}."{c.name}" IS {_sql_str(c.comment)};')
+    for v in VIEWS:
+        out.append(f"COMMENT ON VIEW {v.name} IS {_sql_str(v.comment)};")
+        for c in v.columns:
+            out.append(f'COMMENT ON COLUMN {v.name}."{c.name}" IS {_sql_str(c.comment)};')
     return out
 
 
@@ -514,5 +593,19 @@ def markdown() -> str:
         lines.append("|---|---|---|")
         for c in t.columns:
             lines.append(f"| `{c.name}` | {c.type.replace(' NOT NULL', '')} | {c.comment.replace('|', '/')} |")
+        lines.append("")
+    for v in VIEWS:
+        lines.append(f"## `{v.name}` (view)")
+        lines.append("")
+        lines.append(v.comment)
+        lines.append("")
+        lines.append("| column | type | meaning |")
+        lines.append("|---|---|---|")
+        for c in v.columns:
+            lines.append(f"| `{c.name}` | {c.type.replace(' NOT NULL', '')} | {c.comment.replace('|', '/')} |")
+        lines.append("")
+        lines.append("```sql")
+        lines.append(v.ddl())
+        lines.append("```")
         lines.append("")
     return "\n".join(lines)

@@ -5,6 +5,9 @@ events of ``forensics.transcripts.events``.
     for ev in parse_source(binary_stream, source="transcript.jsonl", harness="claude", fmt=None):
         ...  # Record | ToolCall | ToolResult | ParseError, then exactly one SessionEnd, last
 
+With ``heartbeat_runs=True`` consecutive Claude heartbeat lines come as one ``HeartbeatRun``
+each instead of one ``Heartbeat`` (a Record) per line.
+
 See docs/transcripts.md.
 """
 

@@ -47,6 +47,29 @@ class Heartbeat(Record):
 
 
 @dataclass(slots=True)
+class HeartbeatRun:
+    """Consecutive heartbeat lines of one subtype, as one event: what ``parse_source(...,
+    heartbeat_runs=True)`` yields instead of one `Heartbeat` per line.  Line ``first_line + i``
+    starts at byte ``offsets[i]``; the lines are consecutive (no blank line between them), so
+    line i is ``offsets[i + 1] - offsets[i] - 1`` bytes long and the last one ends at
+    ``end_offset``.  Expanded, it is exactly the `Heartbeat` records of those lines."""
+
+    source: str
+    format: str
+    rtype: str
+    subtype: str
+    first_line: int
+    offsets: Any          # array('q') of byte offsets, one per line
+    end_offset: int       # offset just past the last line's last byte (before its newline)
+
+    def expand(self) -> list[Heartbeat]:
+        """The per-line records this run stands for."""
+        ends = [o - 1 for o in self.offsets[1:]] + [self.end_offset]
+        return [Heartbeat(self.source, self.first_line + i, o, e - o, self.format, self.rtype, self.subtype)
+                for i, (o, e) in enumerate(zip(self.offsets, ends))]
+
+
+@dataclass(slots=True)
 class ToolCall:
     source: str
     line: int

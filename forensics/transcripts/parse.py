@@ -17,6 +17,7 @@ Nothing raises out of ``parse_source``: an unexpected internal error becomes a P
 from __future__ import annotations
 
 import json
+from array import array
 from itertools import chain
 from typing import IO, Iterator
 
@@ -28,7 +29,7 @@ from .claude import ClaudeParser
 from .codex import CodexParser, CodexTextParser
 from .cursor import CursorParser
 from .droid import DroidParser
-from .events import Heartbeat, ParseError, Record, SessionEnd
+from .events import Heartbeat, HeartbeatRun, ParseError, Record, SessionEnd
 from .gemini import GeminiParser
 from .grok import GrokChatParser, GrokStreamParser
 from .kimi import KimiParser
@@ -40,6 +41,7 @@ Event = object
 SNIFF_LINES = 400      # non-blank lines looked at for detection
 SNIFF_JSON = 8         # JSON-looking lines looked at for detection
 SNIFF_BATCHES = 128     # read batches held for detection (<= 8 MiB)
+RUN_MAX = 1 << 16       # heartbeat lines held in one HeartbeatRun at most (checked per read batch)
 
 
 class GenericParser(Parser):
@@ -74,8 +76,12 @@ def make_parser(fmt: str, source: str, harness: str | None) -> Parser:
 
 
 def parse_source(stream: IO[bytes] | bytes, source: str = "transcript.jsonl", harness: str | None = None,
-                 fmt: str | None = None) -> Iterator[Event]:
-    """Parse one transcript source into normalized events (see ``forensics.transcripts``)."""
+                 fmt: str | None = None, heartbeat_runs: bool = False) -> Iterator[Event]:
+    """Parse one transcript source into normalized events (see ``forensics.transcripts``).
+
+    With ``heartbeat_runs`` consecutive heartbeat lines of one subtype come as one
+    `HeartbeatRun` (yielded before the next event of the source, at most RUN_MAX lines each)
+    instead of one `Heartbeat` per line; everything else is the same."""
     st = _State()
     try:
         ctx = _open(stream, source, harness, fmt)
@@ -87,7 +93,7 @@ def parse_source(stream: IO[bytes] | bytes, source: str = "transcript.jsonl", ha
         if fmt == "codex_text" or fmt == "empty":
             yield from _text_loop(it, parser, source, st)
         else:
-            yield from _json_loop(it, parser, source, st)
+            yield from _json_loop(it, parser, source, st, heartbeat_runs)
         se = _session_end(parser, fmt, evidence, source, harness, st)
         if se.__class__ is ParseError:
             yield se
@@ -248,7 +254,7 @@ def _non_object(o, ln, off, n, source, fmt) -> list:
             Record(source, ln, off, n, fmt, "non_object")]
 
 
-def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
+def _json_loop(it, parser: Parser, source: str, st: _State, runs: bool = False) -> Iterator[Event]:
     handle = parser.handle
     loads = orjson.loads
     fmt = parser.fmt
@@ -264,28 +270,53 @@ def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
     prefix_tp = (prefix or b"") + b'task_progress"'
     ln = st.ln
     off = st.off
+    # the open heartbeat run (runs=True): subtype, first line, next line, offsets, end offset
+    r_sub = None
+    r_first = r_next = r_end = 0
+    r_offs = None
+    r_app = None
+    HBR = HeartbeatRun
     for kind, payload in it:
+        if r_offs is not None and len(r_offs) >= RUN_MAX:
+            yield HBR(source, fmt, "system", r_sub, r_first, r_offs, r_end)
+            r_offs = r_sub = None
         if kind == LINES or kind == LAST:
             last = kind == LAST
             for raw in payload:
                 ln += 1
                 n = len(raw)
                 if n:
-                    if prefix is not None and raw.startswith(prefix):
+                    if prefix is not None:
                         # Claude heartbeat line ({"type":"system","subtype":"task_progress",...}):
                         # recognised by its leading bytes and checked structurally (a complete
                         # line, ASCII only, ending in the closing brace) instead of decoded.
-                        if raw.startswith(prefix_tp):
+                        if raw.startswith(prefix_tp):  # the commonest first: one test
                             t = "task_progress"
-                        else:
+                        elif raw.startswith(prefix):
                             j = raw.find(b'"', plen, plen + 40)
                             t = fast_b.get(raw[plen:j])
+                        else:
+                            t = None
                         if t is not None and not last and raw[-1] == 125 and raw.isascii():
                             if not started:
                                 started = st.started = st.content = True
-                            yield HB(source, ln, off, n, fmt, "system", t)
+                            if not runs:
+                                yield HB(source, ln, off, n, fmt, "system", t)
+                            elif ln == r_next and t == r_sub:
+                                r_app(off)
+                                r_next += 1
+                                r_end = off + n
+                            else:
+                                if r_offs is not None:
+                                    yield HBR(source, fmt, "system", r_sub, r_first, r_offs, r_end)
+                                r_sub, r_first, r_next, r_end = t, ln, ln + 1, off + n
+                                r_offs = array("q", (off,))
+                                r_app = r_offs.append
                             off += n + 1
                             continue
+                    if r_offs is not None:  # any other line ends the open run (events stay in line order)
+                        yield HBR(source, fmt, "system", r_sub, r_first, r_offs, r_end)
+                        r_offs = r_sub = None
                     try:
                         o = loads(raw)
                     except Exception:  # noqa: BLE001
@@ -303,7 +334,12 @@ def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
                             if t == "system":
                                 t = o.get("subtype")
                                 if t.__class__ is str and t in fast:
-                                    yield HB(source, ln, off, n, fmt, "system", t)
+                                    if runs:  # a heartbeat the byte test missed (keys reordered, non-ASCII)
+                                        r_sub, r_first, r_next, r_end = t, ln, ln + 1, off + n
+                                        r_offs = array("q", (off,))
+                                        r_app = r_offs.append
+                                    else:
+                                        yield HB(source, ln, off, n, fmt, "system", t)
                                     off += n + 1
                                     continue
                             elif t.__class__ is str and t in fast_types:
@@ -327,14 +363,22 @@ def _json_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
             if last:
                 off -= 1
         elif kind == HUGE:
+            if r_offs is not None:
+                yield HBR(source, fmt, "system", r_sub, r_first, r_offs, r_end)
+                r_offs = r_sub = None
             ln += 1
             started = st.started = True
             yield from _huge(payload, ln, off, source, fmt, st)
             off += payload.nbytes + (1 if payload.terminated else 0)
         else:  # FAIL
+            if r_offs is not None:
+                yield HBR(source, fmt, "system", r_sub, r_first, r_offs, r_end)
+                r_offs = r_sub = None
             reason, detail = payload
             st.truncated = True
             yield ParseError(source, ln + 1, reason, detail, "", off)
+    if r_offs is not None:
+        yield HBR(source, fmt, "system", r_sub, r_first, r_offs, r_end)
     st.ln = ln
     st.off = off
 
