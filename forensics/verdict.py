@@ -130,7 +130,7 @@ DECISION_TABLE: tuple[tuple[str, str, str, str], ...] = (
     ("MS5", "measurement_status", "`gpu_queue_mode` ends in `harness_gpu_lock` with the container session lock (one agent per GPU): `agent_container_native_profiling_harness_gpu_lock`", "`sequential_isolated`"),
     ("MS6", "measurement_status", "otherwise (shared per-GPU lock while other agents run, or no isolation evidence)", "`in_run_contended`"),
     # empirical_recompute_required
-    ("ER1", "empirical_recompute_required", "A non-replay finding of severity >= medium names a recompute probe (same-buffer, unsampled-region, fresh-state, alternate-cache: pointer/id-keyed caches, sampled validation, ignored caller caches) and no replay or archived probe result resolved it (a pass of that probe, or a failure of any recompute probe, which proves the defect). Low-severity patterns (graphs that replay on live buffers) and caches keyed on data_ptr *and* `_version` (`data.key_kinds`, the accepted prepacked-weight pattern of seed 7) do not",
+    ("ER1", "empirical_recompute_required", "A non-replay finding of severity >= medium names a recompute probe (same-buffer, unsampled-region, fresh-state, alternate-cache: pointer/id-keyed caches, sampled validation, ignored caller caches) and no replay or archived probe result resolved it (a pass of that probe, or a failure of any recompute probe, which proves the defect). Low-severity patterns (a graph fed by copying live inputs into its static buffers) and caches keyed on data_ptr *and* `_version` of every tensor they key on (`data.key_kinds`, no `data.unversioned`: the accepted prepacked-weight pattern of seed 7) do not; a graph captured on the caller's buffers and replayed under a pointer key, or a key that reads some tensor's pointer without its `_version`, does",
      "`true`"),
     ("ER2", "empirical_recompute_required", "Static analyzer ran and ER1 did not fire (or no solution)", "`false`"),
     # verdict
@@ -597,19 +597,27 @@ def _needs_recompute_probe(f: dict[str, Any]) -> bool:
     return _norm_probe(f.get("probe")) in RECOMPUTE_PROBES
 
 
+def asks_recompute_probe(f: dict[str, Any]) -> bool:
+    """Does this finding leave a recompute probe pending (ER1) until a probe result settles it?  A
+    non-replay finding of severity >= medium naming a recompute probe, except a key on data_ptr and
+    _version of every tensor it keys on (the accepted prepacked-weight pattern, seed 7)."""
+    if f.get("analyzer") == "replay" or not _needs_recompute_probe(f):
+        return False
+    if SEV_RANK.get(f.get("severity") or "", 0) < SEV_RANK["medium"]:
+        return False
+    d = f.get("data") if isinstance(f.get("data"), dict) else {}
+    kinds = d.get("key_kinds") or []
+    return not ("version" in kinds and "ptr" in kinds and not d.get("unversioned"))
+
+
 def _pending(F: RunFacts, resolved: list | None = None) -> list[dict[str, Any]]:
     """Non-replay findings (severity >= medium) calling for a recompute probe no replay result settled."""
     pr = _probe_results(F)
     proven = any((x.get("status") or "") in PROBE_FAIL for n in RECOMPUTE_PROBES for x in pr.get(n, []))
     out = []
     for f in F.findings:
-        if f["analyzer"] == "replay" or not _needs_recompute_probe(f):
+        if not asks_recompute_probe(f):
             continue
-        if SEV_RANK.get(f["severity"], 0) < SEV_RANK["medium"]:
-            continue
-        d = f.get("data") if isinstance(f.get("data"), dict) else {}
-        if "version" in (d.get("key_kinds") or []) and "ptr" in (d.get("key_kinds") or []):
-            continue  # ptr + _version key: the accepted prepacked-weight pattern (seed 7), not a pending probe
         done = [x for x in pr.get(_norm_probe(f["probe"]), []) if (x.get("status") or "") in ("pass",) + PROBE_FAIL]
         if done or proven:  # a failed recompute probe already proves the defect: nothing left pending
             if resolved is not None:

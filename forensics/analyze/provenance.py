@@ -158,7 +158,7 @@ def _written_texts(call: dict[str, Any]) -> list[tuple[str, str]]:
         try:
             for kind, c in sh.parse(cmd):
                 if kind == "cmd" and c is not None and c.heredoc and len(c.heredoc) > 40:
-                    tgt = next((w.text for op, w in c.redirs if op in (">", ">>")), None)
+                    tgt = next((r.word.text for r in c.redirs if r.op in (">", ">>", "&>", "&>>")), None)
                     if tgt is None and c.argv and c.argv[0] == "tee" and len(c.argv) > 1:
                         tgt = c.argv[-1]
                     out.append((tgt or "heredoc", c.heredoc))

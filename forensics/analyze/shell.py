@@ -1,33 +1,39 @@
-"""Shell parsing and path resolution helpers for the contamination analysis.
+"""Shell-command reading shared by the contamination and the timeline analyzers.
 
-Agents touch files mostly through shell commands, so finding *which* files a tool call opened
-means reading the command the way bash would.  This module has no dependencies on the store; it
-turns a command string into a flat list of simple commands with their words, redirections and
-here-documents, and knows for the common file tools which of their arguments are read, written,
-listed or searched.  `forensics.transcripts.access` drives it and classifies the paths.
+Nothing is executed.  `parse` reads a command string the way bash would for the cases agents
+write and returns a flat list of simple commands with their words, redirections and
+here-documents; the helpers below it strip what only launches the real program (env prefixes,
+``timeout``, ``uv run``, ``nice`` ..., reserved words), find the script of ``bash -c``, the target
+of ``cd`` and the script of a python run.  The contamination analysis
+(`forensics.transcripts.access`, with `forensics.analyze.shell_paths` for which operands are
+paths) and the timeline (`forensics.analyze.timeline.shell`, a view with ``cd`` applied and
+``bash -c`` inlined) both read commands through this module.
 
-What is modelled (enough for forensic path recovery, not a full POSIX shell):
+What is modelled (enough for forensic reading, not a full POSIX shell):
 
 * quoting: '...', "..." (backslash escapes), $'...', backslash escapes, line continuations;
-* operators: ``&&``, ``||``, ``;``, ``|``, ``|&``, ``&``, newlines, ``( ... )`` subshells (a ``cd``
-  inside does not leak out), ``{ ...; }`` groups, ``$( ... )`` and backquote substitutions (parsed
-  as commands of their own, in a subshell);
-* redirections ``< > >> &> 2> <<< << <<-`` with here-document bodies;
-* leading ``VAR=value`` assignments, ``export``, ``for VAR in WORDS; do``;
+* operators: ``&&``, ``||``, ``;``, ``;;``, ``|``, ``|&``, ``&``, newlines, ``( ... )`` subshells,
+  ``{ ...; }`` groups (their braces are words), ``$( ... )`` and backquote substitutions (parsed as
+  commands of their own, in a subshell, marked ``substitution``);
+* redirections ``< > >> >| <> >& <& &> &>> 2> <<< << <<-`` with explicit fd numbers and
+  here-document bodies (``<<-`` strips leading tabs; a quoted delimiter is recorded);
 * comments (``#`` at the start of a word).
 
 Words keep whether they had an unquoted glob character, because an unquoted ``*`` is expanded
-by the shell and a quoted one is not.
+by the shell and a quoted one is not, and whether any part was quoted.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+GLOB_CHARS = re.compile(r"[*?\[]")
+ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 # ----------------------------------------------------------------------------------- lexer
-
-_GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 @dataclass(slots=True)
@@ -38,24 +44,44 @@ class Word:
     quoted: bool = False      # any part was quoted
 
 
+class Redirect(NamedTuple):
+    op: str                   # > >> >| < <> >& <& &> &>> << <<- <<<
+    word: Word                # target: file, fd digits, '-', here-doc delimiter, here-string
+    fd: int | None = None     # fd number written before the operator (2> ...)
+    body: str | None = None   # here-document body (each line with its newline) / here-string text
+
+
+HEREDOC_OPS = ("<<", "<<-")
+
+
 @dataclass(slots=True)
 class Simple:
-    """One simple command: words, redirections, here-document body, nesting depth."""
+    """One simple command: words, redirections, pipeline links, subshell depth."""
 
     words: list[Word] = field(default_factory=list)
-    redirs: list[tuple[str, Word]] = field(default_factory=list)
-    heredoc: str | None = None           # body of the (last) here-document or here-string
-    heredoc_target: str | None = None    # '<<' or '<<<'
+    redirs: list[Redirect] = field(default_factory=list)
     depth: int = 0                       # subshell depth (0 = the main shell)
     piped_from_prev: bool = False        # stdin comes from the previous command via '|'
+    pipe_out: bool = False               # stdout goes to the next command via '|'
+    background: bool = False             # ended with '&'
+    substitution: bool = False           # parsed from a $(...) / `...` body
     subs: list[str] = field(default_factory=list)  # $(...) / `...` bodies inside the words
 
     @property
     def argv(self) -> list[str]:
         return [w.text for w in self.words]
 
+    @property
+    def heredoc(self) -> str | None:
+        """Body of the last here-document (without its final newline), else of the last
+        here-string; None when there is neither."""
+        docs = [r.body for r in self.redirs if r.op in HEREDOC_OPS and r.body is not None]
+        if docs:
+            return docs[-1][:-1] if docs[-1].endswith("\n") else docs[-1]
+        strings = [r.body for r in self.redirs if r.op == "<<<"]
+        return strings[-1] if strings else None
 
-# Item kinds in the flat parse: ("cmd", Simple) | ("push", None) | ("pop", None)
+
 _WORD_RE = re.compile(
     r"""(?:[^\s;&|()<>'"\\`$]+|'[^']*'?|"(?:[^"\\]|\\.)*"?|\$'(?:[^'\\]|\\.)*'?"""
     r"""|\$\((?:[^()'"]|'[^']*'|"(?:[^"\\]|\\.)*"|\((?:[^()]|\([^()]*\))*\))*\)?"""
@@ -71,6 +97,10 @@ _PIECE_RE = re.compile(
 _OP_RE = re.compile(r"&&|\|\||;;|\|&|&>>|&>|[;&|()\n]")
 _REDIR_RE = re.compile(r"(\d*)(>>|>&|>\||<<<|<<-|<<|<>|<&|>|<)")
 _DQ_ESC = re.compile(r"\\([\\\"$`\n])")
+_DQ_SUB = re.compile(r"\$\(((?:[^()]|\([^()]*\))*)\)|`([^`]*)`")
+_ANSI_ESC = re.compile(r"\\(.)", re.S)
+_ANSI = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "f": "\f", "v": "\v",
+         "\\": "\\", "'": "'", '"': '"'}
 
 
 def _word_value(raw: str) -> tuple[str, bool, bool, list[str]]:
@@ -83,7 +113,7 @@ def _word_value(raw: str) -> tuple[str, bool, bool, list[str]]:
         kind = m.lastgroup
         s = m.group()
         if kind == "plain":
-            if not glob and _GLOB_CHARS.search(s):
+            if not glob and GLOB_CHARS.search(s):
                 glob = True
             out.append(s)
         elif kind == "sq":
@@ -92,29 +122,30 @@ def _word_value(raw: str) -> tuple[str, bool, bool, list[str]]:
         elif kind == "dq":
             quoted = True
             inner = s[1:-1] if s.endswith('"') and len(s) > 1 else s[1:]
-            for sm in re.finditer(r"\$\(((?:[^()]|\([^()]*\))*)\)|`([^`]*)`", inner):
+            for sm in _DQ_SUB.finditer(inner):
                 subs.append(sm.group(1) if sm.group(1) is not None else sm.group(2))
-            out.append(_DQ_ESC.sub(r"\1", inner))
+            out.append(_DQ_ESC.sub(lambda e: "" if e.group(1) == "\n" else e.group(1), inner))
         elif kind == "ansi":
             quoted = True
-            inner = s[2:-1] if s.endswith("'") else s[2:]
-            out.append(inner.replace("\\n", "\n").replace("\\t", "\t").replace("\\'", "'"))
+            inner = s[2:-1] if s.endswith("'") and len(s) > 2 else s[2:]
+            out.append(_ANSI_ESC.sub(lambda e: _ANSI.get(e.group(1), e.group(0)), inner))
         elif kind == "sub":
-            body = s[2:-1] if s.endswith(")") else s[2:]
-            subs.append(body)
+            subs.append(s[2:-1] if s.endswith(")") else s[2:])
             out.append(s)
         elif kind == "bq":
-            body = s[1:-1] if s.endswith("`") and len(s) > 1 else s[1:]
-            subs.append(body)
+            subs.append(s[1:-1] if s.endswith("`") and len(s) > 1 else s[1:])
             out.append(s)
         elif kind == "esc":
             quoted = True
-            out.append(s[1:])
+            out.append("" if s[1] == "\n" else s[1:])   # backslash-newline continues the word
     return "".join(out), glob, quoted, subs
 
 
 def parse(command: str, depth: int = 0, _limit: int = 4) -> list[tuple[str, Simple | None]]:
-    """Parse shell text into a flat list of ("cmd", Simple) / ("push", None) / ("pop", None)."""
+    """Parse shell text into a flat list of ("cmd", Simple) / ("push", None) / ("pop", None).
+
+    "push"/"pop" bracket a subshell: ``( ... )`` and the commands of each substitution, which come
+    before the command that contains them (bash runs them first)."""
     items: list[tuple[str, Simple | None]] = []
     if not command:
         return items
@@ -122,7 +153,7 @@ def parse(command: str, depth: int = 0, _limit: int = 4) -> list[tuple[str, Simp
     n = len(s)
     i = 0
     cur = Simple(depth=depth)
-    pending_heredocs: list[tuple[Simple, str, bool]] = []  # (cmd, delimiter, strip_tabs)
+    pending: list[tuple[Simple, int, str, bool]] = []  # (cmd, index in redirs, delimiter, strip_tabs)
     pipe_next = False
     d = depth
 
@@ -134,6 +165,18 @@ def parse(command: str, depth: int = 0, _limit: int = 4) -> list[tuple[str, Simp
         pipe_next = False
         cur = Simple(depth=d)
 
+    def target() -> Word | None:
+        nonlocal i
+        while i < n and s[i] in " \t":
+            i += 1
+        wm = _WORD_RE.match(s, i)
+        if wm is None:
+            return None
+        i = wm.end()
+        text, glob, quoted, subs = _word_value(wm.group())
+        cur.subs.extend(subs)
+        return Word(text, wm.group(), glob, quoted)
+
     while i < n:
         c = s[i]
         if c == " " or c == "\t" or c == "\r":
@@ -142,65 +185,52 @@ def parse(command: str, depth: int = 0, _limit: int = 4) -> list[tuple[str, Simp
         if c == "\\" and i + 1 < n and s[i + 1] == "\n":
             i += 2
             continue
-        if c == "#" :
+        if c == "#":
             j = s.find("\n", i)
             i = n if j < 0 else j
             continue
         if c == "\n":
             flush()
             i += 1
-            # here-document bodies start after the newline
-            while pending_heredocs:
-                hcmd, delim, strip = pending_heredocs.pop(0)
-                body_lines: list[str] = []
+            # here-document bodies start after the newline, in the order of their operators
+            while pending:
+                hcmd, k, delim, strip = pending.pop(0)
+                body: list[str] = []
                 while i < n:
                     j = s.find("\n", i)
                     line = s[i:] if j < 0 else s[i:j]
                     i = n if j < 0 else j + 1
-                    chk = line.lstrip("\t") if strip else line
-                    if chk.rstrip("\r") == delim:
+                    if strip:
+                        line = line.lstrip("\t")
+                    if line.rstrip() == delim:
                         break
-                    body_lines.append(line)
-                hcmd.heredoc = "\n".join(body_lines)
-                hcmd.heredoc_target = "<<"
+                    body.append(line + "\n")
+                hcmd.redirs[k] = hcmd.redirs[k]._replace(body="".join(body))
             continue
-        m = _REDIR_RE.match(s, i)
-        if m and (m.group(1) == "" or True) and (c in "<>" or c.isdigit()):
-            # digits only count as an fd when directly followed by a redirection operator
-            op = m.group(2)
-            i = m.end()
-            while i < n and s[i] in " \t":
-                i += 1
-            wm = _WORD_RE.match(s, i)
-            if wm is None:
+        if c in "<>" or c.isdigit():
+            m = _REDIR_RE.match(s, i)
+            if m:  # digits only count as an fd when directly followed by a redirection operator
+                op = m.group(2)
+                fd = int(m.group(1)) if m.group(1) else None
+                i = m.end()
+                w = target()
+                if w is None:
+                    continue
+                if op == "<<<":
+                    cur.redirs.append(Redirect(op, w, fd, w.text))
+                else:
+                    if op in HEREDOC_OPS:
+                        pending.append((cur, len(cur.redirs), w.text, op == "<<-"))
+                    cur.redirs.append(Redirect(op, w, fd))
                 continue
-            i = wm.end()
-            text, glob, quoted, subs = _word_value(wm.group())
-            w = Word(text, wm.group(), glob, quoted)
-            if op in ("<<", "<<-"):
-                pending_heredocs.append((cur, text, op == "<<-"))
-                cur.redirs.append((op, w))
-            elif op == "<<<":
-                cur.heredoc = text
-                cur.heredoc_target = "<<<"
-            elif op in (">&", "<&") and text.isdigit() or text == "-":
-                pass
-            else:
-                cur.redirs.append((op, w))
-            cur.subs.extend(subs)
-            continue
         om = _OP_RE.match(s, i)
         if om:
             op = om.group()
             i = om.end()
             if op in ("&>", "&>>"):
-                while i < n and s[i] in " \t":
-                    i += 1
-                wm = _WORD_RE.match(s, i)
-                if wm:
-                    i = wm.end()
-                    text, glob, quoted, _ = _word_value(wm.group())
-                    cur.redirs.append((">", Word(text, wm.group(), glob, quoted)))
+                w = target()
+                if w is not None:
+                    cur.redirs.append(Redirect(op, w))
                 continue
             if op == "(":
                 flush()
@@ -216,6 +246,9 @@ def parse(command: str, depth: int = 0, _limit: int = 4) -> list[tuple[str, Simp
                     cur.depth = d
                 continue
             piped = op in ("|", "|&")
+            if cur.words or cur.redirs:
+                cur.pipe_out = piped
+                cur.background = op == "&"
             flush()
             pipe_next = piped
             continue
@@ -236,7 +269,10 @@ def parse(command: str, depth: int = 0, _limit: int = 4) -> list[tuple[str, Simp
             if kind == "cmd" and cmd is not None and cmd.subs:
                 for body in cmd.subs:
                     extra.append(("push", None))
-                    extra.extend(parse(body, cmd.depth + 1, _limit - 1))
+                    for item in parse(body, cmd.depth + 1, _limit - 1):
+                        if item[1] is not None:
+                            item[1].substitution = True
+                        extra.append(item)
                     extra.append(("pop", None))
         if extra:
             # substitutions are evaluated before their command; order within a call is kept
@@ -244,524 +280,188 @@ def parse(command: str, depth: int = 0, _limit: int = 4) -> list[tuple[str, Simp
     return items
 
 
-# --------------------------------------------------------------------------- command semantics
+# ------------------------------------------------------------------- what actually runs
 
-# Options that consume the next argument, per command (short and long forms).
-_OPT_ARGS: dict[str, set[str]] = {
-    "head": {"-n", "-c", "--lines", "--bytes"},
-    "tail": {"-n", "-c", "--lines", "--bytes", "-s", "--sleep-interval", "--pid"},
-    "grep": {"-e", "-f", "-m", "-A", "-B", "-C", "--regexp", "--file", "--max-count", "--context",
-             "--after-context", "--before-context", "--include", "--exclude", "--exclude-dir", "--color", "--label"},
-    "rg": {"-e", "-f", "-g", "-m", "-A", "-B", "-C", "-t", "-T", "--glob", "--iglob", "--type", "--type-not",
-           "--max-count", "--context", "--after-context", "--before-context", "--regexp", "--file", "-M",
-           "--max-columns", "-j", "--threads", "--max-depth", "-d", "--sort", "--color", "-E", "--encoding"},
-    "ag": {"-G", "--file-search-regex", "-A", "-B", "-C", "-m"},
-    "sed": {"-e", "-f", "--expression", "--file", "-l"},
-    "awk": {"-f", "-v", "-F"},
-    "sort": {"-k", "-t", "-o", "-S", "--key", "--field-separator", "--output"},
-    "cut": {"-d", "-f", "-c", "-b"},
-    "jq": {"--arg", "--argjson", "--slurpfile", "--rawfile", "-L", "--indent"},
-    "xxd": {"-l", "-s", "-c", "-g"},
-    "od": {"-t", "-N", "-j", "-A"},
-    "diff": {"-U", "-C", "--label", "-x", "--exclude", "-I"},
-    "tar": {"-C", "--directory", "-T", "--files-from", "-X", "--exclude-from", "--exclude"},
-    "cp": {"-t", "--target-directory", "-S", "--suffix"},
-    "mv": {"-t", "--target-directory", "-S", "--suffix"},
-    "rsync": {"-e", "--exclude", "--include", "--rsh", "--exclude-from", "--include-from", "--filter"},
-    "ls": {"-I", "--ignore", "-w", "--width", "--sort", "--time-style", "-T"},
-    "tree": {"-L", "-I", "-P", "-o"},
-    "du": {"-d", "--max-depth", "-B", "--exclude", "-t"},
-    "wc": set(),
-    "nvcc": {"-o", "-I", "-L", "-l", "-arch", "-gencode", "-x", "-ccbin", "-Xcompiler", "-Xptxas", "-D", "-std",
-             "--output-file", "-include", "-code", "--gpu-architecture", "-maxrregcount"},
-    "python": {"-m", "-W", "-X", "-Q"},
-    "timeout": {"-s", "--signal", "-k", "--kill-after"},
-    "less": {"-p", "-x", "-y", "-b", "-h", "-j", "-z", "-o", "-O", "-T"},
-    "find": set(),
-    "strings": {"-n", "-t", "-e"},
-    "md5sum": set(),
-    "unzip": {"-d", "-x"},
-    "zip": {"-x", "-i"},
-    "ln": {"-t", "--target-directory", "-S", "--suffix"},
-    "tee": set(),
-    "xargs": {"-I", "-n", "-P", "-d", "-a", "-L", "-s", "-E", "--max-args", "--max-procs", "--delimiter", "--arg-file"},
-    "stat": {"-c", "--format", "--printf"},
-    "file": {"-m", "-f", "-F"},
-    "zcat": set(),
-    "git": {"-C", "-c"},
-}
-_ALIASES = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "python3": "python", "python3.11": "python",
-            "python3.12": "python", "python3.10": "python", "tac": "cat", "more": "less", "most": "less",
-            "bat": "cat", "batcat": "cat", "gzcat": "zcat", "colordiff": "diff", "sha256sum": "md5sum",
-            "sha1sum": "md5sum", "sha512sum": "md5sum", "b2sum": "md5sum", "cksum": "md5sum", "g++": "nvcc",
-            "gcc": "nvcc", "clang": "nvcc", "clang++": "nvcc", "c++": "nvcc", "cc": "nvcc", "hexdump": "xxd",
-            "ripgrep": "rg", "scp": "rsync", "exa": "ls", "eza": "ls", "dir": "ls", "vdir": "ls", "gawk": "awk",
-            "mawk": "awk", "nawk": "awk", "pypy3": "python", "ipython": "python"}
-
-READ_PLAIN = {"cat", "head", "tail", "less", "nl", "wc", "md5sum", "xxd", "od", "strings", "file", "stat",
-              "sort", "uniq", "cut", "zcat", "diff", "cmp", "comm", "paste", "column", "fold", "fmt", "iconv",
-              "base64", "readelf", "objdump", "nm", "cuobjdump", "nvdisasm", "tr", "expand", "pr", "view",
-              "vimdiff", "sdiff", "jq", "yq", "bzcat", "xzcat", "unxz", "gunzip"}
-LIST_CMDS = {"ls", "tree", "du", "realpath", "readlink", "dirname", "basename", "namei", "lsof", "fuser"}
-EDIT_CMDS = {"vim", "vi", "nano", "emacs", "code", "ed", "patch", "truncate"}
-WRITE_CMDS = {"touch", "mkdir", "mkfifo", "tee", "install"}
-DELETE_CMDS = {"rm", "rmdir", "unlink", "shred"}
+# Reserved words in command position: the words after them are the command that runs (`time`,
+# which takes options, is a wrapper below).
+RESERVED_PREFIX = {"if", "then", "else", "elif", "do", "while", "until", "!", "{"}
+# Reserved words that close a compound command (they may carry its redirections).
+RESERVED_END = {"fi", "done", "esac", "}"}
+# `for NAME in WORDS`, `select ...`, `case WORD in`: a header, not a command.
+LOOP_HEADERS = {"for", "select", "case"}
+SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
 # Prefix words that run the rest of the argv as a command.
 WRAPPERS = {"sudo", "nohup", "nice", "ionice", "time", "stdbuf", "exec", "command", "builtin", "env",
             "timeout", "gpu-lock-exec", "uv", "poetry", "pipenv", "conda", "micromamba", "srun", "taskset",
             "numactl", "chrt", "setsid", "flock", "unbuffer", "watch", "strace", "ltrace", "catchsegv",
-            "compute-sanitizer", "cuda-memcheck", "ncu", "nsys", "xvfb-run", "then", "do", "else", "elif",
-            "if", "while", "until", "!", "{", "}", "eval"}
-SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
-_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+            "compute-sanitizer", "cuda-memcheck", "ncu", "nsys", "xvfb-run", "eval"}
+_PKG_RUNNERS = {"uv", "poetry", "pipenv", "conda", "micromamba"}        # only `X run CMD` runs CMD
+_RUN_OPT_ARGS = {"--with", "-n", "--name", "-p", "--prefix", "--project", "--directory", "--python",
+                 "--env-file", "--group"}
+# Wrappers whose leading options are skipped, with the options that take the next word.
+_OPT_WRAPPERS: dict[str, set[str]] = {
+    "nice": {"-n", "--adjustment"}, "ionice": {"-c", "-n", "-p", "--class", "--classdata"},
+    "taskset": set(), "numactl": {"-C", "-N", "-m", "-p"}, "chrt": set(), "stdbuf": set(),
+    "flock": {"-w", "-E", "--timeout", "--conflict-exit-code"}, "watch": {"-n", "-d", "--interval"},
+    "nohup": set(), "time": {"-f", "-o", "--format", "--output"}, "command": set(), "exec": {"-a"},
+    "builtin": set(), "unbuffer": set(), "srun": {"-n", "-N", "-p", "-c", "-t", "-G", "-J"},
+    "env": {"-u", "--unset", "-C", "--chdir", "-S"},
+}
+_ONE_POSITIONAL = {"taskset", "chrt", "flock"}      # taskset MASK CMD, chrt PRIO CMD, flock FILE CMD
+_PROFILERS = {"ncu", "nsys", "compute-sanitizer", "cuda-memcheck", "strace", "ltrace", "sudo"}
+_PROFILER_OPT_ARGS = {"-o", "--output", "--export", "-u", "-k", "--set", "--section", "--metrics", "-t",
+                      "--trace", "-s"}
+_DURATION = re.compile(r"^\d+(?:\.\d+)?[smhd]?$")
 
 
-def canon(cmd: str) -> str:
-    base = cmd.rsplit("/", 1)[-1]
-    return _ALIASES.get(base, base)
-
-
-def split_options(name: str, args: list[str]) -> tuple[list[str], list[tuple[str, str | None]]]:
-    """Separate option words (with their consumed arguments) from operands."""
-    takes = _OPT_ARGS.get(name, set())
-    operands: list[str] = []
-    opts: list[tuple[str, str | None]] = []
-    i = 0
-    end_opts = False
-    while i < len(args):
-        a = args[i]
-        if end_opts or not a.startswith("-") or a == "-":
-            operands.append(a)
+def _wrapper_end(argv: list[str], i: int, base: str, env: dict[str, str] | None) -> int:
+    """Index of the first word after wrapper `base`'s own options and arguments (its name is at
+    i - 1); -1 when the wrapper runs no program (``uv pip install``)."""
+    n = len(argv)
+    if base == "timeout":
+        while i < n and argv[i].startswith("-"):
+            i += 2 if argv[i] in ("-s", "-k", "--signal", "--kill-after") else 1
+        if i < n and _DURATION.match(argv[i]):
             i += 1
-            continue
-        if a == "--":
-            end_opts = True
-            i += 1
-            continue
-        if a.startswith("--") and "=" in a:
-            k, v = a.split("=", 1)
-            opts.append((k, v))
-            i += 1
-            continue
-        if a in takes:
-            opts.append((a, args[i + 1] if i + 1 < len(args) else None))
-            i += 2
-            continue
-        # bundled short option with attached value: -n20, -e'pattern'
-        if len(a) > 2 and not a.startswith("--") and a[:2] in takes:
-            opts.append((a[:2], a[2:]))
-            i += 1
-            continue
-        opts.append((a, None))
+    elif base in _PKG_RUNNERS:
+        if i >= n or argv[i] != "run":
+            return -1
         i += 1
-    return operands, opts
+        while i < n and argv[i].startswith("-"):
+            i += 2 if argv[i] in _RUN_OPT_ARGS else 1
+    elif base in _OPT_WRAPPERS:
+        takes = _OPT_WRAPPERS[base]
+        while i < n and (argv[i].startswith("-") or base == "env" and ASSIGN_RE.match(argv[i])):
+            if ASSIGN_RE.match(argv[i]) and env is not None:
+                k, v = argv[i].split("=", 1)
+                env[k] = v
+            i += 2 if argv[i] in takes else 1
+        if base in _ONE_POSITIONAL and i < n:
+            i += 1
+    elif base in _PROFILERS:
+        if base == "nsys" and i < n and argv[i] in ("profile", "launch"):
+            i += 1
+        while i < n and argv[i].startswith("-"):
+            i += 2 if "=" not in argv[i] and argv[i] in _PROFILER_OPT_ARGS else 1
+    return min(i, n)
 
 
-def _has_flag(opts: list[tuple[str, str | None]], *flags: str) -> bool:
-    for k, _ in opts:
-        if k in flags:
-            return True
-        if len(k) > 1 and k[0] == "-" and k[1] != "-":
-            letters = k[1:]
-            for f in flags:
-                if len(f) == 2 and f[0] == "-" and f[1] in letters:
-                    return True
-    return False
-
-
-@dataclass(slots=True)
-class PathUse:
-    """One path a command uses: how, and the word as written."""
-
-    access: str          # read | write | edit | list | search | exec | delete | copy_src | copy_dst | mention
-    path: str
-    glob: bool = False
-    note: str = ""       # tool that made it (cat, sed -n, find -exec cat, python open ...)
-
-
-def strip_wrappers(argv: list[str], env: dict[str, str]) -> list[str]:
-    """Drop assignments and prefix commands (sudo, timeout 10, env X=1, uv run ...)."""
+def unwrap(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """The argv that actually runs, after assignments, reserved words and launcher prefixes
+    (``sudo``, ``timeout -k 5 600``, ``env X=1``, ``uv run --with x``, ``nice -n 5``, ``ncu --set
+    full`` ...): ``['python', 'check.py']``.  Assignments (``X=1``, ``env X=1``) go into `env` when
+    given.  A package manager that does not ``run`` a program (``uv pip install``) gives []."""
     i = 0
     while i < len(argv):
         a = argv[i]
-        if _ASSIGN_RE.match(a):
-            k, v = a.split("=", 1)
-            env[k] = v
+        if ASSIGN_RE.match(a):
+            if env is not None:
+                k, v = a.split("=", 1)
+                env[k] = v
+            i += 1
+            continue
+        if a in RESERVED_PREFIX or a == "}":
             i += 1
             continue
         base = a.rsplit("/", 1)[-1]
-        if base in WRAPPERS:
-            i += 1
-            if base == "timeout":
-                while i < len(argv) and argv[i].startswith("-"):
-                    i += 2 if argv[i] in ("-s", "-k", "--signal", "--kill-after") else 1
-                if i < len(argv) and re.match(r"^\d+(?:\.\d+)?[smhd]?$", argv[i]):
-                    i += 1
-            elif base in ("uv", "poetry", "pipenv", "conda", "micromamba"):
-                # uv run [--with x] CMD ; conda run -n env CMD
-                if i < len(argv) and argv[i] == "run":
-                    i += 1
-                    while i < len(argv) and argv[i].startswith("-"):
-                        i += 2 if argv[i] in ("--with", "-n", "--name", "-p", "--prefix", "--project",
-                                              "--directory", "--python", "--env-file") else 1
-                else:
-                    return []
-            elif base in ("nice", "ionice", "taskset", "numactl", "chrt", "stdbuf", "flock", "watch"):
-                while i < len(argv) and argv[i].startswith("-"):
-                    i += 1
-                if base in ("taskset", "chrt", "flock") and i < len(argv):
-                    i += 1
-            elif base in ("env",):
-                while i < len(argv) and (argv[i].startswith("-") or _ASSIGN_RE.match(argv[i])):
-                    if _ASSIGN_RE.match(argv[i]):
-                        k, v = argv[i].split("=", 1)
-                        env[k] = v
-                    i += 1
-            elif base in ("ncu", "nsys", "compute-sanitizer", "cuda-memcheck", "strace", "ltrace", "sudo"):
-                if base == "nsys" and i < len(argv) and argv[i] in ("profile", "launch"):
-                    i += 1
-                while i < len(argv) and argv[i].startswith("-"):
-                    if "=" not in argv[i] and argv[i] in ("-o", "--output", "--export", "-u", "-k", "--set",
-                                                          "--section", "--metrics", "-t", "--trace", "-s"):
-                        i += 1
-                    i += 1
-            continue
-        break
+        if base not in WRAPPERS:
+            break
+        i = _wrapper_end(argv, i + 1, base, env)
+        if i < 0:
+            return []
     return argv[i:]
 
 
-def command_uses(argv: list[str]) -> list[PathUse]:
-    """Which operands of a (wrapper-stripped) simple command are paths, and how they are used.
+def split_assignments(words: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Leading ``VAR=val`` words and an ``env [-i] VAR=val`` prefix -> (their values, the rest)."""
+    env: dict[str, str] = {}
+    k = 0
+    while k < len(words) and ASSIGN_RE.match(words[k]):
+        name, _, val = words[k].partition("=")
+        env[name] = val
+        k += 1
+    if k < len(words) and words[k] == "env":
+        k = _wrapper_end(words, k + 1, "env", env)
+    return env, words[k:]
 
-    Python code (``-c``) is returned as a single PathUse with access 'python_code' in `path`'s
-    place being the code; callers hand it to `python_code_uses`.
-    """
-    if not argv:
-        return []
-    name = canon(argv[0])
+
+def strip_reserved(words: list[str]) -> list[str]:
+    """Drop leading reserved words (``then``, ``do``, ``fi``, ``}`` ...): the command after them."""
+    k = 0
+    while k < len(words) and (words[k] in RESERVED_PREFIX or words[k] in RESERVED_END):
+        k += 1
+    return words[k:]
+
+
+def shell_c_script(argv: list[str]) -> str | None:
+    """The command string of ``bash -c STRING`` (``sh -lc``, ``bash -e -c``, ``zsh -xc`` ...), or None."""
+    if not argv or argv[0].rsplit("/", 1)[-1] not in SHELLS:
+        return None
+    i, has_c = 1, False
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            i += 1
+            break
+        if a.startswith("--"):
+            i += 2 if a in ("--rcfile", "--init-file") else 1
+            continue
+        if len(a) > 1 and a[0] in "-+":
+            has_c = has_c or (a[0] == "-" and "c" in a[1:])
+            i += 2 if a in ("-o", "+o", "-O", "+O") else 1
+            continue
+        break
+    return argv[i] if has_c and i < len(argv) else None
+
+
+def cd_target(argv: list[str]) -> str | None:
+    """Where ``cd``/``pushd`` ARGV goes: a directory word, '-' (the previous one) or None (home)."""
     args = argv[1:]
-    out: list[PathUse] = []
-    if name in READ_PLAIN:
-        ops, opts = split_options(name, args)
-        if name in ("jq", "yq") and ops and not any(k in ("-f", "--from-file") for k, _ in opts):
-            ops = ops[1:]
-        if name == "sort":
-            for k, v in opts:
-                if k in ("-o", "--output") and v:
-                    out.append(PathUse("write", v, note="sort -o"))
-        for o in ops:
-            if o != "-":
-                out.append(PathUse("read", o, note=name))
-        return out
-    if name == "less":
-        ops, _ = split_options(name, args)
-        return [PathUse("read", o, note=name) for o in ops if not o.startswith("+")]
-    if name == "sed":
-        ops, opts = split_options(name, args)
-        has_script = any(k in ("-e", "--expression", "-f", "--file") for k, _ in opts)
-        if not has_script and ops:
-            ops = ops[1:]
-        inplace = any(k.startswith("-i") or k.startswith("--in-place") for k, _ in opts) or \
-            _has_flag(opts, "-i")
-        acc = "edit" if inplace else "read"
-        note = "sed -i" if inplace else ("sed -n" if _has_flag(opts, "-n") else "sed")
-        return [PathUse(acc, o, note=note) for o in ops if o != "-"]
-    if name == "awk":
-        ops, opts = split_options(name, args)
-        if not any(k == "-f" for k, _ in opts) and ops:
-            ops = ops[1:]
-        return [PathUse("read", o, note="awk") for o in ops if "=" not in o or "/" in o.split("=")[0]]
-    if name in ("grep", "rg", "ag", "ack"):
-        ops, opts = split_options(name, args)
-        files_mode = name == "rg" and _has_flag(opts, "--files")
-        has_pat = any(k in ("-e", "--regexp", "-f", "--file") for k, _ in opts)
-        if not files_mode and not has_pat and ops:
-            ops = ops[1:]
-        rec = name in ("rg", "ag", "ack") or _has_flag(opts, "-r", "-R", "--recursive", "--dereference-recursive")
-        if files_mode:
-            return [PathUse("list", o, note="rg --files") for o in ops] or [PathUse("list", ".", note="rg --files")]
-        names_only = _has_flag(opts, "-l", "--files-with-matches", "-L", "--files-without-match", "-c", "--count")
-        acc = "search" if rec or names_only else "read"
-        note = f"{name} -r" if rec and name == "grep" else name
-        if rec and not ops:
-            ops = ["."]
-        return [PathUse(acc, o, note=note) for o in ops if o != "-"]
-    if name in LIST_CMDS:
-        ops, _ = split_options(name, args)
-        if name in ("lsof", "fuser"):
-            return [PathUse("list", o, note=name) for o in ops if o.startswith("/")]
-        if not ops and name in ("ls", "tree", "du"):
-            ops = ["."]
-        return [PathUse("list", o, note=name) for o in ops]
-    if name == "find":
-        roots: list[str] = []
-        i = 0
-        while i < len(args) and not args[i].startswith("-") and args[i] not in ("(", "!", "\\("):
-            roots.append(args[i])
-            i += 1
-        if not roots:
-            roots = ["."]
-        names: list[str] = []
-        execs: list[list[str]] = []
-        while i < len(args):
-            a = args[i]
-            if a in ("-name", "-iname", "-path", "-ipath", "-wholename") and i + 1 < len(args):
-                names.append(args[i + 1])
-                i += 2
-                continue
-            if a in ("-exec", "-execdir", "-ok", "-okdir"):
-                j = i + 1
-                cmd: list[str] = []
-                while j < len(args) and args[j] not in (";", "+", "\\;"):
-                    cmd.append(args[j])
-                    j += 1
-                execs.append(cmd)
-                i = j + 1
-                continue
-            i += 1
-        out.extend(PathUse("search", r, note="find") for r in roots)
-        if execs:
-            targets = []
-            for r in roots:
-                pats = [n for n in names if "/" not in n] or ["*"]
-                for p in pats:
-                    targets.append(r.rstrip("/") + "/**/" + p)
-                for n in names:
-                    if "/" in n:
-                        targets.append(n)
-            for cmd in execs:
-                if not cmd:
-                    continue
-                for t in targets:
-                    sub = [t if x == "{}" else x for x in cmd]
-                    if "{}" not in cmd:
-                        sub = cmd + [t]
-                    for u in command_uses(sub):
-                        if u.path == t:
-                            out.append(PathUse(u.access, t, glob=True, note=f"find -exec {u.note}"))
-        return out
-    if name == "tar":
-        ops, opts = split_options(name, args)
-        mode = ""
-        archive: str | None = None
-        dest: str | None = None
-        if args and not args[0].startswith("-") and re.fullmatch(r"[A-Za-z]+", args[0]):
-            # old-style bundle: tar czf out.tgz src ; f takes the next operand
-            bundle = args[0]
-            rest = args[1:]
-            ops2, opts = split_options("tar", rest)
-            mode = bundle
-            if "f" in bundle and ops2:
-                archive = ops2[0]
-                ops2 = ops2[1:]
-            ops = ops2
-        else:
-            fl = "".join(k[1:] for k, _ in opts if k.startswith("-") and not k.startswith("--"))
-            mode = fl + "".join(k[2:3] for k, _ in opts if k in ("--create", "--extract", "--list"))
-            for k, v in opts:
-                if k.startswith("-") and not k.startswith("--") and k.endswith("f"):
-                    # -f takes the next word, which split_options treated as an operand
-                    if ops:
-                        archive = ops[0]
-                        ops = ops[1:]
-                    break
-                if k == "--file" and v:
-                    archive = v
-            for k, v in opts:
-                if k in ("-C", "--directory") and v:
-                    dest = v
-        if "c" in mode or "r" in mode or "u" in mode:
-            if archive and archive != "-":
-                out.append(PathUse("write", archive, note="tar -c"))
-            out.extend(PathUse("read", o, note="tar -c") for o in ops)
-        else:
-            if archive and archive != "-":
-                out.append(PathUse("read", archive, note="tar -x" if "x" in mode else "tar -t"))
-            if dest and "x" in mode:
-                out.append(PathUse("write", dest, note="tar -x"))
-        return out
-    if name in ("cp", "mv", "rsync", "ln", "install"):
-        ops, opts = split_options(name, args)
-        target = None
-        for k, v in opts:
-            if k in ("-t", "--target-directory") and v:
-                target = v
-        if target is None and len(ops) >= 2:
-            target = ops[-1]
-            ops = ops[:-1]
-        elif target is None and name == "ln" and len(ops) == 1:
-            target = "."
-        out.extend(PathUse("copy_src", o, note=name) for o in ops)
-        if target:
-            out.append(PathUse("copy_dst", target, note=name))
-        return out
-    if name in ("unzip",):
-        ops, opts = split_options(name, args)
-        if ops:
-            out.append(PathUse("read", ops[0], note="unzip"))
-        for k, v in opts:
-            if k == "-d" and v:
-                out.append(PathUse("write", v, note="unzip"))
-        return out
-    if name == "zip":
-        ops, _ = split_options(name, args)
-        if ops:
-            out.append(PathUse("write", ops[0], note="zip"))
-            out.extend(PathUse("read", o, note="zip") for o in ops[1:])
-        return out
-    if name in EDIT_CMDS:
-        ops, _ = split_options(name, args)
-        return [PathUse("edit", o, note=name) for o in ops if not o.startswith("+")]
-    if name in WRITE_CMDS:
-        ops, _ = split_options(name, args)
-        return [PathUse("write", o, note=name) for o in ops]
-    if name in DELETE_CMDS:
-        ops, _ = split_options(name, args)
-        return [PathUse("delete", o, note=name) for o in ops]
-    if name in ("source", "."):
-        return [PathUse("read", a, note="source") for a in args[:1]]
-    if name == "nvcc":
-        ops, opts = split_options(name, args)
-        for k, v in opts:
-            if k in ("-o", "--output-file") and v:
-                out.append(PathUse("write", v, note=name))
-            elif k == "-I" and v:
-                out.append(PathUse("search", v, note=f"{name} -I"))
-        out.extend(PathUse("read", o, note=name) for o in ops if "." in o.rsplit("/", 1)[-1])
-        return out
-    if name == "python":
-        ops, opts = split_options(name, args)
-        for k, v in opts:
-            if k == "-c" or (k.startswith("-") and not k.startswith("--") and k.endswith("c") and len(k) <= 4):
-                # python -c CODE: CODE was taken as an operand
-                if ops:
-                    out.append(PathUse("python_code", ops[0], note="python -c"))
-                    return out
-        if any(k == "-m" for k, _ in opts):
-            return [PathUse("mention", o, note="python -m arg") for o in ops if _looks_pathy(o)]
-        if ops and ops[0] != "-":
-            out.append(PathUse("exec", ops[0], note="python"))
-            out.extend(PathUse("mention", o, note="python arg") for o in ops[1:] if _looks_pathy(o))
-        return out
-    if name == "git":
-        ops, opts = split_options(name, args)
-        for k, v in opts:
-            if k == "-C" and v:
-                out.append(PathUse("list", v, note="git -C"))
-        if ops and ops[0] in ("show", "diff", "log", "blame", "cat-file"):
-            out.extend(PathUse("read", o, note=f"git {ops[0]}") for o in ops[1:] if _looks_pathy(o) and ":" not in o)
-        return out
-    if name in SHELLS:
-        ops, opts = split_options(name, args)
-        if ops and ops[0] != "-" and not any(k == "-c" or (k.startswith("-") and "c" in k[1:]) for k, _ in opts):
-            out.append(PathUse("exec", ops[0], note=name))
-        return out
-    if name in ("cd", "pushd", "popd", "export", "echo", "printf", "true", "false", "set", "unset", "local",
-                "read", "shift", "return", "exit", "wait", "sleep", "kill", "trap", "alias", "type", "which",
-                "hash", "ulimit", "umask", "declare", "typeset", "test", "[", "[[", "]]", "fi", "done", "esac",
-                "case", "for", "in", "function", "select", "jobs", "fg", "bg", "disown", "history", "let"):
-        return []
-    # unknown command: the program itself if path-like, and path-looking operands as mentions
-    if "/" in argv[0]:
-        out.append(PathUse("exec", argv[0], note="exec"))
-    for a in args:
-        if not a.startswith("-") and _looks_pathy(a):
-            out.append(PathUse("mention", a, note=name))
-        elif a.startswith("--") and "=" in a:
-            v = a.split("=", 1)[1]
-            if _looks_pathy(v):
-                out.append(PathUse("mention", v, note=name))
-    return out
+    while args and len(args[0]) > 1 and args[0][0] == "-" and set(args[0][1:]) <= set("PLe@"):
+        args = args[1:]
+    if args and args[0] == "--":
+        args = args[1:]
+    return args[0] if args else None
 
 
-_EXT_RE = re.compile(r"\.(?:py|cu|cuh|cpp|cc|c|h|hpp|json|jsonl|log|txt|yaml|yml|toml|md|so|o|ptx|cubin|sh|csv|tsv|gz|tgz|tar|zip|lock|out)$")
+_PY_RE = re.compile(r"^(?:python(?:\d+(?:\.\d+)?)?|pypy3?|ipython3?)$")
 
 
-def _looks_pathy(a: str) -> bool:
-    if not a or len(a) > 4096 or "\n" in a:
-        return False
-    if "/" in a and not a.startswith(("http://", "https://")) and " " not in a:
-        return True
-    return bool(_EXT_RE.search(a))
+def is_python(argv0: str) -> bool:
+    return bool(_PY_RE.match(argv0.rsplit("/", 1)[-1]))
 
 
-# ---------------------------------------------------------------------------- python code
-
-_PY_STR = r"""(?P<pfx>[rRbBfFuU]{0,2})(?P<q>'''|\"\"\"|'|")(?P<s>.*?)(?P=q)"""
-_PY_OPEN = re.compile(r"""\b(?:open|io\.open|codecs\.open|gzip\.open|tarfile\.open|zipfile\.ZipFile)\(\s*"""
-                      + _PY_STR + r"""(?:\s*,\s*(?:mode\s*=\s*)?(?P<mq>['"])(?P<mode>[rwabxt+]+)(?P=mq))?""", re.S)
-_PY_PATH = re.compile(r"""\b(?:pathlib\.)?(?:Path|PurePath|PosixPath)\(\s*""" + _PY_STR + r"""\s*\)"""
-                      r"""(?P<tail>(?:\s*/\s*(?:['"][^'"]*['"]))*)\s*(?:\.(?P<meth>\w+))?""", re.S)
-_PY_LIST = re.compile(r"""\b(?:glob\.glob|glob\.iglob|glob|os\.listdir|os\.scandir|os\.walk|listdir|scandir)\(\s*"""
-                      + _PY_STR, re.S)
-_PY_COPY = re.compile(r"""\bshutil\.(?:copy|copy2|copyfile|copytree|move)\(\s*""" + _PY_STR + r"""\s*,\s*"""
-                      r"""(?P<pfx2>[rRbBfFuU]{0,2})(?P<q2>'|")(?P<s2>.*?)(?P=q2)""", re.S)
-_PY_READERS = re.compile(r"""\b(?:torch\.load|np\.load|numpy\.load|json\.load|pd\.read_\w+|yaml\.safe_load|"""
-                         r"""load_inline|cpp_extension\.load|subprocess\.\w+|os\.system|exec\(open)\(\s*""" + _PY_STR, re.S)
-_PY_ANY_STR = re.compile(_PY_STR, re.S)
-_FSTR_FIELD = re.compile(r"\{[^{}]*\}")
-
-
-def _py_lit(pfx: str, s: str) -> tuple[str, bool]:
-    if "f" in pfx.lower():
-        t = _FSTR_FIELD.sub("*", s)
-        return t, t != s
-    return s, bool(_GLOB_CHARS.search(s))
+def python_script(argv: list[str]) -> tuple[str | None, list[str]]:
+    """For ['python', '-u', 'check.py', 'x'] -> ('check.py', ['x']); a bare 'check.py' after uv run
+    counts too.  -> (None, []) when it is not a script run (python -c, -m, no script)."""
+    if not argv:
+        return None, []
+    a0 = argv[0]
+    if is_python(a0):
+        k = 1
+        while k < len(argv) and argv[k].startswith("-"):
+            if argv[k] in ("-c", "-m"):
+                return None, []
+            if argv[k] in ("-W", "-X"):
+                k += 1
+            k += 1
+        if k < len(argv):
+            return argv[k], argv[k + 1:]
+        return None, []
+    if a0.endswith(".py"):
+        return a0, argv[1:]
+    return None, []
 
 
-def python_code_uses(code: str) -> list[PathUse]:
-    """Paths a snippet of Python opens, lists, copies or names (regex over the source)."""
-    out: list[PathUse] = []
-    seen: set[tuple[int, int]] = set()
-    for m in _PY_OPEN.finditer(code):
-        p, g = _py_lit(m.group("pfx"), m.group("s"))
-        mode = m.group("mode") or "r"
-        acc = "write" if any(c in mode for c in "wax") else ("edit" if "+" in mode else "read")
-        out.append(PathUse(acc, p, glob=g, note="python open"))
-        seen.add(m.span("s"))
-    for m in _PY_PATH.finditer(code):
-        p, g = _py_lit(m.group("pfx"), m.group("s"))
-        tail = m.group("tail") or ""
-        for part in re.findall(r"['\"]([^'\"]*)['\"]", tail):
-            p = p.rstrip("/") + "/" + part
-        meth = m.group("meth") or ""
-        if meth in ("read_text", "read_bytes", "open"):
-            acc = "read"
-        elif meth in ("write_text", "write_bytes", "touch", "mkdir"):
-            acc = "write"
-        elif meth in ("iterdir", "glob", "rglob", "exists", "is_file", "is_dir", "stat"):
-            acc = "list"
-        elif meth in ("unlink", "rmdir"):
-            acc = "delete"
-        else:
-            acc = "mention"
-        out.append(PathUse(acc, p, glob=g, note=f"python Path.{meth}" if meth else "python Path"))
-        seen.add(m.span("s"))
-    for m in _PY_LIST.finditer(code):
-        p, g = _py_lit(m.group("pfx"), m.group("s"))
-        out.append(PathUse("list", p, glob=g or "glob" in m.group(0)[:10], note="python listdir/glob"))
-        seen.add(m.span("s"))
-    for m in _PY_COPY.finditer(code):
-        a, ga = _py_lit(m.group("pfx"), m.group("s"))
-        b, gb = _py_lit(m.group("pfx2"), m.group("s2"))
-        out.append(PathUse("copy_src", a, glob=ga, note="python shutil"))
-        out.append(PathUse("copy_dst", b, glob=gb, note="python shutil"))
-        seen.add(m.span("s"))
-        seen.add(m.span("s2"))
-    for m in _PY_READERS.finditer(code):
-        if m.span("s") in seen:
-            continue
-        p, g = _py_lit(m.group("pfx"), m.group("s"))
-        if _looks_pathy(p):
-            out.append(PathUse("read", p, glob=g, note="python load"))
-            seen.add(m.span("s"))
-    for m in _PY_ANY_STR.finditer(code):
-        if m.span("s") in seen:
-            continue
-        s = m.group("s")
-        if len(s) < 3 or "\n" in s:
-            continue
-        p, g = _py_lit(m.group("pfx"), s)
-        if "/" in p and " " not in p and not p.startswith(("http", "//")) and len(p) < 1024:
-            out.append(PathUse("mention", p, glob=g, note="python literal"))
-    return out
+def join_path(cwd: str | None, path: str) -> str:
+    """Resolve `path` against `cwd` (posix), normalizing '.', '..' and '//'.  `~` stays symbolic."""
+    if not path:
+        return cwd or ""
+    if path.startswith("~") or path.startswith("/") or not cwd:
+        p = path
+    else:
+        p = posixpath.join(cwd, path)
+    norm = posixpath.normpath(p)
+    if p.startswith("//"):
+        norm = "/" + norm.lstrip("/")
+    return norm

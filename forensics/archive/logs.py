@@ -13,26 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-_KV = re.compile(r"(\w+)=(\S+)")
-_FAIL_SHAPE = re.compile(r"^FAIL: shape (\d+)\s+(\{.*?\}|\S+)?\s*seed (\d+)(?: case (\S+?))?:\s*(.*)$")
-_FAIL_SHAPE_CASE = re.compile(r"^FAIL: shape (\d+) case (\S+)")
-_MEGA_SEED = re.compile(r"^seed (\d+) ctx (\d+): (.*) OK$")
-_MEGA_FAIL = re.compile(r"^FAIL: seed (\d+) ctx (\d+): (.*)$")
-_SEED_FAIL = re.compile(r"^FAIL: seed[ =](\d+)")
-_PEAK = re.compile(r"^peak_fraction:\s*([-+0-9.eE]+|nan|inf)\s*$")
-_SHAPE_SOL = re.compile(r"^shape=(\d+) variant=(\S+) (.*)$")
-_SHAPE_FRAC = re.compile(r"^shape=(\d+) solution_peak_fraction=([-+0-9.eE]+)")
-_MEGA_SHAPE = re.compile(r"^shape ctx=(\d+): solution ([0-9.]+) ms/tok .*?speedup ([0-9.]+)x")
+from forensics.archive.lines import classify, kv as _kv, num as _num
+
 _LOCK = re.compile(r"^(\S+)\s+(wait|start|end|lock_timeout|reentrant_after_wait)\s+(.*)$")
-
-
-def _num(s: str | None) -> float | None:
-    if s is None:
-        return None
-    try:
-        return float(s)
-    except ValueError:
-        return None
 
 
 def _ts(s: str) -> datetime | None:
@@ -58,46 +41,39 @@ def _row(source: str, line: int, kind: str, text: str, **kw: Any) -> dict[str, A
     return r
 
 
+def _lines(text: str):
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line:
+            yield i, raw, line, classify(line)
+
+
 def parse_check_log(text: str, source: str = "check.log") -> LogSummary:
     out = LogSummary()
     first_fail = None
-    for i, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
+    for i, raw, line, ln in _lines(text):
+        if ln is None:
             continue
-        if line == "PASS":
+        k = ln.kind
+        if k == "pass":
             out.n_pass_lines += 1
             out.rows.append(_row(source, i, "pass", raw))
-        elif line.startswith("FAIL"):
+        elif k == "fail":
             if first_fail is None:
                 first_fail = line
-            m = _FAIL_SHAPE.match(line)
-            if m:
-                out.rows.append(_row(source, i, "fail", raw, shape=int(m[1]), seed=int(m[3]),
-                                     case_name=m[4] or "nominal", fields={"shape_desc": m[2], "msg": m[5]}))
-                continue
-            m = _MEGA_FAIL.match(line)
-            if m:
-                out.rows.append(_row(source, i, "fail", raw, seed=int(m[1]), fields={"ctx": int(m[2]), "msg": m[3]}))
-                continue
-            m = _FAIL_SHAPE_CASE.match(line)
-            if m:
-                out.rows.append(_row(source, i, "fail", raw, shape=int(m[1]), case_name=m[2]))
-                continue
-            m = _SEED_FAIL.match(line)
-            out.rows.append(_row(source, i, "fail", raw, seed=int(m[1]) if m else None))
-        elif line.startswith("PROPERTY_SEED:"):
-            out.rows.append(_row(source, i, "property_seed", raw, value=_num(line.split(":", 1)[1].strip())))
-        elif line.startswith("cuda_language:"):
-            out.rows.append(_row(source, i, "cuda_language", raw, fields=dict(_KV.findall(line))))
-        elif line.startswith("WARN"):
+            kw: dict[str, Any] = {"shape": ln.shape, "seed": ln.seed, "case_name": ln.case_name,
+                                  "fields": ln.fields or None}
+            out.rows.append(_row(source, i, "fail", raw, **{x: v for x, v in kw.items() if v is not None}))
+        elif k == "property_seed":
+            out.rows.append(_row(source, i, "property_seed", raw, value=ln.value))
+        elif k == "cuda_language":
+            out.rows.append(_row(source, i, "cuda_language", raw, fields=ln.fields))
+        elif k == "warn":
             out.rows.append(_row(source, i, "warn", raw))
-        else:
-            m = _MEGA_SEED.match(line)
-            if m:
-                out.rows.append(_row(source, i, "seed_ok", raw, seed=int(m[1]), fields={"ctx": int(m[2]), "detail": m[3]}))
-            elif line.startswith("Traceback") or "Error:" in line[:80] and line.split(":", 1)[0].endswith("Error"):
-                out.rows.append(_row(source, i, "error", raw))
+        elif k == "seed_ok":
+            out.rows.append(_row(source, i, "seed_ok", raw, seed=ln.seed, fields=ln.fields))
+        elif k in ("traceback", "exception"):
+            out.rows.append(_row(source, i, "error", raw))
     if out.n_pass_lines and first_fail is None:
         out.verdict = "PASS"
     elif first_fail is not None:
@@ -108,46 +84,32 @@ def parse_check_log(text: str, source: str = "check.log") -> LogSummary:
 
 def parse_benchmark_log(text: str, source: str = "benchmark.log") -> LogSummary:
     out = LogSummary()
-    for i, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
+    for i, raw, line, ln in _lines(text):
+        if ln is None:
             continue
-        m = _PEAK.match(line)
-        if m:
-            v = _num(m[1])
+        k, f = ln.kind, ln.fields
+        if k == "peak_fraction":
             out.n_peak_lines += 1
             if out.peak_fraction is None:
-                out.peak_fraction = v
-            out.rows.append(_row(source, i, "peak_fraction", raw, value=v))
-            continue
-        if line.startswith("benchmark_event "):
-            kv = dict(_KV.findall(line))
-            out.rows.append(_row(source, i, "benchmark_event", raw, shape=int(kv["shape"]) if kv.get("shape", "").isdigit() else None,
-                                 value=_num(kv.get("ms")), fields=kv, ts=_ts(kv.get("ts", ""))))
-            continue
-        m = _SHAPE_FRAC.match(line)
-        if m:
-            out.rows.append(_row(source, i, "shape_fraction", raw, shape=int(m[1]), value=_num(m[2])))
-            continue
-        m = _SHAPE_SOL.match(line)
-        if m:
-            kv = dict(_KV.findall(m[3]))
-            kv["variant"] = m[2]
-            val = _num(kv.get("ms")) if "ms" in kv else _num(kv.get("peak_fraction"))
-            out.rows.append(_row(source, i, "shape", raw, shape=int(m[1]), value=val, fields=kv))
-            continue
-        m = _MEGA_SHAPE.match(line)
-        if m:
-            out.rows.append(_row(source, i, "shape", raw, fields={"ctx": int(m[1]), "ms_per_tok": _num(m[2]), "speedup": _num(m[3])},
-                                 value=_num(m[2])))
-            continue
-        if line.startswith("RESULT:"):
-            out.rows.append(_row(source, i, "result", raw, fields={"result": line.split(":", 1)[1].strip()}))
-        elif line.startswith("FAIL"):
-            out.rows.append(_row(source, i, "fail", raw))
-        elif line.startswith("WARN"):
-            out.rows.append(_row(source, i, "warn", raw))
-        elif line.startswith("benchmark error:") or line.startswith("Traceback"):
+                out.peak_fraction = ln.value
+            out.rows.append(_row(source, i, "peak_fraction", raw, value=ln.value))
+        elif k == "benchmark_event":
+            out.rows.append(_row(source, i, "benchmark_event", raw, shape=ln.shape, value=ln.value, fields=f,
+                                 ts=_ts(f.get("ts", ""))))
+        elif k == "shape" and next(iter(f), None) == "solution_peak_fraction":
+            out.rows.append(_row(source, i, "shape_fraction", raw, shape=ln.shape, value=_num(f["solution_peak_fraction"])))
+        elif k == "shape" and next(iter(f), None) == "variant" and len(line.split()) > 2:
+            val = _num(f.get("ms")) if "ms" in f else _num(f.get("peak_fraction"))
+            out.rows.append(_row(source, i, "shape", raw, shape=ln.shape, value=val,
+                                 fields={**{x: v for x, v in f.items() if x != "variant"}, "variant": f["variant"]}))
+        elif k == "shape_ctx" and "ms_per_tok" in f and "speedup" in f:
+            out.rows.append(_row(source, i, "shape", raw, fields={"ctx": f["ctx"], "ms_per_tok": f["ms_per_tok"],
+                                                                   "speedup": f["speedup"]}, value=f["ms_per_tok"]))
+        elif k == "result":
+            out.rows.append(_row(source, i, "result", raw, fields=f))
+        elif k in ("fail", "warn"):
+            out.rows.append(_row(source, i, k, raw))
+        elif k == "traceback":
             out.rows.append(_row(source, i, "error", raw))
     return out
 
@@ -165,7 +127,7 @@ def parse_gpu_lock_log(text: str, source: str = "gpu_lock.log") -> LogSummary:
             head, args = rest.split("args=", 1)
             kv["args"] = args.replace("\\ ", " ")
             rest = head
-        kv.update(_KV.findall(rest))
+        kv.update(_kv(rest))
         value = _num(kv.get("status")) if event == "end" else _num(kv.get("wait_timeout_s"))
         out.rows.append(_row(source, i, f"lock_{event}", raw, value=value, fields=kv, ts=_ts(ts)))
     return out

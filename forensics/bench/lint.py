@@ -28,11 +28,31 @@ from typing import Any
 
 import click
 
+from forensics import verdict as V
 from forensics.analyze.static import lint_run_dir, lint_source
 from forensics.analyze.static.rules import RULES
 from forensics.analyze.static.tripwire import TRIPWIRE, official_forbidden, tripwire
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "lint"
+# Scored beside the rules: the file's findings leave a recompute probe pending (the verdict's ER1,
+# empirical_recompute_required until a probe result exists).  Labeled by `recompute_probe: true|false`.
+PROBE_LABEL = "RECOMPUTE-PROBE"
+
+
+def _ours(rep) -> set[str]:
+    got = rep.rules()
+    if any(V.asks_recompute_probe(h.to_dict()) for h in rep.hits):
+        got.add(PROBE_LABEL)
+    return got
+
+
+def _expect(lab: dict) -> tuple[set[str], set[str]]:
+    must, must_not = set(lab["must"]), set(lab["must_not"])
+    if lab.get("recompute_probe") is True:
+        must.add(PROBE_LABEL)
+    elif lab.get("recompute_probe") is False:
+        must_not.add(PROBE_LABEL)
+    return must, must_not
 
 # KernelGuard pattern -> our rule ids it covers (only where the patterns describe the same thing)
 KG_MAP: dict[str, tuple[str, ...]] = {
@@ -133,16 +153,18 @@ def quality(with_kernelguard: bool = True) -> dict[str, Any]:
         base = tripwire(text)
         if official_forbidden(text, lab["problem"]):
             base.add("FORBIDDEN-OP")
-        items.append({"item": f"{split}/{f}", "split": split, "path": str(path), "must": set(lab["must"]),
-                      "must_not": set(lab["must_not"]), "ours": rep.rules(), "tripwire": base, "kg": None})
+        must, must_not = _expect(lab)
+        items.append({"item": f"{split}/{f}", "split": split, "path": str(path), "must": must,
+                      "must_not": must_not, "ours": _ours(rep), "tripwire": base, "kg": None})
     mk = runpy.run_path(str(CORPUS / "make_runs.py"))
     with tempfile.TemporaryDirectory() as tmp:
         run_labels, deck = mk["build"](tmp)
         for name, lab in sorted(run_labels.items()):
             rep = lint_run_dir(Path(tmp) / name, deck=deck)
             text = (Path(tmp) / name / "solution.py").read_text()
-            items.append({"item": f"runs/{name}", "split": "runs", "path": None, "must": set(lab["must"]), "must_not": set(lab["must_not"]),
-                          "ours": rep.rules(), "tripwire": tripwire(text), "kg": None})
+            must, must_not = _expect(lab)
+            items.append({"item": f"runs/{name}", "split": "runs", "path": None, "must": must, "must_not": must_not,
+                          "ours": _ours(rep), "tripwire": tripwire(text), "kg": None})
     t_ours = time.perf_counter() - t0
     kg_info: dict[str, Any] = {"used": False}
     if with_kernelguard:
@@ -178,7 +200,7 @@ def quality(with_kernelguard: bool = True) -> dict[str, Any]:
 
     unl = {}
     for it in items:
-        for r in it["ours"] - it["must"] - it["must_not"] - {"LANGUAGE"}:
+        for r in it["ours"] - it["must"] - it["must_not"] - {"LANGUAGE", PROBE_LABEL}:
             unl[r] = unl.get(r, 0) + 1
     hold = [it for it in items if it["split"] == "holdout"]
     hold_scores = {"ours": micro(_score(hold, "ours", rules, None)),

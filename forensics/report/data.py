@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from forensics import verdict as V
+from forensics.archive.lines import is_fail
 from forensics.store.db import Store, loads_json
 
 MAX_QUOTES = 10
@@ -111,7 +112,7 @@ def collect_quotes(store: Store, run_id: str, findings: list[dict[str, Any]], ru
     if run.get("check_fail_reason"):
         t = rf.read_text("check.log") or ""
         for i, line in enumerate(t.splitlines(), 1):
-            if line.startswith("FAIL"):
+            if is_fail(line.strip()):   # the line check_fail_reason was read from
                 grade_lines.append(("check.log", i, i, "official check FAIL"))
                 break
     by_file: dict[str, set[int]] = {}

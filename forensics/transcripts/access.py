@@ -8,8 +8,9 @@ to find references to other runs.
                              calls=calls, known_runs={run_name: problem, ...})
     rows = extract_accesses(ctx, calls, results)
 
-Resolution (see `forensics.analyze.shell` for the parser): ``cd`` / ``pushd`` / ``popd`` within a
-command and, for harnesses with a persistent shell (Claude Code's ``Bash``), across calls;
+Resolution (`forensics.analyze.shell` parses, `forensics.analyze.shell_paths` says which operands
+are paths): ``cd`` / ``pushd`` / ``popd`` within a command and, for harnesses with a persistent
+shell (Claude Code's ``Bash``), across calls;
 subshells ``( )``, ``$( )`` and ``bash -c`` do not leak their ``cd``; relative paths, ``~``,
 ``$HOME``, ``$PWD`` and variables assigned earlier in the command (``X=/p; cat $X/f``,
 ``for f in a b; do cat $f; done``); env prefixes and wrappers (``timeout``, ``uv run``, ``env``);
@@ -46,6 +47,7 @@ from datetime import datetime
 from typing import Any
 
 from forensics.analyze import shell as sh
+from forensics.analyze import shell_paths as sp
 
 # A run-id-shaped token: timestamp, harness, model slug, NN_problem (+ optional collision suffix).
 RID_CORE = r"20\d{6}_\d{6}_[A-Za-z0-9][A-Za-z0-9.\-]*_[A-Za-z0-9_.\-]*?_\d\d_[A-Za-z][A-Za-z0-9_.\-]*"
@@ -296,7 +298,7 @@ class RunContext:
         for idx, c in enumerate(comps):
             if _RUNS_ROOT.match(c) and (idx > 0 and comps[idx - 1] == "outputs"):
                 nxt = comps[idx + 1] if idx + 1 < len(comps) else ""
-                if not nxt or sh._GLOB_CHARS.search(nxt):
+                if not nxt or sh.GLOB_CHARS.search(nxt):
                     return "foreign", None, "/".join(comps[idx + 2:]) or None
         for w in self._ws:
             if resolved == w or resolved.startswith(w + "/"):
@@ -338,7 +340,7 @@ class RunContext:
         """Known foreign run names a glob's run-id component matches (None: not such a glob)."""
         comps = pattern_path.split("/")
         for idx, c in enumerate(comps):
-            if _RUNS_ROOT.match(c) and idx + 1 < len(comps) and sh._GLOB_CHARS.search(comps[idx + 1]):
+            if _RUNS_ROOT.match(c) and idx + 1 < len(comps) and sh.GLOB_CHARS.search(comps[idx + 1]):
                 pat = comps[idx + 1]
                 if pat.strip("*") == "" or not self.known_runs:
                     return None
@@ -441,6 +443,10 @@ def _scan_mentions(em: _Emitter, text: str, call_seq: int | None, line: int | No
             "foreign_run_id": frid, "foreign_file": ffile, "is_glob": False, "detail": detail[:200]})
 
 
+# Redirections that write their target, with the operator named in `detail` (&> as >).
+WRITE_REDIRS = {">": ">", ">>": ">>", ">|": ">|", "<>": "<>", "&>": ">", "&>>": ">"}
+
+
 class _Shell:
     """State of one shell: cwd, directory stack, variables."""
 
@@ -455,7 +461,7 @@ def _interpret(em: _Emitter, ctx: RunContext, command: str, shell: _Shell, call_
     """Walk a command, emitting accesses; updates `shell.cwd` for the top-level shell."""
     items = sh.parse(command)
     saved: list[tuple[str | None, dict[str, Any]]] = []
-    prev_uses: list[sh.PathUse] = []
+    prev_uses: list[sp.PathUse] = []
     for kind, cmd in items:
         if kind == "push":
             saved.append((shell.cwd, dict(env)))
@@ -474,11 +480,11 @@ def _interpret(em: _Emitter, ctx: RunContext, command: str, shell: _Shell, call_
             vals = ctx.expand(w.text, shell.cwd, env) if not (w.quoted and w.raw.startswith("'")) else [w.text]
             for v in vals:
                 argv.append(v)
-                globs.append(w.glob or (len(vals) > 1 and bool(sh._GLOB_CHARS.search(v))))
+                globs.append(w.glob or (len(vals) > 1 and bool(sh.GLOB_CHARS.search(v))))
         local_env: dict[str, Any] = {}
         n_assign = 0
         for a in argv:
-            if sh._ASSIGN_RE.match(a):
+            if sh.ASSIGN_RE.match(a):
                 n_assign += 1
             else:
                 break
@@ -487,25 +493,23 @@ def _interpret(em: _Emitter, ctx: RunContext, command: str, shell: _Shell, call_
                 k, v = a.split("=", 1)
                 env[k] = v
             argv = []
-        stripped = sh.strip_wrappers(argv, local_env) if argv else []
+        stripped = sh.unwrap(argv, local_env) if argv else []
         off = len(argv) - len(stripped)
         sglobs = globs[off:]
-        uses: list[sh.PathUse] = []
-        name = sh.canon(stripped[0]) if stripped else ""
+        uses: list[sp.PathUse] = []
+        name = sp.canon(stripped[0]) if stripped else ""
         # redirections
-        for op, w in cmd.redirs:
-            if op in ("<<", "<<-"):
-                continue
-            t = ctx.expand(w.text, shell.cwd, env)[0]
-            if op in (">", ">>", ">|", "<>"):
-                uses.append(sh.PathUse("write", t, w.glob, note=f"redirect {op}"))
-            elif op == "<":
-                uses.append(sh.PathUse("read", t, w.glob, note="redirect <"))
+        for r in cmd.redirs:
+            if r.op in WRITE_REDIRS:
+                t = ctx.expand(r.word.text, shell.cwd, env)[0]
+                uses.append(sp.PathUse("write", t, r.word.glob, note=f"redirect {WRITE_REDIRS[r.op]}"))
+            elif r.op == "<":
+                t = ctx.expand(r.word.text, shell.cwd, env)[0]
+                uses.append(sp.PathUse("read", t, r.word.glob, note="redirect <"))
         if not stripped:
             pass
         elif name == "cd" or name == "pushd":
-            target = stripped[1] if len(stripped) > 1 and stripped[1] not in ("-P", "-L") else \
-                (stripped[2] if len(stripped) > 2 else None)
+            target = sh.cd_target(stripped)
             if name == "pushd":
                 shell.stack.append(shell.cwd)
             if target is None:
@@ -514,11 +518,10 @@ def _interpret(em: _Emitter, ctx: RunContext, command: str, shell: _Shell, call_
                 new = shell.oldpwd
             else:
                 new = ctx.resolve(target, shell.cwd)
-            uses.append(sh.PathUse("list", target or (ctx._home or "~"), False, note=name)) if False else None
             shell.oldpwd, shell.cwd = shell.cwd, new
             if target and target != "-":
                 res = ctx.resolve(target, shell.oldpwd)
-                em.add(call_seq, line, target, res, "list", "shell", bool(sh._GLOB_CHARS.search(target)), name)
+                em.add(call_seq, line, target, res, "list", "shell", bool(sh.GLOB_CHARS.search(target)), name)
         elif name == "popd":
             if shell.stack:
                 shell.oldpwd, shell.cwd = shell.cwd, shell.stack.pop()
@@ -532,19 +535,16 @@ def _interpret(em: _Emitter, ctx: RunContext, command: str, shell: _Shell, call_
             env[stripped[1]] = vals
             for v, g in zip(vals, sglobs[3:]):
                 if g or "/" in v:
-                    uses.append(sh.PathUse("list" if g else "mention", v, g, note="for-in"))
-        elif name in sh.SHELLS and "-c" in stripped[1:] or (name in sh.SHELLS and any(
-                a.startswith("-") and "c" in a[1:] and not a.startswith("--") for a in stripped[1:2])):
-            idx = next((i for i, a in enumerate(stripped) if a == "-c" or (a.startswith("-") and "c" in a[1:]
-                                                                           and not a.startswith("--"))), None)
-            if idx is not None and idx + 1 < len(stripped) and depth < 4:
+                    uses.append(sp.PathUse("list" if g else "mention", v, g, note="for-in"))
+        elif name in sh.SHELLS and sh.shell_c_script(stripped) is not None:
+            if depth < 4:
                 sub = _Shell(shell.cwd)
-                _interpret(em, ctx, stripped[idx + 1], sub, call_seq, line, dict(env), depth + 1)
+                _interpret(em, ctx, sh.shell_c_script(stripped), sub, call_seq, line, dict(env), depth + 1)
         elif name in sh.SHELLS and cmd.heredoc and (len(stripped) == 1 or stripped[1] in ("-", "-s")) and depth < 4:
             sub = _Shell(shell.cwd)
             _interpret(em, ctx, cmd.heredoc, sub, call_seq, line, dict(env), depth + 1)
         elif name == "xargs":
-            ops, opts = sh.split_options("xargs", stripped[1:])
+            ops, opts = sp.split_options("xargs", stripped[1:])
             inner = ops
             produced = [u.path for u in prev_uses if u.access in ("list", "search", "read", "mention")]
             repl = next((v for k, v in opts if k == "-I"), None)
@@ -554,14 +554,14 @@ def _interpret(em: _Emitter, ctx: RunContext, command: str, shell: _Shell, call_
                     # a searched directory stands for the files found under it
                     pv = p.rstrip("/") + "/**" if p in searched else p
                     sub = [x.replace(repl, pv) for x in inner] if repl else inner + [pv]
-                    for u in sh.command_uses(sub):
+                    for u in sp.command_uses(sub):
                         if u.access != "python_code" and (pv in u.path):
-                            uses.append(sh.PathUse(u.access, u.path, "*" in u.path, note=f"xargs {u.note}"))
+                            uses.append(sp.PathUse(u.access, u.path, "*" in u.path, note=f"xargs {u.note}"))
         else:
-            base_uses = sh.command_uses(stripped)
+            base_uses = sp.command_uses(stripped)
             for u in base_uses:
                 if u.access == "python_code":
-                    for pu in sh.python_code_uses(u.path):
+                    for pu in sp.python_code_uses(u.path):
                         pu.note = "python -c " + pu.note.replace("python ", "")
                         _emit_python(em, ctx, pu, shell.cwd, env, call_seq, line)
                     continue
@@ -574,9 +574,9 @@ def _interpret(em: _Emitter, ctx: RunContext, command: str, shell: _Shell, call_
                         pass
                 uses.append(u)
             if name == "python" and cmd.heredoc is not None and not any(u.access == "python_code" for u in base_uses):
-                ops, _ = sh.split_options("python", stripped[1:])
+                ops, _ = sp.split_options("python", stripped[1:])
                 if not ops or ops[0] == "-":
-                    for pu in sh.python_code_uses(cmd.heredoc):
+                    for pu in sp.python_code_uses(cmd.heredoc):
                         pu.note = "python heredoc " + pu.note.replace("python ", "")
                         _emit_python(em, ctx, pu, shell.cwd, env, call_seq, line)
         for u in uses:
@@ -585,13 +585,13 @@ def _interpret(em: _Emitter, ctx: RunContext, command: str, shell: _Shell, call_
             for p in ctx.expand(u.path, shell.cwd, env):
                 res = ctx.resolve(p, shell.cwd)
                 em.add(call_seq, line, u.path, res, u.access, "shell", u.glob or bool(
-                    sh._GLOB_CHARS.search(p) and u.glob), u.note)
+                    sh.GLOB_CHARS.search(p) and u.glob), u.note)
         prev_uses = uses if uses else prev_uses if cmd.piped_from_prev else uses
         if not cmd.piped_from_prev and not uses:
             prev_uses = []
 
 
-def _emit_python(em: _Emitter, ctx: RunContext, pu: sh.PathUse, cwd: str | None, env: dict[str, Any],
+def _emit_python(em: _Emitter, ctx: RunContext, pu: sp.PathUse, cwd: str | None, env: dict[str, Any],
                  call_seq: int, line: int | None) -> None:
     if pu.access == "mention" and not (_RID_PREFILTER.search(pu.path) or "outputs/runs" in pu.path
                                        or pu.path.startswith(("/", "~"))):
@@ -663,7 +663,7 @@ def extract_accesses(ctx: RunContext, calls: Sequence[Any], results: Sequence[An
                     continue
                 for e in ctx.expand(p, base_cwd, {}):
                     res = ctx.resolve(e, base_cwd)
-                    em.add(seq, line, p, res, acc, "arg", bool(sh._GLOB_CHARS.search(p)) and acc in ("search", "list", "read"),
+                    em.add(seq, line, p, res, acc, "arg", bool(sh.GLOB_CHARS.search(p)) and acc in ("search", "list", "read"),
                            call.tool or kind)
         else:
             for p in paths:
@@ -686,9 +686,9 @@ def extract_accesses(ctx: RunContext, calls: Sequence[Any], results: Sequence[An
                 items = [c for k, c in sh.parse(call.command[:4000]) if k == "cmd" and c is not None and c.words]
                 first = None
                 for c in items:
-                    st = sh.strip_wrappers(c.argv, {})
+                    st = sh.unwrap(c.argv, {})
                     if st:
-                        first = sh.canon(st[0])
+                        first = sp.canon(st[0])
                         break
                 detail = f"result of {first or call.tool}"
             else:

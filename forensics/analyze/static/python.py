@@ -387,6 +387,43 @@ class Module:
                 out |= fi.env[n.id]
         return out
 
+    def unversioned(self, expr: ast.AST | None, fi: FuncInfo | None = None, depth: int = 0) -> set[str]:
+        """Tensors a key identifies by pointer or id() without also reading their _version (source
+        text: `self.scales`): their contents can change under the same key.  Only what the key
+        expression (and the locals it is built from) spells out; keys built inside helpers give {}."""
+        ident, versioned = self._key_tensors(expr, fi, depth)
+        return ident - versioned
+
+    def _key_tensors(self, expr: ast.AST | None, fi: FuncInfo | None, depth: int) -> tuple[set[str], set[str]]:
+        ident: set[str] = set()
+        versioned: set[str] = set()
+        if expr is None or depth > 3:
+            return ident, versioned
+        # `for t in (self.w, self.s)` inside the key: t stands for each listed tensor
+        each: dict[str, list[str]] = {}
+        for n in ast.walk(expr):
+            if isinstance(n, ast.comprehension) and isinstance(n.target, ast.Name) and isinstance(n.iter, (ast.Tuple, ast.List)):
+                each[n.target.id] = [_tensor_text(e) for e in n.iter.elts]
+
+        def named(e: ast.AST) -> list[str]:
+            t = _tensor_text(e)
+            return each.get(t, [t])
+
+        for n in ast.walk(expr):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("data_ptr", "storage_ptr", "_cdata"):
+                ident.update(named(n.func.value))
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "id" and n.args \
+                    and "id" not in self.aliases:
+                ident.update(named(n.args[0]))
+            elif isinstance(n, ast.Attribute) and n.attr == "_version":
+                versioned.update(named(n.value))
+            elif isinstance(n, ast.Name) and fi is not None and not isinstance(n.ctx, ast.Store):
+                for v in fi.assigns.get(n.id, [])[:4]:   # key = (...); ... self._key != key
+                    i2, v2 = self._key_tensors(v, fi, depth + 1)
+                    ident |= i2
+                    versioned |= v2
+        return ident, versioned
+
     def callees(self, call: ast.Call, fi: FuncInfo | None) -> list[FuncInfo]:
         f = call.func
         if isinstance(f, ast.Name):
@@ -527,6 +564,14 @@ def _names(expr: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
 
 
+def _tensor_text(e: ast.AST) -> str:
+    """`self.w` for `self.w`, `self.w.untyped_storage()` or `self.w.detach()`: the tensor a key part names."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args and e.func.attr in (
+            "untyped_storage", "storage", "detach", "contiguous"):
+        e = e.func.value
+    return ast.unparse(e)
+
+
 # ---------------------------------------------------------------------- cache / state analysis
 @dataclass
 class CacheSite:
@@ -541,6 +586,7 @@ class CacheSite:
     aux: set[str] = field(default_factory=set)     # state saved beside a saved key
     hit_launches: bool = False
     graph: bool = False
+    unversioned: set[str] = field(default_factory=set)   # tensors keyed by pointer/id without _version
 
     def to_dict(self, mod: Module) -> dict[str, Any]:
         return {"function": self.func.qualname, "container": self.container, "style": self.style,
@@ -780,6 +826,7 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
             if s is None:
                 s = sites[(fi.qualname, container)] = CacheSite(fi, container, set())
             s.kinds |= k
+            s.unversioned |= mod.unversioned(key, fi)
             s.lookup_nodes.append(n)
             if op in ("eq", "is"):
                 s.style = "saved-key" if op == "eq" else "identity"
@@ -837,6 +884,10 @@ def check_caches(mod: Module) -> list[Hit]:
         base = {"function": s.func.qualname, "container": s.container, "key_kinds": sorted(kinds & set(IDENT_KINDS + ("shape",))),
                 "stores": sorted(s.stored), "hit_launches_work": s.hit_launches,
                 "hit_returns_stored": s.returns_stored is not None}
+        # a ptr+_version key checks contents only for the tensors whose _version it reads
+        blind = sorted(s.unversioned) if "version" in kinds else []
+        if blind:
+            base["unversioned"] = blind
         if s.returns_stored is not None and not s.hit_launches and not s.graph and s.func.qualname in result_funcs:
             hits.append(mod.hit("CACHED-OUTPUT-RETURN", s.returns_stored,
                                 f"{s.func.qualname} returns the value stored in {s.container} on a "
@@ -852,15 +903,17 @@ def check_caches(mod: Module) -> list[Hit]:
                                 f"{s.func.qualname} selects state in {s.container} by Python "
                                 f"{'id()' if 'id' in kinds else '`is` identity'}; it stores {', '.join(sorted(s.stored)) or 'state'}",
                                 severity=sev, data=base))
-        elif "ptr" in kinds and "version" not in kinds:
+        elif "ptr" in kinds and ("version" not in kinds or blind):
             sev = "high" if (s.returns_stored is not None or "input-copy" in content) else ("medium" if content else "low")
             hits.append(mod.hit("PTR-KEYED-CACHE", node,
-                                f"{s.func.qualname} keys {s.container} on data_ptr() and stores "
+                                f"{s.func.qualname} keys {s.container} on data_ptr() "
+                                f"{'of ' + ', '.join(blind) + ' without their _version ' if blind else ''}and stores "
                                 f"{', '.join(sorted(s.stored)) or 'derived state'}; "
                                 f"a hit {'re-launches work' if s.hit_launches else 'does not re-launch work'}",
                                 severity=sev, data=base))
         elif "version" in kinds:
-            sev = "low" if s.hit_launches else "medium"
+            # a launch on the hit path still consumes the stored derived data: like a pointer key
+            sev = "medium" if content or s.returns_stored is not None else "low"
             hits.append(mod.hit("VERSION-KEYED-CACHE", node,
                                 f"{s.func.qualname} keys {s.container} on "
                                 f"{'data_ptr() and ' if 'ptr' in kinds else ''}_version and stores "
@@ -1019,11 +1072,18 @@ def check_graphs(mod: Module) -> list[Hit]:
                             f"CUDA graphs keyed by {'/'.join(sorted(key_kinds)) or 'nothing'} replay on the addresses captured "
                             f"at first call and the live inputs are not copied in: fresh input pointers read stale data",
                             severity="high", probe="fresh input pointers", data=data))
-    else:
+    elif copy_in:
         hits.append(mod.hit("CUDA-GRAPH", replays[0],
-                            f"CUDA graph replay {'after copying live inputs into the captured buffers' if copy_in else 'keyed on input data_ptr'}"
-                            f": replay reruns the captured kernels on current contents (needs the same-buffer probe)",
-                            data=data))
+                            "CUDA graph replay after copying live inputs into the captured buffers: replay reruns "
+                            "the captured kernels on current contents", data=data))
+    else:
+        # captured once on the caller's buffers and reused whenever their pointers match: nothing
+        # reads the new contents except the captured kernels themselves, which only a probe shows
+        hits.append(mod.hit("CUDA-GRAPH", replays[0],
+                            f"CUDA graph captured on the caller's buffers and replayed while the "
+                            f"{'/'.join(sorted(key_kinds & set(IDENT_KINDS)))} key matches, without copying the contents "
+                            f"in: only the same-buffer probe shows the replay reads new contents",
+                            severity="medium", data=data))
     return hits
 
 

@@ -36,7 +36,8 @@ RULES_LIST: tuple[Rule, ...] = (
        "A cache or saved key built from data_ptr() does not notice new contents written into the "
        "same storage (check's property suite and a caller reusing buffers both do this). If the "
        "cached value is derived from input contents (padded copies, packed weights, routing plans, "
-       "outputs) a hit serves stale data.",
+       "outputs) a hit serves stale data. A key that reads _version for some tensors but only the "
+       "pointer of others (`data.unversioned`) is this rule for the others.",
        "key construction line, cache lookup, the store of the cached value, and whether the hit path launches work",
        "same-buffer overwrite"),
     _R("VERSION-KEYED-CACHE", "static", "correctness", "low",
@@ -79,9 +80,11 @@ RULES_LIST: tuple[Rule, ...] = (
        "same-buffer overwrite"),
     _R("CUDA-GRAPH", "static", "info", "info",
        "CUDA graph replayed on live buffers",
-       "A graph keyed on input pointers (or fed by copying live inputs into its static buffers) "
-       "reruns the captured kernels on current contents every call: allowed, but static reading "
-       "cannot prove the capture matches the eager path.",
+       "A graph fed by copying live inputs into its static buffers reruns the captured kernels on "
+       "current contents every call (info). A graph captured on the caller's own buffers and "
+       "replayed whenever their pointers match is allowed too, but nothing outside the captured "
+       "kernels reads the new contents, so static reading cannot tell it from a stale replay: "
+       "medium, pending the same-buffer probe.",
        "capture site, replay site and the key", "same-buffer overwrite"),
     _R("CALL-COUNTER", "static", "reward_hack", "high",
        "Behaviour changes with the number of calls",

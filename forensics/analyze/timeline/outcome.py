@@ -5,14 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_PEAK_RX = re.compile(r"^peak_fraction:\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)\s*$", re.I)
-_SPEEDUP_RX = re.compile(r"^(?:speedup|geomean_speedup_vs_eager):\s*([-+]?\d+\.?\d*(?:[eE][-+]?\d+)?)\s*$")
-_RESULT_RX = re.compile(r"^RESULT:\s*(OK|LOW)\b")
-_SHAPE_RX = re.compile(r"^shape=(\d+)\s+(.*)$")
-_SHAPE_CTX_RX = re.compile(r"^shape ctx=(\d+):\s*(.*)$")
-_KV_RX = re.compile(r"(\w+)=([^\s]+)")
+from forensics.archive.lines import classify
+
+_LABEL_RX = re.compile(r"(OK|LOW)\b")
 _TIMEOUT_RX = re.compile(r"Command timed out|timed out after|TimeoutExpired", re.I)
-_EXC_RX = re.compile(r"^(?:[\w.]+(?:Error|Exception|Interrupt)|error)(?::|$)")
 _XML_RX = re.compile(r"<(retrieval_status|task_id|task_type|status|exit_code|output)>(.*?)</\1>", re.S)
 
 
@@ -54,45 +50,30 @@ def parse_output(text: str, script: str, exit_code: int | None, filtered_by: str
     first_pass = None
     last_exc = None
     for k, ln in enumerate(lines):
-        if ln == "PASS":
+        line = classify(ln)
+        kind = line.kind if line is not None else None
+        if kind == "pass":
             o.n_pass_lines += 1
             if first_pass is None:
                 first_pass = k
-        elif ln.startswith("FAIL:") or ln == "FAIL":
+        elif kind == "fail":
             if first_fail is None:
                 first_fail = k
                 o.fail_reason = ln
-        m = _PEAK_RX.match(ln)
-        if m:
-            try:
-                o.peak_fractions.append(float(m.group(1)))
-            except ValueError:
-                pass
-            continue
-        m = _SPEEDUP_RX.match(ln)
-        if m and script != "check":
-            o.peak_fractions.append(float(m.group(1)))
-            continue
-        m = _RESULT_RX.match(ln)
-        if m:
-            o.result_labels.append(m.group(1))
-            continue
-        m = _SHAPE_RX.match(ln)
-        if m:
-            d = {"shape": int(m.group(1))}
-            for kk, vv in _KV_RX.findall(m.group(2)):
-                d[kk] = _num(vv)
-            o.shape_lines.append(d)
-            continue
-        m = _SHAPE_CTX_RX.match(ln)
-        if m:
-            d = {"ctx": int(m.group(1)), "text": m.group(2)}
-            sp = re.search(r"speedup ([0-9.]+)x", m.group(2))
-            if sp:
-                d["speedup"] = float(sp.group(1))
-            o.shape_lines.append(d)
-            continue
-        if _EXC_RX.match(ln):
+        elif kind == "peak_fraction":
+            if line.value is not None:
+                o.peak_fractions.append(line.value)
+        elif kind == "speedup" and script != "check":
+            o.peak_fractions.append(line.value)
+        elif kind == "result":
+            m = _LABEL_RX.match(line.fields["result"])
+            if m:
+                o.result_labels.append(m.group(1))
+        elif kind == "shape":
+            o.shape_lines.append({"shape": line.shape, **{kk: _num(vv) for kk, vv in line.fields.items()}})
+        elif kind == "shape_ctx":
+            o.shape_lines.append({kk: line.fields[kk] for kk in ("ctx", "text", "speedup") if kk in line.fields})
+        elif kind == "exception":
             last_exc = ln
     if o.peak_fractions:
         o.peak_fraction = o.peak_fractions[-1]

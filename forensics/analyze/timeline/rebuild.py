@@ -401,7 +401,7 @@ class Rebuilder:
             end_cwd = cwd
             for c in cmds:
                 if c.argv0 == "cd" and not c.pipe_in and not c.pipe_out and not c.background:
-                    end_cwd = shell.join_path(c.cwd, c.words[1] if len(c.words) > 1 else "~")
+                    end_cwd = shell.cd(c.cwd, c.words)
             for r in res:
                 m = re.search(r"Shell cwd was reset to (\S+)", r.get("text") or "")
                 if m:
@@ -423,7 +423,7 @@ class Rebuilder:
                         call_env[k] = v
                         self.out.exports.append((call.get("call_seq"), call.get("line"), k, v))
                 continue
-            argv = shell.unwrap(c.words)
+            argv = shell.unwrap(c.words, c.env)   # `timeout 60 env X=1 python ...`: X=1 is the run's too
             self._shell_writes(call, c, argv, order)
             script, _rest = shell.python_script(argv)
             kind = None
