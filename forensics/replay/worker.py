@@ -267,6 +267,7 @@ class Worker:
         args = [self.resolve(a) for a in req.get("args", [])]
         kwargs = {k: self.resolve(v) for k, v in req.get("kwargs", {}).items()}
         old_id = None
+        kept_alive = False
         gc_was = gc.isenabled()
         gc.disable()  # an automatic collection would reshuffle the allocator's free list
         try:
@@ -284,10 +285,15 @@ class Worker:
                     pass
                 del self.objs[req["obj"]]
                 if probe is not None and probe() is not None:  # kept alive by a cycle: collect it
+                    kept_alive = True
                     gc.collect()
-            obj = factory(*args, **kwargs)
+            attempts = int(req.get("reuse_attempts", 0)) if old_id is not None else 0
+            obj = self._on_dead_id(factory, args, kwargs, old_id) if attempts else None
+            placed = obj is not None
+            if obj is None:
+                obj = factory(*args, **kwargs)
             spare = []
-            for _ in range(int(req.get("reuse_attempts", 0)) if old_id is not None else 0):
+            for _ in range(0 if placed else attempts):
                 if id(obj) == old_id:
                     break
                 spare.append(obj)   # keep it alive so the next construction takes another slot
@@ -309,8 +315,37 @@ class Worker:
         self.objs[req["obj"]] = obj
         info["obj_id"] = id(obj)
         info["old_id"] = old_id
+        info["old_kept_alive"] = kept_alive
+        info["placed_on_dead_id"] = placed
         self.sync()
         return info
+
+    @staticmethod
+    def _on_dead_id(factory, args, kwargs, old_id, tries: int = 4096):
+        """Build `factory(*args)` on the dead object's id(), or return None.
+
+        Freeing the old object does not always make its memory the next one handed out (its
+        allocator pool may have emptied), so bare instances are allocated with `cls.__new__` until
+        one lands on the dead id; that one is initialised (`type.__call__` does the same two steps)
+        and the others are freed.  Only for plain classes whose constructor is type.__call__."""
+        if not isinstance(factory, type) or type(factory).__call__ is not type.__call__:
+            return None
+        spare = []
+        try:
+            for _ in range(tries):
+                try:
+                    o = factory.__new__(factory)
+                except Exception:  # noqa: BLE001 - a __new__ that needs arguments: the ordinary way
+                    return None
+                if id(o) == old_id:
+                    break
+                spare.append(o)
+            else:
+                return None
+        finally:
+            del spare
+        factory.__init__(o, *args, **kwargs)
+        return o
 
     def op_setglobals(self, req):
         mod = importlib.import_module(req["module"])
