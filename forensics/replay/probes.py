@@ -460,6 +460,9 @@ class Replay:
             if isinstance(x, torch.Tensor):
                 slots[f"{prefix}{i}"] = x.detach().cpu()
                 args.append({"slot": f"{prefix}{i}"})
+            elif isinstance(x, (list, tuple, dict)) and _tensors(x):  # a state: list of dicts of tensors
+                slots[f"{prefix}{i}"] = _to_cpu(x)
+                args.append({"slot": f"{prefix}{i}"})
             else:
                 args.append({"lit": x})
         p = self.scratch.path("put")
@@ -479,19 +482,26 @@ class Replay:
                 r.data["moved"] = moved
         return r
 
-    def call(self, ch: Child, obj: str, args: list, save_inputs: list[str] | None = None, repeat: int = 1,
-             out_slot: str | None = None, poison: list[int] | None = None, method: str | None = None) -> tuple[Reply, Any]:
+    def call(self, ch: Child, obj: str | None, args: list, save_inputs: list[str] | None = None, repeat: int = 1,
+             out_slot: str | None = None, poison: list[int] | None = None, method: str | None = None,
+             fn: dict | None = None, kwargs: dict | None = None,
+             export_index: list | None = None) -> tuple[Reply, Any]:
+        """Call `obj.method(*args)` (or the target `fn`, e.g. {"attr": "solution:run"}) in the child;
+        -> (reply, payload with "out", "inputs_after", "inputs_mutated").  Inputs in `save_inputs`
+        (default: every slot argument) must come back unchanged."""
         p = self.scratch.path("out")
         meth = method or "forward"
         if save_inputs is None:
-            save_inputs = [a["slot"] for a in args if isinstance(a, dict) and "slot" in a and a["slot"] in self.expected]
-        r = ch.request("call", self.limits.call_s, fn={"obj": obj, "method": meth}, args=args,
-                       save=p, save_inputs=save_inputs, repeat=repeat, out_slot=out_slot,
-                       poison=poison, watch=save_inputs)
+            save_inputs = [a["slot"] for a in args if isinstance(a, dict) and "slot" in a and a["slot"] in self.expected
+                           and not a.get("index")]
+        r = ch.request("call", self.limits.call_s, fn=fn or {"obj": obj, "method": meth}, args=args,
+                       kwargs=kwargs or {}, save=p, save_inputs=save_inputs, repeat=repeat, out_slot=out_slot,
+                       poison=poison, watch=save_inputs, export_index=export_index or [])
         self._note_tamper(r, "a call")
         if not r.ok:
             if r.status == "timeout":
                 self.hung = True
+            Path(p).unlink(missing_ok=True)
             return r, None
         payload = torch.load(p, map_location="cpu", weights_only=True)
         Path(p).unlink(missing_ok=True)

@@ -157,7 +157,8 @@ class Worker:
         self.cudart = None
 
     # ---- argument and result marshalling
-    def resolve(self, spec):
+    def resolve(self, spec, env: dict | None = None):
+        """A request argument -> the value the solution is called with."""
         if isinstance(spec, dict):
             if "slot" in spec:
                 v = self.slots[spec["slot"]]
@@ -169,15 +170,17 @@ class Worker:
             if "lit" in spec:
                 return spec["lit"]
             if "list" in spec:
-                return [self.resolve(s) for s in spec["list"]]
+                return [self.resolve(s, env) for s in spec["list"]]
             if "tuple" in spec:
-                return tuple(self.resolve(s) for s in spec["tuple"])
+                return tuple(self.resolve(s, env) for s in spec["tuple"])
             if "dict" in spec:
-                return {k: self.resolve(v) for k, v in spec["dict"].items()}
+                return {k: self.resolve(v, env) for k, v in spec["dict"].items()}
             if "dtype" in spec:
                 return getattr(torch, spec["dtype"])
             if "call_ref" in spec:  # a constructor argument only `reference` can make (a Config)
-                val = getattr(importlib.import_module("reference"), spec["call_ref"])(*spec.get("args", []))
+                fn = getattr(importlib.import_module("reference"), spec["call_ref"])
+                val = fn(*[self.resolve(a, env) for a in spec.get("args", [])],
+                         **{k: self.resolve(v, env) for k, v in spec.get("kwargs", {}).items()})
                 return val[spec["index"]] if "index" in spec else val
         return spec
 
@@ -224,7 +227,19 @@ class Worker:
     @staticmethod
     def meta(t) -> dict:
         if not _is_tensor(t):
-            return {"type": type(t).__name__}
+            # containers (a list of per-layer state dicts): the object's id() and the data_ptr of
+            # every tensor inside, so a probe can tell whether new state landed on dead storage
+            ptrs: list[int] = []
+            todo = [t]
+            while todo and len(ptrs) < 256:
+                x = todo.pop()
+                if _is_tensor(x):
+                    ptrs.append(_data_ptr(x))
+                elif isinstance(x, (list, tuple)):
+                    todo.extend(reversed(x))
+                elif isinstance(x, dict):
+                    todo.extend(reversed(list(x.values())))
+            return {"type": type(t).__name__, "id": id(t), "ptrs": ptrs}
         return {"ptr": _data_ptr(t), "version": int(t._version), "shape": list(t.shape),
                 "stride": list(t.stride()), "dtype": str(t.dtype), "device": str(t.device)}
 
@@ -367,9 +382,12 @@ class Worker:
     def op_write(self, req):
         """Overwrite existing tensors in place: same storage, same data_ptr (A3's restore)."""
         data = _load(req["file"], map_location="cpu", weights_only=True)
+        targets = req.get("targets") or {}
         out = {}
         for k, v in data.items():
-            if "::" in k:  # "<obj>::<param or buffer name>" writes into a module's state
+            if k in targets:  # a tensor inside a slot: {"slot": s, "index": [1, 0, "S"]}
+                dst = self.resolve(targets[k])
+            elif "::" in k:  # "<obj>::<param or buffer name>" writes into a module's state
                 oname, pname = k.split("::", 1)
                 mod = self.objs[oname]
                 named = dict(mod.named_parameters())
@@ -377,12 +395,25 @@ class Worker:
                 dst = named[pname]
             else:
                 dst = self.slots[k]
-            ptr = _data_ptr(dst)
+            if not _is_tensor(dst):
+                raise TypeError(f"write target {k} is {type(dst).__name__}, not a tensor")
+            ptr, ver = _data_ptr(dst), int(dst._version)
             with _no_grad():
                 _copy(dst.data, _to(v, dst.device))
-            out[k] = {"ptr_before": ptr, "ptr_after": _data_ptr(dst), "version": int(dst._version)}
+            out[k] = {"ptr_before": ptr, "ptr_after": _data_ptr(dst), "version_before": ver,
+                      "version": int(dst._version)}
         self.sync()
         return {"written": out}
+
+    def op_load(self, req):
+        """load_state_dict into an existing module, as check.py reloads one model per seed
+        (copy_ into the same parameters: data_ptr kept, _version bumped)."""
+        mod = self.objs[req["obj"]]
+        sd = _load(req["state_dict"], map_location=self.device, weights_only=True)
+        res = mod.load_state_dict(sd, strict=req.get("strict", True))
+        self.sync()
+        return {"missing": list(getattr(res, "missing_keys", [])),
+                "unexpected": list(getattr(res, "unexpected_keys", []))}
 
     def op_delete(self, req):
         for k in req.get("slots", []):
@@ -443,7 +474,10 @@ class Worker:
         self.tampered.extend(changes)
         if req.get("out_slot"):
             self.slots[req["out_slot"]] = result
-        payload = {"out": self.export(result, req.get("out_slot") or f"ret{req['id']}")}
+        shown = result
+        for i in req.get("export_index", []):  # export only a part (a chain's hidden, not its state)
+            shown = shown[i]
+        payload = {"out": self.export(shown, req.get("out_slot") or f"ret{req['id']}")}
         payload["inputs_after"] = {k: self.export(self.slots[k], "in/" + k) for k in req.get("save_inputs", [])}
         if req.get("save"):
             _save(payload, req["save"])
