@@ -28,6 +28,11 @@ TINY_SHAPES: dict[str, list[dict]] = {
     "06_sonic_moe_swiglu": [dict(T_total=32, H=64, I=32, E=4, K=2)],
     "07_w4a16_gemm": [dict(M=2, N=64, K=256)],
     "03_megaqwen_decode": [dict(ctx_len=4, n_decode=2)],
+    # mega 02: a small Config (the full one is GBs of weights), same code; the extra keys are
+    # Config fields (kernels.selftest.KIMI_TINY_CFG), `steps` is the timed run's length
+    "02_kimi_linear_decode": [dict(ctx=16, steps=4, n_experts=8, hidden=256, kda_heads=2, kda_head_dim=64,
+                                   mla_heads=2, kv_lora=128, qk_nope=32, qk_rope=16, v_head=64, n_active=2,
+                                   moe_inter=128)],
 }
 
 PROBE_ALIASES = {"all": ALL_PROBES, "stress": ("check",), "timing-l2-reset": ("timing",),

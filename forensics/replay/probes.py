@@ -950,8 +950,7 @@ class Replay:
             "determinism": self.probe_determinism,
         }
         if kind:
-            table = {"check": lambda: stateful.check(self), "alternate-cache": lambda: stateful.alternate_cache(self),
-                     "fresh-state": lambda: stateful.fresh_state(self), "determinism": lambda: stateful.determinism(self)}
+            table = stateful.table(self)
         try:
             if self.ensure_child() is None:
                 for p in probes:
