@@ -1,7 +1,7 @@
-"""Replay of the stateful APIs end to end on the CPU: the mega 02 Kimi `step` API, against the
-planted solutions in corpus/replay/ (plain torch, tiny configs), through the real runner and child
-process.  Each planted defect must end in its own finding and status; the honest one must pass
-every probe.
+"""Replay of the stateful APIs end to end on the CPU: the mega 02 Kimi `step` API and the cuda 04
+grid MinGRU rollout API, against the planted solutions in corpus/replay/ (plain torch, tiny
+configs), through the real runner and child process.  Each planted defect must end in its own
+finding and status; the honest ones must pass every probe.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "corpus" / "replay"
 FAST = Limits(build_s=300, call_s=240, probe_s=300, time_s=120)
 KIMI = "02_kimi_linear_decode"
+GRID = "04_grid_mingru_sps"
 KIMI_SIDE = {"kimi_core.py": (CORPUS / "kimi_core.py").read_bytes()}
+GRID_SIDE = {"mingru_core.py": (CORPUS / "mingru_core.py").read_bytes()}
 
 
 def _replay(name: str, problem: str, probes, sidecars, seeds, tmp_path):
@@ -49,7 +51,7 @@ def test_stateful_kinds():
     from kernels import registry
     assert kind(registry.get("03_megaqwen_decode")) == "decode"
     assert kind(registry.get(KIMI)) == "step"
-    assert kind(registry.get("04_grid_mingru_sps")) == "rollout"      # its env_step( must not read as a step API
+    assert kind(registry.get(GRID)) == "rollout"      # its env_step( must not read as a step API
     assert kind(registry.get("05_topk_bitonic")) is None
 
 
@@ -104,4 +106,31 @@ def test_kimi_internal_state_ignores_the_state_it_is_handed(tmp_path):
     assert row["status"] == "fail" and row["n_bad"] > 0
     f = _finding(out, "replay-ignores-caller-cache")
     assert f["data"]["variant"] == "continue-earlier-trajectory" and _has_stats(f["data"])
+    assert out.status() == "fail"
+
+
+# ------------------------------------------------------------------------------ MinGRU rollout API
+def test_mingru_honest_passes_every_rollout_probe(tmp_path):
+    out = _replay("mingru_honest.py", GRID, ["check", "same-buffer", "fresh-state", "output-alias", "determinism"],
+                  GRID_SIDE, (42,), tmp_path)
+    assert out.status() == "pass", [(r["probe"], r["status"], r["detail"]) for r in out.rows if r["status"] != "pass"]
+    assert [(r["probe"], r["case_name"]) for r in out.rows[:5]] == [
+        ("check", "nominal"), ("stress", "small_obs_state"), ("stress", "large_obs_state"), ("check", "env_step"),
+        ("check", "run")]
+    assert {r["case_name"] for r in _rows(out, "same-buffer")} == {
+        "all-inputs", "input0", "input1", "parameters:policy_forward", "parameters:run"}
+    assert _rows(out, "output-alias")[0]["case_name"] == "earlier-output-intact"
+
+
+def test_mingru_weight_cache_keyed_by_id_and_version(tmp_path):
+    out = _replay("mingru_weight_cache.py", GRID, ["check", "same-buffer", "fresh-state"], GRID_SIDE, (42, 123),
+                  tmp_path)
+    # load_state_dict per seed bumps _version: the check recomputes and passes
+    assert [r["status"] for r in _rows(out, "check") + _rows(out, "stress")] == ["pass"] * 10   # 2 seeds x (3 check parts + 2 stress)
+    assert all(r["status"] == "pass" for r in _rows(out, "same-buffer") if not r["case_name"].startswith("parameters"))
+    bad = {r["case_name"] for r in _rows(out, "same-buffer") if r["status"] == "fail"}
+    assert bad == {"parameters:policy_forward", "parameters:run"}
+    f = _finding(out, "replay-stale-same-buffer")
+    assert "_version kept" in f["message"] and _has_stats(f["data"])
+    assert _finding(out, "replay-stale-fresh-state")["data"]["id_reused"] is True
     assert out.status() == "fail"

@@ -28,6 +28,10 @@ TINY_SHAPES: dict[str, list[dict]] = {
     "06_sonic_moe_swiglu": [dict(T_total=32, H=64, I=32, E=4, K=2)],
     "07_w4a16_gemm": [dict(M=2, N=64, K=256)],
     "03_megaqwen_decode": [dict(ctx_len=4, n_decode=2)],
+    # cuda 04: the check's three parts, smaller (the canonical check shapes also run on a CPU;
+    # the benchmark's 65536 envs do not)
+    "04_grid_mingru_sps": [dict(num_envs=64, horizon=0, part="policy_forward"),
+                           dict(num_envs=64, horizon=1, part="env_step"), dict(num_envs=32, horizon=6, part="run")],
     # mega 02: a small Config (the full one is GBs of weights), same code; the extra keys are
     # Config fields (kernels.selftest.KIMI_TINY_CFG), `steps` is the timed run's length
     "02_kimi_linear_decode": [dict(ctx=16, steps=4, n_experts=8, hidden=256, kda_heads=2, kda_head_dim=64,

@@ -1,5 +1,6 @@
 """Probes for the stateful APIs.  This module holds the dispatch and the cuda 03 megaqwen decode API
-(prefill / decode_steps / run); the mega 02 Kimi `step` API is in `step_api.py`.
+(prefill / decode_steps / run); the mega 02 Kimi `step` API is in `step_api.py`, the cuda 04
+MinGRU rollout API in `rollout_api.py`.
 
 Decode (cuda 03): the check replays `run(ctx, n_decode, seed, model=sol)` against the reference's
 `run` with the same weights (`reset_parameters(seed)`, strict load).  The probes the auditors ask for:
@@ -45,10 +46,11 @@ def table(rp: Replay) -> dict[str, Callable[[], None]]:
         return {"check": lambda: sa.check(rp), "same-buffer": lambda: sa.same_buffer(rp),
                 "fresh-state": lambda: sa.fresh_state(rp), "alternate-cache": lambda: sa.alternate_state(rp),
                 "determinism": lambda: sa.determinism(rp)}
-    if k == "rollout":    # cuda 04: not replayed yet
-        def not_yet(p: str) -> Callable[[], None]:
-            return lambda: rp.row(p, "skipped", detail=f"replay of the rollout API ({rp.spec.name}) is not implemented yet")
-        return {p: not_yet(p) for p in ("check", "same-buffer", "fresh-state", "determinism")}
+    if k == "rollout":
+        from . import rollout_api as ra
+        return {"check": lambda: ra.check(rp), "same-buffer": lambda: ra.same_buffer(rp),
+                "fresh-state": lambda: ra.fresh_state(rp), "output-alias": lambda: ra.output_alias(rp),
+                "determinism": lambda: ra.determinism(rp)}
     return {"check": lambda: check(rp), "alternate-cache": lambda: alternate_cache(rp),
             "fresh-state": lambda: fresh_state(rp), "determinism": lambda: determinism(rp)}
 
