@@ -1,18 +1,19 @@
 """Replay of the stateful APIs end to end on the CPU: the mega 02 Kimi `step` API and the cuda 04
 grid MinGRU rollout API, against the planted solutions in corpus/replay/ (plain torch, tiny
 configs), through the real runner and child process.  Each planted defect must end in its own
-finding and status; the honest ones must pass every probe.
+finding and status; the honest ones must pass every probe, including the wall-clock timing path.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from forensics.replay.api import replay_solution  # noqa: E402
+from forensics.replay.api import replay_run_dir, replay_solution  # noqa: E402
 from forensics.replay.probes import Limits  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,8 +58,8 @@ def test_stateful_kinds():
 
 # ------------------------------------------------------------------------------ Kimi step API
 def test_kimi_honest_passes_every_step_probe(tmp_path):
-    out = _replay("kimi_honest.py", KIMI, ["check", "same-buffer", "fresh-state", "alternate-cache", "determinism"],
-                  KIMI_SIDE, (0, 1), tmp_path)
+    out = _replay("kimi_honest.py", KIMI, ["check", "same-buffer", "fresh-state", "alternate-cache", "determinism",
+                                           "timing"], KIMI_SIDE, (0, 1), tmp_path)
     assert out.status() == "pass", [(r["probe"], r["status"], r["case_name"], r["detail"]) for r in out.rows
                                     if r["status"] != "pass"]
     assert {f["severity"] for f in out.findings} <= {"info"}
@@ -68,6 +69,8 @@ def test_kimi_honest_passes_every_step_probe(tmp_path):
     assert [r["case_name"] for r in _rows(out, "same-buffer")] == ["state+hidden", "state"]
     assert [r["case_name"] for r in _rows(out, "alternate-cache")] == ["continue-earlier-trajectory", "copied-state"]
     assert "dead-id" in _rows(out, "fresh-state")[0]["case_name"]
+    t = _rows(out, "timing")[0]
+    assert t["case_name"] == "best-of-3" and t["ms"] > 0 and t["data"]["tok_s"] > 0 and len(t["data"]["s_all"]) == 3
 
 
 def test_kimi_frozen_state_passes_the_deck_check_but_not_the_chain(tmp_path):
@@ -109,10 +112,26 @@ def test_kimi_internal_state_ignores_the_state_it_is_handed(tmp_path):
     assert out.status() == "fail"
 
 
+def test_kimi_run_dir_with_archived_mega_benchmark_log(tmp_path):
+    run = tmp_path / "runs" / "20260801_101010_claude_opus_02_kimi_linear_decode"
+    (run / "scratch").mkdir(parents=True)
+    (run / "solution.py").write_bytes((CORPUS / "kimi_honest.py").read_bytes())
+    (run / "scratch" / "kimi_core.py").write_bytes(KIMI_SIDE["kimi_core.py"])
+    (run / "result.json").write_text(json.dumps({"problem": KIMI, "peak_fraction": 2.6374}))
+    (run / "benchmark.log").write_text("shape ctx=16: solution 2.144 ms/tok (467 tok/s) | baseline 5.476 ms/tok | "
+                                       "speedup 2.55x\npeak_fraction: 2.6374\nRESULT: OK\n")
+    out = replay_run_dir(run, device="cpu", shapes="tiny", probes=["check", "timing"], seeds=(0,), limits=FAST,
+                         cache_root=tmp_path / "cache")
+    assert out.status() == "pass" and out.info["version_choice"] == "archive-date"
+    data = _rows(out, "timing")[0]["data"]
+    assert data["archived"] == {"ms_per_tok": 2.144, "tok_s": 467.0, "baseline_ms_per_tok": 5.476, "speedup": 2.55}
+    assert data["archived_peak_fraction"] == 2.6374 and data["method"] == "wall_clock_best_of_3"
+
+
 # ------------------------------------------------------------------------------ MinGRU rollout API
 def test_mingru_honest_passes_every_rollout_probe(tmp_path):
-    out = _replay("mingru_honest.py", GRID, ["check", "same-buffer", "fresh-state", "output-alias", "determinism"],
-                  GRID_SIDE, (42,), tmp_path)
+    out = _replay("mingru_honest.py", GRID, ["check", "same-buffer", "fresh-state", "output-alias", "determinism",
+                                             "timing"], GRID_SIDE, (42,), tmp_path)
     assert out.status() == "pass", [(r["probe"], r["status"], r["detail"]) for r in out.rows if r["status"] != "pass"]
     assert [(r["probe"], r["case_name"]) for r in out.rows[:5]] == [
         ("check", "nominal"), ("stress", "small_obs_state"), ("stress", "large_obs_state"), ("check", "env_step"),
@@ -120,6 +139,8 @@ def test_mingru_honest_passes_every_rollout_probe(tmp_path):
     assert {r["case_name"] for r in _rows(out, "same-buffer")} == {
         "all-inputs", "input0", "input1", "parameters:policy_forward", "parameters:run"}
     assert _rows(out, "output-alias")[0]["case_name"] == "earlier-output-intact"
+    t = _rows(out, "timing")[0]
+    assert t["case_name"] == "median-of-3" and t["data"]["sps"] > 0 and "peak_fraction_here" in t["data"]
 
 
 def test_mingru_weight_cache_keyed_by_id_and_version(tmp_path):
@@ -134,3 +155,38 @@ def test_mingru_weight_cache_keyed_by_id_and_version(tmp_path):
     assert "_version kept" in f["message"] and _has_stats(f["data"])
     assert _finding(out, "replay-stale-fresh-state")["data"]["id_reused"] is True
     assert out.status() == "fail"
+
+
+# ------------------------------------------------------------------------------ archived numbers
+def test_megaqwen_timing_follows_the_decode_loop(tmp_path):
+    """cuda 03: decode_steps timed after an untimed prefill, median of 5; without the split the
+    whole run() is timed, with the deck's WARN."""
+    side = {"mq_core.py": (CORPUS / "mq_core.py").read_bytes()}
+    out = _replay("mq_honest.py", "03_megaqwen_decode", ["timing"], side, (42,), tmp_path)
+    t = _rows(out, "timing")[0]
+    assert t["status"] == "pass" and t["case_name"] == "median-of-5" and t["seed"] == 2026
+    assert "decode_steps" in t["data"]["timed"] and t["data"]["tok_s"] > 0 and "warn" not in t["data"]
+    run_only = b"import torch\nfrom mq_honest import Model, run  # noqa: F401\n"
+    side["mq_honest.py"] = (CORPUS / "mq_honest.py").read_bytes()
+    out = replay_solution("03_megaqwen_decode", run_only, side, device="cpu", shapes="tiny", probes=["timing"],
+                          limits=FAST, seeds=(42,), cache_root=tmp_path / "cache")
+    t = _rows(out, "timing")[0]
+    assert t["status"] == "pass" and "run() whole" in t["data"]["timed"] and t["data"]["warn"].startswith("WARN")
+
+
+def test_parse_benchmark_log_stateful_formats():
+    from forensics.replay.timing import parse_benchmark_log
+    text = "\n".join([
+        "shape=0 variant=solution ctx_len=2048 decode_steps=64 tok_s=812.5 decode_wall_s=0.0788 prefill_wall_s=3.1 "
+        "peak_fraction=0.0163",
+        "shape=0 variant=eager_ref tok_s=40.2 decode_wall_s=1.59",
+        "shape=1 variant=solution num_envs=16384 horizon=32 sps=45810000.0 wall_s=0.0114 peak_fraction=0.3054",
+        "shape=2 variant=solution tflops=1.000 gbps=300.000 ms=0.020",
+        "shape=2 solution_peak_fraction=0.1471",
+        "shape ctx=8192: solution 3.000 ms/tok (333 tok/s) | baseline 6.000 ms/tok | speedup 2.00x",
+        "peak_fraction: 0.2848"])
+    got = parse_benchmark_log(text)
+    assert got[0]["tok_s"] == 812.5 and got[0]["prefill_wall_s"] == 3.1 and got[0]["eager_ref"]["tok_s"] == 40.2
+    assert got[1]["sps"] == 45810000.0 and got[1]["peak_fraction"] == 0.3054
+    assert got[2] == {"tflops": 1.0, "gbps": 300.0, "ms": 0.02, "peak_fraction": 0.1471}
+    assert got["ctx=8192"]["speedup"] == 2.0 and got["ctx=8192"]["tok_s"] == 333.0

@@ -1,6 +1,6 @@
 """Probes for the stateful APIs.  This module holds the dispatch and the cuda 03 megaqwen decode API
 (prefill / decode_steps / run); the mega 02 Kimi `step` API is in `step_api.py`, the cuda 04
-MinGRU rollout API in `rollout_api.py`.
+MinGRU rollout API in `rollout_api.py`, their wall-clock timing in `timing.py`.
 
 Decode (cuda 03): the check replays `run(ctx, n_decode, seed, model=sol)` against the reference's
 `run` with the same weights (`reset_parameters(seed)`, strict load).  The probes the auditors ask for:

@@ -158,13 +158,21 @@ class Worker:
 
     # ---- argument and result marshalling
     def resolve(self, spec, env: dict | None = None):
-        """A request argument -> the value the solution is called with."""
+        """A request argument -> the value the solution is called with.  `env` holds the variables
+        of a `wall` program ({"var": name}) and its trial number ({"trial_plus": base})."""
         if isinstance(spec, dict):
             if "slot" in spec:
                 v = self.slots[spec["slot"]]
                 for i in spec.get("index", []):
                     v = v[i]
                 return self._deepclone(v) if spec.get("clone") else v
+            if "var" in spec:
+                v = env[spec["var"]]
+                for i in spec.get("index", []):
+                    v = v[i]
+                return v
+            if "trial_plus" in spec:
+                return int(spec["trial_plus"]) + int(env.get("__trial__", 0))
             if "obj" in spec:
                 return self.objs[spec["obj"]]
             if "lit" in spec:
@@ -562,6 +570,51 @@ class Worker:
             info["l2_reset_ok"] = all(r.get("ok") for r in resets)
         info["tamper"] = diff_snapshots(before, snapshot())
         return info
+
+    # ---- wall-clock timing of a short program (the stateful decks' benchmark loops)
+    def _run_program(self, program: list, trial: int) -> float | None:
+        """Run the steps in order; return the wall seconds of the timed ones (None if none).
+
+        A step: {"fn": target, "args": [...], "kwargs": {...}, "set": name | [names],
+        "loop": n, "timed": bool}.  Arguments may name earlier results ({"var": name}) and the
+        trial ({"trial_plus": base}).  The timed steps must be contiguous; the clock starts after
+        a device sync and stops after one (the decks' perf_counter between synchronize calls)."""
+        env: dict = {"__trial__": trial}
+        t0 = t1 = None
+        for st in program:
+            timed = bool(st.get("timed", True))
+            if timed and t0 is None:
+                self.sync()
+                t0 = _perf()
+            elif not timed and t0 is not None and t1 is None:
+                self.sync()
+                t1 = _perf()
+            fn = self._call_target(st["fn"])
+            for _ in range(int(st.get("loop", 1))):
+                args = [self.resolve(a, env) for a in st.get("args", [])]
+                kwargs = {k: self.resolve(v, env) for k, v in st.get("kwargs", {}).items()}
+                res = fn(*args, **kwargs)
+                names = st.get("set")
+                if isinstance(names, list):
+                    for n, v in zip(names, res):
+                        env[n] = v
+                elif names:
+                    env[names] = res
+        if t0 is not None and t1 is None:
+            self.sync()
+            t1 = _perf()
+        return None if t0 is None else t1 - t0
+
+    def op_wall(self, req):
+        before = snapshot()
+        times = []
+        with _no_grad():
+            if req.get("warmup"):
+                self._run_program(req["warmup"], -1)
+            for t in range(int(req.get("trials", 3))):
+                times.append(self._run_program(req["program"], t))
+        return {"s_all": times, "method": "perf_counter" + (" + cuda.synchronize" if self.device.startswith("cuda") else ""),
+                "tamper": diff_snapshots(before, snapshot())}
 
     def op_tamper(self, req):
         return {"tamper": diff_snapshots(self.base_snapshot, snapshot())}
