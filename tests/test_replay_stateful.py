@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from forensics.replay.api import replay_run_dir, replay_solution  # noqa: E402
+from forensics.replay.api import replay_run_dir, replay_solution, static_probe  # noqa: E402
 from forensics.replay.probes import Limits  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -157,7 +157,21 @@ def test_mingru_weight_cache_keyed_by_id_and_version(tmp_path):
     assert out.status() == "fail"
 
 
-# ------------------------------------------------------------------------------ archived numbers
+# ------------------------------------------------------------------------------ selection and archived numbers
+def test_static_probe_phrases_select_replay_probes():
+    from forensics.replay import required_probes
+    from forensics.analyze.static.rules import RULES_LIST
+    assert static_probe("same-buffer overwrite") == ("same-buffer",)
+    assert static_probe("fresh state object") == ("fresh-state",)
+    assert static_probe("alternate caller caches") == ("alternate-cache",)
+    assert static_probe("kernel-name trace") == ()
+    assert required_probes(["fresh state object", "alternate caller caches", "L2-persistence reset timing"], "cpu") \
+        == ["check", "fresh-state", "alternate-cache", "timing"]
+    # every rule's probe phrase is either mapped or one of the known probe-less ones
+    unmapped = {r.probe for r in RULES_LIST if r.probe and not static_probe(r.probe)}
+    assert unmapped <= {"perturbed-distribution inputs", "kernel-name trace", "each specialization first-launch"}
+
+
 def test_megaqwen_timing_follows_the_decode_loop(tmp_path):
     """cuda 03: decode_steps timed after an untimed prefill, median of 5; without the split the
     whole run() is timed, with the deck's WARN."""
@@ -190,3 +204,29 @@ def test_parse_benchmark_log_stateful_formats():
     assert got[1]["sps"] == 45810000.0 and got[1]["peak_fraction"] == 0.3054
     assert got[2] == {"tflops": 1.0, "gbps": 300.0, "ms": 0.02, "peak_fraction": 0.1471}
     assert got["ctx=8192"]["speedup"] == 2.0 and got["ctx=8192"]["tok_s"] == 333.0
+
+
+def test_analyze_runs_the_probe_a_static_finding_names(tmp_path):
+    """Through the store: the static ID-KEYED-STATE finding ('fresh state object') makes analyze()
+    run fresh-state on the Kimi step API, which settles it (tiny shapes on the CPU)."""
+    pytest.importorskip("duckdb")
+    from forensics.analyze import static
+    from forensics.replay import analyze
+    from forensics.store.db import Store
+    from forensics.store.ingest import ingest_path
+    run = tmp_path / "outputs" / "runs" / "20260801_101010_claude_opus_02_kimi_linear_decode"
+    (run / "scratch").mkdir(parents=True)
+    (run / "solution.py").write_bytes((CORPUS / "kimi_id_cache.py").read_bytes())
+    (run / "scratch" / "kimi_core.py").write_bytes(KIMI_SIDE["kimi_core.py"])
+    (run / "result.json").write_text(json.dumps({"problem": KIMI, "has_solution": True, "correct": True}))
+    store = Store(str(tmp_path / "a.duckdb"))
+    ingest_path(store, tmp_path / "outputs")
+    static.analyze(store)
+    probes = {r["probe"] for r in store.query("select probe from findings where analyzer = 'static'")}
+    assert "fresh state object" in probes
+    analyze(store, device="cpu", limits=FAST)
+    rows = store.query("select probe, status, case_name from replay_results")
+    assert any(r["probe"] == "fresh-state" and r["status"] == "fail" for r in rows)
+    assert any(r["probe"] == "check" and r["case_name"] == "chain-8" and r["status"] == "pass" for r in rows)
+    rules = {r["rule"] for r in store.query("select rule from findings where analyzer = 'replay'")}
+    assert {"replay-stale-fresh-state", "replay-cpu-only"} <= rules

@@ -43,6 +43,22 @@ PROBE_ALIASES = {"all": ALL_PROBES, "stress": ("check",), "timing-l2-reset": ("t
                  "build": ("check",), "pointer-cache": ("same-buffer", "unsampled-region"),
                  "graph": ("same-buffer", "fresh-state"), "state": ("fresh-state", "alternate-cache")}
 
+# The static rules name the probe that settles them in words (forensics/analyze/static/rules.py:
+# "same-buffer overwrite", "fresh state object", ...); normalized (lower case, '-' for blanks) to
+# replay probes here.  Phrases with no replay probe (kernel-name trace, perturbed-distribution
+# inputs, first launch of each specialization) select nothing.
+STATIC_PROBES = {"same-buffer-overwrite": ("same-buffer",), "unsampled-region-mutation": ("unsampled-region",),
+                 "unsampled-row-mutation": ("unsampled-region",), "fresh-state-object": ("fresh-state",),
+                 "fresh-input-pointers": ("fresh-state",), "alternate-caller-caches": ("alternate-cache",),
+                 "output-aliasing": ("output-alias",), "repeated-calls": ("determinism",),
+                 "l2-persistence-reset-timing": ("timing",), "build-on-the-grading-host": ("check",)}
+
+
+def static_probe(phrase: str) -> tuple[str, ...]:
+    """Replay probes for a static finding's `probe` text ('same-buffer overwrite' -> ('same-buffer',))."""
+    key = (phrase or "").strip().lower().replace("_", "-").replace(" ", "-")
+    return STATIC_PROBES.get(key) or PROBE_ALIASES.get(key) or ((key,) if key in ALL_PROBES else ())
+
 _DATA = Path(__file__).resolve().parent.parent / "data" / "deck-hashes.json"
 
 
