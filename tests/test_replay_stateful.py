@@ -206,6 +206,21 @@ def test_parse_benchmark_log_stateful_formats():
     assert got["ctx=8192"]["speedup"] == 2.0 and got["ctx=8192"]["tok_s"] == 333.0
 
 
+def test_gpu_verify_stateful_cases_run_on_the_cpu(tmp_path):
+    """The case table the lead runs on the H200: its stateful entries are well formed, and a tiny one
+    ends as the table says through the same run_case on the CPU."""
+    from forensics.replay.gpu_verify import CASES, CORPUS as GV_CORPUS, run_case
+    stateful = [c for c in CASES if c[1] in (KIMI, GRID, "03_megaqwen_decode")]
+    assert {c[0] for c in stateful} >= {"kimi_honest", "kimi_id_cache", "kimi_ptr_state", "kimi_internal_state",
+                                        "kimi_frozen_state", "mingru_honest", "mingru_weight_cache"}
+    for label, problem, sol, side, probes, shapes, seeds, rules, want in stateful:
+        assert (GV_CORPUS / sol).is_file() and all((GV_CORPUS / x).is_file() for x in side), label
+        assert want in ("pass", "fail") and (rules or want == "pass"), label
+    case = next(c for c in CASES if c[0] == "kimi_internal_state")
+    r = run_case(case, Limits, replay_solution, device="cpu")
+    assert r["ok"], (r["status"], r["rules"])
+
+
 def test_analyze_runs_the_probe_a_static_finding_names(tmp_path):
     """Through the store: the static ID-KEYED-STATE finding ('fresh state object') makes analyze()
     run fresh-state on the Kimi step API, which settles it (tiny shapes on the CPU)."""
