@@ -15,11 +15,15 @@ same-buffer      warm 11 calls, then overwrite every input (and every float para
 unsampled-region the same, changing only the first row, the last row or scattered elements
 fresh-state      delete the warmed model and inputs, build new ones with other weights and data
                  (CPython and the caching allocator often hand back the same id()/data_ptr)
-alternate-cache  stateful decode APIs: decode from caller caches other than the last prefill's
+alternate-cache  stateful APIs: decode from caller caches other than the last prefill's (cuda 03),
+                 continue a state other than the last one stepped (mega 02; step_api.py)
 output-alias     does a later call overwrite an earlier returned tensor (allowed, reported)
 nan-poison       CUDA: fill the caching allocator's free blocks with NaN before the call
 determinism      three calls on the same inputs must agree bit for bit
-timing           see forensics.replay.timing
+timing           see forensics.replay.timing (stateful decks: their wall-clock loops)
+
+The stateful APIs (cuda 03 decode, mega 02 step, cuda 04 rollout) have their own forms of these
+probes in stateful.py, step_api.py and rollout_api.py (stateful.table).
 """
 
 from __future__ import annotations
