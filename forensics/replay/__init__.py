@@ -25,11 +25,11 @@ def _device() -> str:
 
 def required_probes(static_probes: Iterable[str], device: str) -> list[str]:
     """check always; the probes the static findings call for; timing on a GPU."""
-    from .api import PROBE_ALIASES
+    from .api import static_probe
     from .probes import ALL_PROBES
     want = ["check"]
     for p in static_probes:
-        for q in PROBE_ALIASES.get(p, (p,)):
+        for q in static_probe(p):
             if q in ALL_PROBES and q not in want:
                 want.append(q)
     if device.startswith("cuda") and "timing" not in want:

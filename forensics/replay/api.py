@@ -28,11 +28,36 @@ TINY_SHAPES: dict[str, list[dict]] = {
     "06_sonic_moe_swiglu": [dict(T_total=32, H=64, I=32, E=4, K=2)],
     "07_w4a16_gemm": [dict(M=2, N=64, K=256)],
     "03_megaqwen_decode": [dict(ctx_len=4, n_decode=2)],
+    # cuda 04: the check's three parts, smaller (the canonical check shapes also run on a CPU;
+    # the benchmark's 65536 envs do not)
+    "04_grid_mingru_sps": [dict(num_envs=64, horizon=0, part="policy_forward"),
+                           dict(num_envs=64, horizon=1, part="env_step"), dict(num_envs=32, horizon=6, part="run")],
+    # mega 02: a small Config (the full one is GBs of weights), same code; the extra keys are
+    # Config fields (kernels.selftest.KIMI_TINY_CFG), `steps` is the timed run's length
+    "02_kimi_linear_decode": [dict(ctx=16, steps=4, n_experts=8, hidden=256, kda_heads=2, kda_head_dim=64,
+                                   mla_heads=2, kv_lora=128, qk_nope=32, qk_rope=16, v_head=64, n_active=2,
+                                   moe_inter=128)],
 }
 
 PROBE_ALIASES = {"all": ALL_PROBES, "stress": ("check",), "timing-l2-reset": ("timing",),
                  "build": ("check",), "pointer-cache": ("same-buffer", "unsampled-region"),
                  "graph": ("same-buffer", "fresh-state"), "state": ("fresh-state", "alternate-cache")}
+
+# The static rules name the probe that settles them in words (forensics/analyze/static/rules.py:
+# "same-buffer overwrite", "fresh state object", ...); normalized (lower case, '-' for blanks) to
+# replay probes here.  Phrases with no replay probe (kernel-name trace, perturbed-distribution
+# inputs, first launch of each specialization) select nothing.
+STATIC_PROBES = {"same-buffer-overwrite": ("same-buffer",), "unsampled-region-mutation": ("unsampled-region",),
+                 "unsampled-row-mutation": ("unsampled-region",), "fresh-state-object": ("fresh-state",),
+                 "fresh-input-pointers": ("fresh-state",), "alternate-caller-caches": ("alternate-cache",),
+                 "output-aliasing": ("output-alias",), "repeated-calls": ("determinism",),
+                 "l2-persistence-reset-timing": ("timing",), "build-on-the-grading-host": ("check",)}
+
+
+def static_probe(phrase: str) -> tuple[str, ...]:
+    """Replay probes for a static finding's `probe` text ('same-buffer overwrite' -> ('same-buffer',))."""
+    key = (phrase or "").strip().lower().replace("_", "-").replace(" ", "-")
+    return STATIC_PROBES.get(key) or PROBE_ALIASES.get(key) or ((key,) if key in ALL_PROBES else ())
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "deck-hashes.json"
 

@@ -9,6 +9,9 @@
 4. the replay overhead per run: a second replay of the honest fp8 case, whose Triton kernels are
    then cached under the solution's sha256, excludes the solution's own compile.
 
+`--device cpu` runs only the plain-torch cases on tiny shapes (a check of this script and of the
+case table without a GPU).
+
 Writes $OUT/gpu_verify.json after every case (so a run cut short still returns what it did) and
 prints a summary table last.  Needs torch (+ triton) only: no duckdb, orjson or click.
 """
@@ -54,6 +57,27 @@ CASES = [
      ["replay-stale-fresh-state"], "fail"),
     ("fp8_sm120", "01_fp8_gemm", "gpu/fp8_sm120.py", [], ["check"], "canonical", (42,), ["replay-not-replayable"],
      "not_replayable"),
+    # stateful APIs (plain torch; tiny configs on CUDA, then the honest ones on the deck's shapes,
+    # whose timing rows are the deck's wall-clock loops)
+    ("kimi_honest", "02_kimi_linear_decode", "kimi_honest.py", ["kimi_core.py"],
+     ["check", "same-buffer", "fresh-state", "alternate-cache", "determinism", "timing"], "tiny", (0,), [], "pass"),
+    ("kimi_frozen_state", "02_kimi_linear_decode", "kimi_frozen_state.py", ["kimi_core.py"], ["check"], "tiny", (0,),
+     ["replay-check-failed"], "fail"),
+    ("kimi_id_cache", "02_kimi_linear_decode", "kimi_id_cache.py", ["kimi_core.py"], ["fresh-state"], "tiny", (0,),
+     ["replay-stale-fresh-state"], "fail"),
+    ("kimi_ptr_state", "02_kimi_linear_decode", "kimi_ptr_state.py", ["kimi_core.py"], ["check", "same-buffer"], "tiny",
+     (0,), ["replay-stale-same-buffer"], "fail"),
+    ("kimi_internal_state", "02_kimi_linear_decode", "kimi_internal_state.py", ["kimi_core.py"], ["alternate-cache"],
+     "tiny", (0,), ["replay-ignores-caller-cache"], "fail"),
+    ("mingru_honest", "04_grid_mingru_sps", "mingru_honest.py", ["mingru_core.py"],
+     ["check", "same-buffer", "fresh-state", "output-alias", "determinism", "timing"], "tiny", (42,), [], "pass"),
+    ("mingru_weight_cache", "04_grid_mingru_sps", "mingru_weight_cache.py", ["mingru_core.py"],
+     ["same-buffer", "fresh-state"], "tiny", (42,), ["replay-stale-same-buffer", "replay-stale-fresh-state"], "fail"),
+    ("mingru_honest_canonical", "04_grid_mingru_sps", "mingru_honest.py", ["mingru_core.py"], ["check", "timing"],
+     "canonical", None, [], "pass"),
+    ("mq_honest_timing", "03_megaqwen_decode", "mq_honest.py", ["mq_core.py"], ["timing"], "tiny", (42,), [], "pass"),
+    ("kimi_honest_canonical", "02_kimi_linear_decode", "kimi_honest.py", ["kimi_core.py"], ["check", "timing"],
+     "canonical", (0,), [], "pass"),
 ]
 
 
@@ -63,12 +87,12 @@ def _dump(path: Path, obj) -> None:
     tmp.replace(path)
 
 
-def run_case(case, limits_cls, replay_solution) -> dict:
+def run_case(case, limits_cls, replay_solution, device: str = "cuda") -> dict:
     label, problem, sol, side, probes, shapes, seeds, rules, want = case
     sidecars = {Path(s).name: (CORPUS / s).read_bytes() for s in side}
     limits = limits_cls(build_s=240, call_s=20 if label == "topk_loop" else 180, time_s=240)
     t0 = time.monotonic()
-    out = replay_solution(problem, (CORPUS / sol).read_bytes(), sidecars, device="cuda", probes=probes, shapes=shapes,
+    out = replay_solution(problem, (CORPUS / sol).read_bytes(), sidecars, device=device, probes=probes, shapes=shapes,
                           seeds=seeds, limits=limits)
     wall = time.monotonic() - t0
     found = sorted({f["rule"] for f in out.findings})
@@ -85,7 +109,10 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-kernels", action="store_true")
     ap.add_argument("--kernels-timeout", type=float, default=200)
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--device", default="cuda", help="cpu: only the plain-torch cases on tiny shapes (no ceilings, "
+                                                     "no kernels.verify, no overhead run): a check of this script")
     args = ap.parse_args(argv)
+    cpu = args.device == "cpu"
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     res_path = out_dir / "gpu_verify.json"
@@ -97,13 +124,13 @@ def main(argv=None) -> int:
     from .timing import gpu_env_summary, measure_ceilings
     result: dict = {"env": gpu_env_summary(), "commands": [" ".join([sys.executable, "-m", "forensics.replay.gpu_verify"] + (argv or sys.argv[1:]))]}
     t = time.monotonic()
-    result["ceilings"] = measure_ceilings("cuda", use_disk=False)
+    result["ceilings"] = {} if cpu else measure_ceilings("cuda", use_disk=False)
     result["ceilings_s"] = round(time.monotonic() - t, 2)
     _dump(res_path, result)
     print("ceilings", result["ceilings"], flush=True)
 
     # kernels' verification (the kernels engineer's script), if it is there
-    if not args.skip_kernels and (REPO / "kernels" / "verify.py").exists():
+    if not cpu and not args.skip_kernels and (REPO / "kernels" / "verify.py").exists():
         t = time.monotonic()
         log = out_dir / "kernels_verify.log"
         cmd = [sys.executable, "-m", "kernels.verify", "--out", str(out_dir / "kernels_verify.json"),
@@ -123,18 +150,21 @@ def main(argv=None) -> int:
     for case in CASES:
         if args.only and case[0] not in args.only:
             continue
+        if cpu and (case[5] != "tiny" or case[2].startswith("gpu/")):
+            continue
         try:
-            r = run_case(case, Limits, replay_solution)
+            r = run_case(case, Limits, replay_solution, device=args.device)
         except Exception as e:  # noqa: BLE001
             r = {"label": case[0], "ok": False, "error": f"{type(e).__name__}: {e}", "tb": traceback.format_exc()[-3000:]}
         result["cases"].append(r)
         _dump(res_path, result)
         print(f"{r['label']:<20} ok={r.get('ok')} status={r.get('status')} rules={r.get('rules')} "
               f"wall={r.get('wall_s')}s {r.get('error', '')}", flush=True)
-        torch.cuda.empty_cache()
+        if not cpu:
+            torch.cuda.empty_cache()
 
     # overhead: the honest fp8 check again, its Triton kernels already compiled in the sha-keyed cache
-    if not args.only or "overhead" in args.only:
+    if not cpu and (not args.only or "overhead" in args.only):
         t = time.monotonic()
         o = replay_solution("01_fp8_gemm", (CORPUS / "gpu/fp8_honest.py").read_bytes(), device="cuda",
                             probes=["check"], shapes="canonical", limits=Limits(build_s=240, call_s=180))
@@ -150,7 +180,10 @@ def main(argv=None) -> int:
         print(f"  {r['label']:<20} {'CAUGHT/PASS' if r.get('ok') else 'MISMATCH':<12} status={r.get('status')} "
               f"want={r.get('want_status')} rules={','.join(r.get('rules', []))} wall={r.get('wall_s')}s")
         for x in tim:
-            print(f"      {x['probe']:<16} {x['shape']:<28} ms={x['ms']} GB/s={x['gbps']} TFLOP/s={x['tflops']} {x['status']}")
+            d = x.get("data") or {}
+            rate = next((f"{k}={d[k]:.4g}" for k in ("tok_s", "sps") if isinstance(d.get(k), (int, float))), "")
+            print(f"      {x['probe']:<16} {str(x['shape'])[:40]:<40} ms={x['ms']} GB/s={x['gbps']} TFLOP/s={x['tflops']} "
+                  f"{rate} {x['status']}")
     if "overhead" in result:
         print(f"  overhead (fp8 check, warm cache): {result['overhead']['wall_s']} s, "
               f"{result['overhead']['n_rows']} rows, status {result['overhead']['status']}; "

@@ -15,11 +15,15 @@ same-buffer      warm 11 calls, then overwrite every input (and every float para
 unsampled-region the same, changing only the first row, the last row or scattered elements
 fresh-state      delete the warmed model and inputs, build new ones with other weights and data
                  (CPython and the caching allocator often hand back the same id()/data_ptr)
-alternate-cache  stateful decode APIs: decode from caller caches other than the last prefill's
+alternate-cache  stateful APIs: decode from caller caches other than the last prefill's (cuda 03),
+                 continue a state other than the last one stepped (mega 02; step_api.py)
 output-alias     does a later call overwrite an earlier returned tensor (allowed, reported)
 nan-poison       CUDA: fill the caching allocator's free blocks with NaN before the call
 determinism      three calls on the same inputs must agree bit for bit
-timing           see forensics.replay.timing
+timing           see forensics.replay.timing (stateful decks: their wall-clock loops)
+
+The stateful APIs (cuda 03 decode, mega 02 step, cuda 04 rollout) have their own forms of these
+probes in stateful.py, step_api.py and rollout_api.py (stateful.table).
 """
 
 from __future__ import annotations
@@ -494,6 +498,9 @@ class Replay:
             if isinstance(x, torch.Tensor):
                 slots[f"{prefix}{i}"] = x.detach().cpu()
                 args.append({"slot": f"{prefix}{i}"})
+            elif isinstance(x, (list, tuple, dict)) and _tensors(x):  # a state: list of dicts of tensors
+                slots[f"{prefix}{i}"] = _to_cpu(x)
+                args.append({"slot": f"{prefix}{i}"})
             else:
                 args.append({"lit": x})
         with self.timed("input-transfer"):
@@ -514,22 +521,29 @@ class Replay:
                 r.data["moved"] = moved
         return r
 
-    def call(self, ch: Child, obj: str, args: list, save_inputs: list[str] | None = None, repeat: int = 1,
-             out_slot: str | None = None, poison: list[int] | None = None, method: str | None = None) -> tuple[Reply, Any]:
+    def call(self, ch: Child, obj: str | None, args: list, save_inputs: list[str] | None = None, repeat: int = 1,
+             out_slot: str | None = None, poison: list[int] | None = None, method: str | None = None,
+             fn: dict | None = None, kwargs: dict | None = None,
+             export_index: list | None = None) -> tuple[Reply, Any]:
+        """Call `obj.method(*args)` (or the target `fn`, e.g. {"attr": "solution:run"}) in the child;
+        -> (reply, payload with "out", "inputs_after", "inputs_mutated").  Inputs in `save_inputs`
+        (default: every slot argument) must come back unchanged."""
         p = self.scratch.path("out")
         meth = method or "forward"
         if save_inputs is None:
-            save_inputs = [a["slot"] for a in args if isinstance(a, dict) and "slot" in a and a["slot"] in self.expected]
+            save_inputs = [a["slot"] for a in args if isinstance(a, dict) and "slot" in a and a["slot"] in self.expected
+                           and not a.get("index")]
         with self.timed("child-call"):
-            r = ch.request("call", self.limits.call_s, fn={"obj": obj, "method": meth}, args=args,
-                           save=p, save_inputs=save_inputs, repeat=repeat, out_slot=out_slot,
-                           poison=poison, watch=save_inputs, fmt="pack")
+            r = ch.request("call", self.limits.call_s, fn=fn or {"obj": obj, "method": meth}, args=args,
+                           kwargs=kwargs or {}, save=p, save_inputs=save_inputs, repeat=repeat, out_slot=out_slot,
+                           poison=poison, watch=save_inputs, export_index=export_index or [], fmt="pack")
         if r.ok:  # the solution's own time inside the request (the rest is export and transfer)
             self.phase_s["solution"] = self.phase_s.get("solution", 0.0) + float(r.get("elapsed_s") or 0.0)
         self._note_tamper(r, "a call")
         if not r.ok:
             if r.status == "timeout":
                 self.hung = True
+            Path(p).unlink(missing_ok=True)
             return r, None
         with self.timed("output-transfer"):
             try:
@@ -989,8 +1003,7 @@ class Replay:
             "determinism": self.probe_determinism,
         }
         if kind:
-            table = {"check": lambda: stateful.check(self), "alternate-cache": lambda: stateful.alternate_cache(self),
-                     "fresh-state": lambda: stateful.fresh_state(self), "determinism": lambda: stateful.determinism(self)}
+            table = stateful.table(self)
         try:
             if self.ensure_child() is None:
                 for p in probes:

@@ -6,7 +6,8 @@ the deck `reference.py` of the problem beside it, and starts `worker.py` (copied
 child in its own process group with a scrubbed environment.  Requests go over a pipe; a request
 that does not get its reply within its time limit kills the whole process group.
 
-Everything the child hands back is data: tensors are loaded with ``torch.load(weights_only=True)``
+Everything the child hands back is data: tensors are loaded with ``torch.load(weights_only=True)`` or
+the validating pack reader (worker.pack_load)
 and judged here.  A missing reply is classified, never ignored:
 
 * ``early_exit``: the child ended with status 0 (``os._exit(0)``, ``sys.exit()`` swallowed by

@@ -1,7 +1,9 @@
-"""Probes for stateful decode APIs (cuda 03 megaqwen: prefill / decode_steps / run).
+"""Probes for the stateful APIs.  This module holds the dispatch and the cuda 03 megaqwen decode API
+(prefill / decode_steps / run); the mega 02 Kimi `step` API is in `step_api.py`, the cuda 04
+MinGRU rollout API in `rollout_api.py`, their wall-clock timing in `timing.py`.
 
-The check replays `run(ctx, n_decode, seed, model=sol)` against the reference's `run` with the
-same weights (`reset_parameters(seed)`, strict load).  The probes the auditors ask for:
+Decode (cuda 03): the check replays `run(ctx, n_decode, seed, model=sol)` against the reference's
+`run` with the same weights (`reset_parameters(seed)`, strict load).  The probes the auditors ask for:
 
 * alternate-cache: prefill twice (seeds A and B), then decode from A's caches: a solution that
   decodes from caches it keeps inside the model (the last prefill's) instead of the ones it is
@@ -11,13 +13,11 @@ same weights (`reset_parameters(seed)`, strict load).  The probes the auditors a
   (CPython usually hands the new model the dead one's id()); an id()-keyed weight cache replays
   the old weights.
 * determinism: two runs with the same model and seed agree bit for bit.
-
-The mega Kimi `step` API and the cuda 04 rollout API are not replayed here yet (rows say so).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -25,23 +25,34 @@ from .probes import Replay, _same, _maxdiff, _to_dev
 
 
 def kind(spec: Any) -> str | None:
+    """'decode' (cuda 03), 'step' (mega 02: Model.step), 'rollout' (cuda 04: run over a grid), or None."""
     st = spec.stateful
     if not st:
         return None
-    api = " ".join(st.get("api", [])) if isinstance(st.get("api"), list) else str(st.get("api", ""))
-    if "decode_steps" in api or "prefill" in api:
+    api = st.get("api", [])
+    lines = api if isinstance(api, list) else [str(api)]
+    if any("decode_steps" in a or "prefill(" in a for a in lines):
         return "decode"
-    if "step(" in api or ".step" in api:
+    if any(".step(" in a for a in lines):       # "Model(cfg).step(hidden, state)"; not cuda 04's env_step(
         return "step"
     return "rollout"
 
 
-def _unsupported(rp: Replay, probe: str) -> bool:
+def table(rp: Replay) -> dict[str, Callable[[], None]]:
+    """probe name -> callable, for the stateful API of rp.spec (timing is run by the driver)."""
     k = kind(rp.spec)
-    if k != "decode":
-        rp.row(probe, "skipped", detail=f"replay of the {k} API ({rp.spec.name}) is not implemented yet")
-        return True
-    return False
+    if k == "step":
+        from . import step_api as sa
+        return {"check": lambda: sa.check(rp), "same-buffer": lambda: sa.same_buffer(rp),
+                "fresh-state": lambda: sa.fresh_state(rp), "alternate-cache": lambda: sa.alternate_state(rp),
+                "determinism": lambda: sa.determinism(rp)}
+    if k == "rollout":
+        from . import rollout_api as ra
+        return {"check": lambda: ra.check(rp), "same-buffer": lambda: ra.same_buffer(rp),
+                "fresh-state": lambda: ra.fresh_state(rp), "output-alias": lambda: ra.output_alias(rp),
+                "determinism": lambda: ra.determinism(rp)}
+    return {"check": lambda: check(rp), "alternate-cache": lambda: alternate_cache(rp),
+            "fresh-state": lambda: fresh_state(rp), "determinism": lambda: determinism(rp)}
 
 
 def _ref_model(rp: Replay, shape: dict, seed: int):
@@ -75,8 +86,6 @@ def _ref_run(rp: Replay, ref, ctx: int, dec: int, seed: int):
 
 
 def check(rp: Replay) -> None:
-    if _unsupported(rp, "check"):
-        return
     shapes = rp.check_shapes()
     long = (rp.spec.stateful or {}).get("long_context_check")
     plan = [(s, seed) for s in shapes for seed in rp.seeds]
@@ -113,8 +122,6 @@ def _has_split(rp: Replay) -> bool:
 
 def alternate_cache(rp: Replay) -> None:
     probe = "alternate-cache"
-    if _unsupported(rp, probe):
-        return
     shape = rp.check_shapes()[0]
     seed = rp.seeds[0]
     if not _has_split(rp):
@@ -173,8 +180,6 @@ def fresh_state(rp: Replay, rounds: int = 4) -> None:
     """Run, delete, rebuild with other weights (up to `rounds` times, until a new model lands on a
     dead model's id()), and compare every rebuilt model's run with the reference."""
     probe = "fresh-state"
-    if _unsupported(rp, probe):
-        return
     shape = rp.check_shapes()[0]
     ch = rp.ensure_child()
     if ch is None:
@@ -213,8 +218,6 @@ def fresh_state(rp: Replay, rounds: int = 4) -> None:
 
 def determinism(rp: Replay) -> None:
     probe = "determinism"
-    if _unsupported(rp, probe):
-        return
     shape = rp.check_shapes()[0]
     seed = rp.seeds[0]
     ch = rp.ensure_child()

@@ -1,4 +1,5 @@
-"""Timing probes: CUDA-event medians with an L2 flush, against ceilings measured on this GPU.
+"""Timing probes: CUDA-event medians with an L2 flush, against ceilings measured on this GPU; the
+stateful decks' wall-clock loops (`probe_wall_clock`).
 
 * `measure_ceilings()` measures, once per session (cached in memory and on disk per GPU and torch
   version), a device-to-device copy bandwidth (bytes read + written) and a bf16 GEMM rate.  These
@@ -12,6 +13,11 @@
   time is under the roofline floor; `replay-timing-l2-dependent` when the reset makes it slower.
 * Archived numbers (benchmark.log per-shape ms, runs.peak_fraction) are reported beside ours in
   `data`; they were measured on another GPU against another peak table and are not compared.
+* Stateful decks (cuda 03 megaqwen, cuda 04 grid MinGRU, mega 02 Kimi) time their API by wall clock,
+  not events: `probe_wall_clock` runs the deck's loop in the child (`wall` request: warm-up, then
+  per trial perf_counter between device syncs) on each benchmark shape and keeps the deck's
+  statistic (median for cuda 03/04, best of 3 for mega).  No L2 flush, as in the decks, so no
+  `timing-l2-reset` row.
 """
 
 from __future__ import annotations
@@ -35,21 +41,43 @@ L2_DEPENDENT_MIN_MS = 0.005   # ... and at least 5 us slower
 
 _CEILINGS: dict[str, dict] = {}
 
-_BENCH_LINE = re.compile(r"^shape=(\d+) variant=solution tflops=([0-9.eE+-]+) gbps=([0-9.eE+-]+) ms=([0-9.eE+-]+)")
+_VARIANT_LINE = re.compile(r"^shape=(\d+) variant=(\w+) (.*)$")
+_KV = re.compile(r"(\w+)=([0-9.eE+-]+)(?=\s|$)")
 _PF_LINE = re.compile(r"^shape=(\d+) solution_peak_fraction=([0-9.eE+-]+)")
+_MEGA_LINE = re.compile(r"^shape ctx=(\d+): solution ([0-9.eE+-]+) ms/tok \((\d+(?:\.\d*)?) tok/s\)"
+                        r"(?: \| baseline ([0-9.eE+-]+) ms/tok \| speedup ([0-9.eE+-]+)x)?")
 
 
-def parse_benchmark_log(text: str) -> dict[int, dict]:
-    """Per-shape archived numbers from benchmark.log (hard, cuda 01/02 format)."""
-    out: dict[int, dict] = {}
+def parse_benchmark_log(text: str) -> dict[int | str, dict]:
+    """Per-shape archived numbers from benchmark.log.
+
+    Hard / cuda 01-02 (`shape=i variant=solution tflops= gbps= ms=`, `shape=i solution_peak_fraction=`),
+    cuda 03 (`... ctx_len= decode_steps= tok_s= decode_wall_s= prefill_wall_s= peak_fraction=`) and
+    cuda 04 (`... num_envs= horizon= sps= wall_s= peak_fraction=`) are keyed by shape index; other
+    variants (eager_ref, eager, compiled, sota) go under their name.  Mega (`shape ctx=c: solution
+    x ms/tok (n tok/s) | baseline y ms/tok | speedup zx`) is keyed `"ctx=c"`."""
+    out: dict[int | str, dict] = {}
     for line in (text or "").splitlines():
-        m = _BENCH_LINE.match(line.strip())
+        line = line.strip()
+        m = _VARIANT_LINE.match(line)
         if m:
-            out.setdefault(int(m.group(1)), {}).update(tflops=float(m.group(2)), gbps=float(m.group(3)),
-                                                       ms=float(m.group(4)))
-        m = _PF_LINE.match(line.strip())
+            vals = {k: float(v) for k, v in _KV.findall(m.group(3))}
+            entry = out.setdefault(int(m.group(1)), {})
+            if m.group(2) == "solution":
+                entry.update(vals)
+            elif vals:
+                entry.setdefault(m.group(2), {}).update(vals)
+            continue
+        m = _PF_LINE.match(line)
         if m:
             out.setdefault(int(m.group(1)), {})["peak_fraction"] = float(m.group(2))
+            continue
+        m = _MEGA_LINE.match(line)
+        if m:
+            e = out.setdefault(f"ctx={m.group(1)}", {})
+            e.update(ms_per_tok=float(m.group(2)), tok_s=float(m.group(3)))
+            if m.group(4):
+                e.update(baseline_ms_per_tok=float(m.group(4)), speedup=float(m.group(5)))
     return out
 
 
@@ -161,8 +189,11 @@ def probe_timing(rp: Any) -> None:
     spec = rp.spec
     cuda = rp.device.startswith("cuda")
     timing_kind = getattr(spec, "timing", "cuda_events_l2_flush")
-    if spec.stateful or timing_kind != "cuda_events_l2_flush":
-        rp.row("timing", "skipped", detail=f"timing method {timing_kind!r} (stateful API) is not replayed yet")
+    if spec.stateful or timing_kind in WALL_STATS:
+        probe_wall_clock(rp)
+        return
+    if timing_kind != "cuda_events_l2_flush":
+        rp.row("timing", "skipped", detail=f"unknown timing method {timing_kind!r}")
         return
     ceilings = measure_ceilings(rp.device) if cuda else {}
     rp.out.info["ceilings"] = ceilings
@@ -226,6 +257,167 @@ def probe_timing(rp: Any) -> None:
                            "persisting-L2 state is reset before each trial: its speed depends on data surviving the flush.",
                            {"ms": a, "ms_l2_reset": b})
         ch.request("delete", rp.limits.call_s, objs=["t"], slots=[a_["slot"] for a_ in args if "slot" in a_])
+
+
+# ------------------------------------------------------------------------------ wall clock (stateful decks)
+WALL_STATS = {"wall_clock_best_of_3": "best", "wall_clock_median": "median"}
+KIMI_BENCH_SEED = 7     # the mega gate's init_state seed; the contract names no per-trial seed
+
+
+def _wall_stat(times: list[float], stat: str) -> float:
+    return min(times) if stat == "best" else sorted(times)[len(times) // 2]   # the decks' sorted[len//2]
+
+
+def _fn(name: str) -> dict:
+    return {"attr": name}
+
+
+def _decode_plan(rp: Any, ch, si: int, shape: dict) -> dict | None:
+    """cuda 03: per shape seed 2026+idx; sol loaded strict=False from an unseeded reference; prefill,
+    warm-up decode_steps(min(4,dec)), prefill again; per trial prefill(seed+trial) untimed and
+    decode_steps timed.  Without the split, run() is timed whole (the deck prints a WARN)."""
+    ctx, dec = shape["ctx_len"], shape["n_decode"]
+    seed = 2026 + si
+    ref = rp.ref_model(shape)
+    r = ch.request("new", rp.limits.build_s, obj="t", factory="solution:Model", args=rp.init_args_spec(shape),
+                   state_dict=rp.state_file(shape, ref), strict=False, replace=True)
+    del ref
+    rp._note_tamper(r, "construction")
+    if not r.ok:
+        rp.failed_reply("timing", r, shape, seed, what="Model construction")
+        return None
+    t = {"obj": "t"}
+    if {"prefill", "decode_steps"} <= set(rp.sol_attrs or []):
+        pre = lambda s: {"fn": _fn("solution:prefill"), "args": [t, {"lit": ctx}, s], "set": ["h", "kc", "vc"],  # noqa: E731
+                         "timed": False}
+        dec_ = lambda n, s: {"fn": _fn("solution:decode_steps"), "args": [t, {"var": "h"}, {"var": "kc"}, {"var": "vc"},  # noqa: E731
+                                                                           {"lit": ctx}, {"lit": n}, s]}
+        return {"warmup": [pre({"lit": seed}), dict(dec_(min(4, dec), {"lit": seed}), timed=False), pre({"lit": seed})],
+                "program": [pre({"trial_plus": seed}), dec_(dec, {"trial_plus": seed})],
+                "units": dec, "unit": "tok", "rate": "tok_s", "seed": seed,
+                "timed": "decode_steps(n_decode) after an untimed prefill(seed+trial)"}
+    run = lambda n, s: {"fn": _fn("solution:run"), "args": [{"lit": ctx}, {"lit": n}, s], "kwargs": {"model": t}}  # noqa: E731
+    return {"warmup": [dict(run(min(4, dec), {"lit": seed}), timed=False)], "program": [run(dec, {"trial_plus": seed})],
+            "units": dec, "unit": "tok", "rate": "tok_s", "seed": seed, "retry_without_model": True,
+            "timed": "run() whole, prefill included",
+            "warn": "WARN: the solution lacks the prefill/decode_steps split; the whole run() is timed, prefill "
+                    "included (as the deck does)"}
+
+
+def _step_plan(rp: Any, ch, si: int, shape: dict) -> dict | None:
+    """mega 02: a warm-up _run of min(3, steps) steps, then per trial a timed _run: init_state,
+    init_token and `steps` chained step() calls, ending with a sync; best of 3."""
+    from . import step_api
+    steps = int(shape.get("steps") or 1)
+    _, sd = step_api._ref_model(rp, shape)
+    r = ch.request("new", rp.limits.call_s, obj="tcfg", factory="reference:Config",
+                   kwargs=step_api.cfg_kwargs(rp, shape), replace=True)
+    if r.ok:
+        r = step_api.new_model(rp, ch, "t", shape, sd)
+    if not r.ok:
+        rp.failed_reply("timing", r, shape, KIMI_BENCH_SEED, what="Model(cfg) construction")
+        return None
+    dev = {"lit": rp.device}
+    cfg = {"obj": "tcfg"}
+
+    def run(n: int, timed: bool) -> list:
+        return [{"fn": _fn("reference:init_state"), "args": [cfg, {"lit": shape["ctx"]}, {"lit": KIMI_BENCH_SEED}, dev],
+                 "set": "st", "timed": timed},
+                {"fn": _fn("reference:init_token"), "args": [cfg, {"lit": KIMI_BENCH_SEED}, dev], "set": "x", "timed": timed},
+                {"fn": {"obj": "t", "method": "step"}, "args": [{"var": "x"}, {"var": "st"}], "set": ["x", "st"],
+                 "loop": n, "timed": timed}]
+
+    return {"warmup": run(min(3, steps), False), "program": run(steps, True), "units": steps, "unit": "tok",
+            "rate": "tok_s", "seed": KIMI_BENCH_SEED,
+            "timed": f"init_state + init_token + {steps} chained step() calls (seed {KIMI_BENCH_SEED})"}
+
+
+def _rollout_plan(rp: Any, ch, si: int, shape: dict) -> dict | None:
+    """cuda 04: one model strict-loaded from reference.Model() (seed 0); warm-up run(min(N,1024),
+    min(h,4)); per trial run(N, h, 2026+idx+trial, model=sol) timed; median; sps = N*h/wall."""
+    n, h = shape["num_envs"], shape["horizon"]
+    seed = 2026 + si
+    r = rp.new_model(ch, "t", shape, rp.state_file(shape, rp.ref_model(shape)), replace=True)
+    if not r.ok:
+        rp.failed_reply("timing", r, shape, seed, what="Model construction")
+        return None
+    run = lambda a, b, s: {"fn": _fn("solution:run"), "args": [{"lit": a}, {"lit": b}, s], "kwargs": {"model": {"obj": "t"}}}  # noqa: E731
+    return {"warmup": [dict(run(min(n, 1024), min(h, 4), {"lit": seed}), timed=False)],
+            "program": [run(n, h, {"trial_plus": seed})], "units": n * h, "unit": "env step", "rate": "sps",
+            "seed": seed, "timed": "run(num_envs, horizon, 2026+idx+trial, model=sol)"}
+
+
+def _wall_shapes(rp: Any, kind: str | None) -> list[dict]:
+    shapes = rp.bench_shapes()
+    if kind == "rollout":   # tiny mode hands back the check's parts; only the rollout has a horizon
+        shapes = [s for s in shapes if s.get("horizon") and s.get("part", "run") == "run"] or shapes
+    return shapes
+
+
+def _strip_model(prog: list) -> list:
+    return [dict(st, kwargs={k: v for k, v in st.get("kwargs", {}).items() if k != "model"}) for st in prog]
+
+
+def probe_wall_clock(rp: Any) -> None:
+    """The stateful decks' wall-clock benchmark, on each benchmark shape (see the plans above)."""
+    from . import stateful
+    spec = rp.spec
+    kind = stateful.kind(spec)
+    plan_fn = {"decode": _decode_plan, "step": _step_plan, "rollout": _rollout_plan}.get(kind or "")
+    timing_kind = getattr(spec, "timing", "")
+    stat = WALL_STATS.get(timing_kind)
+    if plan_fn is None or stat is None:
+        rp.row("timing", "skipped", detail=f"no wall-clock plan for {spec.name} (timing {timing_kind!r}, API {kind})")
+        return
+    cuda = rp.device.startswith("cuda")
+    trials = int(getattr(spec, "n_trials", 3) or 3)
+    archived = getattr(rp, "archived", {}) or {}
+    per_shape = archived.get("shapes", {}) or {}
+    for si, shape in enumerate(_wall_shapes(rp, kind)):
+        ch = rp.ensure_child()
+        if ch is None or rp.hung or rp.early_exit:
+            rp.row("timing", "skipped", shape, detail="no working child")
+            return
+        plan = plan_fn(rp, ch, si, shape)
+        if plan is None:
+            continue
+        t = ch.request("wall", rp.limits.time_s, warmup=plan["warmup"], program=plan["program"], trials=trials)
+        if (not t.ok and plan.get("retry_without_model") and t.status == "error" and "TypeError" in t.error
+                and "model" in t.error):
+            t = ch.request("wall", rp.limits.time_s, warmup=_strip_model(plan["warmup"]),
+                           program=_strip_model(plan["program"]), trials=trials)
+        rp._note_tamper(t, "timing")
+        if not t.ok:
+            rp.failed_reply("timing", t, shape, plan["seed"], what="wall-clock timing")
+            if rp.hung or rp.early_exit:
+                return
+            continue
+        times = [float(x) for x in t["s_all"]]
+        wall = _wall_stat(times, stat)
+        rate = plan["units"] / wall if wall > 0 else math.inf
+        arch = per_shape.get(si)
+        if kind == "step":
+            arch = per_shape.get(f"ctx={shape.get('ctx')}") or arch
+        data = {"method": timing_kind, "stat": stat, "trials": trials, "s_all": times, "wall_s": wall,
+                "timed": plan["timed"], "units": plan["units"], "unit": plan["unit"], plan["rate"]: rate,
+                "ms_per_" + plan["unit"].replace(" ", "_"): wall * 1e3 / plan["units"] if plan["units"] else None,
+                "clock": t.get("method"), "archived": arch, "archived_peak_fraction": archived.get("peak_fraction"),
+                "archived_gpu": archived.get("gpu"),
+                "note": "archived numbers come from another GPU; shown, not compared"}
+        peak = getattr(spec, "peak_value", None)
+        if peak and kind != "step":
+            data["peak_fraction_here"] = rate / peak     # the deck's frac = rate / yaml peak (tok_s, sps)
+        if kind == "step":
+            data["score_note"] = ("the deck scores speedup = baseline.py wall / solution wall; baseline.py is not "
+                                  "bundled, so no speedup is computed here")
+        if plan.get("warn"):
+            data["warn"] = plan["warn"]
+        if not cuda:
+            data["note"] = "CPU wall clock on the given shapes: exercises the path only, not a measurement"
+        detail = (f"{stat} of {trials} wall-clock trials ({plan['timed']}); {rate:.4g} {plan['rate']}"
+                  + (f"; {plan['warn']}" if plan.get("warn") else ""))
+        rp.row("timing", "pass", shape, plan["seed"], f"{stat}-of-{trials}", ms=wall * 1e3, data=data, detail=detail)
+        ch.request("delete", rp.limits.call_s, objs=["t", "tcfg"])
 
 
 def _label(shape: dict) -> str:

@@ -333,27 +333,38 @@ class Worker:
         return _equal(_view(_reshape(_contig(a), (-1,)), torch.uint8), _view(_reshape(_contig(b), (-1,)), torch.uint8))
 
     # ---- argument and result marshalling
-    def resolve(self, spec):
+    def resolve(self, spec, env: dict | None = None):
+        """A request argument -> the value the solution is called with.  `env` holds the variables
+        of a `wall` program ({"var": name}) and its trial number ({"trial_plus": base})."""
         if isinstance(spec, dict):
             if "slot" in spec:
                 v = self.slots[spec["slot"]]
                 for i in spec.get("index", []):
                     v = v[i]
                 return self._deepclone(v) if spec.get("clone") else v
+            if "var" in spec:
+                v = env[spec["var"]]
+                for i in spec.get("index", []):
+                    v = v[i]
+                return v
+            if "trial_plus" in spec:
+                return int(spec["trial_plus"]) + int(env.get("__trial__", 0))
             if "obj" in spec:
                 return self.objs[spec["obj"]]
             if "lit" in spec:
                 return spec["lit"]
             if "list" in spec:
-                return [self.resolve(s) for s in spec["list"]]
+                return [self.resolve(s, env) for s in spec["list"]]
             if "tuple" in spec:
-                return tuple(self.resolve(s) for s in spec["tuple"])
+                return tuple(self.resolve(s, env) for s in spec["tuple"])
             if "dict" in spec:
-                return {k: self.resolve(v) for k, v in spec["dict"].items()}
+                return {k: self.resolve(v, env) for k, v in spec["dict"].items()}
             if "dtype" in spec:
                 return getattr(torch, spec["dtype"])
             if "call_ref" in spec:  # a constructor argument only `reference` can make (a Config)
-                val = getattr(importlib.import_module("reference"), spec["call_ref"])(*spec.get("args", []))
+                fn = getattr(importlib.import_module("reference"), spec["call_ref"])
+                val = fn(*[self.resolve(a, env) for a in spec.get("args", [])],
+                         **{k: self.resolve(v, env) for k, v in spec.get("kwargs", {}).items()})
                 return val[spec["index"]] if "index" in spec else val
         return spec
 
@@ -400,7 +411,19 @@ class Worker:
     @staticmethod
     def meta(t) -> dict:
         if not _is_tensor(t):
-            return {"type": type(t).__name__}
+            # containers (a list of per-layer state dicts): the object's id() and the data_ptr of
+            # every tensor inside, so a probe can tell whether new state landed on dead storage
+            ptrs: list[int] = []
+            todo = [t]
+            while todo and len(ptrs) < 256:
+                x = todo.pop()
+                if _is_tensor(x):
+                    ptrs.append(_data_ptr(x))
+                elif isinstance(x, (list, tuple)):
+                    todo.extend(reversed(x))
+                elif isinstance(x, dict):
+                    todo.extend(reversed(list(x.values())))
+            return {"type": type(t).__name__, "id": id(t), "ptrs": ptrs}
         return {"ptr": _data_ptr(t), "version": int(t._version), "shape": list(t.shape),
                 "stride": list(t.stride()), "dtype": str(t.dtype), "device": str(t.device)}
 
@@ -443,6 +466,7 @@ class Worker:
         args = [self.resolve(a) for a in req.get("args", [])]
         kwargs = {k: self.resolve(v) for k, v in req.get("kwargs", {}).items()}
         old_id = None
+        kept_alive = False
         gc_was = gc.isenabled()
         gc.disable()  # an automatic collection would reshuffle the allocator's free list
         try:
@@ -460,10 +484,15 @@ class Worker:
                     pass
                 del self.objs[req["obj"]]
                 if probe is not None and probe() is not None:  # kept alive by a cycle: collect it
+                    kept_alive = True
                     gc.collect()
-            obj = factory(*args, **kwargs)
+            attempts = int(req.get("reuse_attempts", 0)) if old_id is not None else 0
+            obj = self._on_dead_id(factory, args, kwargs, old_id) if attempts else None
+            placed = obj is not None
+            if obj is None:
+                obj = factory(*args, **kwargs)
             spare = []
-            for _ in range(int(req.get("reuse_attempts", 0)) if old_id is not None else 0):
+            for _ in range(0 if placed else attempts):
                 if id(obj) == old_id:
                     break
                 spare.append(obj)   # keep it alive so the next construction takes another slot
@@ -485,8 +514,37 @@ class Worker:
         self.objs[req["obj"]] = obj
         info["obj_id"] = id(obj)
         info["old_id"] = old_id
+        info["old_kept_alive"] = kept_alive
+        info["placed_on_dead_id"] = placed
         self.sync()
         return info
+
+    @staticmethod
+    def _on_dead_id(factory, args, kwargs, old_id, tries: int = 4096):
+        """Build `factory(*args)` on the dead object's id(), or return None.
+
+        Freeing the old object does not always make its memory the next one handed out (its
+        allocator pool may have emptied), so bare instances are allocated with `cls.__new__` until
+        one lands on the dead id; that one is initialised (`type.__call__` does the same two steps)
+        and the others are freed.  Only for plain classes whose constructor is type.__call__."""
+        if not isinstance(factory, type) or type(factory).__call__ is not type.__call__:
+            return None
+        spare = []
+        try:
+            for _ in range(tries):
+                try:
+                    o = factory.__new__(factory)
+                except Exception:  # noqa: BLE001 - a __new__ that needs arguments: the ordinary way
+                    return None
+                if id(o) == old_id:
+                    break
+                spare.append(o)
+            else:
+                return None
+        finally:
+            del spare
+        factory.__init__(o, *args, **kwargs)
+        return o
 
     def op_setglobals(self, req):
         mod = importlib.import_module(req["module"])
@@ -509,9 +567,12 @@ class Worker:
     def op_write(self, req):
         """Overwrite existing tensors in place: same storage, same data_ptr (A3's restore)."""
         data = load_any(req["file"])
+        targets = req.get("targets") or {}
         out = {}
         for k, v in data.items():
-            if "::" in k:  # "<obj>::<param or buffer name>" writes into a module's state
+            if k in targets:  # a tensor inside a slot: {"slot": s, "index": [1, 0, "S"]}
+                dst = self.resolve(targets[k])
+            elif "::" in k:  # "<obj>::<param or buffer name>" writes into a module's state
                 oname, pname = k.split("::", 1)
                 mod = self.objs[oname]
                 named = dict(mod.named_parameters())
@@ -519,14 +580,27 @@ class Worker:
                 dst = named[pname]
             else:
                 dst = self.slots[k]
-            ptr = _data_ptr(dst)
+            if not _is_tensor(dst):
+                raise TypeError(f"write target {k} is {type(dst).__name__}, not a tensor")
+            ptr, ver = _data_ptr(dst), int(dst._version)
             with _no_grad():
                 _copy(dst.data, _to(v, dst.device))
             if "::" not in k:
-                self._remember(k)
-            out[k] = {"ptr_before": ptr, "ptr_after": _data_ptr(dst), "version": int(dst._version)}
+                self._remember(targets[k]["slot"] if k in targets else k)
+            out[k] = {"ptr_before": ptr, "ptr_after": _data_ptr(dst), "version_before": ver,
+                      "version": int(dst._version)}
         self.sync()
         return {"written": out}
+
+    def op_load(self, req):
+        """load_state_dict into an existing module, as check.py reloads one model per seed
+        (copy_ into the same parameters: data_ptr kept, _version bumped)."""
+        mod = self.objs[req["obj"]]
+        sd = load_any(req["state_dict"], map_location=self.device)
+        res = mod.load_state_dict(sd, strict=req.get("strict", True))
+        self.sync()
+        return {"missing": list(getattr(res, "missing_keys", [])),
+                "unexpected": list(getattr(res, "unexpected_keys", []))}
 
     def op_delete(self, req):
         for k in req.get("slots", []):
@@ -587,7 +661,10 @@ class Worker:
         self.tampered.extend(changes)
         if req.get("out_slot"):
             self.slots[req["out_slot"]] = result
-        payload = {"out": self.export(result, req.get("out_slot") or f"ret{req['id']}")}
+        shown = result
+        for i in req.get("export_index", []):  # export only a part (a chain's hidden, not its state)
+            shown = shown[i]
+        payload = {"out": self.export(shown, req.get("out_slot") or f"ret{req['id']}")}
         # with fmt=pack only the inputs that changed travel back (the rest are what the parent sent)
         keep = [k for k in req.get("save_inputs", [])
                 if req.get("fmt") != "pack" or k not in self.pristine or not self._unchanged(k)]
@@ -678,6 +755,51 @@ class Worker:
             info["l2_reset_ok"] = all(r.get("ok") for r in resets)
         info["tamper"] = diff_snapshots(before, snapshot())
         return info
+
+    # ---- wall-clock timing of a short program (the stateful decks' benchmark loops)
+    def _run_program(self, program: list, trial: int) -> float | None:
+        """Run the steps in order; return the wall seconds of the timed ones (None if none).
+
+        A step: {"fn": target, "args": [...], "kwargs": {...}, "set": name | [names],
+        "loop": n, "timed": bool}.  Arguments may name earlier results ({"var": name}) and the
+        trial ({"trial_plus": base}).  The timed steps must be contiguous; the clock starts after
+        a device sync and stops after one (the decks' perf_counter between synchronize calls)."""
+        env: dict = {"__trial__": trial}
+        t0 = t1 = None
+        for st in program:
+            timed = bool(st.get("timed", True))
+            if timed and t0 is None:
+                self.sync()
+                t0 = _perf()
+            elif not timed and t0 is not None and t1 is None:
+                self.sync()
+                t1 = _perf()
+            fn = self._call_target(st["fn"])
+            for _ in range(int(st.get("loop", 1))):
+                args = [self.resolve(a, env) for a in st.get("args", [])]
+                kwargs = {k: self.resolve(v, env) for k, v in st.get("kwargs", {}).items()}
+                res = fn(*args, **kwargs)
+                names = st.get("set")
+                if isinstance(names, list):
+                    for n, v in zip(names, res):
+                        env[n] = v
+                elif names:
+                    env[names] = res
+        if t0 is not None and t1 is None:
+            self.sync()
+            t1 = _perf()
+        return None if t0 is None else t1 - t0
+
+    def op_wall(self, req):
+        before = snapshot()
+        times = []
+        with _no_grad():
+            if req.get("warmup"):
+                self._run_program(req["warmup"], -1)
+            for t in range(int(req.get("trials", 3))):
+                times.append(self._run_program(req["program"], t))
+        return {"s_all": times, "method": "perf_counter" + (" + cuda.synchronize" if self.device.startswith("cuda") else ""),
+                "tamper": diff_snapshots(before, snapshot())}
 
     def op_tamper(self, req):
         return {"tamper": diff_snapshots(self.base_snapshot, snapshot())}

@@ -1,0 +1,351 @@
+"""Replay of the cuda 04 grid MinGRU rollout API (C4).
+
+    run(num_envs, horizon, seed, model=None) -> {rewards, positions, last_logits, state}   required
+    policy_forward(model, obs, state) -> (logits, new_state, value)                        optional (else model(obs, state))
+    env_step(agent, food, actions, rng_state) -> (agent, food, reward, rng_state)          optional
+
+Rows (probe / case):
+
+check / nominal, stress / <case>   policy_forward on the check's (obs, state) under the deck's stress cases
+check / env_step                   env_step on the check's integer grid inputs, exact (skipped if not defined)
+check / run                        run(128, 8, seed, model=sol): positions exact, rewards atol 1e-5, logits 1e-3
+    One solution model is built and reloaded per seed (load_state_dict(strict=True) into the same
+    object, as the deck's check does), after `reference.reset_parameters(seed)`.
+same-buffer       11 warm policy calls, then obs / state overwritten in place (data_ptr kept): all inputs,
+                  each alone; then every parameter overwritten in place with other weights (data_ptr and
+                  _version kept): policy_forward and run() must follow them
+fresh-state       delete the model, build one with other weights (until it lands on a dead model's id(),
+                  up to 4 rebuilds), run() again
+output-alias      does a later run() overwrite the tensors an earlier run() returned (allowed, reported)
+determinism       two run() calls with the same model and seed agree bit for bit
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .probes import Replay, _maxdiff, _same, _stats, _to_dev, shape_label
+
+WARM_CALLS = 11
+FRESH_ROUNDS = 4
+
+
+def _helpers():
+    from kernels.problems import cuda_04_mingru
+    return cuda_04_mingru
+
+
+def _mod(rp: Replay):
+    m = getattr(rp, "_mingru_mod", None)
+    if m is None:
+        m = rp._mingru_mod = rp.spec.reference_module()
+    return m
+
+
+def part_shape(rp: Replay, part: str) -> dict:
+    """The check shape of one part (policy_forward, env_step, run); benchmark shapes have no part."""
+    shapes = rp.check_shapes()
+    for s in shapes:
+        if s.get("part") == part:
+            return dict(s)
+    return dict(shapes[-1])
+
+
+def _ref(rp: Replay, seed: int | None):
+    ref = rp.spec.build_reference(part_shape(rp, "policy_forward"), rp.device)
+    if seed is not None:
+        ref.reset_parameters(seed)
+    return ref
+
+
+def _policy(rp: Replay, obj: str, args: list) -> tuple[dict, list]:
+    """policy_forward(model, obs, state) if the solution defines it, else model(obs, state) (as check does)."""
+    if "policy_forward" in (rp.sol_attrs or []):
+        return {"attr": "solution:policy_forward"}, [{"obj": obj}] + args
+    return {"obj": obj, "method": "forward"}, args
+
+
+def _call_policy(rp: Replay, ch, obj: str, args: list, repeat: int = 1):
+    fn, full = _policy(rp, obj, args)
+    return rp.call(ch, None, full, fn=fn, repeat=repeat,
+                   save_inputs=[a["slot"] for a in args if "slot" in a and a["slot"] in rp.expected])
+
+
+def run_sol(rp: Replay, ch, obj: str, n: int, h: int, seed: int, out_slot: str | None = None):
+    """solution.run(n, h, seed, model=obj), retried without model= on a TypeError naming it."""
+    lits = [{"lit": n}, {"lit": h}, {"lit": seed}]
+    r, payload = rp.call(ch, None, lits, fn={"attr": "solution:run"}, kwargs={"model": {"obj": obj}},
+                         save_inputs=[], out_slot=out_slot)
+    if not r.ok and r.status == "error" and "TypeError" in r.error and "model" in r.error:
+        r, payload = rp.call(ch, None, lits, fn={"attr": "solution:run"}, save_inputs=[], out_slot=out_slot)
+    return r, (payload or {}).get("out")
+
+
+def _ref_run(rp: Replay, ref, n: int, h: int, seed: int):
+    with torch.no_grad():
+        return _mod(rp).run(n, h, seed, model=ref)
+
+
+def _new(rp: Replay, ch, obj: str, ref, replace: bool = True, reuse_attempts: int = 0):
+    return rp.new_model(ch, obj, part_shape(rp, "policy_forward"), rp.state_file({}, ref), replace=replace,
+                        reuse_attempts=reuse_attempts)
+
+
+def _row_run(rp: Replay, probe: str, rule: str | None, shape, seed, case: str, ref_out, sol_out, what: str) -> bool:
+    if not isinstance(sol_out, dict):
+        res = {"ok": False, "msg": f"run() returned {type(sol_out).__name__}, not a dict"}
+    else:
+        res = _helpers().compare_run(ref_out, _to_dev(sol_out, rp.device))
+    rp.row(probe, "pass" if res.get("ok") else "fail", shape, seed, case, res)
+    if not res.get("ok") and rule:
+        rp.finding(rule, f"{what} ({shape_label(shape)}, seed {seed}, {case}): {res.get('msg', '')}"[:700],
+                   _stats(res) | {"variant": case, "worst_part": res.get("worst_part")}, probe=probe)
+    return bool(res.get("ok"))
+
+
+# ------------------------------------------------------------------------------ check
+def check(rp: Replay) -> None:
+    P, E, R = part_shape(rp, "policy_forward"), part_shape(rp, "env_step"), part_shape(rp, "run")
+    ch = rp.ensure_child()
+    if ch is None:
+        return
+    ref = _ref(rp, rp.seeds[0])
+    r = _new(rp, ch, "g", ref, replace=True)
+    if not r.ok:
+        rp.failed_reply("check", r, P, rp.seeds[0], what="Model() construction / load_state_dict(strict=True)")
+        return
+    mod, helpers = _mod(rp), _helpers()
+    for seed in rp.seeds:
+        if not ch.alive() or rp.early_exit or rp.hung:
+            rp.row("check", "skipped", P, seed, detail="not run: the solution's process ended or hung earlier")
+            continue
+        ref.reset_parameters(seed)
+        p = rp.state_file({}, ref)
+        lr = ch.request("load", rp.limits.call_s, obj="g", state_dict=p, strict=True)
+        Path(p).unlink(missing_ok=True)
+        if not lr.ok:
+            rp.failed_reply("check", lr, P, seed, what="load_state_dict(strict=True)")
+            continue
+        # 1. policy_forward under the stress cases
+        base = rp.spec.make_inputs(P, seed, "cpu")
+        for case in rp.stress_cases():
+            probe = "check" if case.name == "nominal" else "stress"
+            with rp.spec.apply_stress(ref, None, _to_dev(base, rp.device), case) as x:
+                ref_out = rp.reference(ref, x)
+            pr, args = rp.put(ch, [t.detach().cpu() for t in x], prefix="gx")
+            if not pr.ok:
+                rp.failed_reply(probe, pr, P, seed, case.name, what="input transfer")
+                continue
+            r, payload = _call_policy(rp, ch, "g", args)
+            if not r.ok:
+                rp.failed_reply(probe, r, P, seed, case.name, what="policy_forward()")
+                continue
+            res = rp.compare(ref_out, rp._sol_out(payload), case=case.name)
+            rp.row(probe, "pass" if res.get("ok") else "fail", P, seed, case.name, res)
+            if not res.get("ok"):
+                rp.finding("replay-check-failed", f"policy_forward ({probe}) failed on {shape_label(P)} seed {seed} "
+                           f"case {case.name}: {res.get('msg', '')}"[:600], _stats(res), probe=probe)
+        # 2. env_step (optional in the contract)
+        if "env_step" in (rp.sol_attrs or []):
+            e = helpers.env_step_inputs(seed, "cpu", n=E.get("num_envs", 256))
+            ref_out = mod.env_step(*_to_dev(e, rp.device))
+            pr, args = rp.put(ch, e, prefix="ge")
+            r, payload = rp.call(ch, None, args, fn={"attr": "solution:env_step"}) if pr.ok else (pr, None)
+            if not r.ok:
+                rp.failed_reply("check", r, E, seed, "env_step", what="env_step()")
+            else:
+                out = rp._sol_out(payload)
+                res = (helpers.compare_env_step(ref_out, out) if isinstance(out, (list, tuple)) and len(out) == 4
+                       else {"ok": False, "msg": f"env_step must return 4 tensors, got {type(out).__name__}"})
+                rp.row("check", "pass" if res.get("ok") else "fail", E, seed, "env_step", res)
+                if not res.get("ok"):
+                    rp.finding("replay-check-failed", f"env_step on {shape_label(E)} seed {seed} is not exact: "
+                               f"{res.get('msg', '')}"[:600], _stats(res), probe="check")
+        else:
+            rp.row("check", "skipped", E, seed, "env_step", detail="the solution defines no env_step (optional)")
+        # 3. the rollout
+        n, h = R["num_envs"], R["horizon"]
+        r, out = run_sol(rp, ch, "g", n, h, seed)
+        if not r.ok:
+            rp.failed_reply("check", r, R, seed, "run", what="run()")
+            continue
+        _row_run(rp, "check", "replay-check-failed", R, seed, "run", _ref_run(rp, ref, n, h, seed), out,
+                 f"run({n}, {h}, {seed}) disagrees with the reference")
+    if ch.alive():
+        ch.request("delete", rp.limits.call_s, objs=["g"], slots=["gx0", "gx1", "ge0", "ge1", "ge2", "ge3"])
+
+
+# ------------------------------------------------------------------------------ same-buffer
+def same_buffer(rp: Replay) -> None:
+    probe, rule = "same-buffer", "replay-stale-same-buffer"
+    P, R = part_shape(rp, "policy_forward"), part_shape(rp, "run")
+    seed = rp.seeds[0]
+    ch = rp.ensure_child()
+    if ch is None:
+        return
+    ref = _ref(rp, seed)
+    r = _new(rp, ch, "gb", ref)
+    if not r.ok:
+        rp.failed_reply(probe, r, P, seed, what="Model() construction")
+        return
+    base = rp.spec.make_inputs(P, seed, "cpu")
+    other = rp.spec.make_inputs(P, seed + 7919, "cpu")
+    pr, args = rp.put(ch, base, prefix="gbx")
+    if not pr.ok:
+        rp.failed_reply(probe, pr, P, seed, what="input transfer")
+        return
+    r, _ = _call_policy(rp, ch, "gb", args, repeat=WARM_CALLS)
+    if not r.ok:
+        rp.failed_reply(probe, r, P, seed, what=f"{WARM_CALLS} warm-up calls")
+        return
+    variants = [("all-inputs", list(other))] + [(f"input{i}", [other[j] if j == i else base[j] for j in range(len(base))])
+                                                for i in range(len(base))]
+    for variant, new in variants:
+        wr = rp.write(ch, {f"gbx{i}": new[i] for i in range(len(new))})
+        if not wr.ok:
+            rp.failed_reply(probe, wr, P, seed, variant, what="in-place overwrite")
+            return
+        r, payload = _call_policy(rp, ch, "gb", args)
+        if not r.ok:
+            rp.failed_reply(probe, r, P, seed, variant, what="policy_forward()")
+            return
+        rp._judge(probe, rule, variant, P, seed, rp.reference(ref, _to_dev(new, rp.device)), payload, new,
+                  extra=" (same storage, data_ptr unchanged)")
+        rp.write(ch, {f"gbx{i}": base[i] for i in range(len(base))})
+    # parameters overwritten in place: warm the rollout first (whatever it derives from the weights)
+    n, h = R["num_envs"], R["horizon"]
+    r, _ = run_sol(rp, ch, "gb", n, h, seed)
+    if not r.ok:
+        rp.failed_reply(probe, r, R, seed, "parameters", what="run()")
+        return
+    ref2 = _ref(rp, seed + 31337)
+    wr = rp.write(ch, {f"gb::{k}": v for k, v in ref2.state_dict().items()})
+    if not wr.ok:
+        rp.failed_reply(probe, wr, P, seed, "parameters", what="in-place parameter overwrite")
+        return
+    w = wr["written"].values()
+    ptr_kept = all(x["ptr_before"] == x["ptr_after"] for x in w)
+    ver_kept = all(x.get("version_before") == x.get("version") for x in w)
+    extra = (" (parameters overwritten in place: data_ptr" + (" and _version" if ver_kept else "") + " kept)"
+             if ptr_kept else "")
+    r, payload = _call_policy(rp, ch, "gb", args)
+    if not r.ok:
+        rp.failed_reply(probe, r, P, seed, "parameters:policy_forward", what="policy_forward()")
+        return
+    rp._judge(probe, rule, "parameters:policy_forward", P, seed, rp.reference(ref2, _to_dev(base, rp.device)), payload,
+              base, extra=extra)
+    r, out = run_sol(rp, ch, "gb", n, h, seed)
+    if not r.ok:
+        rp.failed_reply(probe, r, R, seed, "parameters:run", what="run()")
+        return
+    _row_run(rp, probe, rule, R, seed, "parameters:run", _ref_run(rp, ref2, n, h, seed), out,
+             "run() after every parameter was overwritten in place does not follow the new weights" + extra)
+    ch.request("delete", rp.limits.call_s, objs=["gb"], slots=[a["slot"] for a in args if "slot" in a])
+
+
+# ------------------------------------------------------------------------------ fresh-state
+def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
+    probe = "fresh-state"
+    R = part_shape(rp, "run")
+    n, h = R["num_envs"], R["horizon"]
+    ch = rp.ensure_child()
+    if ch is None:
+        return
+    seen: set = set()
+    for rnd in range(rounds + 1):
+        s = rp.seeds[0] + 777 * rnd
+        ref = _ref(rp, s)
+        r = _new(rp, ch, "gf", ref, replace=True, reuse_attempts=8)
+        if not r.ok:
+            rp.failed_reply(probe, r, R, s, what="Model() construction")
+            return
+        reused = r.get("obj_id") in seen
+        seen.add(r.get("obj_id"))
+        r, out = run_sol(rp, ch, "gf", n, h, s)
+        if not r.ok:
+            rp.failed_reply(probe, r, R, s, what="run()")
+            return
+        if rnd == 0:
+            continue  # the first model only warms whatever the solution caches
+        variant = f"rebuild-{rnd}" + ("-dead-id" if reused else "-new-id")
+        ok = _row_run(rp, probe, None, R, s, variant, _ref_run(rp, ref, n, h, s), out, "")
+        if not ok:
+            res = rp.out.rows[-1]
+            rp.finding("replay-stale-fresh-state",
+                       "A new model with other weights" + (" (built on a dead model's id())" if reused else "")
+                       + f" returns rollouts of an old one: {res.get('detail') or ''}"[:600],
+                       {k: res.get(k) for k in ("max_abs", "n_bad", "n_total", "worst_index")}
+                       | {"id_reused": reused, "round": rnd})
+            break
+        if reused or rnd == rounds:
+            if not reused:
+                rp.out.rows[-1]["detail"] = f"no id() reuse in {rounds} rebuilds: id()-keyed caches not exercised"
+            break
+    ch.request("delete", rp.limits.call_s, objs=["gf"])
+
+
+# ------------------------------------------------------------------------------ output-alias
+def output_alias(rp: Replay) -> None:
+    probe = "output-alias"
+    R = part_shape(rp, "run")
+    n, h, seed = R["num_envs"], R["horizon"], rp.seeds[0]
+    ch = rp.ensure_child()
+    if ch is None:
+        return
+    r = _new(rp, ch, "go", _ref(rp, seed))
+    if not r.ok:
+        rp.failed_reply(probe, r, R, seed, what="Model() construction")
+        return
+    r, first = run_sol(rp, ch, "go", n, h, seed, out_slot="goa")
+    r2, _ = run_sol(rp, ch, "go", n, h, seed + 1, out_slot="gob") if r.ok else (r, None)
+    if not (r.ok and r2.ok):
+        rp.failed_reply(probe, r2 if r.ok else r, R, seed, what="run()")
+        return
+    p = rp.scratch.path("snap")
+    sn = ch.request("snap", rp.limits.call_s, slots=["goa"], save=p)
+    if not sn.ok:
+        rp.failed_reply(probe, sn, R, seed)
+        return
+    later = torch.load(p, map_location="cpu", weights_only=True)["goa"]
+    Path(p).unlink(missing_ok=True)
+    if _same(first, later):
+        rp.row(probe, "pass", R, seed, "earlier-output-intact", detail="a later run() leaves an earlier result intact")
+    else:
+        d = _maxdiff(first, later)
+        rp.row(probe, "pass", R, seed, "earlier-output-overwritten", max_abs=d,
+               detail=f"a later run() overwrote the tensors an earlier run() returned (max change {d:.4g}); allowed, reported")
+        rp.finding("replay-output-alias", f"A later run() overwrote the result of an earlier run() (persistent output "
+                   f"buffers; max change {d:.4g}) on {shape_label(R)}. Allowed, reported.", {"max_change": d})
+    ch.request("delete", rp.limits.call_s, objs=["go"], slots=["goa", "gob"])
+
+
+# ------------------------------------------------------------------------------ determinism
+def determinism(rp: Replay) -> None:
+    probe = "determinism"
+    R = part_shape(rp, "run")
+    n, h, seed = R["num_envs"], R["horizon"], rp.seeds[0]
+    ch = rp.ensure_child()
+    if ch is None:
+        return
+    r = _new(rp, ch, "gd", _ref(rp, seed))
+    if not r.ok:
+        rp.failed_reply(probe, r, R, seed, what="Model() construction")
+        return
+    outs: list[Any] = []
+    for _ in range(2):
+        r, out = run_sol(rp, ch, "gd", n, h, seed)
+        if not r.ok:
+            rp.failed_reply(probe, r, R, seed, what="run()")
+            return
+        outs.append(out)
+    if _same(outs[0], outs[1]):
+        rp.row(probe, "pass", R, seed, "2-runs", detail="bitwise identical", max_abs=0.0)
+    else:
+        d = _maxdiff(outs[0], outs[1])
+        rp.row(probe, "fail", R, seed, "2-runs", max_abs=d, detail=f"runs differ by up to {d:.4g}")
+        rp.finding("replay-nondeterministic", f"Two run() calls with the same model and seed differ by up to {d:.4g}.",
+                   {"max_abs": d})
+    ch.request("delete", rp.limits.call_s, objs=["gd"])

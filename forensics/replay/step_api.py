@@ -1,0 +1,517 @@
+"""Replay of the mega 02 Kimi linear decode `step` API: `Model(cfg).step(hidden, state) -> (hidden, state)`.
+
+The state is a list of 4 per-layer dicts in pattern order (KDA: `S` fp32 (H,K,K), `cq`/`ck`/`cv`
+bf16 (3, H*K); MLA: `c_kv` (L,512), `k_rope` (L,64) bf16, pos = L), which the solution may mutate
+in place or replace; the returned state is what the next step gets (the benchmark threads
+`x, state = sol.step(x, state)`).  The deck's check feeds the same state to both models and
+judges ONE step by three cosines (out, state[0].S, state[3].c_kv >= 0.98).  One step barely moves
+S, so a solution that never updates the KDA state passes it: replay chains steps and compares
+every step's hidden and every tensor of the final state of every layer, with the deck's cosine
+rule per tensor.
+
+Rows (probe / case):
+
+check / nominal          the deck's one-step rule (`spec.compare`) on the first step of the chain
+check / chain-N          N chained steps: each hidden and the whole final state
+same-buffer              after a chain of trajectory A, the state (and hidden) it returned are
+                         overwritten in place (data_ptr kept) with trajectory B's contents at the
+                         same position; the continued chain must follow B
+alternate-cache          'alternate state': chain B, then chain A, then continue B from the state B
+                         returned, and A from a copy of its state in new storage; a solution that
+                         keeps the state inside (or keyed by pointer) follows the wrong trajectory
+fresh-state              delete the model and the state, build a new model with other weights
+                         (until it lands on a dead model's id(), up to 4 rebuilds) and a new state
+determinism              two chains from copies of the same state agree bit for bit
+
+Every comparison row carries max_abs / max_rel / n_bad / worst_index: element statistics against
+bf16's A1 bound (atol = rtol = 1e-2) over all compared tensors, reported beside the cosine verdict
+(the deck judges by cosine, not elementwise).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .probes import Replay, _maxdiff, _perturb_state, _same, _stats, _to_cpu, _to_dev, shape_label
+
+CHAIN_STEPS = 8      # steps of the chained check
+PROBE_STEPS = 3      # steps of a trajectory before a probe switches state / model
+AFTER_STEPS = 3      # steps after the switch
+FRESH_ROUNDS = 4
+
+
+# ------------------------------------------------------------------------------ config and reference
+def _mod(rp: Replay):
+    m = getattr(rp, "_kimi_mod", None)
+    if m is None:
+        m = rp._kimi_mod = rp.spec.reference_module()
+    return m
+
+
+def cfg_kwargs(rp: Replay, shape: dict) -> dict:
+    """Config fields given by the shape: n_experts (the deck's build_config), and for tiny shapes
+    the rest of a small config (same code, small sizes)."""
+    names = {f.name for f in dataclasses.fields(_mod(rp).Config)}
+    return {k: v for k, v in shape.items() if k in names}
+
+
+def _cfg(rp: Replay, shape: dict):
+    return _mod(rp).Config(**cfg_kwargs(rp, shape))
+
+
+def _ref_model(rp: Replay, shape: dict):
+    """(reference model on rp.device, path of its state-dict file), cached per config."""
+    key = tuple(sorted(cfg_kwargs(rp, shape).items()))
+    cache = rp.__dict__.setdefault("_kimi_ref", {})
+    if key not in cache:
+        dev = torch.device(rp.device)
+        with dev:
+            model = _mod(rp).Model(_cfg(rp, shape))   # weights drawn on the CPU generator, copied
+        model = model.to(dev).eval()
+        cache[key] = (model, rp.state_file(shape, model, key="-kimi"))
+    return cache[key]
+
+
+def _inputs(rp: Replay, shape: dict, seed: int):
+    """(hidden, state) as the deck's init_token / init_state draw them, on rp.device."""
+    mod, cfg = _mod(rp), _cfg(rp, shape)
+    return mod.init_token(cfg, seed, rp.device), mod.init_state(cfg, shape["ctx"], seed, rp.device)
+
+
+def _ref_chain(rp: Replay, ref, hidden, state, n: int):
+    """-> (hiddens of every step, state after step 1, final state)."""
+    hs, first = [], None
+    for i in range(n):
+        hidden, state = rp.reference(ref, [hidden, state])
+        hs.append(hidden)
+        if i == 0:
+            first = state
+    return hs, first, state
+
+
+def _config_arg(rp: Replay, shape: dict) -> list:
+    return [{"call_ref": "Config", "kwargs": cfg_kwargs(rp, shape)}]
+
+
+def new_model(rp: Replay, ch, obj: str, shape: dict, state_path: str, replace: bool = True, reuse_attempts: int = 0,
+              strict: bool = True):
+    """solution.Model(reference.Config(...)) in the child, the given weights loaded strictly."""
+    r = ch.request("new", rp.limits.build_s, obj=obj, factory="solution:Model", args=_config_arg(rp, shape),
+                   state_dict=state_path, strict=strict, replace=replace, reuse_attempts=reuse_attempts)
+    rp._note_tamper(r, "construction")
+    return r
+
+
+def _put(rp: Replay, ch, values: dict):
+    p = rp.scratch.path("put")
+    torch.save({k: _to_cpu(v) for k, v in values.items()}, p)
+    r = ch.request("put", rp.limits.call_s, file=p)
+    Path(p).unlink(missing_ok=True)
+    return r
+
+
+# ------------------------------------------------------------------------------ comparison
+def _split(out: Any) -> tuple[Any, Any]:
+    if isinstance(out, (tuple, list)) and len(out) == 2:
+        return out[0], out[1]
+    return out, None
+
+
+def _state_items(state: Any):
+    """(label, layer, key, tensor) of every tensor of a reference-layout state."""
+    for li, st in enumerate(state):
+        for k, t in st.items():
+            yield f"state[{li}].{k}", li, k, t
+
+
+def chain_compare(rp: Replay, ref_hs: list, ref_state: Any, sol_hs: list, sol_state: Any) -> dict:
+    """Deck rule per tensor (shape equal, finite, cosine >= 0.98) over every hidden and every tensor of
+    the final state; element statistics against bf16's A1 bound."""
+    from kernels.common import check_tensor, cosine
+    from kernels.problems.mega_02_kimi import COSINE_MIN
+    atol, rtol = rp.spec.tolerance_for(torch.bfloat16)
+    parts: dict[str, dict] = {}
+
+    def part(label: str, r: torch.Tensor, s: Any) -> None:
+        if isinstance(s, dict) and ("__subclass__" in s or "__opaque__" in s):
+            parts[label] = {"ok": False, "cos": None, "msg": f"{label}: not a plain tensor ({s.get('type') or s.get('__subclass__')})"}
+            return
+        st = check_tensor(r, s, atol, rtol, label)
+        if not isinstance(s, torch.Tensor) or tuple(s.shape) != tuple(r.shape):
+            parts[label] = dict(st, ok=False, cos=None)
+            return
+        finite = bool(torch.isfinite(s.float()).all())
+        cos = cosine(r, s) if finite else float("nan")
+        ok = finite and cos >= COSINE_MIN
+        parts[label] = dict(st, ok=ok, cos=cos, msg=f"{label}: cosine {cos:.4f}" + ("" if ok else f" < {COSINE_MIN}")
+                            if finite else f"{label}: not finite")
+
+    if len(sol_hs) != len(ref_hs):
+        return {"ok": False, "msg": f"{len(sol_hs)} of {len(ref_hs)} steps returned", "parts": {}}
+    for i, (r, s) in enumerate(zip(ref_hs, sol_hs)):
+        part(f"step{i + 1}.hidden", r, s)
+    if not isinstance(sol_state, (list, tuple)) or len(sol_state) != len(ref_state):
+        parts["state"] = {"ok": False, "cos": None,
+                          "msg": f"state: expected a list of {len(ref_state)} layer dicts, got {type(sol_state).__name__}"}
+    else:
+        for label, li, k, r in _state_items(ref_state):
+            sd = sol_state[li]
+            part(label, r, sd.get(k) if isinstance(sd, dict) else None)
+    bad = [k for k, p in parts.items() if not p["ok"]]
+    cos = {k: p.get("cos") for k, p in parts.items()}
+    if bad:   # the failing tensor furthest from the rule (no cosine at all first: shape, NaN)
+        worst = min(bad, key=lambda k: (parts[k].get("cos") is not None, parts[k].get("cos") or 0.0))
+    else:     # all pass: where the largest element error is
+        worst = max(parts, key=lambda k: parts[k].get("max_abs") or 0.0) if parts else None
+    w = parts.get(worst, {})
+    out = {"ok": not bad, "max_abs": max((p.get("max_abs") or 0.0) for p in parts.values()) if parts else None,
+           "max_rel": max((p.get("max_rel") or 0.0) for p in parts.values()) if parts else None,
+           "n_bad": sum((p.get("n_bad") or 0) for p in parts.values()),
+           "n_total": sum((p.get("n_total") or 0) for p in parts.values()),
+           "worst_index": (f"{worst}{w.get('worst_index')}" if w.get("worst_index") is not None else worst),
+           "worst_part": worst, "cosines": cos, "cosine_min": COSINE_MIN, "atol": atol, "rtol": rtol}
+    finite_cos = [c for c in cos.values() if c is not None and not math.isnan(c)]
+    lowest = f"lowest cosine {min(finite_cos):.4f}" if finite_cos else "no cosine"
+    out["msg"] = (f"{len(ref_hs)} steps, {len(parts)} tensors: " + ("all cosines >= %s" % COSINE_MIN if not bad else
+                  "; ".join(parts[k]["msg"] for k in bad[:6]) + (f" (+{len(bad) - 6} more)" if len(bad) > 6 else ""))
+                  + f"; {lowest}; {out['n_bad']}/{out['n_total']} elements outside bf16 atol={atol} rtol={rtol}")
+    return out
+
+
+def _nominal(rp: Replay, ref_h, ref_state1, sol_first) -> dict:
+    """The deck's one-step rule, plus element statistics of the hidden."""
+    from kernels.common import check_tensor
+    res = rp.compare((ref_h, ref_state1), sol_first)
+    h = _split(sol_first)[0]
+    if isinstance(h, torch.Tensor) and tuple(h.shape) == tuple(ref_h.shape):
+        atol, rtol = rp.spec.tolerance_for(torch.bfloat16)
+        st = check_tensor(ref_h, h, atol, rtol, "out")
+        for k in ("max_abs", "max_rel", "n_bad", "n_total", "worst_index"):
+            res[k] = st[k]
+    return res
+
+
+# ------------------------------------------------------------------------------ the solution's chain
+def sol_chain(rp: Replay, ch, obj: str, first_args: list, n: int, slot: str):
+    """Chain n steps in the child, each fed what the previous returned (out_slot `slot`).
+    -> (reply, hiddens, first step's full output, final state).  The first and last steps are
+    exported whole, the others only their hidden."""
+    hs: list = []
+    first = final = None
+    args = first_args
+    r = None
+    for i in range(n):
+        whole = i == 0 or i == n - 1
+        r, payload = rp.call(ch, None, args, fn={"obj": obj, "method": "step"}, save_inputs=[], out_slot=slot,
+                             export_index=None if whole else [0])
+        if not r.ok:
+            return r, hs, first, final
+        out = payload["out"]
+        h, st = _split(out) if whole else (out, None)
+        if whole and st is None:
+            r.ok, r.status = False, "error"
+            r.error = (f"step() must return (hidden, state); got {type(out).__name__}"
+                       + (f" of length {len(out)}" if isinstance(out, (list, tuple)) else ""))
+            return r, hs + [h], out if i == 0 else first, None
+        hs.append(h)
+        if i == 0:
+            first = out
+        if i == n - 1:
+            final = st
+        args = [{"slot": slot, "index": [0]}, {"slot": slot, "index": [1]}]
+    return r, hs, first, final
+
+
+def _clone_args(h_slot: str, s_slot: str) -> list:
+    return [{"slot": h_slot, "clone": True}, {"slot": s_slot, "clone": True}]
+
+
+def _judge(rp: Replay, probe: str, rule: str, shape, seed, variant: str, res: dict, what: str, extra: dict | None = None):
+    if res.get("ok"):
+        rp.row(probe, "pass", shape, seed, variant, res)
+        return True
+    rp.row(probe, "fail", shape, seed, variant, res)
+    rp.finding(rule, f"{what} ({shape_label(shape)}, seed {seed}, {variant}): {res.get('msg', '')}"[:700],
+               _stats(res) | {"variant": variant, "worst_part": res.get("worst_part")} | (extra or {}), probe=probe)
+    return False
+
+
+def _setup(rp: Replay, probe: str, shape: dict, seed: int | None, obj: str):
+    ch = rp.ensure_child()
+    if ch is None or rp.early_exit or rp.hung:
+        rp.row(probe, "skipped", shape, seed, detail="no working child")
+        return None
+    ref, sd_path = _ref_model(rp, shape)
+    r = new_model(rp, ch, obj, shape, sd_path)
+    if not r.ok:
+        rp.failed_reply(probe, r, shape, seed, what="Model(cfg) construction / load_state_dict(strict=True)")
+        return None
+    return ch, ref
+
+
+# ------------------------------------------------------------------------------ check
+def check(rp: Replay) -> None:
+    built_key = None      # one solution model per config, as the deck builds its models once
+    for shape in rp.check_shapes():
+        key = tuple(sorted(cfg_kwargs(rp, shape).items()))
+        for seed in rp.seeds:
+            ch = rp.ensure_child()
+            if ch is None or rp.early_exit or rp.hung:
+                rp.row("check", "skipped", shape, seed, "nominal", detail="no working child")
+                continue
+            ref, sd_path = _ref_model(rp, shape)
+            if built_key != key:
+                r = new_model(rp, ch, "k", shape, sd_path)
+                if not r.ok:
+                    rp.failed_reply("check", r, shape, seed, "nominal",
+                                    what="Model(cfg) construction / load_state_dict(strict=True)")
+                    return
+                built_key = key
+            h0, st0 = _inputs(rp, shape, seed)
+            pr = _put(rp, ch, {"ck_h": h0, "ck_s": st0})
+            if not pr.ok:
+                rp.failed_reply("check", pr, shape, seed, "nominal", what="state transfer")
+                continue
+            n = CHAIN_STEPS
+            r, hs, first, final = sol_chain(rp, ch, "k", _clone_args("ck_h", "ck_s"), n, "cko")
+            ref_hs, ref_st1, ref_final = _ref_chain(rp, ref, h0, st0, n)
+            if first is None:   # the first step itself failed
+                rp.failed_reply("check", r, shape, seed, "nominal", what="step()")
+                continue
+            deck_ok = None
+            if first is not None:
+                res = _nominal(rp, ref_hs[0], ref_st1, _to_dev(first, rp.device))
+                deck_ok = bool(res.get("ok"))
+                rp.row("check", "pass" if deck_ok else "fail", shape, seed, "nominal", res,
+                       detail="the deck's rule (one step; cosines of out, state[0].S, state[3].c_kv >= 0.98): "
+                              + str(res.get("msg", "")))
+                if not deck_ok:
+                    rp.finding("replay-check-failed", f"step() from the fed state ({shape_label(shape)}, seed {seed}) "
+                               f"fails the deck's one-step check: {res.get('msg', '')}"[:600], _stats(res), probe="check")
+            if not r.ok:
+                rp.failed_reply("check", r, shape, seed, f"chain-{n}", what=f"step() {len(hs) + 1} of {n}")
+                continue
+            res = chain_compare(rp, ref_hs, ref_final, _to_dev(hs, rp.device), _to_dev(final, rp.device))
+            note = "the deck's one-step check passes" if deck_ok else "the one-step check fails too"
+            _judge(rp, "check", "replay-check-failed", shape, seed, f"chain-{n}", res,
+                   f"{n} chained step() calls disagree with the reference ({note})")
+            ch.request("delete", rp.limits.call_s, slots=["ck_h", "ck_s", "cko"])
+    if built_key is not None and rp.child is not None and rp.child.alive():
+        rp.child.request("delete", rp.limits.call_s, objs=["k"])
+
+
+# ------------------------------------------------------------------------------ same-buffer
+def same_buffer(rp: Replay) -> None:
+    probe = "same-buffer"
+    shape, seed = rp.check_shapes()[0], rp.seeds[0]
+    s = _setup(rp, probe, shape, seed, "kb")
+    if s is None:
+        return
+    ch, ref = s
+    sa, sb = seed, seed + 7919
+    hA, stA = _inputs(rp, shape, sa)
+    hB, stB = _inputs(rp, shape, sb)
+    pr = _put(rp, ch, {"sb_h": hA, "sb_s": stA})
+    if not pr.ok:
+        rp.failed_reply(probe, pr, shape, seed, what="state transfer")
+        return
+    refA_hs, _, refA = _ref_chain(rp, ref, hA, stA, PROBE_STEPS)
+    refB_hs, _, refB = _ref_chain(rp, ref, hB, stB, PROBE_STEPS)
+    for variant, new_h in (("state+hidden", refB_hs[-1]), ("state", None)):
+        r, hs, _, final = sol_chain(rp, ch, "kb", _clone_args("sb_h", "sb_s"), PROBE_STEPS, "sbo")
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, seed, variant, what=f"step() chain of {PROBE_STEPS}")
+            return
+        values, targets, missing = {}, {}, []
+        for label, li, k, t in _state_items(refB):
+            sd = final[li] if isinstance(final, (list, tuple)) and li < len(final) else None
+            st = sd.get(k) if isinstance(sd, dict) else None
+            if not isinstance(st, torch.Tensor) or tuple(st.shape) != tuple(t.shape):
+                missing.append(label)
+                continue
+            values[label] = t.to(st.dtype)
+            targets[label] = {"slot": "sbo", "index": [1, li, k]}
+        if new_h is not None:
+            if isinstance(hs[-1], torch.Tensor) and tuple(hs[-1].shape) == tuple(new_h.shape):
+                values["hidden"] = new_h.to(hs[-1].dtype)
+                targets["hidden"] = {"slot": "sbo", "index": [0]}
+            else:
+                missing.append("hidden")
+        if missing:
+            rp.row(probe, "error", shape, seed, variant,
+                   detail="the state step() returned lacks the contract layout, cannot overwrite it in place: "
+                          + ", ".join(missing[:8]))
+            return
+        p = rp.scratch.path("write")
+        torch.save({k: v.detach().cpu() for k, v in values.items()}, p)
+        wr = ch.request("write", rp.limits.call_s, file=p, targets=targets)
+        Path(p).unlink(missing_ok=True)
+        if not wr.ok:
+            rp.failed_reply(probe, wr, shape, seed, variant, what="in-place state overwrite")
+            return
+        kept = all(w["ptr_before"] == w["ptr_after"] for w in wr["written"].values())
+        r, hs2, _, final2 = sol_chain(rp, ch, "kb", [{"slot": "sbo", "index": [0]}, {"slot": "sbo", "index": [1]}],
+                                      AFTER_STEPS, "sbo")
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, seed, variant, what="step() after the overwrite")
+            return
+        start_h = refB_hs[-1] if new_h is not None else refA_hs[-1]
+        want_hs, _, want = _ref_chain(rp, ref, start_h, refB, AFTER_STEPS)
+        res = chain_compare(rp, want_hs, want, _to_dev(hs2, rp.device), _to_dev(final2, rp.device))
+        _judge(rp, probe, "replay-stale-same-buffer", shape, seed, variant, res,
+               f"After {PROBE_STEPS} steps of trajectory A (seed {sa}), the returned {variant} was overwritten in place "
+               f"with trajectory B's (seed {sb}){' (same storage, data_ptr unchanged)' if kept else ''}; the next "
+               f"{AFTER_STEPS} steps do not follow it", {"data_ptr_kept": kept})
+    ch.request("delete", rp.limits.call_s, objs=["kb"], slots=["sb_h", "sb_s", "sbo"])
+
+
+# ------------------------------------------------------------------------------ alternate state
+def alternate_state(rp: Replay) -> None:
+    probe = "alternate-cache"
+    shape, seed = rp.check_shapes()[0], rp.seeds[0]
+    s = _setup(rp, probe, shape, seed, "ka")
+    if s is None:
+        return
+    ch, ref = s
+    sa, sb = seed, seed + 1000
+    (hA, stA), (hB, stB) = _inputs(rp, shape, sa), _inputs(rp, shape, sb)
+    pr = _put(rp, ch, {"al_hA": hA, "al_sA": stA, "al_hB": hB, "al_sB": stB})
+    if not pr.ok:
+        rp.failed_reply(probe, pr, shape, seed, what="state transfer")
+        return
+    for name, hs_, ss_ in (("B", "al_hB", "al_sB"), ("A", "al_hA", "al_sA")):   # B first: A is the last one run
+        r, _, _, _ = sol_chain(rp, ch, "ka", _clone_args(hs_, ss_), PROBE_STEPS, f"al{name}")
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, seed, f"trajectory-{name}", what=f"step() chain of {PROBE_STEPS}")
+            return
+    n = PROBE_STEPS + AFTER_STEPS
+    wantB_hs, _, wantB = _ref_chain(rp, ref, hB, stB, n)
+    wantA_hs, _, wantA = _ref_chain(rp, ref, hA, stA, n)
+    variants = [("continue-earlier-trajectory", "alB", False, sb, wantB_hs, wantB,
+                 f"continuing trajectory B (seed {sb}) from the state it returned, after trajectory A (seed {sa}) ran"),
+                ("copied-state", "alA", True, sa, wantA_hs, wantA,
+                 f"continuing trajectory A (seed {sa}) from a copy of its state in new storage (same contents, other "
+                 "pointers), after B ran")]
+    for variant, slot, clone, s_, want_hs, want, what in variants:
+        args = [{"slot": slot, "index": [0], "clone": clone}, {"slot": slot, "index": [1], "clone": clone}]
+        r, hs, _, final = sol_chain(rp, ch, "ka", args, AFTER_STEPS, f"{slot}c")
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, s_, variant, what="step() from the caller's state")
+            return
+        res = chain_compare(rp, want_hs[PROBE_STEPS:], want, _to_dev(hs, rp.device), _to_dev(final, rp.device))
+        if res.get("ok"):
+            rp.row(probe, "pass", shape, s_, variant, res)
+        else:
+            rp.row(probe, "fail", shape, s_, variant, res)
+            rp.finding("replay-ignores-caller-cache",
+                       f"step() does not follow the state it is handed ({what}): {res.get('msg', '')}"[:700],
+                       _stats(res) | {"variant": variant, "worst_part": res.get("worst_part")})
+    ch.request("delete", rp.limits.call_s, objs=["ka"],
+               slots=["al_hA", "al_sA", "al_hB", "al_sB", "alA", "alB", "alAc", "alBc"])
+
+
+# ------------------------------------------------------------------------------ fresh state
+def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
+    """Delete model and state, build a new model with other weights and a new state; up to `rounds`
+    rebuilds until the new model lands on a dead model's id().  Round 0 only warms."""
+    probe = "fresh-state"
+    shape = rp.check_shapes()[0]
+    ch = rp.ensure_child()
+    if ch is None or rp.early_exit or rp.hung:
+        rp.row(probe, "skipped", shape, detail="no working child")
+        return
+    ref, base_path = _ref_model(rp, shape)
+    base = {k: v.detach().cpu().clone() for k, v in ref.state_dict().items()}
+    seen_ids: set = set()
+    seen_ptrs: set = set()
+    n = PROBE_STEPS + AFTER_STEPS
+    try:
+        for rnd in range(rounds + 1):
+            s = rp.seeds[0] + 777 * rnd
+            ch.request("delete", rp.limits.call_s, slots=["fr_h", "fr_s", "fro"])   # dead state first
+            if rnd == 0:
+                path = base_path
+            else:
+                sd = _perturb_state(base, torch.Generator().manual_seed(9000 + rnd))
+                ref.load_state_dict({k: v.to(rp.device) for k, v in sd.items()})
+                path = rp.scratch.path("state-fresh")
+                torch.save(sd, path)
+            r = new_model(rp, ch, "kf", shape, path, replace=True, reuse_attempts=8)
+            if path != base_path:
+                Path(path).unlink(missing_ok=True)
+            if not r.ok:
+                rp.failed_reply(probe, r, shape, s, what="Model(cfg) construction")
+                return
+            id_reused = r.get("obj_id") in seen_ids
+            seen_ids.add(r.get("obj_id"))
+            h0, st0 = _inputs(rp, shape, s)
+            pr = _put(rp, ch, {"fr_h": h0, "fr_s": st0})
+            if not pr.ok:
+                rp.failed_reply(probe, pr, shape, s, what="state transfer")
+                return
+            ptrs = set((pr.get("slots") or {}).get("fr_s", {}).get("ptrs") or [])
+            ptr_reused = bool(ptrs & seen_ptrs)
+            seen_ptrs |= ptrs
+            # fed without a copy: the new state objects themselves, possibly on the dead ones' storage
+            r, hs, _, final = sol_chain(rp, ch, "kf", [{"slot": "fr_h"}, {"slot": "fr_s"}], n, "fro")
+            if not r.ok:
+                rp.failed_reply(probe, r, shape, s, f"rebuild-{rnd}", what="step() chain")
+                return
+            if rnd == 0:
+                continue
+            want_hs, _, want = _ref_chain(rp, ref, h0, st0, n)
+            res = chain_compare(rp, want_hs, want, _to_dev(hs, rp.device), _to_dev(final, rp.device))
+            variant = f"rebuild-{rnd}" + ("-dead-id" if id_reused else "-new-id") + ("-reused-ptr" if ptr_reused else "")
+            if not res.get("ok"):
+                rp.row(probe, "fail", shape, s, variant, res)
+                rp.finding("replay-stale-fresh-state",
+                           "A new model with other weights" + (" (built on a dead model's id())" if id_reused else "")
+                           + " and a new state" + (" (on a dead state's storage)" if ptr_reused else "")
+                           + f" returns results of an old one over {n} steps: {res.get('msg', '')}"[:600],
+                           _stats(res) | {"id_reused": id_reused, "ptr_reused": ptr_reused, "round": rnd,
+                                          "worst_part": res.get("worst_part")})
+                return
+            if id_reused or rnd == rounds:
+                rp.row(probe, "pass", shape, s, variant, res,
+                       detail="" if id_reused else f"no id() reuse in {rounds} rebuilds: id()-keyed caches not exercised")
+                return
+    finally:
+        ref.load_state_dict({k: v.to(rp.device) for k, v in base.items()})
+        if ch.alive():
+            ch.request("delete", rp.limits.call_s, objs=["kf"], slots=["fr_h", "fr_s", "fro"])
+
+
+# ------------------------------------------------------------------------------ determinism
+def determinism(rp: Replay) -> None:
+    probe = "determinism"
+    shape, seed = rp.check_shapes()[0], rp.seeds[0]
+    s = _setup(rp, probe, shape, seed, "kd")
+    if s is None:
+        return
+    ch, _ = s
+    h0, st0 = _inputs(rp, shape, seed)
+    pr = _put(rp, ch, {"de_h": h0, "de_s": st0})
+    if not pr.ok:
+        rp.failed_reply(probe, pr, shape, seed, what="state transfer")
+        return
+    n = PROBE_STEPS + AFTER_STEPS
+    runs = []
+    for i in range(2):
+        r, hs, _, final = sol_chain(rp, ch, "kd", _clone_args("de_h", "de_s"), n, f"deo{i}")
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, seed, "2-chains", what="step() chain")
+            return
+        runs.append((hs, final))
+    if _same(runs[0], runs[1]):
+        rp.row(probe, "pass", shape, seed, "2-chains", detail=f"two chains of {n} steps bitwise identical", max_abs=0.0)
+    else:
+        d = _maxdiff(runs[0], runs[1])
+        rp.row(probe, "fail", shape, seed, "2-chains", max_abs=d, detail=f"two chains of {n} steps differ by up to {d:.4g}")
+        rp.finding("replay-nondeterministic", f"Two chains of {n} step() calls from copies of the same state differ by "
+                   f"up to {d:.4g} ({shape_label(shape)}).", {"max_abs": d})
+    ch.request("delete", rp.limits.call_s, objs=["kd"], slots=["de_h", "de_s", "deo0", "deo1"])
