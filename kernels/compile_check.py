@@ -43,6 +43,12 @@ def cases():
                                             ("w4a16 fp32 activations", (16, 64, 128, 4, 4), True)):
         out.append((name, w4a16._w4a16_kernel, dict(w4_sig, x_ptr="*fp32" if xf else "*bf16"),
                     dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DOT_F32=False, X_F32=xf), wp, st))
+    gv_sig = {k: v for k, v in w4_sig.items() if k not in ("M", "syn")}
+    for cfg in w4a16._GEMV_CONFIGS:
+        for xf in (False, True):
+            out.append((f"w4a16 gemv (no dot) BN={cfg.kwargs['BLOCK_N']} BK={cfg.kwargs['BLOCK_K']}" + (" fp32 x" if xf else ""),
+                        w4a16._w4a16_gemv_body, dict(gv_sig, x_ptr="*fp32" if xf else "*bf16"),
+                        dict(GROUP=128, **cfg.kwargs), cfg.num_warps, cfg.num_stages))
     pa_sig = dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", bt_ptr="*i32", len_ptr="*i32", m_ptr="*fp32",
                   l_ptr="*fp32", acc_ptr="*fp32", sq_b=I32, sq_h=I32, s_page=I32, s_slot=I32, s_head=I32, sbt_b=I32,
                   page_size=I32, tokens_per_split=I32, sm_scale=F32)

@@ -76,6 +76,9 @@ class ProblemSpec:
     make_inputs_fn: Callable | None = None      # overrides the get_inputs path (stateful problems)
     init_args_fn: Callable | None = None        # overrides get_init_inputs (cuda 03: max_seq per shape)
     reference_fn: Callable | None = None        # overrides model(*inputs) (stateful problems)
+    build_fn: Callable | None = None            # build_fn(spec, shape, device, exact_init, module) -> model or None
+    deck_fn: Callable | None = None             # the literal deck call when reference_fn is a faster equivalent
+    reinit_fn: Callable | None = None           # reinit_fn(spec, model, seed, exact) (check's per-seed re-init)
     property_cases: list[PropertyCase] = field(default_factory=list)
     property_since: str | None = None           # A3 suite exists in archives from this date
     stress_since: str | None = None             # A2 suite exists from this date
@@ -109,16 +112,46 @@ class ProblemSpec:
         mod = module or self.reference_module(shape)
         return list(mod.get_init_inputs())
 
-    def make_inputs(self, shape: Shape, seed: int, device: str | torch.device = "cpu") -> list:
-        """`torch.manual_seed(seed)` then the reference `get_inputs()` (CPU generation, quirks
-        included: KDA reseeds 0 itself), then moved to `device`."""
+    def make_inputs(self, shape: Shape, seed: int, device: str | torch.device = "cpu", exact: bool | None = None,
+                    info: dict | None = None) -> list:
+        """`torch.manual_seed(seed)` (+ cuda) then the reference `get_inputs()`.
+
+        exact=True: the deck's way, generation on the CPU (quirks included: KDA reseeds 0 itself),
+        then moved to `device`: the exact deck inputs.  exact=False: `get_inputs()` runs under
+        `with torch.device(device)`, so its factory calls draw from the device generator seeded
+        with the same seed: same distributions, different numbers, no multi-GB CPU generation
+        and host->device copy.  A `get_inputs` that passes an explicit CPU generator or mixes
+        explicit CPU tensors fails there with a device error; it is then rerun the exact way.
+        Default (None): exact on the CPU, on-device elsewhere (as `build_reference(exact_init=)`).
+        Problems with their own input rule (`make_inputs_fn`: cuda 03 run arguments, cuda 04 and
+        mega 02, which draw on the device as the deck does) ignore `exact`.  `info`, if given,
+        receives `mode`: "exact_cpu", "device", "exact_cpu_fallback" or "problem_rule"."""
         if self.make_inputs_fn is not None:
+            if info is not None:
+                info["mode"] = "problem_rule"
             return self.make_inputs_fn(self, shape, seed, device)
+        dev = torch.device(device)
+        if exact is None:
+            exact = dev.type == "cpu"
         mod = self.reference_module(shape)
-        torch.manual_seed(seed)
-        if torch.cuda.is_available():
-            torch.cuda.manual_seed_all(seed)
-        return to_device(list(mod.get_inputs()), device)
+        mode = "exact_cpu"
+        out = None
+        if not exact and dev.type != "cpu":
+            _seed_all(seed)
+            try:
+                with dev:
+                    out = list(mod.get_inputs())
+                mode = "device"
+            except RuntimeError as exc:
+                if "device" not in str(exc).lower():
+                    raise
+                out, mode = None, "exact_cpu_fallback"
+        if out is None:
+            _seed_all(seed)
+            out = list(mod.get_inputs())
+        if info is not None:
+            info["mode"] = mode
+        return to_device(out, device)
 
     def build_reference(self, shape: Shape, device: str | torch.device = "cpu", exact_init: bool | None = None,
                         module=None) -> torch.nn.Module:
@@ -127,11 +160,17 @@ class ProblemSpec:
         exact_init=True builds on the CPU with the deck's generator calls and then moves it (the
         exact deck weights); False builds directly on `device` (same distributions, different
         numbers; much faster for multi-GB weights).  Default: exact on CPU, on-device elsewhere.
-        Correctness probes load these weights into the solution, so either is valid there."""
+        Correctness probes load these weights into the solution, so either is valid there.
+        A problem whose Model draws from an explicit CPU generator (mega 02: seed 1234) supplies
+        `build_fn`, which does the same draws from a device generator when exact_init is False."""
         mod = module or self.reference_module(shape)
         dev = torch.device(device)
         if exact_init is None:
             exact_init = dev.type == "cpu"
+        if self.build_fn is not None:
+            model = self.build_fn(self, shape, dev, exact_init, mod)
+            if model is not None:
+                return model.eval()
         args = self.init_args(shape, mod)
         if exact_init:
             model = mod.Model(*args).to(dev)
@@ -140,6 +179,21 @@ class ProblemSpec:
                 model = mod.Model(*args)
             model = model.to(dev)
         return model.eval()
+
+    def reinit(self, model, seed: int, exact: bool | None = None):
+        """The check's per-seed re-initialisation (cuda 03 / cuda 04: `reset_parameters(seed)`, a
+        CPU generator).  exact=False (default on a GPU) lets a problem draw the same
+        distributions from a device generator instead (`reinit_fn`); the solution loads these
+        weights, so either is valid for a check.  No-op for problems without one."""
+        if self.reinit_fn is None and self.name not in ("03_megaqwen_decode", "04_grid_mingru_sps"):
+            return model
+        if exact is None:
+            exact = next(model.parameters()).device.type == "cpu"
+        if self.reinit_fn is not None:
+            return self.reinit_fn(self, model, seed, exact)
+        if self.name in ("03_megaqwen_decode", "04_grid_mingru_sps") and hasattr(model, "reset_parameters"):
+            model.reset_parameters(seed)
+        return model
 
     # -- computations -----------------------------------------------------------------------
     def oracle(self, model, inputs):
@@ -164,6 +218,17 @@ class ProblemSpec:
         """What check.py compares against: the deck reference semantics, `model(*inputs)`
         (stateful problems: their `run`/`step` path, see `stateful`)."""
         with torch.no_grad():
+            if self.reference_fn is not None:
+                return self.reference_fn(self, model, inputs)
+            return model(*inputs)
+
+    def deck_forward(self, model, inputs):
+        """The deck's own call, literally (`model(*inputs)` / `reference.run`).  Differs from
+        `reference_forward` only where that one is a faster formulation of the same values
+        (`deck_fn` set: cuda 01, cuda 03); tests and verify check the two are equal."""
+        with torch.no_grad():
+            if self.deck_fn is not None:
+                return self.deck_fn(self, model, inputs)
             if self.reference_fn is not None:
                 return self.reference_fn(self, model, inputs)
             return model(*inputs)
@@ -240,6 +305,12 @@ class ProblemSpec:
                     forbidden=self.forbidden, forbidden_kind=self.forbidden_kind, interface=self.interface,
                     stateful=self.stateful, has_oracle=self.oracle_fn is not None, has_triton=self.has_triton,
                     notes=self.notes)
+
+
+def _seed_all(seed: int) -> None:
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
 
 
 # ---------------------------------------------------------------------------------------------

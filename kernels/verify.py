@@ -49,22 +49,32 @@ def _sync(device):
 
 # ------------------------------------------------------------------------------- timing
 class Timer:
-    """A5 timing: warmup calls, then per trial an L2 flush (zero_() of 128 MiB), a sync, CUDA events
+    """A5 timing: warmup calls (the first also sizes the trial count), then per trial an L2 flush (zero_() of 128 MiB), a sync, CUDA events
     around the call; the median in ms.  On the CPU: perf_counter around each call."""
+
+    #: an op whose first (warm-up) call takes longer than this gets iters // 3 trials (>= 5)
+    slow_ms = 20.0
 
     def __init__(self, device, iters=30, warmup=10):
         self.device = torch.device(device)
-        self.iters, self.warmup = iters, warmup
+        self.iters, self.warmup = iters, max(1, warmup)
         self.flush = (torch.empty(128 * 1024 * 1024 // 4, dtype=torch.float32, device=self.device)
                       if self.device.type == "cuda" else None)
 
     def __call__(self, fn) -> dict:
         with torch.no_grad():
-            for _ in range(self.warmup):
+            t0 = time.perf_counter()
+            fn()
+            _sync(self.device)
+            first_ms = (time.perf_counter() - t0) * 1e3
+            iters, warmup = self.iters, self.warmup
+            if self.device.type == "cuda" and first_ms > self.slow_ms:   # slow op: fewer trials (budget)
+                iters, warmup = max(5, iters // 3), min(warmup, 2)
+            for _ in range(warmup - 1):
                 fn()
             _sync(self.device)
             times = []
-            for _ in range(self.iters):
+            for _ in range(iters):
                 if self.flush is not None:
                     self.flush.zero_()
                     torch.cuda.synchronize()
@@ -79,6 +89,10 @@ class Timer:
                     fn()
                     times.append((time.perf_counter() - t0) * 1e3)
         return dict(ms_median=statistics.median(times), ms_min=min(times), n=len(times))
+
+    def pair(self, fns: dict) -> dict:
+        """Several implementations of the same op timed back to back (name -> zero-arg callable)."""
+        return {k: self(f) for k, f in fns.items()}
 
 
 # ------------------------------------------------------------------- library baselines
@@ -184,6 +198,20 @@ def _baseline(spec, model, inputs, device):
     return "none", None
 
 
+def _triton_variants(spec, model, inputs):
+    """Other Triton kernels for the same op (the previous kernel kept beside a new one that has
+    not been timed on a GPU yet), timed next to `triton`: (label, zero-arg callable)."""
+    mod_name = getattr(spec.triton_fn, "triton_module", None)
+    if not mod_name:
+        return []
+    import importlib
+    mod = importlib.import_module(mod_name)
+    variants = getattr(mod, "VARIANTS", None)
+    if not variants:
+        return []
+    return [(label, (lambda f=f: f(model, inputs))) for label, f in variants.items()]
+
+
 # ---------------------------------------------------------------------- full-check timing
 def _free():
     gc.collect()
@@ -191,38 +219,68 @@ def _free():
         torch.cuda.empty_cache()
 
 
-def full_check_time(spec, device, use_triton=False, shapes=None, seeds=None) -> dict:
-    """Wall time of the reference side of a full check: per check shape build the reference model,
-    then per seed generate inputs and compute the reference output of every stress case; then the
-    property cases on their shape."""
+def _check_plan(spec, shapes=None, seeds=None):
     shapes = shapes if shapes is not None else spec.check_shapes
     seeds = seeds if seeds is not None else spec.seeds
-    fwd = spec.triton_forward if use_triton else spec.reference_forward
-    t_build = t_inputs = t_fwd = 0.0
-    n_outputs = 0
-    t_all = time.perf_counter()
-    extra = []
+    plan = [(s, tuple(seeds)) for s in shapes]
     if spec.name == "03_megaqwen_decode":
         lc = spec.stateful["long_context_check"]
-        extra = [(dict(ctx_len=lc["ctx_len"], n_decode=lc["n_decode"]), (lc["seed"],))]
+        plan.append((dict(ctx_len=lc["ctx_len"], n_decode=lc["n_decode"]), (lc["seed"],)))
+    return plan
+
+
+def full_check_time(spec, device, use_triton=False, shapes=None, seeds=None, exact=None, warm=True) -> dict:
+    """Wall time of the reference side of a full check: per check shape build the reference model,
+    then per seed re-initialise it where the check does (cuda 03/04), generate inputs and compute
+    the reference output of every stress case; then the property cases on their shape.
+
+    exact: None -> the registry defaults for `device` (on a GPU: weights, per-seed re-init and
+    inputs drawn on the device; on the CPU: the deck's exact CPU draws); True -> exact
+    everywhere.  Property-case inputs are always the exact ones (`property_inputs`).
+    warm: before the first timed forward of each new shape (stateful problems: of the first one)
+    one untimed nominal forward runs, so Triton's JIT compile and library first-call set-up are
+    not in forward_s; its wall time is reported as warm_s (not in total_s)."""
+    fwd = spec.triton_forward if use_triton else spec.reference_forward
+    t_build = t_inputs = t_fwd = t_warm = 0.0
+    n_outputs = 0
+    modes = set()
+    warmed = set()
+    t_all = time.perf_counter()
     model, model_args = None, None
-    for shape, sd in [(s, seeds) for s in shapes] + extra:
+    exact_init = bool(exact) if exact is not None else None
+
+    def warm_once(key, x):
+        nonlocal t_warm
+        if not warm or key in warmed or (spec.stateful and warmed):
+            return
+        warmed.add(key)
+        t0 = time.perf_counter()
+        fwd(model, x)
+        _sync(device)
+        t_warm += time.perf_counter() - t0
+
+    for shape, sd in _check_plan(spec, shapes, seeds):
         t0 = time.perf_counter()
         args = repr(spec.init_args(shape))
         if model is None or args != model_args:       # check.py builds per shape; same weights reused here
             model = None
             _free()
-            model = spec.build_reference(shape, device)
+            model = spec.build_reference(shape, device, exact_init=exact_init)
             model_args = args
         _sync(device)
         t_build += time.perf_counter() - t0
         for seed in sd:
-            if hasattr(model, "reset_parameters") and spec.name in ("03_megaqwen_decode", "04_grid_mingru_sps"):
-                model.reset_parameters(seed)
             t0 = time.perf_counter()
-            inputs = spec.make_inputs(shape, seed, device)
+            spec.reinit(model, seed, exact=exact)
+            _sync(device)
+            t_build += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            info = {}
+            inputs = spec.make_inputs(shape, seed, device, exact=exact, info=info)
+            modes.add(info.get("mode"))
             _sync(device)
             t_inputs += time.perf_counter() - t0
+            warm_once(repr(sorted(shape.items())), inputs)
             t0 = time.perf_counter()
             for case in spec.stress_cases:
                 with spec.apply_stress(model, None, inputs, case) as x:
@@ -241,13 +299,15 @@ def full_check_time(spec, device, use_triton=False, shapes=None, seeds=None) -> 
     for pc in spec.property_cases:
         shape = spec.shapes[pc.shape_index]
         t0 = time.perf_counter()
-        model = spec.build_reference(shape, device)
+        model = spec.build_reference(shape, device, exact_init=exact_init)
         _sync(device)
         t_build += time.perf_counter() - t0
         t0 = time.perf_counter()
         _, x = spec.property_inputs(pc, device)
+        modes.add("exact_cpu (property case)")
         _sync(device)
         t_inputs += time.perf_counter() - t0
+        warm_once(("property", pc.shape_index), x)
         t0 = time.perf_counter()
         fwd(model, x)
         _sync(device)
@@ -255,9 +315,34 @@ def full_check_time(spec, device, use_triton=False, shapes=None, seeds=None) -> 
         n_outputs += 1
         del model
         _free()
-    return dict(path="triton" if use_triton else "reference", total_s=round(time.perf_counter() - t_all, 3),
+    total = time.perf_counter() - t_all - t_warm
+    dev = torch.device(device)
+    init_mode = ("exact_cpu" if (exact or (exact is None and dev.type == "cpu"))
+                 else "device" + (" (problem build_fn)" if spec.build_fn else ""))
+    return dict(path="triton" if use_triton else "reference", total_s=round(total, 3),
                 build_s=round(t_build, 3), inputs_s=round(t_inputs, 3), forward_s=round(t_fwd, 3),
-                n_outputs=n_outputs, under_2s=(time.perf_counter() - t_all) < 2.0)
+                warm_s=round(t_warm, 3), n_outputs=n_outputs, under_2s=total < 2.0,
+                init_mode=init_mode, inputs_modes=sorted(m for m in modes if m),
+                excludes="warm_s: one untimed nominal forward per new shape (Triton JIT compile, cuBLAS/"
+                         "library first-call set-up) before the timed ones" if warm else "nothing (no warm pass)")
+
+
+def inputs_time(spec, device, exact) -> dict:
+    """Input generation alone for every (check shape, seed) of a full check, in one mode: how
+    much of inputs_s the on-device option saves (property-case inputs are exact either way)."""
+    t0 = time.perf_counter()
+    modes = set()
+    n = 0
+    for shape, sd in _check_plan(spec):
+        for seed in sd:
+            info = {}
+            x = spec.make_inputs(shape, seed, device, exact=exact, info=info)
+            modes.add(info.get("mode"))
+            _sync(device)
+            del x
+            n += 1
+    _free()
+    return dict(exact=exact, inputs_s=round(time.perf_counter() - t0, 3), n_inputs=n, modes=sorted(m for m in modes if m))
 
 
 # ------------------------------------------------------------------------------- driver
@@ -267,13 +352,32 @@ def _out_dtype(ref):
     return ref.dtype if isinstance(ref, torch.Tensor) else None
 
 
+def _equal(a, b) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a == b
+
+
 def verify_shape(spec, shape, device, timer, do_oracle=True) -> dict:
     row = dict(shape=shape)
     model = spec.build_reference(shape, device)
-    inputs = spec.make_inputs(shape, 2026, device)            # the benchmark seed
+    info = {}
+    inputs = spec.make_inputs(shape, 2026, device, info=info)            # the benchmark seed
+    row["inputs_mode"] = info.get("mode")
     with torch.no_grad():
         ref = spec.reference_forward(model, inputs)
         dtype = _out_dtype(ref)
+        if spec.deck_fn is not None:      # reference_forward is a faster formulation: must be the same values
+            deck = spec.deck_forward(model, inputs)
+            r = spec.compare(deck, ref, inputs=inputs)
+            r["ok"] = bool(_equal(deck, ref))
+            r["msg"] = "bitwise equal" if r["ok"] else "NOT bitwise equal to the deck's own call: " + str(r.get("msg"))
+            row["reference_vs_deck"] = _summ(r)
+            del deck
         if spec.has_triton:
             tri = spec.triton_forward(model, inputs)
             row["triton_vs_reference"] = _summ(spec.compare(ref, tri, inputs=inputs))
@@ -295,6 +399,8 @@ def verify_shape(spec, shape, device, timer, do_oracle=True) -> dict:
             timings = {}
             if spec.has_triton:
                 timings["triton"] = timer(lambda: spec.triton_fn(model, inputs))
+                for label, fn in _triton_variants(spec, model, inputs):
+                    timings[f"triton_{label}"] = timer(fn)
             try:
                 label, fn = _baseline(spec, model, inputs, torch.device(device))
                 if fn is not None:
@@ -334,12 +440,17 @@ def _new_result(spec) -> dict:
 
 
 def _run_unit(res, spec, device, unit, timer, quick):
-    """One unit of work for one problem: ("shape", i) or ("full_check", use_triton)."""
+    """One unit of work for one problem: ("shape", shape), ("full_check", use_triton) or
+    ("inputs_exact", None): the full check's input generation the exact (CPU) way, beside the
+    on-device default, where the two differ."""
     t0 = time.perf_counter()
     kind, arg = unit
     try:
         if kind == "shape":
             res["shapes"].append(verify_shape(spec, arg, device, timer))
+        elif kind == "inputs_exact":
+            res["inputs_exact_vs_device"] = dict(exact=inputs_time(spec, device, True),
+                                                 device=inputs_time(spec, device, False))
         else:
             key = "full_check_triton" if arg else "full_check_reference"
             res[key] = full_check_time(spec, device, arg)
@@ -352,7 +463,8 @@ def _run_unit(res, spec, device, unit, timer, quick):
 
 def _finish(res):
     res["ok"] = not res["errors"] and all(
-        r.get(k, {}).get("ok", True) for r in res["shapes"] for k in ("triton_vs_oracle", "triton_vs_reference"))
+        r.get(k, {}).get("ok", True) for r in res["shapes"]
+        for k in ("triton_vs_oracle", "triton_vs_reference", "reference_vs_deck"))
     for key in ("full_check_reference", "full_check_triton"):
         if "error" in res.get(key, {}):
             res["ok"] = False
@@ -386,7 +498,8 @@ def environment(device) -> dict:
 def run(problems=None, device=None, quick=False, budget_s=None, iters=None, out_path=None) -> dict:
     """Work is done in passes so that a time budget (or an outer kill) still leaves the most useful
     results: pass 1 the first canonical shape of every problem (correctness + timing), pass 2 the
-    full-check reference timing, pass 3 the full-check Triton timing, pass 4 the other shapes.
+    full-check reference timing, pass 3 the other canonical shapes (the library comparison),
+    pass 4 the full-check Triton timing, pass 5 exact-vs-device input generation.
     The JSON at `out_path` is rewritten after every unit."""
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -419,8 +532,10 @@ def run(problems=None, device=None, quick=False, budget_s=None, iters=None, out_
         if dev.type == "cuda":
             passes.append((1, spec, res, ("full_check", False)))
             if spec.has_triton:
-                passes.append((2, spec, res, ("full_check", True)))
-        passes.extend((3, spec, res, ("shape", sh)) for sh in shapes[1:])
+                passes.append((3, spec, res, ("full_check", True)))
+            if spec.make_inputs_fn is None:   # problems with their own input rule have one mode
+                passes.append((4, spec, res, ("inputs_exact", None)))
+        passes.extend((2, spec, res, ("shape", sh)) for sh in shapes[1:])
     units = sorted((u for u in passes if u is not None), key=lambda u: u[0])
     t_start = time.perf_counter()
 
@@ -458,7 +573,11 @@ def summary_lines(result: dict) -> list[str]:
             head += f" ({len(p['skipped_units'])} units skipped: budget)"
         fc = p.get("full_check_reference", {})
         if "total_s" in fc:
-            head += f"  full-check ref {fc['total_s']}s"
+            head += (f"  full-check ref {fc['total_s']}s (build {fc['build_s']} inputs {fc['inputs_s']} "
+                     f"fwd {fc['forward_s']}; init {fc.get('init_mode')}, inputs {','.join(fc.get('inputs_modes', []))})")
+        ie = p.get("inputs_exact_vs_device", {})
+        if ie:
+            head += f"  inputs exact {ie['exact']['inputs_s']}s vs device {ie['device']['inputs_s']}s"
         ft = p.get("full_check_triton", {})
         if "total_s" in ft:
             head += f" (triton {ft['total_s']}s)"
@@ -470,7 +589,11 @@ def summary_lines(result: dict) -> list[str]:
             tri = t.get("triton", {}).get("ms_median")
             lib = t.get("library", {})
             vo = r.get("triton_vs_oracle", {})
-            lines.append(f"    {r['shape']}: vs_oracle ok={vo.get('ok')} max_abs={vo.get('max_abs')} "
+            extra = "".join(f" {k[7:]}={v['ms_median']:.4f}ms" for k, v in t.items()
+                            if k.startswith("triton_") and isinstance(v, dict) and "ms_median" in v)
+            if "reference_vs_deck" in r:
+                extra += f" ref_vs_deck={r['reference_vs_deck'].get('ok')}"
+            lines.append(f"    {r['shape']}: vs_oracle ok={vo.get('ok')} max_abs={vo.get('max_abs')}{extra} "
                          f"triton={tri and round(tri, 4)}ms library={lib.get('ms_median') and round(lib['ms_median'], 4)}ms"
                          f" ratio={t.get('triton_over_library') and round(t['triton_over_library'], 2)} [{lib.get('op', '')[:40]}]")
     return lines

@@ -472,3 +472,99 @@ def test_hardware_peaks():
     f = hardware.peak_fraction("compute", "fp8", 2 * 4096 ** 3, 0, 1.0, hardware.HARDWARE["H100"])
     assert f == pytest.approx(2 * 4096 ** 3 / 1e-3 / 1e12 / 1513)
     assert hardware.peak_fraction("memory", "bf16", 0, 4.8e9, 1.0, h200) == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------- fast reference paths, input modes
+def test_make_inputs_modes_meta_device_and_cpu_fallback():
+    """exact=False runs get_inputs under the target device (meta here: no GPU needed); a
+    get_inputs with an explicit CPU generator falls back to the exact CPU path; CPU stays exact."""
+    from kernels.selftest import TINY
+    spec = registry.get("06_sonic_moe_swiglu")
+    info = {}
+    x = spec.make_inputs(TINY[spec.name], 3, "meta", info=info)
+    assert info["mode"] == "device" and all(t.device.type == "meta" for t in x)
+    info = {}
+    a = spec.make_inputs(TINY[spec.name], 3, "cpu", info=info)
+    assert info["mode"] == "exact_cpu"
+    b = spec.make_inputs(TINY[spec.name], 3, "cpu", exact=False)      # no device to draw on: exact
+    assert all(torch.equal(p, q) for p, q in zip(a, b))
+    import dataclasses
+    import types
+    fake = types.ModuleType("reference")
+
+    def fake_inputs():   # what torch.randn(..., generator=<cpu gen>) raises under a CUDA default device
+        if torch.get_default_device().type != "cpu":
+            raise RuntimeError("Expected a 'cuda' device type for generator but found 'cpu'")
+        return [torch.randn(4, generator=torch.Generator().manual_seed(1))]
+    fake.get_inputs = fake_inputs
+    spec2 = dataclasses.replace(spec)
+    spec2.reference_module = lambda shape=None: fake
+    info = {}
+    (y,) = spec2.make_inputs({}, 0, "meta", exact=False, info=info)
+    assert info["mode"] == "exact_cpu_fallback" and y.device.type == "meta"
+
+    def broken():
+        raise RuntimeError("shape mismatch")
+    fake.get_inputs = broken
+    with pytest.raises(RuntimeError, match="shape mismatch"):   # only device errors fall back
+        spec2.make_inputs({}, 0, "meta", exact=False)
+
+
+def test_glm_fast_reference_equals_deck_forward():
+    spec = registry.get("01_glm52_fused_moe")
+    sh = dict(T=37, E=16, top_k=8, n_shared=1, H=64, I=32)
+    m = spec.build_reference(sh)
+    x = spec.make_inputs(sh, 42)
+    assert spec.reference_fn is not None and spec.deck_fn is not None
+    assert torch.equal(spec.reference_forward(m, x), spec.deck_forward(m, x))
+    with torch.no_grad():          # the fp32 weight cache follows in-place weight changes
+        m.w1_routed.mul_(2)
+    assert torch.equal(spec.reference_forward(m, x), spec.deck_forward(m, x))
+    x[1][0] = x[1][0].flip(0)      # routing that is not sorted per token
+    assert torch.equal(spec.reference_forward(m, x), spec.deck_forward(m, x))
+
+
+def test_megaqwen_fast_run_equals_deck_run():
+    from kernels.problems import cuda_03_megaqwen as mq
+    spec = registry.get("03_megaqwen_decode")
+    sh = dict(ctx_len=5, n_decode=3)
+    m = spec.build_reference(sh)
+    spec.reinit(m, 123)
+    x = spec.make_inputs(sh, 123)
+    a, b = mq.fast_run(spec, m, x), spec.deck_forward(m, x)
+    assert torch.equal(a["last_hidden"], b["last_hidden"])
+    spec.reinit(m, 42)                                  # a different model gives a different stream
+    assert not torch.equal(mq.fast_run(spec, m, x)["last_hidden"], a["last_hidden"])
+
+
+def test_megaqwen_device_reinit_distributions():
+    from kernels.problems import cuda_03_megaqwen as mq
+    spec = registry.get("03_megaqwen_decode")
+    m = spec.build_reference(dict(ctx_len=1, n_decode=1))
+    ref = {k: v.clone() for k, v in m.reset_parameters(7).state_dict().items()}
+    m.to("meta")
+    mq.reinit(spec, m.to_empty(device="cpu"), 7, exact=True)
+    assert all(torch.equal(ref[k], v) for k, v in m.state_dict().items())
+
+
+def test_kimi_device_reset_covers_every_tensor():
+    """device_reset (the on-device build of mega 02) redraws every weight the CPU reset draws, with
+    the same shapes, dtypes and scales (run here on the CPU with a CPU generator)."""
+    from kernels.problems import mega_02_kimi as km
+    from kernels.selftest import KIMI_TINY_CFG
+    spec = registry.get("02_kimi_linear_decode")
+    mod = spec.reference_module()
+    exact = mod.Model(mod.Config(**KIMI_TINY_CFG))
+    other = mod.Model(mod.Config(**KIMI_TINY_CFG))
+    km.device_reset(mod, other, "cpu", seed=99)
+    se, so = exact.state_dict(), other.state_dict()
+    assert se.keys() == so.keys()
+    for k in se:
+        assert se[k].shape == so[k].shape and se[k].dtype == so[k].dtype, k
+        if k.endswith(("w_q", "scales", "beta_proj.weight", "conv_w", "router.weight")):
+            assert not torch.equal(se[k], so[k]), k
+        if se[k].is_floating_point() and se[k].numel() > 64 and float(se[k].float().std()) > 0:
+            rs, ro = se[k].float().std(), so[k].float().std()
+            assert 0.8 < float(ro / rs) < 1.25, k
+    km.device_reset(mod, exact, "cpu", seed=99)
+    assert all(torch.equal(v, so[k]) for k, v in exact.state_dict().items())

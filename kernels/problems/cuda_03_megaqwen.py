@@ -1,7 +1,10 @@
 """cuda/03_megaqwen_decode (C3): stateful prefill / decode_steps / run."""
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 
 from ..common import check_tensor, load_reference_module
 from ..registry import ProblemSpec
@@ -23,10 +26,98 @@ def make_inputs(spec, shape, seed, device="cpu"):
     return [shape["ctx_len"], shape["n_decode"], seed]
 
 
-def reference_run(spec, model, inputs):
+def deck_run(spec, model, inputs):
+    """The deck's `reference.run(ctx, dec, seed, model=ref, max_seq)`, literally."""
     ctx, dec, seed = inputs
-    mod = _REF
-    return mod.run(ctx, dec, seed, model=model, max_seq=ctx + dec + 8)
+    return _REF.run(ctx, dec, seed, model=model, max_seq=ctx + dec + 8)
+
+
+def _block_fast(blk, w, x, k_cache, v_cache, position, cs):
+    """Block.forward (dtype fp32) with the same torch ops in the same order on the same values;
+    only the exact bf16->fp32 weight casts and the RoPE tables are hoisted out of the step."""
+    ref = _REF
+    r = x.to(torch.float32)
+    h = ref.rms_norm(r, w["input_ln"])
+    q = (h @ w["q_proj"].T).view(ref.NUM_HEADS, ref.HEAD_DIM)
+    k = (h @ w["k_proj"].T).view(ref.NUM_KV_HEADS, ref.HEAD_DIM)
+    v = (h @ w["v_proj"].T).view(ref.NUM_KV_HEADS, ref.HEAD_DIM)
+    c, s_ = cs[0][position], cs[1][position]
+    half = ref.HEAD_DIM // 2
+
+    def rope(t):
+        t1, t2 = t[..., :half], t[..., half:]
+        return torch.cat([t1 * c - t2 * s_, t2 * c + t1 * s_], dim=-1)
+    q = rope(ref.rms_norm(q, w["q_norm"]))
+    k = rope(ref.rms_norm(k, w["k_norm"]))
+    k_cache[:, position, :] = k.to(k_cache.dtype)
+    v_cache[:, position, :] = v.to(v_cache.dtype)
+    rep = ref.NUM_HEADS // ref.NUM_KV_HEADS
+    keys = k_cache[:, : position + 1].to(torch.float32).repeat_interleave(rep, dim=0)
+    vals = v_cache[:, : position + 1].to(torch.float32).repeat_interleave(rep, dim=0)
+    att = torch.softmax((keys @ q[:, :, None]).squeeze(-1) / math.sqrt(ref.HEAD_DIM), dim=-1)
+    o = (att[:, None, :] @ vals).reshape(ref.NUM_HEADS * ref.HEAD_DIM)
+    r = r + o @ w["o_proj"].T
+    h2 = ref.rms_norm(r, w["post_ln"])
+    r = r + (F.silu(h2 @ w["gate_proj"].T) * (h2 @ w["up_proj"].T)) @ w["down_proj"].T
+    return r.to(torch.bfloat16)
+
+
+@torch.no_grad()
+def fast_run(spec, model, inputs):
+    """`run(ctx, dec, seed, model, max_seq=ctx+dec+8)` computing the same values as the deck
+    (bitwise: tests compare with torch.equal on the CPU, verify on the GPU), faster:
+      * the input streams are drawn in one call per generator (CPU randn of (n, 1024) gives the
+        same numbers as n draws of (1024,)) and copied to the device once, instead of one
+        synchronous host->device copy per token, which made the CPU wait for the GPU each step;
+      * each weight is cast to fp32 once per run instead of per token (the cast is exact);
+      * RoPE cos/sin for every position from the same `pos * inv` expression, once.
+    The per-token torch ops are otherwise those of Block.forward."""
+    ref = _REF
+    ctx, dec, seed = inputs
+    device = next(model.parameters()).device
+    kc, vc = model.new_caches(ctx + dec + 8, device)
+    h = torch.randn(ref.HIDDEN, generator=torch.Generator().manual_seed(seed), device="cpu").to(torch.bfloat16).to(device)
+    streams = [torch.randn(n, ref.HIDDEN, generator=torch.Generator().manual_seed(gs), device="cpu")
+               .to(torch.bfloat16).to(device) for gs, n in ((seed + 1, ctx), (seed + 2, dec))]
+    ws = [{n: p.to(torch.float32) for n, p in blk.named_parameters()} for blk in model.blocks]
+    half = ref.HEAD_DIM // 2
+    inv = ref.ROPE_THETA ** (-torch.arange(half, dtype=torch.float32, device=device) / half)
+    pos = torch.arange(ctx + dec, dtype=torch.float32, device=device)[:, None]
+    ang = pos * inv
+    cs = (torch.cos(ang), torch.sin(ang))
+    t = 0
+    for stream in streams:
+        for i in range(stream.shape[0]):
+            x = stream[i] * 0.5 + h.to(torch.bfloat16) * 0.5
+            for j, blk in enumerate(model.blocks):
+                x = _block_fast(blk, ws[j], x, kc[j], vc[j], t, cs)
+            h = x
+            t += 1
+    return {"last_hidden": h}
+
+
+def reference_run(spec, model, inputs):
+    """What the check compares against: `fast_run` on a GPU (same values as the deck's run,
+    checked by verify's reference_vs_deck), the deck's run on the CPU."""
+    if next(model.parameters()).device.type == "cpu":
+        return deck_run(spec, model, inputs)
+    return fast_run(spec, model, inputs)
+
+
+def reinit(spec, model, seed, exact):
+    """check.py's `reference.reset_parameters(seed)` (CPU generator) or, exact=False, the same
+    distributions (2-D normal(0, 0.02), 1-D ones) from a device generator seeded with `seed`."""
+    dev = next(model.parameters()).device
+    if exact or dev.type == "cpu":
+        return model.reset_parameters(seed)
+    g = torch.Generator(device=dev).manual_seed(seed)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.dim() == 2:
+                p.copy_(torch.empty(p.shape, device=dev).normal_(0.0, 0.02, generator=g))
+            else:
+                p.fill_(1.0)
+    return model
 
 
 def oracle(model, inputs, dtype=torch.float64):
@@ -93,7 +184,8 @@ SPECS = [ProblemSpec(
                   "median sorted[len//2]; tok_s = dec/wall; frac = tok_s/50000",
         reference_helpers="kernels/ref/cuda_03_megaqwen.py: prefill, decode_steps, run, Model.new_caches, "
                           "Model.reset_parameters"),
-    init_args_fn=init_args, make_inputs_fn=make_inputs, reference_fn=reference_run, compare_fn=compare,
+    init_args_fn=init_args, make_inputs_fn=make_inputs, reference_fn=reference_run, deck_fn=deck_run,
+    reinit_fn=reinit, compare_fn=compare,
     oracle_fn=oracle, triton_fn=lazy_triton("megaqwen"), stress_since=None,
     notes=["No numeric stress cases (none in the deck).",
            "Hidden vectors are 1-D (1024,); the exact x shape of the deck forward is not in the contract.",

@@ -4,6 +4,12 @@ w[k,n] = bf16((q[k,n] - z[k//g,n]) * s[k//g,n]), y = bf16(x @ w) with fp32 accum
 The packed rows are consumed directly: even K rows come from the low nibbles, odd from the high
 nibbles, so the kernel splits x into its even and odd columns and issues two dots per step.
 Small-M shapes (decode) use split-K so that enough programs stream the weight.
+
+M <= GEMV_MAX_M (decode) goes to `_w4a16_gemv_kernel` instead: no tl.dot (an MMA tile of 16 rows
+for 1 useful row), each packed byte read once per row and dequantized in registers, fp32 FMAs and
+a row reduction, split-K over enough programs to keep the H200's HBM busy; the block shape is
+autotuned on the GPU (a small config list: nothing here could be timed).  The previous dot-based
+split-K path stays reachable (`kernel="dot"`, `VARIANTS`) and verify times both.
 """
 from __future__ import annotations
 
@@ -60,14 +66,82 @@ def _w4a16_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, M, N, K, K_PER_SPLIT,
              mask=m_mask[:, None] & n_mask[None, :])
 
 
+@triton.jit
+def _w4a16_gemv_body(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, N, K, K_PER_SPLIT,
+                     sxm, sxk, swk, swn, ssg, ssn, sys_, sym,
+                     GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_n = tl.program_id(0)
+    m = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_h = tl.arange(0, BLOCK_K // 2)
+    n_mask = offs_n < N
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    k_start = pid_k * K_PER_SPLIT
+    for k0 in range(k_start, k_start + K_PER_SPLIT, BLOCK_K):
+        kh = k0 // 2 + offs_h
+        kmask = (k0 + 2 * offs_h) < K
+        packed = tl.load(wq_ptr + kh[:, None] * swk + offs_n[None, :] * swn,
+                         mask=kmask[:, None] & n_mask[None, :], other=0)
+        g = k0 // GROUP                             # BLOCK_K divides GROUP: one group per step
+        sf = tl.load(s_ptr + g * ssg + offs_n * ssn, mask=n_mask, other=0.0).to(tl.float32)[None, :]
+        zf = tl.load(z_ptr + g * ssg + offs_n * ssn, mask=n_mask, other=0.0).to(tl.float32)[None, :]
+        # exact (q - z) * s, rounded once to bf16 = the reference's dequantized weight
+        w_lo = (((packed & 0xF).to(tl.float32) - zf) * sf).to(tl.bfloat16).to(tl.float32)
+        w_hi = (((packed >> 4).to(tl.float32) - zf) * sf).to(tl.bfloat16).to(tl.float32)
+        x_lo = tl.load(x_ptr + m * sxm + (k0 + 2 * offs_h) * sxk, mask=kmask, other=0.0).to(tl.float32)
+        x_hi = tl.load(x_ptr + m * sxm + (k0 + 2 * offs_h + 1) * sxk, mask=kmask, other=0.0).to(tl.float32)
+        acc += tl.sum(x_lo[:, None] * w_lo + x_hi[:, None] * w_hi, axis=0)
+    tl.store(y_ptr + pid_k * sys_ + m * sym + offs_n, acc, mask=n_mask)
+
+
+_GEMV_CONFIGS = [triton.Config(dict(BLOCK_N=bn, BLOCK_K=bk), num_warps=w, num_stages=st)
+                 for bn, bk, w, st in ((64, 128, 4, 4), (128, 128, 4, 4), (128, 64, 4, 4), (256, 128, 8, 3),
+                                       (256, 64, 4, 4), (64, 64, 2, 4))]
+_w4a16_gemv_kernel = triton.autotune(_GEMV_CONFIGS, key=["N", "K", "K_PER_SPLIT", "sym"])(_w4a16_gemv_body)
+
+#: rows up to which the GEMV kernel is used (each row re-reads the packed weight, mostly from L2)
+GEMV_MAX_M = 4
+#: the split-K granule: a multiple of every BLOCK_K in the config list (and <= group)
+_K_GRAIN = 128
+
+
+def _gemv(x, w_q, scales, zeros, group, out_dtype):
+    M, K = x.shape
+    N = w_q.shape[1]
+    cpu = interpreting(x)
+    assert group % _K_GRAIN == 0 or cpu, "GEMV path needs group % 128 == 0"
+    split = 1
+    if not cpu:
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        n_prog = triton.cdiv(N, 128) * M
+        while n_prog * split < 4 * sms and K // (split * 2) >= 4 * _K_GRAIN and split < 32:
+            split *= 2
+    grain = min(_K_GRAIN, group) if cpu else _K_GRAIN
+    k_per = triton.cdiv(triton.cdiv(K, split), grain) * grain
+    split = triton.cdiv(K, k_per)
+    part = torch.empty(split, M, N, dtype=torch.float32, device=x.device)
+    args = (x, w_q, scales, zeros, part, N, K, k_per, x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1),
+            scales.stride(0), scales.stride(1), part.stride(0), part.stride(1))
+    if cpu:   # the interpreter cannot autotune (no CUDA events): one fixed config
+        _w4a16_gemv_body[(triton.cdiv(N, 64), M, split)](*args, GROUP=group, BLOCK_N=64, BLOCK_K=grain)
+    else:
+        _w4a16_gemv_kernel[lambda meta: (triton.cdiv(N, meta["BLOCK_N"]), M, split)](*args, GROUP=group)
+    return (part[0] if split == 1 else part.sum(0)).to(out_dtype)
+
+
 def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
-                 group: int = 128, out_dtype=torch.bfloat16) -> torch.Tensor:
-    """x (M,K) bf16/fp32, w_q (K/2,N) uint8, scales/zeros (K/group,N) bf16 -> (M,N) out_dtype."""
+                 group: int = 128, out_dtype=torch.bfloat16, kernel: str = "auto") -> torch.Tensor:
+    """x (M,K) bf16/fp32, w_q (K/2,N) uint8, scales/zeros (K/group,N) bf16 -> (M,N) out_dtype.
+    kernel: "auto" (GEMV for M <= GEMV_MAX_M, else the dot kernel), "gemv" or "dot"."""
     squeeze = x.dim() == 1
     if squeeze:
         x = x[None]
     M, K = x.shape
     N = w_q.shape[1]
+    if kernel == "gemv" or (kernel == "auto" and M <= GEMV_MAX_M and group % _K_GRAIN == 0):
+        y = _gemv(x, w_q, scales, zeros, group, out_dtype)
+        return y[0] if squeeze else y
     cpu = interpreting(x)
     if cpu:
         BM, BN, BK, warps, stages = 16, 128, min(128, group), 4, 1   # few, large programs: the interpreter is per-program
@@ -99,3 +173,13 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
 def forward(model, inputs):
     (x,) = inputs
     return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size)
+
+
+def forward_dot(model, inputs):
+    """The previous path (dot-based split-K at every M), kept to be timed beside `forward`."""
+    (x,) = inputs
+    return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size, kernel="dot")
+
+
+#: other kernels for the same op, timed by kernels.verify beside `forward`
+VARIANTS = {"dot_splitk": forward_dot}
