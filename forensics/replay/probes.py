@@ -38,6 +38,7 @@ from typing import Any, Iterable
 import torch
 
 from .runner import Child, Reply, Scratch
+from .worker import _to_dev_tree as _to_dev  # one tree walk for both sides of the pipe
 from .worker import pack_load, pack_save
 
 ALL_PROBES = ("check", "property", "same-buffer", "unsampled-region", "fresh-state", "alternate-cache",
@@ -169,18 +170,6 @@ def _to_cpu(x: Any) -> Any:
         return tuple(_to_cpu(v) for v in x)
     if isinstance(x, dict):
         return {k: _to_cpu(v) for k, v in x.items()}
-    return x
-
-
-def _to_dev(x: Any, device: str) -> Any:
-    if isinstance(x, torch.Tensor):
-        return x.to(device)
-    if isinstance(x, list):
-        return [_to_dev(v, device) for v in x]
-    if isinstance(x, tuple):
-        return tuple(_to_dev(v, device) for v in x)
-    if isinstance(x, dict):
-        return {k: _to_dev(v, device) for k, v in x.items()}
     return x
 
 
