@@ -49,7 +49,7 @@ def test_honest_topk_passes_every_probe(tmp_path):
     assert {f["severity"] for f in out.findings} <= {"info"}
     check = _rows(out, "check") + _rows(out, "stress")
     assert len(check) == 2 * 3 and all(r["status"] == "pass" for r in check)  # 2 seeds x (nominal + 2 stress)
-    for probe in ("same-buffer", "unsampled-region", "fresh-state", "output-alias", "determinism"):
+    for probe in ("same-buffer", "unsampled-region", "fresh-state", "fresh-inputs", "output-alias", "determinism"):
         assert _rows(out, probe) and all(r["status"] == "pass" for r in _rows(out, probe)), probe
     assert _rows(out, "nan-poison")[0]["status"] == "skipped"  # CPU: allocator poisoning needs CUDA
     assert out.rows[0]["max_abs"] == 0.0 and out.rows[0]["n_total"] > 0
@@ -79,6 +79,30 @@ def test_pure_pointer_cache_fails_same_buffer(tmp_path):
     assert "replay-stale-same-buffer" in _rules(out)
     row = next(r for r in _rows(out, "same-buffer") if r["case_name"] == "all-inputs")
     assert row["status"] == "fail" and row["n_bad"] > 0
+
+
+def test_state_bound_to_the_first_inputs_fails_fresh_inputs(tmp_path):
+    out = _replay("topk_first_inputs.py", probes=["check", "same-buffer", "fresh-inputs"], tmp_path=tmp_path)
+    assert all(r["status"] == "pass" for r in _rows(out, "check") + _rows(out, "same-buffer"))
+    rows = _rows(out, "fresh-inputs")
+    assert rows[0]["case_name"] == "new-inputs-new-storage" and rows[0]["status"] == "fail" and rows[0]["n_bad"] > 0
+    f = [f for f in out.findings if f["rule"] == "replay-stale-fresh-inputs"]
+    assert f and f[0]["severity"] == "critical" and "new storage" in f[0]["message"]
+    # the honest case passes both variants (new storage, then the first inputs again)
+    ok = _replay("topk_honest.py", probes=["fresh-inputs"], tmp_path=tmp_path)
+    assert [(r["case_name"], r["status"]) for r in _rows(ok, "fresh-inputs")] == [
+        ("new-inputs-new-storage", "pass"), ("first-inputs-again", "pass")]
+
+
+def test_probe_time_limit_bounds_the_whole_probe(tmp_path):
+    # each call is far inside call_s, but the probe's warm-up alone outlasts probe_s
+    out = _replay("topk_slow.py", probes=["check", "same-buffer", "determinism"],
+                  limits=Limits(build_s=120, call_s=60, probe_s=4), tmp_path=tmp_path)
+    rows = _rows(out, "same-buffer")
+    assert rows and rows[0]["status"] == "timeout"
+    assert "probe's time limit" in rows[0]["detail"]
+    assert out.info["probe_s"]["same-buffer"] < 30
+    assert _rows(out, "determinism")[0]["status"] == "skipped"
 
 
 def test_id_keyed_state_cache_fails_fresh_state(tmp_path):

@@ -161,7 +161,8 @@ def test_mingru_weight_cache_keyed_by_id_and_version(tmp_path):
 def test_static_probe_phrases_select_replay_probes():
     from forensics.replay import required_probes
     from forensics.analyze.static.rules import RULES_LIST
-    assert static_probe("same-buffer overwrite") == ("same-buffer",)
+    assert static_probe("same-buffer overwrite") == ("same-buffer", "fresh-inputs")
+    assert static_probe("fresh input pointers") == ("fresh-inputs",)
     assert static_probe("fresh state object") == ("fresh-state",)
     assert static_probe("alternate caller caches") == ("alternate-cache",)
     assert static_probe("kernel-name trace") == ()

@@ -41,15 +41,15 @@ TINY_SHAPES: dict[str, list[dict]] = {
 
 PROBE_ALIASES = {"all": ALL_PROBES, "stress": ("check",), "timing-l2-reset": ("timing",),
                  "build": ("check",), "pointer-cache": ("same-buffer", "unsampled-region"),
-                 "graph": ("same-buffer", "fresh-state"), "state": ("fresh-state", "alternate-cache")}
+                 "graph": ("same-buffer", "fresh-inputs", "fresh-state"), "state": ("fresh-state", "alternate-cache")}
 
 # The static rules name the probe that settles them in words (forensics/analyze/static/rules.py:
 # "same-buffer overwrite", "fresh state object", ...); normalized (lower case, '-' for blanks) to
 # replay probes here.  Phrases with no replay probe (kernel-name trace, perturbed-distribution
 # inputs, first launch of each specialization) select nothing.
-STATIC_PROBES = {"same-buffer-overwrite": ("same-buffer",), "unsampled-region-mutation": ("unsampled-region",),
+STATIC_PROBES = {"same-buffer-overwrite": ("same-buffer", "fresh-inputs"), "unsampled-region-mutation": ("unsampled-region",),
                  "unsampled-row-mutation": ("unsampled-region",), "fresh-state-object": ("fresh-state",),
-                 "fresh-input-pointers": ("fresh-state",), "alternate-caller-caches": ("alternate-cache",),
+                 "fresh-input-pointers": ("fresh-inputs",), "alternate-caller-caches": ("alternate-cache",),
                  "output-aliasing": ("output-alias",), "repeated-calls": ("determinism",),
                  "l2-persistence-reset-timing": ("timing",), "build-on-the-grading-host": ("check",)}
 

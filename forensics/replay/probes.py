@@ -15,6 +15,9 @@ same-buffer      warm 11 calls, then overwrite every input (and every float para
 unsampled-region the same, changing only the first row, the last row or scattered elements
 fresh-state      delete the warmed model and inputs, build new ones with other weights and data
                  (CPython and the caching allocator often hand back the same id()/data_ptr)
+fresh-inputs     the warmed model called on new input tensors at new addresses (the first ones kept
+                 alive, so no address is handed back), then on the first ones again: catches a
+                 graph captured on the caller's buffers, or any state bound to the first pointers
 alternate-cache  stateful APIs: decode from caller caches other than the last prefill's (cuda 03),
                  continue a state other than the last one stepped (mega 02; step_api.py)
 output-alias     does a later call overwrite an earlier returned tensor (allowed, reported)
@@ -41,7 +44,7 @@ from .runner import Child, Reply, Scratch
 from .worker import _to_dev_tree as _to_dev  # one tree walk for both sides of the pipe
 from .worker import pack_load, pack_save
 
-ALL_PROBES = ("check", "property", "same-buffer", "unsampled-region", "fresh-state", "alternate-cache",
+ALL_PROBES = ("check", "property", "same-buffer", "unsampled-region", "fresh-state", "fresh-inputs", "alternate-cache",
               "output-alias", "nan-poison", "determinism", "timing")
 DEFAULT_PROBES = ALL_PROBES
 
@@ -62,6 +65,7 @@ FINDING_RULES = {
     "replay-stale-same-buffer": ("critical", "correctness", "same-buffer"),
     "replay-stale-unsampled-region": ("critical", "correctness", "unsampled-region"),
     "replay-stale-fresh-state": ("critical", "correctness", "fresh-state"),
+    "replay-stale-fresh-inputs": ("critical", "correctness", "fresh-inputs"),
     "replay-ignores-caller-cache": ("critical", "correctness", "alternate-cache"),
     "replay-output-alias": ("info", "info", "output-alias"),
     "replay-unwritten-output": ("high", "correctness", "nan-poison"),
@@ -268,6 +272,13 @@ class Replay:
         self.sol_attrs: list[str] = []
         self.archived: dict = {}
         self.phase_s: dict[str, float] = {}   # where the replay's own time goes (out.info['phase_s'])
+        self.probe_deadline: float | None = None  # Limits.probe_s of the probe running now
+
+    def _set_deadline(self, deadline: float | None) -> None:
+        """Bound every child request of the current probe (a new child too) by the whole-probe limit."""
+        self.probe_deadline = deadline
+        if self.child is not None:
+            self.child.deadline = deadline
 
     @contextmanager
     def timed(self, phase: str):
@@ -393,6 +404,7 @@ class Replay:
             self.child.kill()
         t0 = time.monotonic()
         ch = Child(self.scratch, self.device, self.python)
+        ch.deadline = self.probe_deadline
         h = ch.request("hello", self.limits.build_s)
         if not h.ok:
             self.build_failed = h
@@ -818,6 +830,35 @@ class Replay:
                     extra=f" (new objects; reused: {reused or 'none'})")
         ch.request("delete", self.limits.call_s, objs=["f"], slots=names2)
 
+    # ---------------------------------------------------------------- probe: fresh-inputs
+    def probe_fresh_inputs(self) -> None:
+        probe, rule = "fresh-inputs", "replay-stale-fresh-inputs"
+        shape = self.probe_shape()
+        seed = self.seeds[0]
+        w = self._warm(probe, shape, seed, n_warm=3, obj="i")
+        if w is None:
+            return
+        ch, ref, base, args, names = w
+        other = self.make_inputs(shape, seed + 27449)
+        pr, args2 = self.put(ch, other, prefix="iy")   # the first inputs stay alive in their slots
+        if not pr.ok:
+            self.failed_reply(probe, pr, shape, seed, what="input transfer")
+            return
+        names2 = [a["slot"] for a in args2 if "slot" in a]
+        meta = ch.request("meta", self.limits.call_s, objs=[], slots=names + names2)
+        ptrs = {k: v.get("ptr") for k, v in ((meta.get("slots") or {}) if meta.ok else {}).items()}
+        shared = sorted({ptrs.get(k) for k in names} & {ptrs.get(k) for k in names2} - {None})
+        where = "new storage" if not shared else f"{len(shared)} address(es) shared with the first inputs"
+        for variant, a, x in (("new-inputs-new-storage", args2, other), ("first-inputs-again", args, base)):
+            r, payload = self.call(ch, "i", a)
+            if not r.ok:
+                self.failed_reply(probe, r, shape, seed, variant)
+                return
+            ref_out = self.reference(ref, _to_dev(x, self.device))
+            if not self._judge(probe, rule, variant, shape, seed, ref_out, payload, x, extra=f" ({where})"):
+                break
+        ch.request("delete", self.limits.call_s, objs=["i"], slots=names + names2)
+
     # ---------------------------------------------------------------- probe: output aliasing
     def probe_output_alias(self) -> None:
         probe = "output-alias"
@@ -976,6 +1017,16 @@ class Replay:
             ch.request("delete", self.limits.call_s, objs=["p"], slots=names)
 
     # ---------------------------------------------------------------- driver
+    def _run_probe(self, name: str, fn) -> None:
+        """One probe under Limits.probe_s: a request still waiting when it runs out times out."""
+        tp = time.monotonic()
+        self._set_deadline(tp + self.limits.probe_s)
+        try:
+            fn()
+        finally:
+            self._set_deadline(None)
+            self.out.info.setdefault("probe_s", {})[name] = round(time.monotonic() - tp, 3)
+
     def run(self, probes: Iterable[str]) -> Outcome:
         from . import stateful
         kind = stateful.kind(self.spec)
@@ -987,6 +1038,7 @@ class Replay:
             "same-buffer": (lambda: self.probe_same_buffer(False)),
             "unsampled-region": (lambda: self.probe_same_buffer(True)),
             "fresh-state": self.probe_fresh_state,
+            "fresh-inputs": self.probe_fresh_inputs,
             "output-alias": self.probe_output_alias,
             "nan-poison": self.probe_nan_poison,
             "determinism": self.probe_determinism,
@@ -1009,15 +1061,12 @@ class Replay:
                 if p not in table:
                     self.row(p, "skipped", detail=f"not defined for the {kind} API of {self.spec.name}")
                     continue
-                tp = time.monotonic()
-                table[p]()
-                self.out.info.setdefault("probe_s", {})[p] = round(time.monotonic() - tp, 3)
+                self._run_probe(p, table[p])
             if "timing" in probes and not (self.early_exit or self.hung):
                 from .timing import probe_timing
-                tp = time.monotonic()
-                probe_timing(self)
-                self.out.info.setdefault("probe_s", {})["timing"] = round(time.monotonic() - tp, 3)
+                self._run_probe("timing", lambda: probe_timing(self))
         finally:
+            self._set_deadline(None)
             self.close()
             self.out.info["total_s"] = round(time.monotonic() - t0, 3)
             self.out.info["phase_s"] = {k: round(v, 3) for k, v in sorted(self.phase_s.items())}

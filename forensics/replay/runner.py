@@ -126,6 +126,9 @@ class Child:
         self.buf = b""
         self.dead: Reply | None = None
         self.finished = False
+        #: monotonic time after which no request may wait any longer (the probe's whole-probe
+        #: limit, Limits.probe_s); None: only each request's own timeout applies
+        self.deadline: float | None = None
 
     # ---- process control
     def kill(self) -> None:
@@ -187,6 +190,10 @@ class Child:
         self.n += 1
         msg = dict(fields, op=op, id=self.n)
         t0 = time.monotonic()
+        limit = f"within {timeout:.0f} s"
+        if self.deadline is not None and self.deadline - t0 < timeout:
+            timeout = max(0.0, self.deadline - t0)
+            limit = "before the probe's time limit ran out"
         try:
             os.write(self.wfd, (json.dumps(msg) + "\n").encode())
         except (BrokenPipeError, OSError):
@@ -197,7 +204,7 @@ class Child:
             if left <= 0:
                 self.kill()
                 r = Reply(False, "timeout", {"log_tail": self.log_tail()},
-                          f"no reply to {op} within {timeout:.0f} s; process group killed")
+                          f"no reply to {op} {limit}; process group killed")
                 self.dead = r
                 return r
             ready, _, _ = select.select([self.rfd], [], [], min(left, 1.0))
