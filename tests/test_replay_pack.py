@@ -1,5 +1,6 @@
 """The replay's raw tensor exchange format (forensics.replay.worker.pack_save / pack_load)."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -65,3 +66,30 @@ def test_tree_naming_a_missing_tensor_or_unknown_object_is_refused(tmp_path):
     p.write_bytes(PACK_MAGIC + (10**12).to_bytes(8, "little"))
     with pytest.raises(ValueError):
         pack_load(str(p))
+
+
+_IPC = {"device": 0, "handle": "00" * 64, "size": 16, "offset": 0, "ref": "00", "ref_offset": 0, "event": None,
+        "event_sync": False}
+
+
+@pytest.mark.parametrize("meta,ipc,why", [
+    ({"dtype": "float32", "shape": [4], "ipc": _IPC}, False, "none is allowed"),          # IPC only where asked
+    ({"dtype": "float32", "shape": [4], "ipc": dict(_IPC, size="16")}, True, "malformed"),
+    ({"dtype": "float32", "shape": [4], "ipc": dict(_IPC, extra=1)}, True, "malformed"),
+    ({"dtype": "float32", "shape": [4], "ipc": dict(_IPC, size=8)}, True, "bytes"),       # larger than the storage
+    ({"dtype": "float32", "shape": [4], "ipc": _IPC, "offset": 0}, True, "malformed"),
+])
+def test_hostile_ipc_entries_are_refused(tmp_path, meta, ipc, why):
+    p = tmp_path / "i.pack"
+    _write(p, {"tree": {"__t__": 0}, "tensors": [meta]})
+    with pytest.raises(ValueError, match=why):
+        pack_load(str(p), ipc=ipc)
+
+
+def test_cpu_replay_reports_the_byte_transfer(tmp_path):
+    from forensics.replay.api import replay_solution
+    from forensics.replay.probes import Limits
+    sol = (Path(__file__).resolve().parent.parent / "corpus" / "replay" / "topk_honest.py").read_bytes()
+    out = replay_solution("05_topk_bitonic", sol, device="cpu", shapes="tiny", probes=["check"], seeds=(42,),
+                          limits=Limits(build_s=300, call_s=240), cache_root=tmp_path / "cache")
+    assert out.status() == "pass" and out.info["transfer"] == "pack"

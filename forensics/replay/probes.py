@@ -31,6 +31,7 @@ probes in stateful.py, step_api.py and rollout_api.py (stateful.table).
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from contextlib import contextmanager
@@ -160,7 +161,7 @@ def _maxdiff(a: Any, b: Any) -> float:
         if x.shape != y.shape:
             return math.inf
         if x.numel():
-            d = (x.float() - y.float()).abs()
+            d = (x.float() - y.to(x.device).float()).abs()
             m = max(m, float(torch.nan_to_num(d, nan=math.inf).max()))
     return m
 
@@ -273,6 +274,8 @@ class Replay:
         self.archived: dict = {}
         self.phase_s: dict[str, float] = {}   # where the replay's own time goes (out.info['phase_s'])
         self.probe_deadline: float | None = None  # Limits.probe_s of the probe running now
+        self._inputs_memo: dict = {}   # (shape, seed) -> the deck's inputs, the last few
+        self.ipc = False   # results over CUDA IPC (decided per child by a known-tensor test)
 
     def _set_deadline(self, deadline: float | None) -> None:
         """Bound every child request of the current probe (a new child too) by the whole-probe limit."""
@@ -289,9 +292,16 @@ class Replay:
             self.phase_s[phase] = self.phase_s.get(phase, 0.0) + time.perf_counter() - t0
 
     def make_inputs(self, shape: dict, seed: int) -> list:
-        """The deck's seeded inputs for (shape, seed), generated on the CPU as the deck does."""
+        """The deck's seeded inputs for (shape, seed), generated on the CPU as the deck does.  The
+        last few are kept (the probes ask again for the check's first shape and seed); callers get
+        clones, so nothing they do in place reaches the kept copy."""
+        key = (shape_label(shape), repr(sorted((k, repr(v)) for k, v in shape.items())), seed)
         with self.timed("inputs"):
-            return self.spec.make_inputs(shape, seed, "cpu")
+            if key not in self._inputs_memo:
+                self._inputs_memo[key] = self.spec.make_inputs(shape, seed, "cpu")
+                while len(self._inputs_memo) > 4:
+                    self._inputs_memo.pop(next(iter(self._inputs_memo)))
+            return [x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in self._inputs_memo[key]]
 
     # ---------------------------------------------------------------- shapes
     def check_shapes(self) -> list[dict]:
@@ -429,10 +439,31 @@ class Replay:
                 self.failed_reply("build", r, what="import solution")
             return None
         self.sol_attrs = r.get("attrs") or []
+        self._ipc_test(ch)
         self.out.info.setdefault("import_s", []).append(round(time.monotonic() - t0, 3))
         self.phase_s["child-start"] = self.phase_s.get("child-start", 0.0) + time.monotonic() - t0
         self.child = ch
         return ch
+
+    def _ipc_test(self, ch: Child) -> None:
+        """Results travel as CUDA IPC handles (mapped and copied on the device) when a known tensor
+        comes through intact; otherwise, and on the CPU, as bytes in the pack file."""
+        self.ipc = False
+        if not str(self.device).startswith("cuda"):
+            self.out.info["transfer"] = "pack"
+            return
+        p = self.scratch.path("ipc-test")
+        r = ch.request("ipc_test", self.limits.call_s, save=p)
+        why = r.error
+        if r.ok:
+            try:
+                t = pack_load(p, ipc=True)["t"]
+                self.ipc = t.is_cuda and torch.equal(t.cpu(), torch.arange(4099, dtype=torch.float32))
+                why = "" if self.ipc else "the test tensor came back wrong"
+            except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
+                why = str(e)
+        Path(p).unlink(missing_ok=True)
+        self.out.info["transfer"] = "pack+cuda-ipc" if self.ipc else f"pack (CUDA IPC unavailable: {why[:200]})"
 
     def close(self) -> None:
         if self.child is not None:
@@ -493,11 +524,13 @@ class Replay:
         return r
 
     def put(self, ch: Child, inputs: list, prefix: str = "x") -> tuple[Reply, list]:
+        """Send inputs into slots `<prefix><i>`.  GPU tensors travel over CUDA IPC where the child
+        passed the IPC test (the child maps and copies them), everything else as bytes."""
         slots = {}
         args = []
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
-                slots[f"{prefix}{i}"] = x.detach().cpu()
+                slots[f"{prefix}{i}"] = x.detach() if self.ipc and x.is_cuda else x.detach().cpu()
                 args.append({"slot": f"{prefix}{i}"})
             elif isinstance(x, (list, tuple, dict)) and _tensors(x):  # a state: list of dicts of tensors
                 slots[f"{prefix}{i}"] = _to_cpu(x)
@@ -506,9 +539,14 @@ class Replay:
                 args.append({"lit": x})
         with self.timed("input-transfer"):
             p = self.scratch.path("put")
-            pack_save(slots, p)
-            self.expected.update(slots)
-            return ch.request("put", self.limits.call_s, file=p), args
+            hold: list = []
+            pack_save(slots, p, ipc_hold=hold if self.ipc else None)
+            # a snapshot: the caller may restore its device tensors in place afterwards (stress cases)
+            self.expected.update({k: v.clone() if isinstance(v, torch.Tensor) and v.is_cuda else v
+                                  for k, v in slots.items()})
+            r = ch.request("put", self.limits.call_s, file=p, ipc=self.ipc)
+            del hold   # the child has copied what it mapped
+            return r, args
 
     def write(self, ch: Child, values: dict[str, torch.Tensor]) -> Reply:
         p = self.scratch.path("write")
@@ -537,7 +575,8 @@ class Replay:
         with self.timed("child-call"):
             r = ch.request("call", self.limits.call_s, fn=fn or {"obj": obj, "method": meth}, args=args,
                            kwargs=kwargs or {}, save=p, save_inputs=save_inputs, repeat=repeat, out_slot=out_slot,
-                           poison=poison, watch=save_inputs, export_index=export_index or [], fmt="pack")
+                           poison=poison, watch=save_inputs, export_index=export_index or [], fmt="pack",
+                           ipc=self.ipc)
         if r.ok:  # the solution's own time inside the request (the rest is export and transfer)
             self.phase_s["solution"] = self.phase_s.get("solution", 0.0) + float(r.get("elapsed_s") or 0.0)
         self._note_tamper(r, "a call")
@@ -548,7 +587,7 @@ class Replay:
             return r, None
         with self.timed("output-transfer"):
             try:
-                payload = pack_load(p)
+                payload = pack_load(p, ipc=self.ipc)
             except (OSError, ValueError) as e:
                 Path(p).unlink(missing_ok=True)
                 return Reply(False, "error", r.data, f"unreadable output file from the solution's process: {e}"), None
@@ -637,8 +676,7 @@ class Replay:
                     if not w.ok:
                         self.failed_reply(probe, w, shape, seed, case.name, what=f"state scaling {list(case.state_scales)}")
                         return
-                xin = [t.detach().cpu() if isinstance(t, torch.Tensor) else t for t in x]
-                pr, args = self.put(ch, xin)
+                pr, args = self.put(ch, list(x))   # device tensors: over IPC where it works
                 if not pr.ok:
                     self.failed_reply(probe, pr, shape, seed, case.name, what="input transfer")
                     return
@@ -880,12 +918,12 @@ class Replay:
             self.failed_reply(probe, r2 if not r2.ok else wr, shape, seed)
             return
         p = self.scratch.path("snap")
-        s = ch.request("snap", self.limits.call_s, slots=["o1"], save=p, fmt="pack")
+        s = ch.request("snap", self.limits.call_s, slots=["o1"], save=p, fmt="pack", ipc=self.ipc)
         if not s.ok:
             self.failed_reply(probe, s, shape, seed)
             return
         try:
-            later = pack_load(p)["o1"]
+            later = pack_load(p, ipc=self.ipc)["o1"]
         except (OSError, ValueError, KeyError, TypeError) as e:
             self.failed_reply(probe, Reply(False, "error", {}, f"unreadable snapshot from the solution's process: {e}"),
                               shape, seed)

@@ -60,6 +60,9 @@ _frombuffer = torch.frombuffer
 _reshape = torch.Tensor.reshape
 _view = torch.Tensor.view
 _equal = torch.equal
+_share_cuda = torch.UntypedStorage._share_cuda_
+_untyped_storage = torch.Tensor.untyped_storage
+_ipc_collect = torch.cuda.ipc_collect
 
 # ---------------------------------------------------------------- pack format
 # magic, then an 8-byte little-endian header length, the UTF-8 JSON header, padding to 64 bytes,
@@ -87,13 +90,38 @@ def _pack_tree(x, tensors: list):
     raise TypeError(f"cannot pack {type(x).__name__}")
 
 
-def pack_save(obj, path: str) -> None:
-    """Write a tree of tensors / lists / tuples / dicts / scalars to `path` (see PACK_MAGIC)."""
+def _hex(b) -> str | None:
+    return bytes(b).hex() if isinstance(b, (bytes, bytearray)) else None
+
+
+def _ipc_share(c, hold: list) -> dict | None:
+    """CUDA IPC fields for a GPU tensor (a fresh exact-size copy, kept alive in `hold` until the
+    reader has copied it), or None where this storage cannot be shared (then bytes travel)."""
+    try:
+        c = _clone(c)
+        dev, handle, size, off, ref, ref_off, event, event_sync = _share_cuda(_untyped_storage(c))
+    except Exception:  # noqa: BLE001 - e.g. an allocator mode without IPC support
+        return None
+    hold.append(c)
+    return {"device": int(dev), "handle": _hex(handle), "size": int(size), "offset": int(off),
+            "ref": _hex(ref), "ref_offset": int(ref_off), "event": _hex(event), "event_sync": bool(event_sync)}
+
+
+def pack_save(obj, path: str, ipc_hold: list | None = None) -> None:
+    """Write a tree of tensors / lists / tuples / dicts / scalars to `path` (see PACK_MAGIC).
+    With `ipc_hold` (a list), CUDA tensors travel as CUDA IPC handles instead of bytes: the
+    reader maps the writer's device memory and copies it on the device (`pack_load(ipc=True)`);
+    the copies shared are appended to `ipc_hold`, which must keep them alive until then."""
     tensors: list = []
     tree = _pack_tree(obj, tensors)
     flat, metas, off = [], [], 0
     for t in tensors:
         c = _contig(_detach(t))
+        if ipc_hold is not None and c.device.type == "cuda" and c.numel():
+            entry = _ipc_share(c, ipc_hold)
+            if entry is not None:
+                metas.append({"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape), "ipc": entry})
+                continue
         if c.device.type != "cpu":
             c = _to(c, "cpu")
         n = c.numel() * c.element_size()
@@ -107,7 +135,7 @@ def pack_save(obj, path: str) -> None:
     with open(path, "wb") as f:
         f.write(PACK_MAGIC + len(head).to_bytes(8, "little") + head + b"\0" * pad)
         pos = 0
-        for (c, n), m in zip(flat, metas):
+        for (c, n), m in zip(flat, [m for m in metas if "ipc" not in m]):
             if m["offset"] > pos:
                 f.write(b"\0" * (m["offset"] - pos))
                 pos = m["offset"]
@@ -121,10 +149,37 @@ def is_pack(path: str) -> bool:
         return f.read(len(PACK_MAGIC)) == PACK_MAGIC
 
 
-def pack_load(path: str):
+def _ipc_open(e, dtype, shape: list, numel: int, esize: int):
+    """Map another process's CUDA memory (pack_save's IPC fields) and copy it into our own."""
+    fields = ("device", "handle", "size", "offset", "ref", "ref_offset", "event", "event_sync")
+    if not (isinstance(e, dict) and set(e) == set(fields) and type(e["device"]) is int
+            and all(type(e[k]) is int and e[k] >= 0 for k in ("size", "offset", "ref_offset"))
+            and all(isinstance(e[k], str) for k in ("handle", "ref")) and type(e["event_sync"]) is bool
+            and (e["event"] is None or isinstance(e["event"], str))):
+        raise ValueError(f"pack IPC entry malformed: {e!r}"[:300])
+    if numel * esize > e["size"]:
+        raise ValueError(f"pack IPC tensor {shape} needs {numel * esize} bytes, storage has {e['size']}")
+    if not torch.cuda.is_available():
+        raise ValueError("pack IPC tensor, but this process has no CUDA")
+    if e["device"] != torch.cuda.current_device():
+        raise ValueError(f"pack IPC tensor on cuda:{e['device']}, reader on cuda:{torch.cuda.current_device()}")
+    try:
+        st = torch.UntypedStorage._new_shared_cuda(
+            e["device"], bytes.fromhex(e["handle"]), e["size"], e["offset"], bytes.fromhex(e["ref"]),
+            e["ref_offset"], None if e["event"] is None else bytes.fromhex(e["event"]), e["event_sync"])
+    except (RuntimeError, ValueError, TypeError) as ex:
+        raise ValueError(f"pack IPC handle could not be opened: {ex}"[:300]) from None
+    t = torch.empty(0, dtype=dtype, device=f"cuda:{e['device']}").set_(st, 0, shape)
+    out = t.clone()
+    del t, st   # releases the mapping and the writer's reference count
+    return out
+
+
+def pack_load(path: str, ipc: bool = False):
     """Read a pack file written by `pack_save`.  The header is untrusted (the parent reads what the
     solution's process wrote): dtypes come from a fixed list, every tensor must lie inside the
-    file and its byte count must match its shape; anything else raises ValueError."""
+    file (or, with `ipc`, inside the shared device storage it names) and its byte count must
+    match its shape; anything else raises ValueError.  IPC tensors come back on the GPU, copied."""
     with open(path, "rb") as f:
         if f.read(len(PACK_MAGIC)) != PACK_MAGIC:
             raise ValueError("not a pack file")
@@ -151,6 +206,17 @@ def pack_load(path: str):
         if dt not in PACK_DTYPES or not hasattr(torch, dt):
             raise ValueError(f"pack tensor dtype {dt!r} not allowed")
         dtype = getattr(torch, dt)
+        if "ipc" in m:
+            shape = m.get("shape")
+            if not ipc or set(m) != {"dtype", "shape", "ipc"} or not (
+                    isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+                raise ValueError("pack file holds a CUDA IPC entry where none is allowed" if not ipc
+                                 else f"pack IPC header malformed: {m!r}"[:300])
+            numel = 1
+            for d in shape:
+                numel *= d
+            tensors.append(_ipc_open(m["ipc"], dtype, shape, numel, torch.empty((), dtype=dtype).element_size()))
+            continue
         shape, off, n = m.get("shape"), m.get("offset"), m.get("nbytes")
         if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
                 and type(off) is int and type(n) is int and 0 <= off and off + n <= size):
@@ -191,10 +257,11 @@ def pack_load(path: str):
     return build(head.get("tree"))
 
 
-def load_any(path: str, map_location: str = "cpu"):
-    """Parent-written files: the pack format or a torch.save file (weights_only)."""
+def load_any(path: str, map_location: str = "cpu", ipc: bool = False):
+    """Parent-written files: the pack format (its GPU tensors over CUDA IPC where `ipc`) or a
+    torch.save file (weights_only)."""
     if is_pack(path):
-        x = pack_load(path)
+        x = pack_load(path, ipc=ipc)
         return x if map_location == "cpu" else _to_dev_tree(x, map_location)
     return _load(path, map_location=map_location, weights_only=True)
 
@@ -311,6 +378,8 @@ class Worker:
         self.tampered: list[str] = []
         self.flush_buf = None
         self.cudart = None
+        self.export_on_device = False  # set per request that asks for IPC results
+        self.ipc_hold: list = []   # GPU copies the parent is mapping over CUDA IPC (until the next request)
         self.pristine: dict[str, object] = {}  # what each input slot held when the parent last set it
 
     def _remember(self, k: str) -> None:
@@ -393,7 +462,10 @@ class Worker:
     def export(self, x, opaque_prefix: str, path: tuple = ()):  # -> weights_only-loadable value
         if _is_tensor(x):
             d = _detach(x)
-            v = _to(d, "cpu") if d.device.type != "cpu" else _clone(d)  # .to("cpu") already copies
+            if d.device.type == "cpu":
+                v = _clone(d)
+            else:  # .to("cpu") already copies; over IPC pack_save makes the device copy
+                v = d if self.export_on_device else _to(d, "cpu")
             if type(x) is not _TensorType and not isinstance(x, torch.nn.Parameter):
                 return {"__subclass__": type(x).__name__, "value": v}
             return v
@@ -441,6 +513,12 @@ class Worker:
                         l2_bytes=int(getattr(p, "L2_cache_size", 0)), sm_count=p.multi_processor_count,
                         arch_list=torch.cuda.get_arch_list())
         return info
+
+    def op_ipc_test(self, req):
+        """A known tensor through the IPC path, so the parent can decide whether IPC works here."""
+        self.export_on_device = True
+        self.save({"t": torch.arange(4099, dtype=torch.float32, device=self.device)}, dict(req, fmt="pack", ipc=True))
+        return {}
 
     def op_import(self, req):
         name = req["module"]
@@ -557,7 +635,7 @@ class Worker:
                 "slots": {k: self.meta(self.slots[k]) for k in req.get("slots", []) if k in self.slots}}
 
     def op_put(self, req):
-        data = load_any(req["file"])
+        data = load_any(req["file"], ipc=bool(req.get("ipc")) and self.device.startswith("cuda"))
         for k, v in data.items():
             self.slots[k] = self.to_device(v)
             self._remember(k)
@@ -673,15 +751,23 @@ class Worker:
             if k in self.pristine:
                 self._remember(k)
         if req.get("save"):
-            (pack_save if req.get("fmt") == "pack" else _save)(payload, req["save"])
+            self.save(payload, req)
         meta_after = {k: self.meta(self.slots[k]) for k in watch}
         return {"tamper": changes, "elapsed_s": elapsed, "meta_before": meta_before,
                 "meta_after": meta_after, "poison": poison}
 
     def op_snap(self, req):
         payload = {k: self.export(self.slots[k], "snap/" + k) for k in req["slots"]}
-        (pack_save if req.get("fmt") == "pack" else _save)(payload, req["save"])
+        self.save(payload, req)
         return {}
+
+    def save(self, payload, req) -> None:
+        """Results to the parent: torch.save, the pack format, or the pack format with the GPU
+        tensors as CUDA IPC handles (`ipc`: no device-to-host copy, no bytes in the file)."""
+        if req.get("fmt") != "pack":
+            _save(payload, req["save"])
+        else:
+            pack_save(payload, req["save"], ipc_hold=self.ipc_hold if req.get("ipc") else None)
 
     # ---- timing (CUDA events, L2 flush, optional persisting-L2 reset)
     def _cudart(self):
@@ -816,7 +902,11 @@ class Worker:
         for line in self.rf:
             req = json.loads(line)
             rid = req.get("id")
+            if self.ipc_hold:  # the parent copied the last shared outputs before asking again
+                self.ipc_hold.clear()
+                _ipc_collect()
             op = getattr(self, "op_" + req.get("op", ""), None)
+            self.export_on_device = bool(req.get("ipc")) and req.get("fmt") == "pack" and self.device.startswith("cuda")
             if op is None:
                 self.reply({"id": rid, "ok": False, "status": "error", "error": f"unknown op {req.get('op')}"})
                 continue
