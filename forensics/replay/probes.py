@@ -247,6 +247,8 @@ def classify_error(text: str) -> str:
 class Replay:
     """One solution against one ProblemSpec, in one scratch, on one device."""
 
+    MEMO_MAX = 16   # (shape, seed) input sets kept: a deck's whole check (<= 2 GiB prefetched)
+
     def __init__(self, spec: Any, scratch: Scratch, device: str = "cpu", shapes: str = "canonical",
                  limits: Limits | None = None, archive_date: str | None = None, ref_impl: str = "reference",
                  python: str | None = None, seeds: Iterable[int] | None = None) -> None:
@@ -274,7 +276,8 @@ class Replay:
         self.archived: dict = {}
         self.phase_s: dict[str, float] = {}   # where the replay's own time goes (out.info['phase_s'])
         self.probe_deadline: float | None = None  # Limits.probe_s of the probe running now
-        self._inputs_memo: dict = {}   # (shape, seed) -> the deck's inputs, the last few
+        self._inputs_memo: dict = {}   # (shape, seed) -> the deck's inputs, the last MEMO_MAX
+        self._booting: Child | None = None   # a child started before the first request (run())
         self.ipc = False   # results over CUDA IPC (decided per child by a known-tensor test)
 
     def _set_deadline(self, deadline: float | None) -> None:
@@ -299,7 +302,7 @@ class Replay:
         with self.timed("inputs"):
             if key not in self._inputs_memo:
                 self._inputs_memo[key] = self.spec.make_inputs(shape, seed, "cpu")
-                while len(self._inputs_memo) > 4:
+                while len(self._inputs_memo) > self.MEMO_MAX:
                     self._inputs_memo.pop(next(iter(self._inputs_memo)))
             return [x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in self._inputs_memo[key]]
 
@@ -413,7 +416,9 @@ class Replay:
         if self.child is not None:
             self.child.kill()
         t0 = time.monotonic()
-        ch = Child(self.scratch, self.device, self.python)
+        ch, self._booting = self._booting, None
+        if ch is None or ch.proc.poll() is not None:   # (a booted child: only the wait left counts)
+            ch = Child(self.scratch, self.device, self.python)
         ch.deadline = self.probe_deadline
         h = ch.request("hello", self.limits.build_s)
         if not h.ok:
@@ -445,6 +450,21 @@ class Replay:
         self.child = ch
         return ch
 
+    def _boot_and_prefetch(self) -> None:
+        """Start the child, and while it imports torch and the solution, generate the check's
+        inputs (kept by make_inputs) so the first requests do not wait for either alone."""
+        self._booting = Child(self.scratch, self.device, self.python)
+        budget = 2 * 2**30
+        for shape in self.check_shapes():
+            for seed in self.seeds:
+                if budget <= 0 or len(self._inputs_memo) >= self.MEMO_MAX:
+                    return
+                try:
+                    xs = self.make_inputs(shape, seed)
+                except Exception:  # noqa: BLE001 - the check itself reports a generator failure
+                    return
+                budget -= sum(t.numel() * t.element_size() for t in _tensors(xs))
+
     def _ipc_test(self, ch: Child) -> None:
         """Results travel as CUDA IPC handles (mapped and copied on the device) when a known tensor
         comes through intact; otherwise, and on the CPU, as bytes in the pack file."""
@@ -466,6 +486,9 @@ class Replay:
         self.out.info["transfer"] = "pack+cuda-ipc" if self.ipc else f"pack (CUDA IPC unavailable: {why[:200]})"
 
     def close(self) -> None:
+        if self._booting is not None:
+            self._booting.kill()
+            self._booting = None
         if self.child is not None:
             r = self.child.close()
             if r is not None and r.status in ("early_exit", "crash"):
@@ -1084,6 +1107,8 @@ class Replay:
         if kind:
             table = stateful.table(self)
         try:
+            if not kind and "check" in probes and self.child is None and self.build_failed is None:
+                self._boot_and_prefetch()
             if self.ensure_child() is None:
                 for p in probes:
                     if p != "check":
