@@ -854,6 +854,15 @@ class Replay:
         self._judge("same-buffer", "replay-stale-same-buffer", "parameters:" + ",".join(floats)[:80], shape, seed,
                     ref_out, payload, base, extra=" (parameters overwritten in place)")
 
+    def _put_other(self, ch: Child, probe: str, shape, seed: int, offset: int, prefix: str):
+        """Inputs of seed + offset into new slots `<prefix><i>` -> (inputs, args), or (None, None)."""
+        other = self.make_inputs(shape, seed + offset)
+        pr, args = self.put(ch, other, prefix=prefix)
+        if not pr.ok:
+            self.failed_reply(probe, pr, shape, seed, what="input transfer")
+            return None, None
+        return other, args
+
     # ---------------------------------------------------------------- probe: fresh-state
     def probe_fresh_state(self) -> None:
         probe = "fresh-state"
@@ -875,10 +884,8 @@ class Replay:
         if not r.ok:
             self.failed_reply(probe, r, shape, seed, what="second Model construction")
             return
-        other = self.make_inputs(shape, seed + 104729)
-        pr, args2 = self.put(ch, other, prefix="fx")
-        if not pr.ok:
-            self.failed_reply(probe, pr, shape, seed, what="input transfer")
+        other, args2 = self._put_other(ch, probe, shape, seed, 104729, "fx")
+        if other is None:
             return
         meta1 = ch.request("meta", self.limits.call_s, objs=["f"], slots=names2)
         reused = _reuse(meta0, meta1)
@@ -900,10 +907,8 @@ class Replay:
         if w is None:
             return
         ch, ref, base, args, names = w
-        other = self.make_inputs(shape, seed + 27449)
-        pr, args2 = self.put(ch, other, prefix="iy")   # the first inputs stay alive in their slots
-        if not pr.ok:
-            self.failed_reply(probe, pr, shape, seed, what="input transfer")
+        other, args2 = self._put_other(ch, probe, shape, seed, 27449, "iy")  # the first stay alive
+        if other is None:
             return
         names2 = [a["slot"] for a in args2 if "slot" in a]
         meta = ch.request("meta", self.limits.call_s, objs=[], slots=names + names2)
