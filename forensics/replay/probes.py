@@ -863,6 +863,37 @@ class Replay:
             return None, None
         return other, args
 
+    def rebuild_rounds(self, probe: str, shape: dict, rounds: int, one_round, noun: str) -> None:
+        """The fresh-state loop of the stateful APIs.  Round 0 only warms whatever the solution
+        caches; each later round builds a new model with other weights (seed seeds[0] + 777*rnd,
+        replacing the last) and is judged, until one fails or lands on a dead model's id() (the
+        case an id()-keyed cache gets wrong), `rounds` rebuilds at most.  `one_round(rnd, s)`
+        returns None when it has reported a failed request, else (obj_id, res, more): `res` the
+        comparison (unused in round 0), `more` optional "variant" / "msg" suffixes and "data"."""
+        seen: set = set()
+        for rnd in range(rounds + 1):
+            s = self.seeds[0] + 777 * rnd
+            got = one_round(rnd, s)
+            if got is None:
+                return
+            obj_id, res, more = got
+            reused = obj_id in seen
+            seen.add(obj_id)
+            if rnd == 0:
+                continue
+            variant = f"rebuild-{rnd}" + ("-dead-id" if reused else "-new-id") + more.get("variant", "")
+            if not res.get("ok"):
+                self.row(probe, "fail", shape, s, variant, res)
+                self.finding("replay-stale-fresh-state",
+                             "A new model with other weights" + (" (built on a dead model's id())" if reused else "")
+                             + more.get("msg", "") + f" returns {noun}: {res.get('msg', '')}"[:600],
+                             _stats(res) | {"id_reused": reused, "round": rnd} | more.get("data", {}))
+                return
+            if reused or rnd == rounds:
+                self.row(probe, "pass", shape, s, variant, res,
+                         detail="" if reused else f"no id() reuse in {rounds} rebuilds: id()-keyed caches not exercised")
+                return
+
     # ---------------------------------------------------------------- probe: fresh-state
     def probe_fresh_state(self) -> None:
         probe = "fresh-state"

@@ -94,11 +94,14 @@ def _new(rp: Replay, ch, obj: str, ref, replace: bool = True, reuse_attempts: in
                         reuse_attempts=reuse_attempts)
 
 
-def _row_run(rp: Replay, probe: str, rule: str | None, shape, seed, case: str, ref_out, sol_out, what: str) -> bool:
+def _run_res(rp: Replay, ref_out, sol_out) -> dict:
     if not isinstance(sol_out, dict):
-        res = {"ok": False, "msg": f"run() returned {type(sol_out).__name__}, not a dict"}
-    else:
-        res = _helpers().compare_run(ref_out, _to_dev(sol_out, rp.device))
+        return {"ok": False, "msg": f"run() returned {type(sol_out).__name__}, not a dict"}
+    return _helpers().compare_run(ref_out, _to_dev(sol_out, rp.device))
+
+
+def _row_run(rp: Replay, probe: str, rule: str | None, shape, seed, case: str, ref_out, sol_out, what: str) -> bool:
+    res = _run_res(rp, ref_out, sol_out)
     rp.row(probe, "pass" if res.get("ok") else "fail", shape, seed, case, res)
     if not res.get("ok") and rule:
         rp.finding(rule, f"{what} ({shape_label(shape)}, seed {seed}, {case}): {res.get('msg', '')}"[:700],
@@ -254,36 +257,22 @@ def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
     ch = rp.ensure_child()
     if ch is None:
         return
-    seen: set = set()
-    for rnd in range(rounds + 1):
-        s = rp.seeds[0] + 777 * rnd
+
+    def one_round(rnd: int, s: int):
         ref = _ref(rp, s)
         r = _new(rp, ch, "gf", ref, replace=True, reuse_attempts=8)
         if not r.ok:
             rp.failed_reply(probe, r, R, s, what="Model() construction")
-            return
-        reused = r.get("obj_id") in seen
-        seen.add(r.get("obj_id"))
+            return None
+        obj_id = r.get("obj_id")
         r, out = run_sol(rp, ch, "gf", n, h, s)
         if not r.ok:
             rp.failed_reply(probe, r, R, s, what="run()")
-            return
-        if rnd == 0:
-            continue  # the first model only warms whatever the solution caches
-        variant = f"rebuild-{rnd}" + ("-dead-id" if reused else "-new-id")
-        ok = _row_run(rp, probe, None, R, s, variant, _ref_run(rp, ref, n, h, s), out, "")
-        if not ok:
-            res = rp.out.rows[-1]
-            rp.finding("replay-stale-fresh-state",
-                       "A new model with other weights" + (" (built on a dead model's id())" if reused else "")
-                       + f" returns rollouts of an old one: {res.get('detail') or ''}"[:600],
-                       {k: res.get(k) for k in ("max_abs", "n_bad", "n_total", "worst_index")}
-                       | {"id_reused": reused, "round": rnd})
-            break
-        if reused or rnd == rounds:
-            if not reused:
-                rp.out.rows[-1]["detail"] = f"no id() reuse in {rounds} rebuilds: id()-keyed caches not exercised"
-            break
+            return None
+        res = _run_res(rp, _ref_run(rp, ref, n, h, s), out) if rnd else None
+        return obj_id, res, {"data": {"worst_part": (res or {}).get("worst_part")}}
+
+    rp.rebuild_rounds(probe, R, rounds, one_round, "rollouts of an old one")
     ch.request("delete", rp.limits.call_s, objs=["gf"])
 
 

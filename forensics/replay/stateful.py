@@ -177,43 +177,30 @@ def alternate_cache(rp: Replay) -> None:
 
 
 def fresh_state(rp: Replay, rounds: int = 4) -> None:
-    """Run, delete, rebuild with other weights (up to `rounds` times, until a new model lands on a
-    dead model's id()), and compare every rebuilt model's run with the reference."""
+    """Run, delete, rebuild with other weights until a new model lands on a dead model's id()
+    (Replay.rebuild_rounds), comparing every rebuilt model's run with the reference."""
     probe = "fresh-state"
     shape = rp.check_shapes()[0]
     ch = rp.ensure_child()
     if ch is None:
         return
     ctx, dec = shape["ctx_len"], shape["n_decode"]
-    seen: set[int] = set()
-    for rnd in range(rounds + 1):
-        s = rp.seeds[0] + 777 * rnd
+
+    def one_round(rnd: int, s: int):
         ref = _ref_model(rp, shape, s)
         r = _model(rp, ch, "q", shape, ref, replace=True, reuse_attempts=8)
         if not r.ok:
             rp.failed_reply(probe, r, shape, s, what="Model construction")
-            return
-        reused = r.get("obj_id") in seen
-        seen.add(r.get("obj_id"))
+            return None
+        obj_id = r.get("obj_id")
         r, out = _run_sol(rp, ch, "q", ctx, dec, s)
         if not r.ok:
             rp.failed_reply(probe, r, shape, s, what="run()")
-            return
-        if rnd == 0:
-            continue  # the first model only warms whatever the solution caches
-        res = rp.compare(_ref_run(rp, ref, ctx, dec, s), _to_dev(out, rp.device))
-        variant = f"rebuild-{rnd}" + ("-dead-id" if reused else "-new-id")
-        if not res.get("ok"):
-            rp.row(probe, "fail", shape, s, variant, res)
-            rp.finding("replay-stale-fresh-state",
-                       "A new model with other weights" + (" (built on a dead model's id())" if reused else "") + " "
-                       f"returns results of an old one: {res.get('msg', '')}"[:600],
-                       {"id_reused": reused, "round": rnd, "max_abs": res.get("max_abs"), "n_bad": res.get("n_bad")})
-            return
-        if reused or rnd == rounds:
-            rp.row(probe, "pass", shape, s, variant, res,
-                   detail="" if reused else f"no id() reuse in {rounds} rebuilds: id()-keyed caches not exercised")
-            return
+            return None
+        res = rp.compare(_ref_run(rp, ref, ctx, dec, s), _to_dev(out, rp.device)) if rnd else None
+        return obj_id, res, {}
+
+    rp.rebuild_rounds(probe, shape, rounds, one_round, "results of an old one")
 
 
 def determinism(rp: Replay) -> None:

@@ -417,8 +417,8 @@ def alternate_state(rp: Replay) -> None:
 
 # ------------------------------------------------------------------------------ fresh state
 def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
-    """Delete model and state, build a new model with other weights and a new state; up to `rounds`
-    rebuilds until the new model lands on a dead model's id().  Round 0 only warms."""
+    """Delete model and state, build a new model with other weights and a new state (fed without a
+    copy, so it may sit on the dead state's storage); Replay.rebuild_rounds decides how often."""
     probe = "fresh-state"
     shape = rp.check_shapes()[0]
     ch = rp.ensure_child()
@@ -427,59 +427,48 @@ def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
         return
     ref, base_path = _ref_model(rp, shape)
     base = {k: v.detach().cpu().clone() for k, v in ref.state_dict().items()}
-    seen_ids: set = set()
     seen_ptrs: set = set()
     n = PROBE_STEPS + AFTER_STEPS
-    try:
-        for rnd in range(rounds + 1):
-            s = rp.seeds[0] + 777 * rnd
-            ch.request("delete", rp.limits.call_s, slots=["fr_h", "fr_s", "fro"])   # dead state first
-            if rnd == 0:
-                path = base_path
-            else:
-                sd = _perturb_state(base, torch.Generator().manual_seed(9000 + rnd))
-                ref.load_state_dict({k: v.to(rp.device) for k, v in sd.items()})
-                path = rp.scratch.path("state-fresh")
-                torch.save(sd, path)
-            r = new_model(rp, ch, "kf", shape, path, replace=True, reuse_attempts=8)
-            if path != base_path:
-                Path(path).unlink(missing_ok=True)
-            if not r.ok:
-                rp.failed_reply(probe, r, shape, s, what="Model(cfg) construction")
-                return
-            id_reused = r.get("obj_id") in seen_ids
-            seen_ids.add(r.get("obj_id"))
-            h0, st0 = _inputs(rp, shape, s)
-            pr = _put(rp, ch, {"fr_h": h0, "fr_s": st0})
-            if not pr.ok:
-                rp.failed_reply(probe, pr, shape, s, what="state transfer")
-                return
-            ptrs = set((pr.get("slots") or {}).get("fr_s", {}).get("ptrs") or [])
-            ptr_reused = bool(ptrs & seen_ptrs)
-            seen_ptrs |= ptrs
-            # fed without a copy: the new state objects themselves, possibly on the dead ones' storage
-            r, hs, _, final = sol_chain(rp, ch, "kf", [{"slot": "fr_h"}, {"slot": "fr_s"}], n, "fro")
-            if not r.ok:
-                rp.failed_reply(probe, r, shape, s, f"rebuild-{rnd}", what="step() chain")
-                return
-            if rnd == 0:
-                continue
+
+    def one_round(rnd: int, s: int):
+        ch.request("delete", rp.limits.call_s, slots=["fr_h", "fr_s", "fro"])   # dead state first
+        if rnd == 0:
+            path = base_path
+        else:
+            sd = _perturb_state(base, torch.Generator().manual_seed(9000 + rnd))
+            ref.load_state_dict({k: v.to(rp.device) for k, v in sd.items()})
+            path = rp.scratch.path("state-fresh")
+            torch.save(sd, path)
+        r = new_model(rp, ch, "kf", shape, path, replace=True, reuse_attempts=8)
+        if path != base_path:
+            Path(path).unlink(missing_ok=True)
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, s, what="Model(cfg) construction")
+            return None
+        obj_id = r.get("obj_id")
+        h0, st0 = _inputs(rp, shape, s)
+        pr = _put(rp, ch, {"fr_h": h0, "fr_s": st0})
+        if not pr.ok:
+            rp.failed_reply(probe, pr, shape, s, what="state transfer")
+            return None
+        ptrs = set((pr.get("slots") or {}).get("fr_s", {}).get("ptrs") or [])
+        ptr_reused = bool(ptrs & seen_ptrs)
+        seen_ptrs.update(ptrs)
+        # fed without a copy: the new state objects themselves, possibly on the dead ones' storage
+        r, hs, _, final = sol_chain(rp, ch, "kf", [{"slot": "fr_h"}, {"slot": "fr_s"}], n, "fro")
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, s, f"rebuild-{rnd}", what="step() chain")
+            return None
+        res = None
+        if rnd:
             want_hs, _, want = _ref_chain(rp, ref, h0, st0, n)
             res = chain_compare(rp, want_hs, want, _to_dev(hs, rp.device), _to_dev(final, rp.device))
-            variant = f"rebuild-{rnd}" + ("-dead-id" if id_reused else "-new-id") + ("-reused-ptr" if ptr_reused else "")
-            if not res.get("ok"):
-                rp.row(probe, "fail", shape, s, variant, res)
-                rp.finding("replay-stale-fresh-state",
-                           "A new model with other weights" + (" (built on a dead model's id())" if id_reused else "")
-                           + " and a new state" + (" (on a dead state's storage)" if ptr_reused else "")
-                           + f" returns results of an old one over {n} steps: {res.get('msg', '')}"[:600],
-                           _stats(res) | {"id_reused": id_reused, "ptr_reused": ptr_reused, "round": rnd,
-                                          "worst_part": res.get("worst_part")})
-                return
-            if id_reused or rnd == rounds:
-                rp.row(probe, "pass", shape, s, variant, res,
-                       detail="" if id_reused else f"no id() reuse in {rounds} rebuilds: id()-keyed caches not exercised")
-                return
+        return obj_id, res, {"variant": "-reused-ptr" if ptr_reused else "",
+                             "msg": " and a new state" + (" (on a dead state's storage)" if ptr_reused else ""),
+                             "data": {"ptr_reused": ptr_reused, "worst_part": (res or {}).get("worst_part")}}
+
+    try:
+        rp.rebuild_rounds(probe, shape, rounds, one_round, f"results of an old one over {n} steps")
     finally:
         ref.load_state_dict({k: v.to(rp.device) for k, v in base.items()})
         if ch.alive():
