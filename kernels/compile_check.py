@@ -24,18 +24,15 @@ F32 = "fp32"
 def cases():
     from .triton import fp8_gemm, grouped_gemm, kda, megaqwen, mingru, nsa, paged_attention, topk, w4a16
     gemm_sig = dict(x_ptr="*fp8e4nv", w_ptr="*fp8e4nv", s_ptr="*fp32", y_ptr="*bf16", M=I32, N=I32, K=I32,
-                    sxm=I32, sxk=I32, swn=I32, swk=I32, sym=I32, syn=I32)
+                    sxm=I32, swn=I32, sym=I32)
     out = []
-    for name, cfg in (("fp8 large", fp8_gemm._config(4096, 4096, 4096, True, False)),
-                      ("fp8 M=32", fp8_gemm._config(32, 8192, 8192, True, False))):
+    for name, (M, N, K), fp8 in (("fp8 large", (4096, 4096, 4096), True), ("fp8 M=32", (32, 8192, 8192), True),
+                                 ("fp8 pre-2026-06-14 (bf16)", (4096, 4096, 4096), False),
+                                 ("fp8 pre-2026-06-14 (bf16) M=32", (32, 8192, 8192), False)):
+        cfg = fp8_gemm._config(M, N, K, fp8, False)
         c = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")}
-        out.append((name, fp8_gemm._gemm_kernel, gemm_sig,
-                    dict(c, HAS_SCALE=True, UPCAST_BF16=False, EVEN_K=False, DOT_F32=False), cfg["num_warps"],
-                    cfg["num_stages"]))
-    cfg = fp8_gemm._config(4096, 4096, 4096, False, False)
-    c = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")}
-    out.append(("fp8 pre-2026-06-14 (bf16 weight)", fp8_gemm._gemm_kernel, dict(gemm_sig, w_ptr="*bf16"),
-                dict(c, HAS_SCALE=False, UPCAST_BF16=True, EVEN_K=True, DOT_F32=False), cfg["num_warps"], cfg["num_stages"]))
+        out.append((name, fp8_gemm._gemm_kernel, gemm_sig if fp8 else dict(gemm_sig, x_ptr="*bf16", w_ptr="*bf16"),
+                    dict(c, HAS_SCALE=fp8, DOT_F32=False), cfg["num_warps"], cfg["num_stages"]))
     w4_sig = dict(x_ptr="*bf16", wq_ptr="*u8", s_ptr="*bf16", z_ptr="*bf16", y_ptr="*bf16", ws_ptr="*fp32",
                   lock_ptr="*i32", M=I32, N=I32, K=I32, K_PER_SPLIT=I32, sxm=I32, swk=I32, ssg=I32, sym=I32)
     for lim, (bm, bn, bk, wp, st) in w4a16._GEMM_CONFIGS:

@@ -141,3 +141,33 @@ def test_w4a16_gemm_and_gemv_paths_match_oracle():
         assert not spec.compare(ref, bad)["ok"]
     yv = w4a16.w4a16_matmul(x[0], m.w_q, m.scales, m.zeros, m.group_size)   # 1-D x
     assert yv.shape == (sh["N"],) and torch.equal(yv, w4a16.w4a16_matmul(x[:1], m.w_q, m.scales, m.zeros, m.group_size)[0])
+
+
+def test_fp8_gemm_unaligned_k_and_library_baseline():
+    """Both deck versions with K not a multiple of 16 (zero-padded per call, K=4127-style), ragged M
+    and N; the _scaled_mm library baseline pads K the same way (it rejects K % 16 != 0)."""
+    import os
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch
+    from kernels import registry, verify
+    from kernels.triton import fp8_gemm
+    for ver, fwd in (("2026-06-14", fp8_gemm.forward), ("pre-2026-06-14", fp8_gemm.forward_bf16_weight)):
+        spec = registry.get("01_fp8_gemm", ver)
+        for sh in (dict(M=20, N=48, K=72 + 7), dict(M=3, N=40, K=33), dict(M=17, N=24, K=64)):
+            m = spec.build_reference(sh)
+            (x,) = spec.make_inputs(sh, 1)
+            ref, orc = spec.reference_forward(m, [x]), spec.oracle(m, [x])
+            w0 = m.weight.clone()
+            y = fwd(m, [x])
+            assert y.shape == ref.shape and y.dtype == torch.bfloat16
+            assert spec.compare(ref, y)["ok"] and spec.compare(orc, y, dtype=torch.bfloat16)["ok"], (ver, sh)
+            assert torch.equal(m.weight, w0)                         # padding copies, never edits the weight
+            if ver == "2026-06-14":
+                label, fn = verify._baseline(spec, m, [x], torch.device("cpu"))
+                assert ("padded" in label) == (sh["K"] % 16 != 0)
+                try:
+                    b = fn()
+                except (RuntimeError, NotImplementedError) as exc:   # no CPU _scaled_mm in this torch
+                    assert "scaled_mm" in str(exc) or "not implemented" in str(exc).lower(), exc
+                    continue
+                assert spec.compare(ref, b)["ok"], (sh, label)
