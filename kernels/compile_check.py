@@ -24,31 +24,28 @@ F32 = "fp32"
 def cases():
     from .triton import fp8_gemm, grouped_gemm, kda, megaqwen, mingru, nsa, paged_attention, topk, w4a16
     gemm_sig = dict(x_ptr="*fp8e4nv", w_ptr="*fp8e4nv", s_ptr="*fp32", y_ptr="*bf16", M=I32, N=I32, K=I32,
-                    sxm=I32, sxk=I32, swn=I32, swk=I32, sym=I32, syn=I32)
+                    sxm=I32, swn=I32, sym=I32)
     out = []
-    for name, cfg in (("fp8 large", fp8_gemm._config(4096, 4096, 4096, True, False)),
-                      ("fp8 M=32", fp8_gemm._config(32, 8192, 8192, True, False))):
+    for name, (M, N, K), fp8 in (("fp8 large", (4096, 4096, 4096), True), ("fp8 M=32", (32, 8192, 8192), True),
+                                 ("fp8 pre-2026-06-14 (bf16)", (4096, 4096, 4096), False),
+                                 ("fp8 pre-2026-06-14 (bf16) M=32", (32, 8192, 8192), False)):
+        cfg = fp8_gemm._config(M, N, K, fp8, False)
         c = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")}
-        out.append((name, fp8_gemm._gemm_kernel, gemm_sig,
-                    dict(c, HAS_SCALE=True, UPCAST_BF16=False, EVEN_K=False, DOT_F32=False), cfg["num_warps"],
-                    cfg["num_stages"]))
-    cfg = fp8_gemm._config(4096, 4096, 4096, False, False)
-    c = {k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")}
-    out.append(("fp8 pre-2026-06-14 (bf16 weight)", fp8_gemm._gemm_kernel, dict(gemm_sig, w_ptr="*bf16"),
-                dict(c, HAS_SCALE=False, UPCAST_BF16=True, EVEN_K=True, DOT_F32=False), cfg["num_warps"], cfg["num_stages"]))
-    w4_sig = dict(x_ptr="*bf16", wq_ptr="*u8", s_ptr="*bf16", z_ptr="*bf16", y_ptr="*fp32", M=I32, N=I32, K=I32,
-                  K_PER_SPLIT=I32, sxm=I32, sxk=I32, swk=I32, swn=I32, ssg=I32, ssn=I32, sys_=I32, sym=I32, syn=I32)
-    for name, (bm, bn, bk, wp, st), xf in (("w4a16 gemv", (16, 64, 128, 4, 4), False),
-                                            ("w4a16 gemm", (128, 128, 64, 8, 3), False),
-                                            ("w4a16 fp32 activations", (16, 64, 128, 4, 4), True)):
-        out.append((name, w4a16._w4a16_kernel, dict(w4_sig, x_ptr="*fp32" if xf else "*bf16"),
-                    dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DOT_F32=False, X_F32=xf), wp, st))
-    gv_sig = {k: v for k, v in w4_sig.items() if k not in ("M", "syn")}
-    for cfg in w4a16._GEMV_CONFIGS:
-        for xf in (False, True):
-            out.append((f"w4a16 gemv (no dot) BN={cfg.kwargs['BLOCK_N']} BK={cfg.kwargs['BLOCK_K']}" + (" fp32 x" if xf else ""),
-                        w4a16._w4a16_gemv_body, dict(gv_sig, x_ptr="*fp32" if xf else "*bf16"),
-                        dict(GROUP=128, **cfg.kwargs), cfg.num_warps, cfg.num_stages))
+        out.append((name, fp8_gemm._gemm_kernel, gemm_sig if fp8 else dict(gemm_sig, x_ptr="*bf16", w_ptr="*bf16"),
+                    dict(c, HAS_SCALE=fp8, DOT_F32=False), cfg["num_warps"], cfg["num_stages"]))
+    w4_sig = dict(x_ptr="*bf16", wq_ptr="*u8", s_ptr="*bf16", z_ptr="*bf16", y_ptr="*bf16", ws_ptr="*fp32",
+                  lock_ptr="*i32", M=I32, N=I32, K=I32, K_PER_SPLIT=I32, sxm=I32, swk=I32, ssg=I32, sym=I32)
+    for lim, (bm, bn, bk, wp, st) in w4a16._GEMM_CONFIGS:
+        for xf, sp in ((False, 1), (False, 4), (True, 4)):
+            out.append((f"w4a16 gemm BM={bm}" + (" split" if sp > 1 else "") + (" fp32 x" if xf else ""),
+                        w4a16._w4a16_gemm_kernel, dict(w4_sig, x_ptr="*fp32" if xf else "*bf16"),
+                        dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, DOT_F32=False, X_F32=xf), wp, st))
+    gv_sig = {k: v for k, v in w4_sig.items() if k not in ("M", "sxm", "sym")}
+    for xf in (False, True):
+        out.append(("w4a16 gemv (no dot)" + (" fp32 x" if xf else ""), w4a16._w4a16_gemv_kernel,
+                    dict(gv_sig, x_ptr="*fp32" if xf else "*bf16"),
+                    dict(GROUP=128, BLOCK_N=w4a16._GEMV_BN, BLOCK_K=w4a16._GEMV_BK, SPLIT=8), w4a16._GEMV_WARPS,
+                    w4a16._GEMV_STAGES))
     pa_sig = dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", bt_ptr="*i32", len_ptr="*i32", m_ptr="*fp32",
                   l_ptr="*fp32", acc_ptr="*fp32", sq_b=I32, sq_h=I32, s_page=I32, s_slot=I32, s_head=I32, sbt_b=I32,
                   page_size=I32, tokens_per_split=I32, sm_scale=F32)

@@ -106,36 +106,68 @@ def test_every_kernel_compiles_for_sm90():
     assert not bad, bad
     assert all(r["shared_bytes"] <= 228 * 1024 for r in rows)          # H100/H200 per-block limit
     mma = {r["kernel"] for r in rows if r["mma"]}
-    assert {"fp8 large", "w4a16 gemm", "grouped swiglu (sonic)", "nsa attention D=128", "kda scan"} <= mma
+    assert {"fp8 large", "w4a16 gemm BM=128", "w4a16 gemm BM=16", "grouped swiglu (sonic)", "nsa attention D=128", "kda scan"} <= mma
 
 
-def test_w4a16_gemv_path_matches_oracle_and_dot_path():
-    """The no-dot GEMV kernel (M <= GEMV_MAX_M) against the oracle, the deck reference and the old
-    dot split-K kernel; bf16 and fp32 activations (Kimi), a K that leaves a partial last block."""
+def test_w4a16_gemm_and_gemv_paths_match_oracle():
+    """Both kernels (GEMM for M >= 2, GEMV for M == 1, each forced on the other's shapes too) against the
+    oracle and the deck reference: M not a multiple of BLOCK_M, N not a multiple of BLOCK_N, K a
+    multiple of the group that splits unevenly, split-K forced (the counters must be re-armed),
+    bf16 and fp32 activations (Kimi)."""
     import os
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
     from kernels import registry
     from kernels.triton import w4a16
     spec = registry.get("07_w4a16_gemm")
-    for sh in (dict(M=1, N=40, K=256), dict(M=3, N=200, K=384)):
+    deq = spec.reference_module().dequantize_w4
+    for sh in (dict(M=1, N=40, K=256), dict(M=3, N=200, K=384), dict(M=17, N=80, K=384)):
         m = spec.build_reference(sh)
         (x,) = spec.make_inputs(sh, 1)
         ref, orc = spec.reference_forward(m, [x]), spec.oracle(m, [x])
-        y = w4a16.w4a16_matmul(x, m.w_q, m.scales, m.zeros, m.group_size, kernel="gemv")
-        assert spec.compare(ref, y)["ok"] and spec.compare(orc, y, dtype=torch.bfloat16)["ok"]
-        yd = w4a16.w4a16_matmul(x, m.w_q, m.scales, m.zeros, m.group_size, kernel="dot")
-        assert float((y.float() - yd.float()).abs().max()) <= 0.0079
+        want = x.double() @ deq(m.w_q, m.scales, m.zeros, m.group_size).double()
+        for kernel in ("auto", "gemm", "gemv"):
+            for split in (None, 2, 3):
+                y = w4a16.w4a16_matmul(x, m.w_q, m.scales, m.zeros, m.group_size, kernel=kernel, split=split)
+                assert y.shape == ref.shape and y.dtype == torch.bfloat16
+                assert spec.compare(ref, y)["ok"] and spec.compare(orc, y, dtype=torch.bfloat16)["ok"], (sh, kernel, split)
+                yf = w4a16.w4a16_matmul(x.float(), m.w_q, m.scales, m.zeros, m.group_size, kernel=kernel, split=split,
+                                        out_dtype=torch.float32)
+                # ~2e-3: the interpreter's fp32->bf16 weight rounding in the GEMM (docs/kernels.md, Triton notes)
+                assert float((yf.double() - want).abs().max()) < 1e-2, (sh, kernel, split)
+                assert int(w4a16._WS[x.device][1].abs().sum()) == 0          # split-K counters re-armed
         bad = y.clone()
         bad.view(-1)[7] += 0.5
         assert not spec.compare(ref, bad)["ok"]
-        yf = w4a16.w4a16_matmul(x.float(), m.w_q, m.scales, m.zeros, m.group_size, kernel="gemv",
-                                out_dtype=torch.float32)
-        yfd = w4a16.w4a16_matmul(x.float(), m.w_q, m.scales, m.zeros, m.group_size, kernel="dot",
-                                 out_dtype=torch.float32)
-        assert float((yf - yfd).abs().max()) < 1e-5          # same weights, fp32 sums in another order
-        # against fp64 on the bf16-dequantized weight: both kernels are ~2e-3 off under the CPU
-        # interpreter (its fp32->bf16 weight rounding; see docs/kernels.md, Triton notes)
-        want = x.double() @ spec.reference_module().dequantize_w4(m.w_q, m.scales, m.zeros, m.group_size).double()
-        assert float((yf.double() - want).abs().max()) < 1e-2
-    assert set(w4a16.VARIANTS) == {"dot_splitk"}
+    yv = w4a16.w4a16_matmul(x[0], m.w_q, m.scales, m.zeros, m.group_size)   # 1-D x
+    assert yv.shape == (sh["N"],) and torch.equal(yv, w4a16.w4a16_matmul(x[:1], m.w_q, m.scales, m.zeros, m.group_size)[0])
+
+
+def test_fp8_gemm_unaligned_k_and_library_baseline():
+    """Both deck versions with K not a multiple of 16 (zero-padded per call, K=4127-style), ragged M
+    and N; the _scaled_mm library baseline pads K the same way (it rejects K % 16 != 0)."""
+    import os
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch
+    from kernels import registry, verify
+    from kernels.triton import fp8_gemm
+    for ver, fwd in (("2026-06-14", fp8_gemm.forward), ("pre-2026-06-14", fp8_gemm.forward_bf16_weight)):
+        spec = registry.get("01_fp8_gemm", ver)
+        for sh in (dict(M=20, N=48, K=72 + 7), dict(M=3, N=40, K=33), dict(M=17, N=24, K=64)):
+            m = spec.build_reference(sh)
+            (x,) = spec.make_inputs(sh, 1)
+            ref, orc = spec.reference_forward(m, [x]), spec.oracle(m, [x])
+            w0 = m.weight.clone()
+            y = fwd(m, [x])
+            assert y.shape == ref.shape and y.dtype == torch.bfloat16
+            assert spec.compare(ref, y)["ok"] and spec.compare(orc, y, dtype=torch.bfloat16)["ok"], (ver, sh)
+            assert torch.equal(m.weight, w0)                         # padding copies, never edits the weight
+            if ver == "2026-06-14":
+                label, fn = verify._baseline(spec, m, [x], torch.device("cpu"))
+                assert ("padded" in label) == (sh["K"] % 16 != 0)
+                try:
+                    b = fn()
+                except (RuntimeError, NotImplementedError) as exc:   # no CPU _scaled_mm in this torch
+                    assert "scaled_mm" in str(exc) or "not implemented" in str(exc).lower(), exc
+                    continue
+                assert spec.compare(ref, b)["ok"], (sh, label)

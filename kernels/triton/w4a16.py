@@ -1,17 +1,24 @@
 """Triton fused int4-dequant GEMM / GEMV (hard/07_w4a16_gemm; also usable for the Kimi QuantLinear).
 
 w[k,n] = bf16((q[k,n] - z[k//g,n]) * s[k//g,n]), y = bf16(x @ w) with fp32 accumulation.
-The packed rows are consumed directly: even K rows come from the low nibbles, odd from the high
-nibbles, so the kernel splits x into its even and odd columns and issues two dots per step.
-Small-M shapes (decode) use split-K so that enough programs stream the weight.
+(q - z) * s is exact in fp32 (a 5-bit integer times an 8-bit mantissa), so rounding it once to
+bf16 gives exactly the reference's bf16 product.
 
-M <= GEMV_MAX_M (decode) goes to `_w4a16_gemv_kernel` instead: no tl.dot (an MMA tile of 16 rows
-for 1 useful row), each packed byte read once per row and dequantized in registers, fp32 FMAs and
-a row reduction, split-K over enough programs to keep the H200's HBM busy; the block shape is
-autotuned on the GPU (a small config list: nothing here could be timed).  The previous dot-based
-split-K path stays reachable (`kernel="dot"`, `VARIANTS`) and verify times both.
+Two kernels, one launch per call either way (the timing counts host time, so no split-K buffers
+are allocated or zeroed per call and no reduction kernel follows):
+  * M >= 2: `_w4a16_gemm_kernel`, BLOCK_M x BLOCK_N tiles, the packed bytes of a [BLOCK_K, BLOCK_N]
+    tile loaded once per K row (the two rows of a byte hit the same addresses: one memory
+    transaction, cp.async-pipelined), unpacked and dequantized in registers, one bf16 tl.dot per
+    step with fp32 accumulation;
+  * M == 1: `_w4a16_gemv_kernel`, no MMA (a 16-row MMA tile for one useful row): fp32 FMAs into a
+    2-D accumulator reduced once at the end.
+Both split K only when the output tiles alone cannot fill the SMs; the partial sums go to a cached
+fp32 workspace and the last program of a tile (an atomic counter, re-armed to 0 by that program)
+adds them in split order, so the result is deterministic.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -19,167 +26,188 @@ import triton.language as tl
 
 from ._common import interpreting
 
+_MAGIC = tl.constexpr(8388608.0)   # 2**23: (q | 0x4B000000) read as fp32 is 2**23 + q, an exact int->float without I2F
+
 
 @triton.jit
-def _w4a16_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, M, N, K, K_PER_SPLIT,
-                  sxm, sxk, swk, swn, ssg, ssn, sys_, sym, syn,
-                  GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  DOT_F32: tl.constexpr, X_F32: tl.constexpr):
+def _dequant(q, zm, s):
+    """q: int32 nibbles, zm = zero + 2**23 (fp32), s: fp32 scale -> fp32 of the bf16 weight's value."""
+    qf = (q | 0x4B000000).to(tl.float32, bitcast=True)
+    return (qf - zm) * s
+
+
+@triton.jit
+def _round_bf16(v):
+    """fp32 -> the fp32 value of its round-to-nearest-even bf16, in integer ops (finite v), instead
+    of a cvt to bf16 and back per weight (the GEMV's ALU budget is ~1 op per weight byte read)."""
+    b = v.to(tl.uint32, bitcast=True)
+    b = (b + (0x7FFF + ((b >> 16) & 1))) & 0xFFFF0000
+    return b.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _finish(acc, y_ptr, ws_ptr, lock_ptr, tile, pid_k, y_off, ws_off, ws_split, mask, SPLIT: tl.constexpr):
+    """Store the tile (SPLIT == 1) or its partial; the SPLIT-th arrival sums the partials in order."""
+    if SPLIT == 1:
+        tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.store(ws_ptr + pid_k * ws_split + ws_off, acc, mask=mask)
+        tl.debug_barrier()                      # every thread's partial is written before the count
+        arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
+        if arrived == SPLIT - 1:
+            tot = tl.load(ws_ptr + ws_off, mask=mask, other=0.0, cache_modifier=".cg")
+            for s in range(1, SPLIT):
+                tot += tl.load(ws_ptr + s * ws_split + ws_off, mask=mask, other=0.0, cache_modifier=".cg")
+            tl.store(y_ptr + y_off, tot.to(y_ptr.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(lock_ptr + tile, 0)  # re-armed for the next call
+
+
+@triton.jit
+def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sxm, swk, ssg, sym,
+                       GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       SPLIT: tl.constexpr, X_F32: tl.constexpr, DOT_F32: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_h = tl.arange(0, BLOCK_K // 2)          # packed rows within a step
-    m_mask = offs_m < M
-    n_mask = offs_n < N
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # out-of-range rows/columns re-read valid ones (no load masks) and are dropped at the store; with
+    # N % 16 == 0 (specialized by Triton) `cols % N` stays 16-contiguous: 16-byte vector loads
+    offs_m = rows % M
+    offs_n = cols % N
+    offs_k = tl.arange(0, BLOCK_K)
+    shift = ((offs_k % 2) * 4)[:, None]                       # even K rows: low nibble
     k_start = pid_k * K_PER_SPLIT
-    for k0 in range(k_start, k_start + K_PER_SPLIT, BLOCK_K):
-        kh = k0 // 2 + offs_h                       # packed row index
-        kmask = (k0 + 2 * offs_h) < K
-        packed = tl.load(wq_ptr + kh[:, None] * swk + offs_n[None, :] * swn,
-                         mask=kmask[:, None] & n_mask[None, :], other=0)
-        g = k0 // GROUP                             # BLOCK_K divides GROUP: one group per step
-        s = tl.load(s_ptr + g * ssg + offs_n * ssn, mask=n_mask, other=0.0)
-        z = tl.load(z_ptr + g * ssg + offs_n * ssn, mask=n_mask, other=0.0)
-        # (q - z) * s is exact in fp32 (4-bit times 8-bit mantissa), so rounding it to bf16 gives
-        # exactly the reference's bf16 product
-        sf = s.to(tl.float32)[None, :]
-        zf = z.to(tl.float32)[None, :]
-        w_lo = (((packed & 0xF).to(tl.float32) - zf) * sf).to(tl.bfloat16)
-        w_hi = (((packed >> 4).to(tl.float32) - zf) * sf).to(tl.bfloat16)
-        x_lo = tl.load(x_ptr + offs_m[:, None] * sxm + (k0 + 2 * offs_h)[None, :] * sxk,
-                       mask=m_mask[:, None] & kmask[None, :], other=0.0)
-        x_hi = tl.load(x_ptr + offs_m[:, None] * sxm + (k0 + 2 * offs_h + 1)[None, :] * sxk,
-                       mask=m_mask[:, None] & kmask[None, :], other=0.0)
-        if DOT_F32:
-            acc += tl.dot(x_lo.to(tl.float32), w_lo.to(tl.float32))
-            acc += tl.dot(x_hi.to(tl.float32), w_hi.to(tl.float32))
-        elif X_F32:  # fp32 activations (Kimi expert down-projection): near-fp32 dots
-            acc += tl.dot(x_lo, w_lo.to(tl.float32), input_precision="tf32x3")
-            acc += tl.dot(x_hi, w_hi.to(tl.float32), input_precision="tf32x3")
+    k_end = tl.minimum(k_start + K_PER_SPLIT, K)
+    x_ptrs = x_ptr + offs_m[:, None] * sxm + (k_start + offs_k)[None, :]
+    w_ptrs = wq_ptr + ((k_start + offs_k) // 2)[:, None] * swk + offs_n[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(k_start, k_end, BLOCK_K):
+        x = tl.load(x_ptrs)
+        q = (tl.load(w_ptrs).to(tl.int32) >> shift) & 0xF
+        g = k0 // GROUP                                       # BLOCK_K divides GROUP: one group per step
+        s = tl.load(s_ptr + g * ssg + offs_n).to(tl.float32)[None, :]
+        zm = tl.load(z_ptr + g * ssg + offs_n).to(tl.float32)[None, :] + _MAGIC
+        w = _dequant(q, zm, s).to(tl.bfloat16)
+        if DOT_F32:      # CPU interpreter: its bf16 tl.dot is wrong; bf16 products are exact in fp32
+            acc += tl.dot(x.to(tl.float32), w.to(tl.float32))
+        elif X_F32:      # fp32 activations (Kimi expert down-projection): near-fp32 dots
+            acc += tl.dot(x, w.to(tl.float32), input_precision="tf32x3")
         else:
-            acc = tl.dot(x_lo.to(tl.bfloat16), w_lo, acc)
-            acc = tl.dot(x_hi.to(tl.bfloat16), w_hi, acc)
-    tl.store(y_ptr + pid_k * sys_ + offs_m[:, None] * sym + offs_n[None, :] * syn, acc,
-             mask=m_mask[:, None] & n_mask[None, :])
+            acc = tl.dot(x, w, acc)
+        x_ptrs += BLOCK_K
+        w_ptrs += (BLOCK_K // 2) * swk
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    _finish(acc, y_ptr, ws_ptr, lock_ptr, pid_m * tl.num_programs(0) + pid_n, pid_k,
+            rows[:, None] * sym + cols[None, :], rows[:, None] * N + cols[None, :], M * N, mask, SPLIT)
 
 
 @triton.jit
-def _w4a16_gemv_body(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, N, K, K_PER_SPLIT,
-                     sxm, sxk, swk, swn, ssg, ssn, sys_, sym,
-                     GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _w4a16_gemv_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, N, K, K_PER_SPLIT, swk, ssg,
+                       GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr):
     pid_n = tl.program_id(0)
-    m = tl.program_id(1)
-    pid_k = tl.program_id(2)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_h = tl.arange(0, BLOCK_K // 2)
-    n_mask = offs_n < N
-    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    pid_k = tl.program_id(1)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_n = cols % N
+    offs_h = tl.arange(0, BLOCK_K // 2)                       # packed rows of a step
     k_start = pid_k * K_PER_SPLIT
-    for k0 in range(k_start, k_start + K_PER_SPLIT, BLOCK_K):
-        kh = k0 // 2 + offs_h
-        kmask = (k0 + 2 * offs_h) < K
-        packed = tl.load(wq_ptr + kh[:, None] * swk + offs_n[None, :] * swn,
-                         mask=kmask[:, None] & n_mask[None, :], other=0)
-        g = k0 // GROUP                             # BLOCK_K divides GROUP: one group per step
-        sf = tl.load(s_ptr + g * ssg + offs_n * ssn, mask=n_mask, other=0.0).to(tl.float32)[None, :]
-        zf = tl.load(z_ptr + g * ssg + offs_n * ssn, mask=n_mask, other=0.0).to(tl.float32)[None, :]
-        # exact (q - z) * s, rounded once to bf16 = the reference's dequantized weight
-        w_lo = (((packed & 0xF).to(tl.float32) - zf) * sf).to(tl.bfloat16).to(tl.float32)
-        w_hi = (((packed >> 4).to(tl.float32) - zf) * sf).to(tl.bfloat16).to(tl.float32)
-        x_lo = tl.load(x_ptr + m * sxm + (k0 + 2 * offs_h) * sxk, mask=kmask, other=0.0).to(tl.float32)
-        x_hi = tl.load(x_ptr + m * sxm + (k0 + 2 * offs_h + 1) * sxk, mask=kmask, other=0.0).to(tl.float32)
-        acc += tl.sum(x_lo[:, None] * w_lo + x_hi[:, None] * w_hi, axis=0)
-    tl.store(y_ptr + pid_k * sys_ + m * sym + offs_n, acc, mask=n_mask)
+    k_end = tl.minimum(k_start + K_PER_SPLIT, K)
+    acc = tl.zeros((BLOCK_K // 2, BLOCK_N), dtype=tl.float32)  # reduced once, after the loop
+    for k0 in range(k_start, k_end, BLOCK_K):
+        packed = tl.load(wq_ptr + (k0 // 2 + offs_h)[:, None] * swk + offs_n[None, :]).to(tl.int32)
+        g = k0 // GROUP
+        s = tl.load(s_ptr + g * ssg + offs_n).to(tl.float32)[None, :]
+        zm = tl.load(z_ptr + g * ssg + offs_n).to(tl.float32)[None, :] + _MAGIC
+        w_lo = _round_bf16(_dequant(packed & 0xF, zm, s))
+        w_hi = _round_bf16(_dequant(packed >> 4, zm, s))
+        x_lo = tl.load(x_ptr + k0 + 2 * offs_h).to(tl.float32)
+        x_hi = tl.load(x_ptr + k0 + 2 * offs_h + 1).to(tl.float32)
+        acc += x_lo[:, None] * w_lo + x_hi[:, None] * w_hi
+    _finish(tl.sum(acc, axis=0), y_ptr, ws_ptr, lock_ptr, pid_n, pid_k, cols, cols, N, cols < N, SPLIT)
 
 
-_GEMV_CONFIGS = [triton.Config(dict(BLOCK_N=bn, BLOCK_K=bk), num_warps=w, num_stages=st)
-                 for bn, bk, w, st in ((64, 128, 4, 4), (128, 128, 4, 4), (128, 64, 4, 4), (256, 128, 8, 3),
-                                       (256, 64, 4, 4), (64, 64, 2, 4))]
-_w4a16_gemv_kernel = triton.autotune(_GEMV_CONFIGS, key=["N", "K", "K_PER_SPLIT", "sym"])(_w4a16_gemv_body)
+#: sm_90 configs (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) by M, static (no autotuning: it would run
+#: inside the timed call).  Small M is weight-streaming: BLOCK_N 64 gives >= 192 tiles at N = 12288
+#: (no split-K) and 4 stages of 8 KiB of packed weight in flight per program.  Large M is MMA + dequant
+#: bound: BLOCK_M 128 dequantizes each weight tile only M/128 times.
+_GEMM_CONFIGS = ((16, (16, 64, 128, 4, 4)), (32, (32, 64, 128, 4, 4)), (64, (64, 64, 128, 4, 4)),
+                 (1 << 62, (128, 128, 64, 8, 4)))
+#: GEMV: 128 columns x 128 K rows (8 KiB packed) per step
+_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES = 128, 128, 4, 4
+_CPU_GEMM = (16, 64, 64, 4, 1)      # the interpreter runs program by program: few, large programs
+_CPU_GEMV_BN = 64
 
-#: rows up to which the GEMV kernel is used (each row re-reads the packed weight, mostly from L2)
-GEMV_MAX_M = 4
-#: the split-K granule: a multiple of every BLOCK_K in the config list (and <= group)
-_K_GRAIN = 128
+
+@functools.lru_cache(maxsize=None)
+def _sms(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _gemv(x, w_q, scales, zeros, group, out_dtype):
-    M, K = x.shape
-    N = w_q.shape[1]
-    cpu = interpreting(x)
-    assert group % _K_GRAIN == 0 or cpu, "GEMV path needs group % 128 == 0"
-    split = 1
-    if not cpu:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        n_prog = triton.cdiv(N, 128) * M
-        while n_prog * split < 4 * sms and K // (split * 2) >= 4 * _K_GRAIN and split < 32:
+_WS: dict = {}
+
+
+def _workspace(device, n_ws: int, n_lock: int):
+    """Cached fp32 partial-sum buffer and int32 counters (all 0 between calls), grown on demand.
+    Shared by every call on the device: calls on one stream are serialized."""
+    ws, lock = _WS.get(device, (None, None))
+    if ws is None or ws.numel() < n_ws:
+        ws = torch.empty(max(n_ws, 1), dtype=torch.float32, device=device)
+    if lock is None or lock.numel() < n_lock:
+        lock = torch.zeros(max(n_lock, 1), dtype=torch.int32, device=device)
+    _WS[device] = (ws, lock)
+    return ws, lock
+
+
+def _split(tiles: int, K: int, bk: int, want: int, split: int | None):
+    """(split, K per split): unless forced, split K until tiles * split >= want programs while every
+    split keeps >= 4 steps of bk."""
+    if not split:
+        split = 1
+        while tiles * split < want and K // (2 * split) >= 4 * bk:
             split *= 2
-    grain = min(_K_GRAIN, group) if cpu else _K_GRAIN
-    k_per = triton.cdiv(triton.cdiv(K, split), grain) * grain
-    split = triton.cdiv(K, k_per)
-    part = torch.empty(split, M, N, dtype=torch.float32, device=x.device)
-    args = (x, w_q, scales, zeros, part, N, K, k_per, x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1),
-            scales.stride(0), scales.stride(1), part.stride(0), part.stride(1))
-    if cpu:   # the interpreter cannot autotune (no CUDA events): one fixed config
-        _w4a16_gemv_body[(triton.cdiv(N, 64), M, split)](*args, GROUP=group, BLOCK_N=64, BLOCK_K=grain)
-    else:
-        _w4a16_gemv_kernel[lambda meta: (triton.cdiv(N, meta["BLOCK_N"]), M, split)](*args, GROUP=group)
-    return (part[0] if split == 1 else part.sum(0)).to(out_dtype)
+    k_per = triton.cdiv(triton.cdiv(K, split), bk) * bk
+    return triton.cdiv(K, k_per), k_per
 
 
 def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
-                 group: int = 128, out_dtype=torch.bfloat16, kernel: str = "auto") -> torch.Tensor:
-    """x (M,K) bf16/fp32, w_q (K/2,N) uint8, scales/zeros (K/group,N) bf16 -> (M,N) out_dtype.
-    kernel: "auto" (GEMV for M <= GEMV_MAX_M, else the dot kernel), "gemv" or "dot"."""
+                 group: int = 128, out_dtype=torch.bfloat16, kernel: str = "auto", split: int | None = None) -> torch.Tensor:
+    """x (M,K) or (K,) bf16/fp32, w_q (K/2,N) uint8, scales/zeros (K/group,N) bf16 -> (M,N) out_dtype.
+    kernel: "auto" (GEMV for M == 1, else the GEMM), "gemv" or "gemm".  split: force the split-K
+    factor (tests; the default picks it from the SM count)."""
     squeeze = x.dim() == 1
     if squeeze:
         x = x[None]
+    if x.stride(-1) != 1:
+        x = x.contiguous()
     M, K = x.shape
     N = w_q.shape[1]
-    if kernel == "gemv" or (kernel == "auto" and M <= GEMV_MAX_M and group % _K_GRAIN == 0):
-        y = _gemv(x, w_q, scales, zeros, group, out_dtype)
-        return y[0] if squeeze else y
+    assert K % group == 0 and w_q.stride(1) == 1 and scales.stride(1) == 1 and zeros.stride(1) == 1
     cpu = interpreting(x)
-    if cpu:
-        BM, BN, BK, warps, stages = 16, 128, min(128, group), 4, 1   # few, large programs: the interpreter is per-program
-    elif M <= 16:
-        BM, BN, BK, warps, stages = 16, 64, 128, 4, 4
-    elif M <= 64:
-        BM, BN, BK, warps, stages = 32 if M <= 32 else 64, 64, 128, 4, 4
+    y = torch.empty(M, N, dtype=out_dtype, device=x.device)
+    if kernel == "gemv" or (kernel == "auto" and M == 1):
+        bn, bk = (_CPU_GEMV_BN, min(128, group)) if cpu else (_GEMV_BN, _GEMV_BK)
+        assert group % bk == 0
+        tiles = triton.cdiv(N, bn)
+        sp, k_per = _split(tiles, K, bk, 0 if cpu else 4 * _sms(x.device), split)
+        ws, lock = _workspace(x.device, sp * N if sp > 1 else 0, tiles if sp > 1 else 0)
+        for m in range(M):   # "gemv" forced on M > 1 (tests): one launch per row
+            _w4a16_gemv_kernel[(tiles, sp)](x[m], w_q, scales, zeros, y[m], ws, lock, N, K, k_per, w_q.stride(0),
+                                            scales.stride(0), GROUP=group, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp,
+                                            num_warps=_GEMV_WARPS, num_stages=1 if cpu else _GEMV_STAGES)
     else:
-        BM, BN, BK, warps, stages = 128, 128, 64, 8, 3
-    assert group % BK == 0 and K % 2 == 0
-    n_prog = triton.cdiv(N, BN) * triton.cdiv(M, BM)
-    split = 1
-    if not cpu:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        while n_prog * split < 2 * sms and K // (split * 2) >= 4 * BK and split < 16:
-            split *= 2
-    k_per = triton.cdiv(triton.cdiv(K, split), BK) * BK
-    split = triton.cdiv(K, k_per)
-    part = torch.empty(split, M, N, dtype=torch.float32, device=x.device)
-    grid = (triton.cdiv(N, BN), triton.cdiv(M, BM), split)
-    _w4a16_kernel[grid](x, w_q, scales, zeros, part, M, N, K, k_per,
-                        x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1), scales.stride(0), scales.stride(1),
-                        part.stride(0), part.stride(1), part.stride(2),
-                        GROUP=group, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, DOT_F32=cpu, X_F32=x.dtype == torch.float32, num_warps=warps, num_stages=stages)
-    y = (part[0] if split == 1 else part.sum(0)).to(out_dtype)
+        bm, bn, bk, warps, stages = _CPU_GEMM if cpu else next(c for lim, c in _GEMM_CONFIGS if M <= lim)
+        bk = min(bk, group)
+        assert group % bk == 0
+        tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+        sp, k_per = _split(tiles, K, bk, 0 if cpu else _sms(x.device), split)
+        ws, lock = _workspace(x.device, sp * M * N if sp > 1 else 0, tiles if sp > 1 else 0)
+        _w4a16_gemm_kernel[(triton.cdiv(N, bn), triton.cdiv(M, bm), sp)](
+            x, w_q, scales, zeros, y, ws, lock, M, N, K, k_per, x.stride(0), w_q.stride(0), scales.stride(0),
+            y.stride(0), GROUP=group, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, X_F32=x.dtype == torch.float32,
+            DOT_F32=cpu, num_warps=warps, num_stages=stages)
     return y[0] if squeeze else y
 
 
 def forward(model, inputs):
     (x,) = inputs
     return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size)
-
-
-def forward_dot(model, inputs):
-    """The previous path (dot-based split-K at every M), kept to be timed beside `forward`."""
-    (x,) = inputs
-    return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size, kernel="dot")
-
-
-#: other kernels for the same op, timed by kernels.verify beside `forward`
-VARIANTS = {"dot_splitk": forward_dot}
