@@ -139,3 +139,28 @@ def test_w4a16_gemv_path_matches_oracle_and_dot_path():
         want = x.double() @ spec.reference_module().dequantize_w4(m.w_q, m.scales, m.zeros, m.group_size).double()
         assert float((yf.double() - want).abs().max()) < 1e-2
     assert set(w4a16.VARIANTS) == {"dot_splitk"}
+
+
+def test_w4a16_split_k_tail_stops_at_k():
+    """Regression (mega 02 Kimi, non-finite output on the H200): K=2304 (the Kimi hidden size) on
+    132 SMs splits K into 4 x 640, so the last split ran two 128-row blocks past K and loaded
+    scales/zeros rows K/group and K/group+1, which do not exist.  The masked weights and x are 0,
+    but 0 * a NaN/inf read past the scales is NaN.  The scales here sit in a buffer whose rows
+    past K/group are NaN, and the H200's split plan is run under the interpreter (sms=132)."""
+    import os
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch
+    from kernels.ref.mega_02_kimi import dequant_w4, quantize_w4
+    from kernels.triton import w4a16
+    K, N, group = 2304, 256, 128
+    gen = torch.Generator().manual_seed(0)
+    w_q, s, z = quantize_w4(torch.randn(K, N, generator=gen) * 0.02, group)
+    pad = torch.full((2, N), float("nan"), dtype=torch.bfloat16)
+    s_buf, z_buf = torch.cat([s, pad]), torch.cat([z, pad])
+    s, z = s_buf[: K // group], z_buf[: K // group]       # views: the NaN rows follow in memory
+    w = dequant_w4(w_q, s, z, group).float()
+    for M, x_dtype, kernel in ((1, torch.bfloat16, "gemv"), (1, torch.float32, "gemv"), (8, torch.bfloat16, "dot")):
+        x = (0.5 * torch.randn(M, K, generator=gen)).to(x_dtype)
+        y = w4a16.w4a16_matmul(x, w_q, s, z, group, out_dtype=torch.float32, kernel=kernel, sms=132)
+        assert bool(torch.isfinite(y).all()), (M, x_dtype, kernel)
+        assert float((y - x.float() @ w).abs().max()) < 1e-2, (M, x_dtype, kernel)

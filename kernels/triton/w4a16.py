@@ -35,7 +35,9 @@ def _w4a16_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, M, N, K, K_PER_SPLIT,
     n_mask = offs_n < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_start = pid_k * K_PER_SPLIT
-    for k0 in range(k_start, k_start + K_PER_SPLIT, BLOCK_K):
+    # the last split stops at K: past it the group index k0 // GROUP would read scales/zeros rows
+    # that do not exist (masked weights and x are 0, but 0 * a garbage NaN/inf scale is NaN)
+    for k0 in range(k_start, tl.minimum(k_start + K_PER_SPLIT, K), BLOCK_K):
         kh = k0 // 2 + offs_h                       # packed row index
         kmask = (k0 + 2 * offs_h) < K
         packed = tl.load(wq_ptr + kh[:, None] * swk + offs_n[None, :] * swn,
@@ -78,7 +80,9 @@ def _w4a16_gemv_body(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, N, K, K_PER_SPLIT,
     n_mask = offs_n < N
     acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
     k_start = pid_k * K_PER_SPLIT
-    for k0 in range(k_start, k_start + K_PER_SPLIT, BLOCK_K):
+    # the last split stops at K: past it the group index k0 // GROUP would read scales/zeros rows
+    # that do not exist (masked weights and x are 0, but 0 * a garbage NaN/inf scale is NaN)
+    for k0 in range(k_start, tl.minimum(k_start + K_PER_SPLIT, K), BLOCK_K):
         kh = k0 // 2 + offs_h
         kmask = (k0 + 2 * offs_h) < K
         packed = tl.load(wq_ptr + kh[:, None] * swk + offs_n[None, :] * swn,
@@ -106,17 +110,29 @@ GEMV_MAX_M = 4
 _K_GRAIN = 128
 
 
-def _gemv(x, w_q, scales, zeros, group, out_dtype):
+def _split_k(n_prog, K, block_k, target, cap):
+    """Power-of-two split-K count: grow while fewer than `target` programs and each split keeps
+    >= 4 blocks of K.  The last split is usually shorter (the kernels stop it at K)."""
+    split = 1
+    while n_prog * split < target and K // (split * 2) >= 4 * block_k and split < cap:
+        split *= 2
+    return split
+
+
+def _sm_count(x, sms):
+    """SMs to size split-K for: given, else the device's; None on the interpreter (no split)."""
+    if sms is None and not interpreting(x):
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    return sms
+
+
+def _gemv(x, w_q, scales, zeros, group, out_dtype, sms=None):
     M, K = x.shape
     N = w_q.shape[1]
     cpu = interpreting(x)
     assert group % _K_GRAIN == 0 or cpu, "GEMV path needs group % 128 == 0"
-    split = 1
-    if not cpu:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        n_prog = triton.cdiv(N, 128) * M
-        while n_prog * split < 4 * sms and K // (split * 2) >= 4 * _K_GRAIN and split < 32:
-            split *= 2
+    sms = _sm_count(x, sms)
+    split = 1 if sms is None else _split_k(triton.cdiv(N, 128) * M, K, _K_GRAIN, 4 * sms, 32)
     grain = min(_K_GRAIN, group) if cpu else _K_GRAIN
     k_per = triton.cdiv(triton.cdiv(K, split), grain) * grain
     split = triton.cdiv(K, k_per)
@@ -131,16 +147,18 @@ def _gemv(x, w_q, scales, zeros, group, out_dtype):
 
 
 def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
-                 group: int = 128, out_dtype=torch.bfloat16, kernel: str = "auto") -> torch.Tensor:
+                 group: int = 128, out_dtype=torch.bfloat16, kernel: str = "auto", sms: int | None = None) -> torch.Tensor:
     """x (M,K) bf16/fp32, w_q (K/2,N) uint8, scales/zeros (K/group,N) bf16 -> (M,N) out_dtype.
-    kernel: "auto" (GEMV for M <= GEMV_MAX_M, else the dot kernel), "gemv" or "dot"."""
+    kernel: "auto" (GEMV for M <= GEMV_MAX_M, else the dot kernel), "gemv" or "dot".
+    sms: the SM count split-K is sized for (default: the device's; the interpreter does not split),
+    e.g. 132 to run the H200's split-K plan under the CPU interpreter."""
     squeeze = x.dim() == 1
     if squeeze:
         x = x[None]
     M, K = x.shape
     N = w_q.shape[1]
     if kernel == "gemv" or (kernel == "auto" and M <= GEMV_MAX_M and group % _K_GRAIN == 0):
-        y = _gemv(x, w_q, scales, zeros, group, out_dtype)
+        y = _gemv(x, w_q, scales, zeros, group, out_dtype, sms)
         return y[0] if squeeze else y
     cpu = interpreting(x)
     if cpu:
@@ -152,12 +170,8 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
     else:
         BM, BN, BK, warps, stages = 128, 128, 64, 8, 3
     assert group % BK == 0 and K % 2 == 0
-    n_prog = triton.cdiv(N, BN) * triton.cdiv(M, BM)
-    split = 1
-    if not cpu:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        while n_prog * split < 2 * sms and K // (split * 2) >= 4 * BK and split < 16:
-            split *= 2
+    sms = _sm_count(x, sms)
+    split = 1 if sms is None else _split_k(triton.cdiv(N, BN) * triton.cdiv(M, BM), K, BK, 2 * sms, 16)
     k_per = triton.cdiv(triton.cdiv(K, split), BK) * BK
     split = triton.cdiv(K, k_per)
     part = torch.empty(split, M, N, dtype=torch.float32, device=x.device)
