@@ -60,10 +60,12 @@ def cases():
     out.append(("paged merge", paged_attention._merge_kernel,
                 dict(m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32", o_ptr="*bf16", so_b=I32, so_h=I32),
                 dict(HKV=8, G=4, BLOCK_G=16, D=128, NSPLIT=4, BLOCK_S=4), 2, 1))
-    for k in (64, 1):
+    for k in (64, 8):
         out.append((f"topk tile k={k}", topk._tile_topk_kernel,
                     dict(x_ptr="*fp32", xi_ptr="*i64", ov_ptr="*fp32", oi_ptr="*i64", n=I32, sx_row=I32, so_row=I32),
                     dict(K=k, TILE=1024, HAS_IDX=k == 64), 4, 1))
+    out.append(("topk k=1 row argmax", topk._row_argmax_kernel,
+                dict(x_ptr="*fp32", ov_ptr="*fp32", oi_ptr="*i64", n=I32, sx_row=I32), dict(BLOCK=4096), 8, 1))
     sw_sig = dict(x_ptr="*bf16", rows_ptr="*i32", off_ptr="*i32", tile_cum_ptr="*i32", wg_ptr="*bf16", wu_ptr="*bf16",
                   out_ptr="*bf16", E=I32, N=I32, KD=I32, total_tiles=I32, sxr=I32, sxk=I32, swe=I32, swk=I32, swn=I32,
                   sor=I32, son=I32)

@@ -164,3 +164,27 @@ def test_w4a16_split_k_tail_stops_at_k():
         y = w4a16.w4a16_matmul(x, w_q, s, z, group, out_dtype=torch.float32, kernel=kernel, sms=132)
         assert bool(torch.isfinite(y).all()), (M, x_dtype, kernel)
         assert float((y - x.float() @ w).abs().max()) < 1e-2, (M, x_dtype, kernel)
+
+
+def test_topk_k1_single_pass_ties_and_chunks():
+    """k=1 takes the one-launch row argmax: first index on ties (also across its 4096-column
+    chunks), rows of -inf, the cluster property input, against the oracle's stable sort."""
+    import os
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch
+    from kernels import registry
+    from kernels.triton.topk import topk
+    spec = registry.get("05_topk_bitonic")
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 9000, generator=gen)
+    x[0, 4100] = x[0, 8999] = x[0, 10] = 9.0          # tie across chunks: index 10
+    x[1, 5000] = x[1, 4097] = 9.0                     # tie inside the second chunk: 4097
+    x[2] = float("-inf")
+    x[3, :] = 0.5
+    (c,) = spec.property_cases[0].mutate(spec, dict(batch=2, n=4096, k=1), [torch.zeros(2, 4096)])
+    for inp in (x, c, x[:, :3]):
+        m = spec.build_reference(dict(batch=inp.shape[0], n=inp.shape[1], k=1))
+        v, i = topk(inp, 1)
+        ov, oi = spec.oracle(m, [inp])
+        assert torch.equal(i, oi) and torch.equal(v, ov), (i, oi)
+        assert i.dtype == torch.int64 and v.dtype == torch.float32
