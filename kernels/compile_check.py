@@ -22,7 +22,7 @@ F32 = "fp32"
 
 
 def cases():
-    from .triton import fp8_gemm, grouped_gemm, kda, megaqwen, mingru, nsa, paged_attention, topk, w4a16
+    from .triton import fp8_gemm, glm_moe, grouped_gemm, kda, megaqwen, mingru, nsa, paged_attention, topk, w4a16
     gemm_sig = dict(x_ptr="*fp8e4nv", w_ptr="*fp8e4nv", s_ptr="*fp32", y_ptr="*bf16", M=I32, N=I32, K=I32,
                     sxm=I32, swn=I32, sym=I32)
     out = []
@@ -57,10 +57,12 @@ def cases():
     out.append(("paged merge", paged_attention._merge_kernel,
                 dict(m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32", o_ptr="*bf16", so_b=I32, so_h=I32),
                 dict(HKV=8, G=4, BLOCK_G=16, D=128, NSPLIT=4, BLOCK_S=4), 2, 1))
-    for k in (64, 1):
+    for k in (64, 8):
         out.append((f"topk tile k={k}", topk._tile_topk_kernel,
                     dict(x_ptr="*fp32", xi_ptr="*i64", ov_ptr="*fp32", oi_ptr="*i64", n=I32, sx_row=I32, so_row=I32),
                     dict(K=k, TILE=1024, HAS_IDX=k == 64), 4, 1))
+    out.append(("topk k=1 row argmax", topk._row_argmax_kernel,
+                dict(x_ptr="*fp32", ov_ptr="*fp32", oi_ptr="*i64", n=I32, sx_row=I32), dict(BLOCK=4096), 8, 1))
     sw_sig = dict(x_ptr="*bf16", rows_ptr="*i32", off_ptr="*i32", tile_cum_ptr="*i32", wg_ptr="*bf16", wu_ptr="*bf16",
                   out_ptr="*bf16", E=I32, N=I32, KD=I32, total_tiles=I32, sxr=I32, sxk=I32, swe=I32, swk=I32, swn=I32,
                   sor=I32, son=I32)
@@ -73,6 +75,15 @@ def cases():
                      dst_ptr="*i32", out_ptr="*fp32", E=I32, N=I32, KD=I32, sxr=I32, sxk=I32, swe=I32, swk=I32, swn=I32,
                      sor=I32, son=I32),
                 dict(HAS_SCALE=True, BLOCK_E=256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, DOT_F32=False), 8, 3))
+    dec1 = dict(x_ptr="*bf16", ids_ptr="*i64", w1r_ptr="*bf16", w1s_ptr="*bf16", h_ptr="*fp32", T=I32, I=I32, H=I32,
+                sxt=I32, sit=I32, swe=I32, swn=I32, sse=I32, sht=I32, shj=I32)
+    dec2 = dict(h_ptr="*fp32", ids_ptr="*i64", wts_ptr="*bf16", w2r_ptr="*bf16", w2s_ptr="*bf16", out_ptr="*bf16",
+                T=I32, H=I32, I=I32, sht=I32, shj=I32, sit=I32, swe=I32, swn=I32, sse=I32, sot=I32)
+    for kern, sig, cfgs, extra in ((glm_moe._decode_swiglu_kernel, dec1, glm_moe._SWIGLU_CFGS, {}),
+                                   (glm_moe._decode_down_kernel, dec2, glm_moe._DOWN_CFGS, dict(N_SLOTS=9))):
+        for cfg in cfgs:
+            out.append((f"glm decode {kern.__name__} BN={cfg.kwargs['BLOCK_N']} BK={cfg.kwargs['BLOCK_K']}", kern, sig,
+                        dict(TOP_K=8, **extra, **cfg.kwargs), cfg.num_warps, cfg.num_stages))
     f32p = "*fp32"
     out.append(("kda prep", kda._prep_kernel,
                 dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", g_ptr=f32p, b_ptr="*bf16", w_ptr=f32p, u_ptr=f32p,

@@ -522,6 +522,9 @@ def test_glm_fast_reference_equals_deck_forward():
     assert torch.equal(spec.reference_forward(m, x), spec.deck_forward(m, x))
     x[1][0] = x[1][0].flip(0)      # routing that is not sorted per token
     assert torch.equal(spec.reference_forward(m, x), spec.deck_forward(m, x))
+    x[1][3, 2] = x[1][3, 5]        # an expert twice in one token: the deck adds both, in slot order
+    x[1][:, 7] = 15                # and an expert shared by every row
+    assert torch.equal(spec.reference_forward(m, x), spec.deck_forward(m, x))
 
 
 def test_megaqwen_fast_run_equals_deck_run():

@@ -171,3 +171,78 @@ def test_fp8_gemm_unaligned_k_and_library_baseline():
                     assert "scaled_mm" in str(exc) or "not implemented" in str(exc).lower(), exc
                     continue
                 assert spec.compare(ref, b)["ok"], (sh, label)
+
+
+def test_w4a16_split_k_tail_stops_at_k():
+    """Regression (mega 02 Kimi, non-finite output on the H200): K=2304 (the Kimi hidden size) on
+    132 SMs splits K into 4 x 640, so the last split ran two 128-row blocks past K and loaded
+    scales/zeros rows K/group and K/group+1, which do not exist.  The masked weights and x are 0,
+    but 0 * a NaN/inf read past the scales is NaN.  The scales here sit in a buffer whose rows
+    past K/group are NaN, and the H200's split plan (4 x 640) is forced under the interpreter."""
+    import os
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch
+    from kernels.ref.mega_02_kimi import dequant_w4, quantize_w4
+    from kernels.triton import w4a16
+    K, N, group = 2304, 256, 128
+    gen = torch.Generator().manual_seed(0)
+    w_q, s, z = quantize_w4(torch.randn(K, N, generator=gen) * 0.02, group)
+    pad = torch.full((2, N), float("nan"), dtype=torch.bfloat16)
+    s_buf, z_buf = torch.cat([s, pad]), torch.cat([z, pad])
+    s, z = s_buf[: K // group], z_buf[: K // group]       # views: the NaN rows follow in memory
+    w = dequant_w4(w_q, s, z, group).float()
+    for M, x_dtype, kernel in ((1, torch.bfloat16, "gemv"), (1, torch.float32, "gemv"), (8, torch.bfloat16, "gemm")):
+        x = (0.5 * torch.randn(M, K, generator=gen)).to(x_dtype)
+        y = w4a16.w4a16_matmul(x, w_q, s, z, group, out_dtype=torch.float32, kernel=kernel, split=4)
+        assert bool(torch.isfinite(y).all()), (M, x_dtype, kernel)
+        assert float((y - x.float() @ w).abs().max()) < 1e-2, (M, x_dtype, kernel)
+
+
+def test_topk_k1_single_pass_ties_and_chunks():
+    """k=1 takes the one-launch row argmax: first index on ties (also across its 4096-column
+    chunks), rows of -inf, the cluster property input, against the oracle's stable sort."""
+    import os
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch
+    from kernels import registry
+    from kernels.triton.topk import topk
+    spec = registry.get("05_topk_bitonic")
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 9000, generator=gen)
+    x[0, 4100] = x[0, 8999] = x[0, 10] = 9.0          # tie across chunks: index 10
+    x[1, 5000] = x[1, 4097] = 9.0                     # tie inside the second chunk: 4097
+    x[2] = float("-inf")
+    x[3, :] = 0.5
+    (c,) = spec.property_cases[0].mutate(spec, dict(batch=2, n=4096, k=1), [torch.zeros(2, 4096)])
+    for inp in (x, c, x[:, :3]):
+        m = spec.build_reference(dict(batch=inp.shape[0], n=inp.shape[1], k=1))
+        v, i = topk(inp, 1)
+        ov, oi = spec.oracle(m, [inp])
+        assert torch.equal(i, oi) and torch.equal(v, ov), (i, oi)
+        assert i.dtype == torch.int64 and v.dtype == torch.float32
+
+
+def test_glm_decode_path_matches_oracle():
+    """cuda 01 at decode sizes (T <= DECODE_MAX_T: the two GEMV-style launches): T=1 and a T=3 with
+    two shared experts and dims that leave partial blocks, against the oracle and the reference,
+    weights amplified so that the outputs are O(1)-O(10); a perturbed output must fail."""
+    import os
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch
+    from kernels import registry
+    from kernels.triton import glm_moe
+    spec = registry.get("01_glm52_fused_moe")
+    for sh in (dict(T=1, E=16, top_k=8, n_shared=1, H=64, I=48), dict(T=3, E=16, top_k=8, n_shared=2, H=300, I=40)):
+        assert sh["T"] <= glm_moe.DECODE_MAX_T
+        m = spec.build_reference(sh)
+        with torch.no_grad():
+            for p in m.parameters():
+                p.mul_(8.0)
+        x = spec.make_inputs(sh, 42)
+        tri = glm_moe.forward(m, x)
+        assert spec.compare(spec.oracle(m, x), tri, inputs=x, dtype=torch.bfloat16)["ok"]
+        ref = spec.reference_forward(m, x)
+        assert spec.compare(ref, tri, inputs=x)["ok"]
+        bad = tri.clone()
+        bad[0, 5] += 1.0 + bad[0, 5].abs()
+        assert not spec.compare(ref, bad, inputs=x)["ok"]

@@ -55,11 +55,16 @@ def deck_forward(spec, model, inputs):
 
 
 def fast_forward(spec, model, inputs):
-    """Model.forward with the same per-expert fp32 ops on the same rows in the same order (so the
-    same values: tests compare with torch.equal, verify on the GPU), but one host sync instead of
-    two per expert (a stable sort of the flat expert ids gives, per expert, the rows in the order
-    `(ids == e).nonzero()` lists them) and the weights cast to fp32 once per model instead of
-    per expert and call (an fp32 cache of ~26 GB for the full-size model)."""
+    """Model.forward's values (tests compare with torch.equal, verify on the GPU) with ~5 launches
+    per expert instead of ~12 plus two host syncs:
+    - one sync: a stable sort of the flat expert ids gives, per expert, the (row, slot) pairs in
+      the order `(ids == e).nonzero()` lists them, and the counts come back in one .tolist();
+    - the token rows and routing weights are gathered once for all experts (each expert's matmul
+      input is then a contiguous slice holding the same values as `xf[rows]`);
+    - the weights are cast to fp32 once per model (`_fp32_weights`; ~26 GB for the full size);
+    - the per-expert `index_add_` calls become k row-gathered adds after the expert loop: row t
+      gets its weighted expert outputs in ascending expert order (slot order among equal ids),
+      the same fp32 additions in the same order as the deck's per-expert index_add_."""
     ref = spec_ref(spec)
     x, expert_ids, expert_weights = inputs
     w = _fp32_weights(model)
@@ -68,17 +73,24 @@ def fast_forward(spec, model, inputs):
     for s in range(model.w1_shared.shape[0]):
         out += ref.expert_ffn(xf, w["w1_shared"][s], w["w2_shared"][s], model.I)
     ids = expert_ids.long()
-    k = ids.shape[1]
-    order = torch.argsort(ids.reshape(-1), stable=True)
-    counts = torch.bincount(ids.reshape(-1), minlength=model.w1_routed.shape[0]).tolist()
-    rows_all, slots_all = order // k, order % k
-    start = 0
+    T, k = ids.shape
+    flat = ids.reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=model.w1_routed.shape[0]).tolist()
+    xs = xf[order // k]
+    ys, start = [], 0
     for e, n in enumerate(counts):
         if n:
-            rows, slot = rows_all[start:start + n], slots_all[start:start + n]
-            y = ref.expert_ffn(xf[rows], w["w1_routed"][e], w["w2_routed"][e], model.I)
-            out.index_add_(0, rows, expert_weights[rows, slot].float()[:, None] * y)
+            ys.append(ref.expert_ffn(xs[start:start + n], w["w1_routed"][e], w["w2_routed"][e], model.I))
         start += n
+    if not ys:
+        return out.to(torch.bfloat16)
+    contrib = expert_weights.reshape(-1)[order].float()[:, None] * torch.cat(ys)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(order.numel(), device=order.device)     # sorted position of each (row, slot)
+    pos = rank.view(T, k).gather(1, torch.argsort(ids, dim=1, stable=True))
+    for j in range(k):
+        out += contrib[pos[:, j]]
     return out.to(torch.bfloat16)
 
 

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import interpreting, next_pow2
+from ._common import next_pow2
 
 
 @triton.jit
@@ -39,13 +39,38 @@ def _tile_topk_kernel(x_ptr, xi_ptr, ov_ptr, oi_ptr, n, sx_row, so_row,
         pos = tl.where(sel, TILE + 1, pos)                           # never selected twice
 
 
+@triton.jit
+def _row_argmax_kernel(x_ptr, ov_ptr, oi_ptr, n, sx_row, BLOCK: tl.constexpr):
+    """k=1: one program per row streams it in BLOCK chunks keeping a running (max, first index);
+    a chunk replaces it only when strictly greater, so ties keep the lowest index."""
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    best = tl.full((), float("-inf"), tl.float32)
+    at = tl.full((), 0, tl.int32)
+    for c0 in range(0, n, BLOCK):
+        v = tl.load(x_ptr + row * sx_row + c0 + offs, mask=c0 + offs < n, other=float("-inf"))
+        m = tl.max(v, axis=0)
+        first = tl.min(tl.where(v == m, c0 + offs, n), axis=0)
+        take = m > best
+        at = tl.where(take, first, at)
+        best = tl.where(take, m, best)
+    tl.store(ov_ptr + row, best)
+    tl.store(oi_ptr + row, at.to(tl.int64))
+
+
 def topk(x: torch.Tensor, k: int):
     """x (batch, n) fp32 -> (values (batch,k) descending, indices (batch,k) int64)."""
     assert x.dim() == 2
     batch, n = x.shape
-    cpu = interpreting(x)
+    x = x.contiguous()
+    if k == 1:   # one launch instead of a level per 1024 columns (host launch cost dominated)
+        ov = torch.empty(batch, 1, dtype=x.dtype, device=x.device)
+        oi = torch.empty(batch, 1, dtype=torch.int64, device=x.device)
+        block = min(4096, next_pow2(n))
+        _row_argmax_kernel[(batch,)](x, ov, oi, n, x.stride(0), BLOCK=block, num_warps=4 if block <= 2048 else 8)
+        return ov, oi
     tile = max(1024, next_pow2(4 * k))
-    vals, idx = x.contiguous(), None
+    vals, idx = x, None
     width = n
     while True:
         ntiles = triton.cdiv(width, tile)
