@@ -105,6 +105,15 @@ def test_probe_time_limit_bounds_the_whole_probe(tmp_path):
     assert _rows(out, "determinism")[0]["status"] == "skipped"
 
 
+def test_constructor_that_always_raises_is_one_finding(tmp_path):
+    out = _replay("topk_bad_init.py", probes=["check", "same-buffer", "fresh-state", "determinism"], tmp_path=tmp_path)
+    errs = [f for f in out.findings if "unsupported k=" in f["message"]]
+    assert len(errs) == 1 and errs[0]["rule"] == "replay-check-failed"
+    for probe in ("same-buffer", "fresh-state", "determinism"):
+        assert _rows(out, probe) and _rows(out, probe)[0]["status"] == "error", probe
+    assert out.status() == "fail" and not any(r["status"] == "pass" for r in out.rows)
+
+
 def test_id_keyed_state_cache_fails_fresh_state(tmp_path):
     out = _replay("mq_id_cache.py", "03_megaqwen_decode", probes=["fresh-state"], sidecars=MQ_SIDE, tmp_path=tmp_path)
     f = [f for f in out.findings if f["rule"] == "replay-stale-fresh-state"]

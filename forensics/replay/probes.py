@@ -346,9 +346,11 @@ class Replay:
         return r
 
     def finding(self, rule: str, message: str, data: dict | None = None, probe: str | None = None,
-                severity: str | None = None) -> None:
+                severity: str | None = None, key: str | None = None) -> None:
+        """One finding per (rule, message) ('' for the once-only rules), or per explicit `key`
+        whatever the rule (the same exception seen by check and then by every probe)."""
         sev, cat, p = FINDING_RULES[rule]
-        key = (rule, "" if rule in _ONCE else message)
+        key = ("key", key) if key is not None else (rule, "" if rule in _ONCE else message)
         if key in self._seen_findings:
             return
         self._seen_findings.add(key)
@@ -394,8 +396,10 @@ class Replay:
         status = "fail" if probe in ("check", "stress", "property") else "error"
         rule = "replay-check-failed" if probe in ("check", "stress") else (
             "replay-property-failed" if probe == "property" else "replay-error")
+        # the same exception (a constructor that always raises) is one finding;
+        # every probe it stops still gets its row
         self.finding(rule, f"The solution raised during {what} ({loc}): {reply.error[:300]}.",
-                     {"traceback": str(reply.get("tb", ""))[-3000:]}, probe=probe)
+                     {"traceback": str(reply.get("tb", ""))[-3000:]}, probe=probe, key=reply.error[:300])
         return self.row(probe, status, shape, seed, case, detail=reply.error + "\n" + str(reply.get("tb", ""))[-2000:])
 
     def _not_replayable(self, probe: str, text: str, shape=None, seed=None, case=None) -> dict:
