@@ -35,9 +35,11 @@ def test_fused_step_matches_deck_and_oracle():
     deck = SPEC.deck_forward(model, [ctx, dec, seed])
     r = verify._vs_deck(SPEC, deck, out, [ctx, dec, seed])
     assert r["ok"], r["msg"]
-    assert r["rel_l2"] < 5e-3
-    orc = SPEC.oracle(model, [ctx, dec, seed])
+    orc = SPEC.oracle(model, [ctx, dec, seed])["last_hidden"]
     assert SPEC.compare(orc, out, dtype=torch.bfloat16)["ok"]
+    # as close to the fp64 oracle as the deck is (both ~1 bf16 ulp of drift), not merely within 0.08
+    rel = lambda a: float((a["last_hidden"].float() - orc).norm() / orc.norm())  # noqa: E731
+    assert rel(out) < max(2 * rel(deck), 5e-3), (rel(out), rel(deck))
     ref = SPEC.reference_module()
     _, kc, vc = ref.decode_steps(model, *ref.prefill(model, ctx, seed, max_seq=ctx + dec), ctx, dec, seed)
     for mine, theirs in ((st.kc, kc), (st.vc, vc)):   # every position written, at the right row
@@ -101,3 +103,11 @@ def test_split_sizing_covers_the_cache(max_seq, cpu):
     block_t, max_split, per, nsplit = mq.split_sizing(max_seq, cpu)
     assert per % block_t == 0 and nsplit <= max_split
     assert (nsplit - 1) * per < max_seq <= nsplit * per
+
+
+def test_stream_drawn_in_one_call_equals_the_decks_per_token_draws():
+    """Stepper.run draws each input stream with one randn(n, 1024) per generator; the deck draws
+    randn(1024) per token from the same generator: the same numbers."""
+    g1, g2 = torch.Generator().manual_seed(44), torch.Generator().manual_seed(44)
+    per_token = torch.stack([torch.randn(1024, generator=g1) for _ in range(7)])
+    assert torch.equal(per_token, torch.randn(7, 1024, generator=g2))
