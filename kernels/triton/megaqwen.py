@@ -279,10 +279,16 @@ class Stepper:
             side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(side):
                 self.step()
+                side.synchronize()   # once per capture, not per token
+                # capture_begin/end rather than torch.cuda.graph(), whose entry runs gc.collect()
+                # (tens of ms in a large process, per capture inside the timed full check)
+                graph = torch.cuda.CUDAGraph()
+                graph.capture_begin()
+                try:
+                    self.step()
+                finally:
+                    graph.capture_end()
             torch.cuda.current_stream(self.device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self.step()
             self.graph = graph
         except Exception as exc:  # noqa: BLE001 - recorded; the eager step computes the same values
             self.graph_error = f"{type(exc).__name__}: {str(exc)[:300]}"
