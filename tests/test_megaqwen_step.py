@@ -29,7 +29,7 @@ def test_fused_step_matches_deck_and_oracle():
     from kernels.triton import megaqwen as mq
     ctx, dec, seed = 4, 2, 42
     model = _model(seed, ctx + dec + 8)
-    st = mq.Stepper(model, ctx + dec)          # max_seq 6: two splits of 4 rows, the second one reached
+    st = mq.Stepper(model, ctx + dec)    # max_seq 6: splits of rows 0-3 (two tiles of 2) and 4-5, both reached
     assert (st.nsplit, st.per) == (2, 4)
     out = st.run(ctx, dec, seed, use_graph=False)
     deck = SPEC.deck_forward(model, [ctx, dec, seed])

@@ -171,7 +171,7 @@ def _gemv_residual_kernel(x_ptr, w_ptr, res_ptr, out_ptr, pos_ptr, K: tl.constex
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_N,), tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    for k0 in tl.static_range(0, K, BLOCK_K):  # unrolled: every chunk's weight load issued up front
         cols = k0 + tl.arange(0, BLOCK_K)
         w = tl.load(w_ptr + rows[:, None] * K + cols[None, :]).to(tl.float32)
         acc += tl.sum(w * tl.load(x_ptr + cols)[None, :], axis=1)
@@ -205,7 +205,7 @@ def split_sizing(max_seq, cpu):
     """Split-KV for one query token over max_seq cache rows: (BLOCK_T, MAX_SPLIT, rows per split,
     splits).  On a GPU up to 64 splits per kv head (8 x 52 programs at max_seq 8232, 160 rows
     each); the grid is fixed per max_seq, the rows a split reads at a position come from the device."""
-    block_t, max_split = (4, 2) if cpu else (32, 64)
+    block_t, max_split = (2, 2) if cpu else (32, 64)
     nsplit = min(max_split, triton.cdiv(max_seq, block_t))
     per = triton.cdiv(triton.cdiv(max_seq, nsplit), block_t) * block_t
     return block_t, max_split, per, triton.cdiv(max_seq, per)
