@@ -32,7 +32,7 @@ from contextlib import nullcontext
 
 import torch
 
-RESULT_KEYS = ("ok", "max_abs", "max_rel", "n_bad", "n_total", "worst_index", "atol", "rtol", "msg")
+RESULT_KEYS = ("ok", "max_abs", "max_rel", "n_bad", "n_total", "worst_index", "atol", "rtol", "rel_l2", "msg")
 
 
 def _summ(res: dict) -> dict:
@@ -374,6 +374,40 @@ def _equal(a, b) -> bool:
     return a == b
 
 
+def _leaves(x) -> list:
+    if isinstance(x, dict):
+        return [t for k in sorted(x) for t in _leaves(x[k])]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _leaves(v)]
+    return [x]
+
+
+def _vs_deck(spec, deck, ref, inputs) -> dict:
+    """reference_forward against the deck's own call: bitwise equal, or, where the problem states a
+    `deck_tolerance` (cuda 03: a fused GPU path with other fp32 summation orders), every output
+    element within |deck - ref| <= atol + rtol*|ref| and ||deck - ref|| <= rel_l2 * ||deck||."""
+    if spec.deck_tolerance is None:
+        r = spec.compare(deck, ref, inputs=inputs)
+        r["ok"] = bool(_equal(deck, ref))
+        r["msg"] = "bitwise equal" if r["ok"] else "NOT bitwise equal to the deck's own call: " + str(r.get("msg"))
+        return r
+    from .common import check_tensor, merge_results
+    tol = spec.deck_tolerance
+    d, f = _leaves(deck), _leaves(ref)
+    if len(d) != len(f) or not all(isinstance(t, torch.Tensor) for t in d + f):
+        return dict(ok=False, msg="output structure differs from the deck's own call")
+    parts = {}
+    for i, (a, b) in enumerate(zip(d, f)):
+        r = check_tensor(a.float(), b.float(), tol["atol"], tol["rtol"], f"out{i}")
+        r["rel_l2"] = float((a.float() - b.float().to(a.device)).norm() / a.float().norm().clamp_min(1e-30))
+        r["ok"] = bool(r["ok"] and r["rel_l2"] <= tol["rel_l2"])
+        parts[f"out{i}"] = r
+    r = merge_results(parts)
+    r["rel_l2"] = max(p["rel_l2"] for p in parts.values())
+    r["msg"] = (f"within {tol} of the deck's own call: {r['ok']} (rel_l2 {r['rel_l2']:.3g}); " + str(r.get("msg")))
+    return r
+
+
 def verify_shape(spec, shape, device, timer, do_oracle=True) -> dict:
     row = dict(shape=shape)
     model = spec.build_reference(shape, device)
@@ -383,12 +417,12 @@ def verify_shape(spec, shape, device, timer, do_oracle=True) -> dict:
     with torch.no_grad():
         ref = spec.reference_forward(model, inputs)
         dtype = _out_dtype(ref)
+        if spec.name == "03_megaqwen_decode" and torch.device(device).type == "cuda":
+            from .triton import megaqwen
+            row["reference_path"] = megaqwen.LAST_PATH.get("path")
         if spec.deck_fn is not None:      # reference_forward is a faster formulation: must be the same values
             deck = spec.deck_forward(model, inputs)
-            r = spec.compare(deck, ref, inputs=inputs)
-            r["ok"] = bool(_equal(deck, ref))
-            r["msg"] = "bitwise equal" if r["ok"] else "NOT bitwise equal to the deck's own call: " + str(r.get("msg"))
-            row["reference_vs_deck"] = _summ(r)
+            row["reference_vs_deck"] = _summ(_vs_deck(spec, deck, ref, inputs))
             del deck
         if spec.has_triton:
             tri = spec.triton_forward(model, inputs)

@@ -1,10 +1,7 @@
 """cuda/03_megaqwen_decode (C3): stateful prefill / decode_steps / run."""
 from __future__ import annotations
 
-import math
-
 import torch
-import torch.nn.functional as F
 
 from ..common import check_tensor, load_reference_module
 from ..registry import ProblemSpec
@@ -15,6 +12,15 @@ SHAPES = [dict(ctx_len=c, n_decode=d) for c, d in ((2048, 64), (8192, 64), (3276
 CHECK_SHAPES = [dict(ctx_len=c, n_decode=d) for c, d in ((128, 8), (256, 8), (512, 4))]
 LONG_CHECK = dict(ctx_len=8192, n_decode=16, seed=42)
 _REF = load_reference_module("cuda_03_megaqwen.py", "_megaqwen_ref")
+#: How far the GPU reference_run may be from the deck's run (verify's reference_vs_deck; None would
+#: mean bitwise).  Same bf16 products (the deck's bf16 -> fp32 weight casts are exact), other fp32
+#: summation orders; but a one-ulp flip of a bf16 cache or block output changes every later token a
+#: little, so any two fp32 formulations drift apart elementwise.  Measured on the CPU at (128, 8),
+#: seeds 42/123/456: the deck vs the fp64 oracle and the deck vs the deck with correctly rounded fp32
+#: matmuls both reach max|d| 0.09, need atol=rtol 0.03-0.053 elementwise, and differ by 0.007-0.009 in
+#: relative L2.  Stated: elementwise inside the check's own 0.08 (a solution equal to this reference
+#: passes the deck's check against the deck) and relative L2 <= 2e-2.
+DECK_TOLERANCE = dict(atol=0.08, rtol=0.08, rel_l2=2e-2)
 
 
 def init_args(spec, shape):
@@ -32,76 +38,15 @@ def deck_run(spec, model, inputs):
     return _REF.run(ctx, dec, seed, model=model, max_seq=ctx + dec + 8)
 
 
-def _block_fast(blk, w, x, k_cache, v_cache, position, cs):
-    """Block.forward (dtype fp32) with the same torch ops in the same order on the same values;
-    only the exact bf16->fp32 weight casts and the RoPE tables are hoisted out of the step."""
-    ref = _REF
-    r = x.to(torch.float32)
-    h = ref.rms_norm(r, w["input_ln"])
-    q = (h @ w["q_proj"].T).view(ref.NUM_HEADS, ref.HEAD_DIM)
-    k = (h @ w["k_proj"].T).view(ref.NUM_KV_HEADS, ref.HEAD_DIM)
-    v = (h @ w["v_proj"].T).view(ref.NUM_KV_HEADS, ref.HEAD_DIM)
-    c, s_ = cs[0][position], cs[1][position]
-    half = ref.HEAD_DIM // 2
-
-    def rope(t):
-        t1, t2 = t[..., :half], t[..., half:]
-        return torch.cat([t1 * c - t2 * s_, t2 * c + t1 * s_], dim=-1)
-    q = rope(ref.rms_norm(q, w["q_norm"]))
-    k = rope(ref.rms_norm(k, w["k_norm"]))
-    k_cache[:, position, :] = k.to(k_cache.dtype)
-    v_cache[:, position, :] = v.to(v_cache.dtype)
-    rep = ref.NUM_HEADS // ref.NUM_KV_HEADS
-    keys = k_cache[:, : position + 1].to(torch.float32).repeat_interleave(rep, dim=0)
-    vals = v_cache[:, : position + 1].to(torch.float32).repeat_interleave(rep, dim=0)
-    att = torch.softmax((keys @ q[:, :, None]).squeeze(-1) / math.sqrt(ref.HEAD_DIM), dim=-1)
-    o = (att[:, None, :] @ vals).reshape(ref.NUM_HEADS * ref.HEAD_DIM)
-    r = r + o @ w["o_proj"].T
-    h2 = ref.rms_norm(r, w["post_ln"])
-    r = r + (F.silu(h2 @ w["gate_proj"].T) * (h2 @ w["up_proj"].T)) @ w["down_proj"].T
-    return r.to(torch.bfloat16)
-
-
-@torch.no_grad()
-def fast_run(spec, model, inputs):
-    """`run(ctx, dec, seed, model, max_seq=ctx+dec+8)` computing the same values as the deck
-    (bitwise: tests compare with torch.equal on the CPU, verify on the GPU), faster:
-      * the input streams are drawn in one call per generator (CPU randn of (n, 1024) gives the
-        same numbers as n draws of (1024,)) and copied to the device once, instead of one
-        synchronous host->device copy per token, which made the CPU wait for the GPU each step;
-      * each weight is cast to fp32 once per run instead of per token (the cast is exact);
-      * RoPE cos/sin for every position from the same `pos * inv` expression, once.
-    The per-token torch ops are otherwise those of Block.forward."""
-    ref = _REF
-    ctx, dec, seed = inputs
-    device = next(model.parameters()).device
-    kc, vc = model.new_caches(ctx + dec + 8, device)
-    h = torch.randn(ref.HIDDEN, generator=torch.Generator().manual_seed(seed), device="cpu").to(torch.bfloat16).to(device)
-    streams = [torch.randn(n, ref.HIDDEN, generator=torch.Generator().manual_seed(gs), device="cpu")
-               .to(torch.bfloat16).to(device) for gs, n in ((seed + 1, ctx), (seed + 2, dec))]
-    ws = [{n: p.to(torch.float32) for n, p in blk.named_parameters()} for blk in model.blocks]
-    half = ref.HEAD_DIM // 2
-    inv = ref.ROPE_THETA ** (-torch.arange(half, dtype=torch.float32, device=device) / half)
-    pos = torch.arange(ctx + dec, dtype=torch.float32, device=device)[:, None]
-    ang = pos * inv
-    cs = (torch.cos(ang), torch.sin(ang))
-    t = 0
-    for stream in streams:
-        for i in range(stream.shape[0]):
-            x = stream[i] * 0.5 + h.to(torch.bfloat16) * 0.5
-            for j, blk in enumerate(model.blocks):
-                x = _block_fast(blk, ws[j], x, kc[j], vc[j], t, cs)
-            h = x
-            t += 1
-    return {"last_hidden": h}
-
-
 def reference_run(spec, model, inputs):
-    """What the check compares against: `fast_run` on a GPU (same values as the deck's run,
-    checked by verify's reference_vs_deck), the deck's run on the CPU."""
+    """What the check compares against: on a GPU the fused Triton step of kernels/triton/megaqwen.py
+    replayed from a CUDA graph (eager when capture fails; `LAST_PATH` there says which), within
+    DECK_TOLERANCE of the deck's run (summation order only, checked by verify's reference_vs_deck);
+    on the CPU the deck's run itself."""
     if next(model.parameters()).device.type == "cpu":
         return deck_run(spec, model, inputs)
-    return fast_run(spec, model, inputs)
+    from ..triton import megaqwen
+    return megaqwen.graph_forward(model, inputs)
 
 
 def reinit(spec, model, seed, exact):
@@ -185,7 +130,7 @@ SPECS = [ProblemSpec(
         reference_helpers="kernels/ref/cuda_03_megaqwen.py: prefill, decode_steps, run, Model.new_caches, "
                           "Model.reset_parameters"),
     init_args_fn=init_args, make_inputs_fn=make_inputs, reference_fn=reference_run, deck_fn=deck_run,
-    reinit_fn=reinit, compare_fn=compare,
+    reinit_fn=reinit, compare_fn=compare, deck_tolerance=DECK_TOLERANCE,
     oracle_fn=oracle, triton_fn=lazy_triton("megaqwen"), stress_since=None,
     notes=["No numeric stress cases (none in the deck).",
            "Hidden vectors are 1-D (1024,); the exact x shape of the deck forward is not in the contract.",
