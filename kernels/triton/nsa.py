@@ -3,7 +3,7 @@
 Two launches: a torch reduction of K into fp32 per-block key sums (B, H, S//64, D) (a view of
 K, no copy; 1/32 of K's bytes), then one program per (query tile of BLOCK_M rows, b*h):
   1. importance of every causal block for every row of the tile: full blocks j < t//64 as
-     q . ksum_j / 64 (one near-fp32 tf32x3 dot against all block sums); the row's own block
+     q . ksum_j / 64 (bf16 MMAs against the fp32 sums split in three bf16 parts); the row's own block
      j = t//64 as the mean of q . k over its keys <= t (one bf16 dot on the diagonal tile).
      The 1/sqrt(D) scale is left out: it is a common positive factor and does not change the order.
   2. top-8 per row in registers: 8 rounds of (max, highest block index at the max), so ties go to
@@ -53,9 +53,14 @@ def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
     offs_j = tl.arange(0, NBP)
     ks = tl.load(ks_ptr + (bh * NBF + offs_j[:, None]) * D + offs_d[None, :], mask=(offs_j < NBF)[:, None], other=0.0)
     if DOT_F32:
-        imp = tl.dot(q, tl.trans(ks)) / BLK
-    else:
-        imp = tl.dot(q.to(tl.float32), tl.trans(ks), input_precision="tf32x3") / BLK
+        imp = tl.dot(q, tl.trans(ks))
+    else:  # fp32 sums as three bf16 parts (24 mantissa bits); bf16 q x bf16 products are exact
+        k1 = ks.to(tl.bfloat16)
+        r1 = ks - k1.to(tl.float32)
+        k2 = r1.to(tl.bfloat16)
+        k3 = (r1 - k2.to(tl.float32)).to(tl.bfloat16)
+        imp = tl.dot(q, tl.trans(k1), tl.dot(q, tl.trans(k2), tl.dot(q, tl.trans(k3))))
+    imp = imp / BLK
     kd = tl.load(k_ptr + base + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None], other=0.0)
     if DOT_F32:
         kd = kd.to(tl.float32)
