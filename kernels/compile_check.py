@@ -54,12 +54,12 @@ def cases():
                   s_head=I32, sbt_b=I32, tokens_per_split=I32, sm_scale=F32)
     pa_aligned = [a for a in pa_sig if a.endswith("_ptr")] + ["sq_b", "sq_h", "s_page", "s_slot", "s_head"]
     pa_const = dict(G=4, BLOCK_G=16, BLOCK_T=64, PAGE=16, CONTIG=False, DOT_F32=False, Q_F32=False)
-    for D, nsplit in ((128, 1), (128, 4), (64, 8)):
-        out.append((f"paged decode D={D} splits={nsplit}", paged_attention._decode_kernel, pa_sig,
-                    dict(pa_const, D=D, NSPLIT=nsplit), 4, 3, pa_aligned))
+    for D, split in ((128, False), (128, True), (64, True)):
+        out.append((f"paged decode D={D}" + (" split" if split else ""), paged_attention._decode_kernel, pa_sig,
+                    dict(pa_const, D=D, SPLIT=split), 4, 3, pa_aligned))
     out.append(("decode contiguous fp32 q/out (megaqwen)", paged_attention._decode_kernel,
                 dict(pa_sig, q_ptr="*fp32", o_ptr="*fp32"),
-                dict(pa_const, G=2, D=128, PAGE=1, CONTIG=True, NSPLIT=2, Q_F32=True), 4, 3, pa_aligned))
+                dict(pa_const, G=2, D=128, PAGE=1, CONTIG=True, SPLIT=True, Q_F32=True), 4, 3, pa_aligned))
     for k in (64, 1):
         out.append((f"topk tile k={k}", topk._tile_topk_kernel,
                     dict(x_ptr="*fp32", xi_ptr="*i64", ov_ptr="*fp32", oi_ptr="*i64", n=I32, sx_row=I32, so_row=I32),

@@ -28,7 +28,7 @@ NEG = tl.constexpr(-1.0e30)       # finite "-inf" for running maxima: empty spli
 def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, len_ptr, ml_ptr, acc_ptr, cnt_ptr, o_ptr,
                    sq_b, sq_h, s_page, s_slot, s_head, sbt_b, tokens_per_split, sm_scale,
                    G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
-                   PAGE: tl.constexpr, CONTIG: tl.constexpr, NSPLIT: tl.constexpr,
+                   PAGE: tl.constexpr, CONTIG: tl.constexpr, SPLIT: tl.constexpr,
                    DOT_F32: tl.constexpr, Q_F32: tl.constexpr):
     b = tl.program_id(0)
     hk = tl.program_id(1)
@@ -84,23 +84,24 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, len_ptr, ml_ptr, acc_ptr, cnt_pt
         acc = acc * alpha[:, None] + pv
         m_i = m_new
     o_rows = o_ptr + ((b * HKV + hk) * G + offs_g)[:, None] * D + offs_d[None, :]
-    if NSPLIT == 1:
+    if not SPLIT:
         tl.store(o_rows, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=g_mask[:, None])
     else:
+        nsplit = tl.num_programs(2)
         pair = b * HKV + hk
-        part = (pair * NSPLIT + sp) * BLOCK_G
+        part = (pair * nsplit + sp) * BLOCK_G
         tl.store(ml_ptr + 2 * part + offs_g, m_i)
         tl.store(ml_ptr + 2 * part + BLOCK_G + offs_g, l_i)
         tl.store(acc_ptr + (part + offs_g)[:, None] * D + offs_d[None, :], acc)
         tl.debug_barrier()          # every thread's partial stores precede the release below
         arrived = tl.atomic_add(cnt_ptr + pair, 1, sem="acq_rel", scope="gpu")
-        if arrived == NSPLIT - 1:   # last split of this (b, kv head): merge, then re-arm the counter
+        if arrived == nsplit - 1:   # last split of this (b, kv head): merge, then re-arm the counter
             tl.debug_barrier()
             m_all = tl.full((BLOCK_G,), NEG, dtype=tl.float32)
             l_all = tl.zeros((BLOCK_G,), dtype=tl.float32)
             o = tl.zeros((BLOCK_G, D), dtype=tl.float32)
-            for s_i in range(NSPLIT):
-                ps = (pair * NSPLIT + s_i) * BLOCK_G
+            for s_i in range(nsplit):
+                ps = (pair * nsplit + s_i) * BLOCK_G
                 m_s = tl.load(ml_ptr + 2 * ps + offs_g, cache_modifier=".cg")
                 l_s = tl.load(ml_ptr + 2 * ps + BLOCK_G + offs_g, cache_modifier=".cg")
                 a_s = tl.load(acc_ptr + (ps + offs_g)[:, None] * D + offs_d[None, :], cache_modifier=".cg")
@@ -123,14 +124,16 @@ _SCRATCH: dict = {}
 
 
 def _scratch(device, pairs, nsplit, block_g, d):
-    """(max/sum, accumulator, zeroed counters) for split-KV, allocated once per geometry and device.
-    Concurrent calls with the same geometry on different streams would share it (not a use here)."""
-    key = (device, pairs, nsplit, block_g, d)
+    """(max/sum, accumulator, zeroed counters) for split-KV, cached per geometry and device and
+    grown to the largest split count seen (megaqwen's max_len grows every step; the split count is
+    a launch dimension, not a constexpr, so that never recompiles either).  Calls with one geometry
+    on several streams at once would share it (not a use here)."""
+    key = (device, pairs, block_g, d)
     buf = _SCRATCH.get(key)
-    if buf is None:
+    if buf is None or buf[0].numel() < pairs * nsplit * 2 * block_g:
         buf = (torch.empty(pairs * nsplit * 2 * block_g, dtype=torch.float32, device=device),
                torch.empty(pairs * nsplit * block_g * d, dtype=torch.float32, device=device),
-               torch.zeros(pairs, dtype=torch.int32, device=device))
+               buf[2] if buf is not None else torch.zeros(pairs, dtype=torch.int32, device=device))
         _SCRATCH[key] = buf
     return buf
 
@@ -170,7 +173,7 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     _decode_kernel[(B, num_kv_heads, nsplit)](
         query, k_base, v_base, block_table, seq_lens, ml, acc, cnt, out,
         query.stride(0), query.stride(1), s_page, s_slot, s_head, block_table.stride(0), per, 1.0 / math.sqrt(D),
-        G=G, BLOCK_G=BLOCK_G, D=D, BLOCK_T=block_t, PAGE=page, CONTIG=contig, NSPLIT=nsplit, DOT_F32=cpu,
+        G=G, BLOCK_G=BLOCK_G, D=D, BLOCK_T=block_t, PAGE=page, CONTIG=contig, SPLIT=nsplit > 1, DOT_F32=cpu,
         Q_F32=query.dtype == torch.float32, num_warps=4, num_stages=1 if cpu else 3)
     return out
 
