@@ -201,7 +201,7 @@ def test_decode_attention_contiguous_cache_device_lens():
 
 def test_nsa_edge_shapes_against_oracle():
     """S below one block, S off the 64-block and 128-row tile grid, D=32, and S > 1024 where the
-    top-8 selection drops blocks for most queries."""
+    top-8 selection drops blocks for most queries; 128- and 64-row query tiles."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
     from kernels.triton.nsa import nsa_forward
     spec = registry.get("02_deepseek_nsa")
@@ -210,6 +210,7 @@ def test_nsa_edge_shapes_against_oracle():
     for B, H, S, D in ((2, 1, 50, 16), (1, 1, 600, 16), (1, 2, 700, 32), (1, 1, 1100, 16)):
         q, k, v = (torch.randn(B, H, S, D, generator=gen).bfloat16() for _ in range(3))
         want = ref.nsa_attention(q, k, v, dtype=torch.float64).float()
-        got = nsa_forward(q, k, v)
-        res = spec.compare(want, got, dtype=torch.bfloat16)
-        assert got.dtype == torch.bfloat16 and res["ok"] and res["max_abs"] < 0.03, (S, D, res["msg"])
+        for config in (None, (64, 4, 1)):                                 # the launcher's tiles, the variant's
+            got = nsa_forward(q, k, v, config=config)
+            res = spec.compare(want, got, dtype=torch.bfloat16)
+            assert got.dtype == torch.bfloat16 and res["ok"] and res["max_abs"] < 0.03, (S, D, config, res["msg"])
