@@ -46,17 +46,17 @@ def cases():
                     dict(gv_sig, x_ptr="*fp32" if xf else "*bf16"),
                     dict(GROUP=128, BLOCK_N=w4a16._GEMV_BN, BLOCK_K=w4a16._GEMV_BK, SPLIT=8), w4a16._GEMV_WARPS,
                     w4a16._GEMV_STAGES))
-    pa_sig = dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", bt_ptr="*i32", len_ptr="*i32", m_ptr="*fp32",
-                  l_ptr="*fp32", acc_ptr="*fp32", sq_b=I32, sq_h=I32, s_page=I32, s_slot=I32, s_head=I32, sbt_b=I32,
-                  page_size=I32, tokens_per_split=I32, sm_scale=F32)
-    for D in (128, 64):
-        out.append((f"paged split D={D}", paged_attention._split_kernel, pa_sig,
-                    dict(G=4, BLOCK_G=16, D=D, BLOCK_T=64, NSPLIT=4, DOT_F32=False, Q_F32=False), 4, 3))
-    out.append(("decode split fp32 q (megaqwen)", paged_attention._split_kernel, dict(pa_sig, q_ptr="*fp32"),
-                dict(G=2, BLOCK_G=16, D=128, BLOCK_T=64, NSPLIT=4, DOT_F32=False, Q_F32=True), 4, 3))
-    out.append(("paged merge", paged_attention._merge_kernel,
-                dict(m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32", o_ptr="*bf16", so_b=I32, so_h=I32),
-                dict(HKV=8, G=4, BLOCK_G=16, D=128, NSPLIT=4, BLOCK_S=4), 2, 1))
+    pa_sig = dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", bt_ptr="*i32", len_ptr="*i32", ml_ptr="*fp32",
+                  acc_ptr="*fp32", cnt_ptr="*i32", o_ptr="*bf16", sq_b=I32, sq_h=I32, s_page=I32, s_slot=I32,
+                  s_head=I32, sbt_b=I32, tokens_per_split=I32, sm_scale=F32)
+    pa_aligned = [a for a in pa_sig if a.endswith("_ptr")] + ["sq_b", "sq_h", "s_page", "s_slot", "s_head"]
+    pa_const = dict(G=4, BLOCK_G=16, BLOCK_T=64, PAGE=16, CONTIG=False, DOT_F32=False, Q_F32=False)
+    for D, split in ((128, False), (128, True), (64, True)):
+        out.append((f"paged decode D={D}" + (" split" if split else ""), paged_attention._decode_kernel, pa_sig,
+                    dict(pa_const, D=D, SPLIT=split), 4, 3, pa_aligned))
+    out.append(("decode contiguous fp32 q/out (megaqwen)", paged_attention._decode_kernel,
+                dict(pa_sig, q_ptr="*fp32", o_ptr="*fp32"),
+                dict(pa_const, G=2, D=128, PAGE=1, CONTIG=True, SPLIT=True, Q_F32=True), 4, 3, pa_aligned))
     for k in (64, 8):
         out.append((f"topk tile k={k}", topk._tile_topk_kernel,
                     dict(x_ptr="*fp32", xi_ptr="*i64", ov_ptr="*fp32", oi_ptr="*i64", n=I32, sx_row=I32, so_row=I32),
@@ -92,10 +92,13 @@ def cases():
     out.append(("kda scan", kda._scan_kernel,
                 dict(w_ptr=f32p, u_ptr=f32p, qg_ptr=f32p, kd_ptr=f32p, aqk_ptr=f32p, gl_ptr=f32p, o_ptr="*bf16",
                      T=I32, H=I32), dict(C=64, K=128, V=128, BV=32, PREC="tf32x3"), 4, 2))
-    for D in (64, 128):
-        out.append((f"nsa attention D={D}", nsa._nsa_attn_kernel,
-                    dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", sel_ptr="*u8", o_ptr="*bf16", S=I32, NB=I32,
-                         sm_scale=F32), dict(D=D, BLOCK_M=64, BLOCK_N=64, WINDOW=64, DOT_F32=False), 4, 2))
+    for D, (bm, warps, stages) in ((64, nsa._config(64, False)), (128, nsa._config(128, False)), (64, (64, 4, 3)),
+                                   (128, (64, 4, 3))):
+        out.append((f"nsa attention D={D}" + ("" if bm == 128 else f" BLOCK_M={bm}"), nsa._nsa_kernel,
+                    dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", ks_ptr="*fp32", o_ptr="*bf16", S=I32, NBF=I32,
+                         qk_scale=F32),
+                    dict(D=D, BLOCK_M=bm, BLK=64, NBP=128, TOP=8, WIN=64, DOT_F32=False), warps, stages,
+                    ("q_ptr", "k_ptr", "v_ptr", "ks_ptr", "o_ptr")))
     bf = "*bf16"
     for combine in (True, False):
         out.append((f"megaqwen norm+qkv combine={combine}", megaqwen._norm_qkv_kernel,
@@ -125,9 +128,12 @@ def run(arch: int = 90) -> list[dict]:
     from triton.compiler import ASTSource
     target = GPUTarget("cuda", arch, 32)
     rows = []
-    for name, fn, sig, const, warps, stages in cases():
+    for name, fn, sig, const, warps, stages, *aligned in cases():
         try:
-            src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in const}}, constexprs=const)
+            # arguments the launcher always passes 16-divisible (Triton specializes those at run
+            # time; without the hint loads are not vectorized and cp.async pipelining is not built)
+            attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in (aligned[0] if aligned else ())}
+            src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in const}}, constexprs=const, attrs=attrs)
             k = triton.compile(src, target=target, options=dict(num_warps=warps, num_stages=stages))
             rows.append(dict(kernel=name, ok=True, shared_bytes=k.metadata.shared, num_warps=warps, num_stages=stages,
                              mma=("wgmma" in k.asm.get("ptx", "")) or ("mma.sync" in k.asm.get("ptx", ""))))

@@ -9,12 +9,14 @@ negative control (a perturbed output must fail the comparison).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernels import registry
 
@@ -246,3 +248,76 @@ def test_glm_decode_path_matches_oracle():
         bad = tri.clone()
         bad[0, 5] += 1.0 + bad[0, 5].abs()
         assert not spec.compare(ref, bad, inputs=x)["ok"]
+
+
+def _paged_dense(q, rows, lens):
+    """fp64 decode attention from explicit per-token (K, V) rows: rows(b, t) -> (k (Hkv, D), v (Hkv, D))."""
+    B, H, D = q.shape
+    out = torch.empty(B, H, D, dtype=torch.float64)
+    for b in range(B):
+        ks, vs = zip(*(rows(b, t) for t in range(int(lens[b]))))
+        k, v = torch.stack(ks).double(), torch.stack(vs).double()         # (L, Hkv, D)
+        G = H // k.shape[1]
+        for h in range(H):
+            p = torch.softmax(k[:, h // G] @ q[b, h].double() / math.sqrt(D), 0)
+            out[b, h] = p @ v[:, h // G]
+    return out
+
+
+def test_paged_decode_edge_cases():
+    """Lengths off the page and tile grid, length 1, GQA groups 1/4/8, page sizes 8/16/32, a
+    one-page table (the contiguous path), and 1-3 splits (the in-kernel merge); a second call
+    gives the same result (the split counters re-arm themselves)."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from kernels.triton import paged_attention as pa
+    gen = torch.Generator().manual_seed(3)
+    for B, H, Hkv, D, P, lens in ((3, 8, 2, 16, 16, [45, 1, 17]), (2, 8, 8, 32, 16, [100, 33]),
+                                  (2, 8, 1, 16, 8, [70, 9]), (1, 4, 4, 16, 16, [5]), (2, 16, 2, 16, 32, [64, 200])):
+        maxb = -(-max(lens) // P)
+        nblk = B * maxb + 3
+        q = (torch.randn(B, H, D, generator=gen) * 0.5).bfloat16()
+        kv = (torch.randn(nblk, P, Hkv, 2 * D, generator=gen) * 0.5).bfloat16()
+        bt = torch.randperm(nblk, generator=gen)[:B * maxb].reshape(B, maxb).int()
+        lt = torch.tensor(lens, dtype=torch.int32)
+        want = _paged_dense(q, lambda b, t: (kv[bt[b, t // P], t % P, :, :D], kv[bt[b, t // P], t % P, :, D:]), lt)
+        for _ in range(2):
+            got = pa.paged_decode(q, kv, bt, lt)
+            assert got.dtype == torch.bfloat16 and float((got.double() - want).abs().max()) < 4e-3, (B, H, Hkv, D, P, lens)
+        assert all(int(c.abs().sum()) == 0 for _, _, c in pa._SCRATCH.values())
+
+
+def test_decode_attention_contiguous_cache_device_lens():
+    """megaqwen's call: fp32 query and output, a per-layer (Hkv, max_seq, D) cache viewed as one
+    page, seq_lens on the device and a fixed max_len above it (extra splits see no tokens)."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from kernels.triton.paged_attention import decode_attention
+    gen = torch.Generator().manual_seed(4)
+    Hkv, max_seq, D, H = 2, 150, 32, 8
+    kc = (torch.randn(Hkv, max_seq, D, generator=gen)).bfloat16()
+    vc = (torch.randn(Hkv, max_seq, D, generator=gen)).bfloat16()
+    q = torch.randn(1, H, D, generator=gen)
+    table = torch.zeros(1, 1, dtype=torch.int32)
+    for L in (1, 37, 97):
+        lens = torch.tensor([L], dtype=torch.int32)
+        want = _paged_dense(q, lambda b, t: (kc[:, t], vc[:, t]), lens)
+        for max_len in (L, max_seq):
+            got = decode_attention(q, kc, vc, 0, kc.stride(1), kc.stride(0), table, lens, max_seq, Hkv, max_len=max_len,
+                                   out_dtype=torch.float32)
+            assert got.dtype == torch.float32 and float((got.double() - want).abs().max()) < 1e-5, (L, max_len)
+
+
+def test_nsa_edge_shapes_against_oracle():
+    """S below one block, S off the 64-block and 128-row tile grid, D=32, and S > 1024 where the
+    top-8 selection drops blocks for most queries; 128- and 64-row query tiles."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from kernels.triton.nsa import nsa_forward
+    spec = registry.get("02_deepseek_nsa")
+    ref = spec.reference_module(dict(B=1, H=1, S=64, D=16))
+    gen = torch.Generator().manual_seed(5)
+    for B, H, S, D in ((2, 1, 50, 16), (1, 1, 600, 16), (1, 2, 700, 32), (1, 1, 1100, 16)):
+        q, k, v = (torch.randn(B, H, S, D, generator=gen).bfloat16() for _ in range(3))
+        want = ref.nsa_attention(q, k, v, dtype=torch.float64).float()
+        for config in (None, (64, 4, 1)):                                 # the launcher's tiles, the variant's
+            got = nsa_forward(q, k, v, config=config)
+            res = spec.compare(want, got, dtype=torch.bfloat16)
+            assert got.dtype == torch.bfloat16 and res["ok"] and res["max_abs"] < 0.03, (S, D, config, res["msg"])
