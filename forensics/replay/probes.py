@@ -430,12 +430,16 @@ class Replay:
             self.failed_reply("build", h, what="worker start")
             return None
         self.hello = {k: v for k, v in h.data.items() if k not in ("id", "ok", "status")}
+        steps = self.out.info.setdefault("start_steps_s", [])   # per child: where its start went
+        steps.append({"hello": round(h.elapsed_s, 3)})
         r = ch.request("import", self.limits.build_s, module="reference")
+        steps[-1]["import_reference"] = round(r.elapsed_s, 3)
         if not r.ok:
             self.build_failed = r
             self.failed_reply("build", r, what="import reference")
             return None
         r = ch.request("import", self.limits.build_s, module="solution")
+        steps[-1]["import_solution"] = round(r.elapsed_s, 3)
         self._note_tamper(r, "import")
         if not r.ok:
             self.build_failed = r
@@ -448,7 +452,9 @@ class Replay:
                 self.failed_reply("build", r, what="import solution")
             return None
         self.sol_attrs = r.get("attrs") or []
+        t_ipc = time.monotonic()
         self._ipc_test(ch)
+        steps[-1]["ipc_test"] = round(time.monotonic() - t_ipc, 3)
         self.out.info.setdefault("import_s", []).append(round(time.monotonic() - t0, 3))
         self.phase_s["child-start"] = self.phase_s.get("child-start", 0.0) + time.monotonic() - t0
         self.child = ch
