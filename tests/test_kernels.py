@@ -558,3 +558,18 @@ def test_kimi_device_reset_covers_every_tensor():
             assert 0.8 < float(ro / rs) < 1.25, k
     km.device_reset(mod, exact, "cpu", seed=99)
     assert all(torch.equal(v, so[k]) for k, v in exact.state_dict().items())
+
+
+def test_full_check_time_computes_a_repeated_shape_and_seed_once():
+    """cuda 01 caps five of its six check shapes to the same T: the reference side of a full
+    check computes each (shape, seed) once and counts the repeats in n_reused."""
+    from kernels import registry, verify
+    spec = registry.get("05_topk_bitonic")
+    s = dict(batch=2, n=64, k=4)
+    once = verify.full_check_time(spec, "cpu", shapes=[s], seeds=(1, 2), warm=False)
+    twice = verify.full_check_time(spec, "cpu", shapes=[s, dict(s)], seeds=(1, 2), warm=False)
+    n_cases = len(spec.stress_cases)
+    assert once["n_reused"] == 0 and twice["n_reused"] == 2 * n_cases
+    assert twice["n_outputs"] == once["n_outputs"]
+    other = verify.full_check_time(spec, "cpu", shapes=[s, dict(s, n=128)], seeds=(1, 2), warm=False)
+    assert other["n_reused"] == 0 and other["n_outputs"] == once["n_outputs"] + 2 * n_cases

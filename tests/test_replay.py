@@ -301,3 +301,26 @@ def test_analyze_writes_replay_results_and_findings(tmp_path):
     assert {"replay-stale-same-buffer", "replay-cpu-only"} <= rules and n >= 2
     analyze(store, probes=["same-buffer"], device="cpu", limits=FAST)  # idempotent: rows replaced
     assert len(store.query("select * from replay_results")) == len(rows)
+
+
+def test_repeated_check_shape_reuses_the_reference_not_the_solution_call(tmp_path, monkeypatch):
+    from forensics.replay import api, probes
+    tiny = dict(batch=4, n=512, k=8)
+    monkeypatch.setitem(api.TINY_SHAPES, "05_topk_bitonic", [dict(tiny), dict(tiny), dict(tiny, n=256)])
+    calls = {"reference": 0, "model": 0}
+    ref_fn, model_fn = probes.Replay.reference, probes.Replay.ref_model
+
+    def counting_reference(self, model, inputs):
+        calls["reference"] += 1
+        return ref_fn(self, model, inputs)
+
+    def counting_model(self, shape):
+        calls["model"] += 1
+        return model_fn(self, shape)
+    monkeypatch.setattr(probes.Replay, "reference", counting_reference)
+    monkeypatch.setattr(probes.Replay, "ref_model", counting_model)
+    out = _replay("topk_honest.py", probes=["check"], tmp_path=tmp_path)
+    rows = _rows(out, "check") + _rows(out, "stress")
+    n_cases = len(rows) // 3
+    assert len(rows) == 3 * n_cases and all(r["status"] == "pass" for r in rows)   # every row still called
+    assert calls == {"reference": 2 * n_cases, "model": 2}

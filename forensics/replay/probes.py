@@ -277,6 +277,8 @@ class Replay:
         self.phase_s: dict[str, float] = {}   # where the replay's own time goes (out.info['phase_s'])
         self.probe_deadline: float | None = None  # Limits.probe_s of the probe running now
         self._inputs_memo: dict = {}   # (shape, seed) -> the deck's inputs, the last MEMO_MAX
+        self._repeated_shapes: set = set()   # check shapes listed more than once
+        self._ref_memo: dict = {}      # (shape, seed, case) -> reference output, for those shapes
         self._booting: Child | None = None   # a child started before the first request (run())
         self.ipc = False   # results over CUDA IPC (decided per child by a known-tensor test)
 
@@ -672,12 +674,22 @@ class Replay:
 
     def probe_check(self) -> None:
         cases = self.stress_cases()
-        for si, shape in enumerate(self.check_shapes()):
+        shapes = self.check_shapes()
+        keys = [repr(sorted(s.items())) for s in shapes]
+        # a check shape listed again (cuda 01 caps five of six to T=256): the same reference model
+        # and reference outputs; the solution is still called for every row
+        self._repeated_shapes = {k for k in keys if keys.count(k) > 1}
+        last: tuple = (None, None, None)
+        for si, shape in enumerate(shapes):
             ch = self.ensure_child()
             if ch is None:
                 return
-            ref = self.ref_model(shape)
-            st = self.state_file(shape, ref)
+            if last[0] == keys[si]:
+                ref, st = last[1], last[2]
+            else:
+                ref = self.ref_model(shape)
+                st = self.state_file(shape, ref)
+                last = (keys[si], ref, st)
             r = self.new_model(ch, "m", shape, st)
             if not r.ok:
                 self.failed_reply("check", r, shape, what="Model construction / load_state_dict(strict=True)")
@@ -701,7 +713,12 @@ class Replay:
         dev_inputs = _to_dev(base, self.device)
         try:
             with self.spec.apply_stress(ref, None, dev_inputs, case) as x:
-                ref_out = self.reference(ref, x)
+                mk = (repr(sorted(shape.items())), seed, case.name)
+                ref_out = self._ref_memo.get(mk)
+                if ref_out is None:
+                    ref_out = self.reference(ref, x)
+                    if mk[0] in self._repeated_shapes:
+                        self._ref_memo[mk] = ref_out
                 scaled_ref_state = {k: v for k, v in ref.state_dict().items() if k in case.state_scales}
                 # the same state scaling written into the solution's own parameters, in place
                 if case.state_scales:
