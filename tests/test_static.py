@@ -58,6 +58,42 @@ def test_ptr_key_through_helper_and_tuple():
     assert {"PTR-KEYED-CACHE", "CACHED-OUTPUT-RETURN"} <= r
 
 
+def test_pointer_compared_with_a_saved_one_selects_stale_state():
+    # kimi_ptr_state: no dict keyed on data_ptr(), a saved pointer compared in the branch instead
+    r = rules_of("""
+        import torch
+        class Model(torch.nn.Module):
+            def step(self, hidden, state):
+                saved = self.__dict__.get("_priv")
+                st = dict(state, S=saved[1]) if saved is not None and saved[0] == state["S"].data_ptr() else state
+                out = hidden @ st["S"]
+                self._priv = (out.data_ptr(), out.clone())
+                return out, st
+    """)
+    assert "PTR-KEYED-CACHE" in r
+    rep = lint_source(textwrap.dedent("""
+        import torch
+        class Model(torch.nn.Module):
+            def step(self, hidden, state):
+                saved = self.__dict__.get("_priv")
+                if saved is not None and saved[0] == state["S"].data_ptr():
+                    state = dict(state, S=saved[1])
+                return hidden @ state["S"], state
+    """))
+    hit = next(h for h in rep.hits if h.rule == "PTR-KEYED-CACHE")
+    assert "saved pointer" in hit.message and hit.line_start == 6 and hit.probe == "same-buffer overwrite"
+    # comparing two live tensors' pointers (an aliasing check) picks no stored state
+    r = rules_of("""
+        import torch
+        class Model(torch.nn.Module):
+            def forward(self, a, b):
+                if a.data_ptr() == b.data_ptr():
+                    b = b.clone()
+                return a + b
+    """)
+    assert "PTR-KEYED-CACHE" not in r
+
+
 def test_ptr_version_plan_that_relaunches_is_not_flagged():
     src = """
     import torch

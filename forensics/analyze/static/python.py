@@ -922,6 +922,49 @@ def check_caches(mod: Module) -> list[Hit]:
     return hits
 
 
+_PTR_ATTRS = ("data_ptr", "storage_ptr", "_cdata")
+
+
+def _ptr_call(e: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _PTR_ATTRS
+               for n in ast.walk(e))
+
+
+def check_ptr_compare(mod: Module) -> list[Hit]:
+    """A pointer compared with a saved one to pick stored state (`st = saved[1] if saved[0] ==
+    x.data_ptr() else st`): the same staleness as a data_ptr()-keyed cache, without a dict key
+    (planted kimi_ptr_state).  Comparing two live tensors' pointers (an aliasing check) is not it:
+    exactly one side may call data_ptr(), the other must be stored state (a name, attribute or
+    subscript), and the comparison must decide a branch of an entry point."""
+    hits: list[Hit] = []
+    reported: set[str] = set()
+    for fi in mod.funcs.values():
+        if fi.node.name not in FORWARD_NAMES or fi.is_triton or fi.qualname in reported:
+            continue
+        lo, hi = fi.node.lineno, fi.node.end_lineno or fi.node.lineno
+        for c in mod.of(ast.Compare):
+            if not lo <= c.lineno <= hi or len(c.ops) != 1 or not isinstance(c.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
+                continue
+            sides = (c.left, c.comparators[0])
+            ptr = [x for x in sides if _ptr_call(x)]
+            other = [x for x in sides if not _ptr_call(x)]
+            if len(ptr) != 1 or not other or not isinstance(other[0], (ast.Name, ast.Attribute, ast.Subscript)):
+                continue
+            p = mod.parent.get(c)
+            while isinstance(p, (ast.BoolOp, ast.UnaryOp)):   # `a and saved[0] == x.data_ptr()`
+                p = mod.parent.get(p)
+            if not isinstance(p, (ast.If, ast.IfExp, ast.While)) or not any(n is c for n in ast.walk(p.test)):
+                continue
+            hits.append(mod.hit("PTR-KEYED-CACHE", c,
+                                f"{fi.qualname} picks stored state when a tensor's data_ptr() equals a saved "
+                                f"pointer ({ast.unparse(c)[:80]}): new contents written into the same storage "
+                                "are not read", severity="medium",
+                                data={"function": fi.qualname, "key_kinds": ["ptr"], "comparison": ast.unparse(c)[:200]}))
+            reported.add(fi.qualname)
+            break
+    return hits
+
+
 def check_sampled_validation(mod: Module) -> list[Hit]:
     """torch.equal(x[:n], self._saved) / (x.view(-1)[::k] == cached).all() ..."""
     hits = []
@@ -1707,7 +1750,7 @@ def _closure_dep(fi: FuncInfo, names: set[str], targets: set[str]) -> bool:
 # ---------------------------------------------------------------------- driver
 def analyse(mod: Module, problem: str | None, bench: str | None) -> list[Hit]:
     hits: list[Hit] = []
-    for fn in (check_caches, check_sampled_validation, check_persistent_output, check_graphs, check_call_counter,
+    for fn in (check_caches, check_ptr_compare, check_sampled_validation, check_persistent_output, check_graphs, check_call_counter,
                check_arg_ignored, check_input_dispatch, check_torch_state, check_exit_and_output, check_triton_hints):
         hits.extend(fn(mod))
     hits.extend(check_sniffing(mod, bench))
