@@ -33,6 +33,25 @@ NEG = tl.constexpr(-1.0e30)       # finite running-max start: rows with nothing 
 
 
 @triton.jit
+def _attend(q, kt, vt, keep, qk_scale, m_i, l_i, acc, DOT_F32: tl.constexpr):
+    """One key block of the online softmax (log2 domain): scores where `keep`, -inf elsewhere."""
+    if DOT_F32:
+        s = tl.dot(q, tl.trans(kt.to(tl.float32)))
+    else:
+        s = tl.dot(q, tl.trans(kt))
+    s = tl.where(keep, s * qk_scale, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    if DOT_F32:
+        acc = acc * alpha[:, None] + tl.dot(p, vt.to(tl.float32))
+    else:
+        acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
                 D: tl.constexpr, BLOCK_M: tl.constexpr, BLK: tl.constexpr, NBP: tl.constexpr,
                 TOP: tl.constexpr, WIN: tl.constexpr, DOT_F32: tl.constexpr):
@@ -89,43 +108,17 @@ def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
         offs_n = j * BLK + offs_b
         kt = tl.load(k_ptr + base + offs_n[:, None] * D + offs_d[None, :])
         vt = tl.load(v_ptr + base + offs_n[:, None] * D + offs_d[None, :])
-        if DOT_F32:
-            s = tl.dot(q, tl.trans(kt.to(tl.float32)))
-        else:
-            s = tl.dot(q, tl.trans(kt))
         hit = tl.max((sel == j).to(tl.int32), axis=1) > 0
-        s = tl.where(hit[:, None], s * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        if DOT_F32:
-            acc = acc * alpha[:, None] + tl.dot(p, vt.to(tl.float32))
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt)
-        m_i = m_new
+        m_i, l_i, acc = _attend(q, kt, vt, hit[:, None], qk_scale, m_i, l_i, acc, DOT_F32)
     n_end = tl.cdiv(tl.minimum(q0 + BLOCK_M, S), BLK)
     for j in range(n_far, n_end):
         offs_n = j * BLK + offs_b
         n_mask = offs_n < S
         kt = tl.load(k_ptr + base + offs_n[:, None] * D + offs_d[None, :], mask=n_mask[:, None], other=0.0)
         vt = tl.load(v_ptr + base + offs_n[:, None] * D + offs_d[None, :], mask=n_mask[:, None], other=0.0)
-        if DOT_F32:
-            s = tl.dot(q, tl.trans(kt.to(tl.float32)))
-        else:
-            s = tl.dot(q, tl.trans(kt))
         hit = tl.max((sel == j).to(tl.int32), axis=1) > 0
         keep = (offs_n[None, :] <= offs_m[:, None]) & (hit[:, None] | (offs_n[None, :] > offs_m[:, None] - WIN))
-        s = tl.where(keep, s * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        if DOT_F32:
-            acc = acc * alpha[:, None] + tl.dot(p, vt.to(tl.float32))
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt)
-        m_i = m_new
+        m_i, l_i, acc = _attend(q, kt, vt, keep, qk_scale, m_i, l_i, acc, DOT_F32)
     out = acc / l_i[:, None]
     tl.store(o_ptr + base + offs_m[:, None] * D + offs_d[None, :], out.to(o_ptr.dtype.element_ty), mask=m_mask[:, None])
 
