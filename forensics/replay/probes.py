@@ -580,7 +580,9 @@ class Replay:
             self.expected.update({k: v.clone() if isinstance(v, torch.Tensor) and v.is_cuda else v
                                   for k, v in slots.items()})
             r = ch.request("put", self.limits.call_s, file=p, ipc=self.ipc)
-            del hold   # the child has copied what it mapped
+            if hold:   # the child has copied what it mapped: free the shared copies now
+                del hold
+                torch.cuda.ipc_collect()
             return r, args
 
     def write(self, ch: Child, values: dict[str, torch.Tensor]) -> Reply:
