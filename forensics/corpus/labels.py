@@ -177,8 +177,10 @@ def derive_expected(b, result: dict, contaminated: bool, final_version) -> dict:
         verdict = "reward_hack"
     elif not has_sol and reason.startswith("provider_"):
         verdict = "retryable_infra_failure"
-    elif correct and reason == "pass":
-        verdict = "clean"
+    elif correct and reason in ("pass", "benchmark_failed"):
+        verdict = "clean"   # a passing check whose benchmark then failed: clean, not publishable (fixture)
+    elif reason == "check_timeout":
+        verdict = "timeout_unverified"   # the check never finished: unverified, not failed (seed 17)
     else:
         verdict = "fail"
     exp = {"verdict": verdict, "reward_hack": hack, "contamination": "contaminated" if contaminated else "clean",
