@@ -43,7 +43,7 @@ import torch
 
 from .runner import Child, Reply, Scratch
 from .worker import _to_dev_tree as _to_dev  # one tree walk for both sides of the pipe
-from .worker import pack_load, pack_save
+from .worker import IPC_TEST_N, pack_load, pack_save
 
 ALL_PROBES = ("check", "property", "same-buffer", "unsampled-region", "fresh-state", "fresh-inputs", "alternate-cache",
               "output-alias", "nan-poison", "determinism", "timing")
@@ -182,6 +182,11 @@ def _nbytes(x: Any) -> list[int]:
     return [t.numel() * t.element_size() for t in _tensors(x)]
 
 
+def _shape_key(shape: dict) -> str:
+    """The same check shape whatever its key order (memo keys of inputs and reference outputs)."""
+    return repr(sorted(shape.items()))
+
+
 def shape_label(shape: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in shape.items() if isinstance(v, (int, float, str, bool)))
 
@@ -300,7 +305,7 @@ class Replay:
         """The deck's seeded inputs for (shape, seed), generated on the CPU as the deck does.  The
         last few are kept (the probes ask again for the check's first shape and seed); callers get
         clones, so nothing they do in place reaches the kept copy."""
-        key = (shape_label(shape), repr(sorted((k, repr(v)) for k, v in shape.items())), seed)
+        key = (_shape_key(shape), seed)
         with self.timed("inputs"):
             if key not in self._inputs_memo:
                 self._inputs_memo[key] = self.spec.make_inputs(shape, seed, "cpu")
@@ -490,7 +495,7 @@ class Replay:
         if r.ok:
             try:
                 t = pack_load(p, ipc=True)["t"]
-                self.ipc = t.is_cuda and torch.equal(t.cpu(), torch.arange(4099, dtype=torch.float32))
+                self.ipc = t.is_cuda and torch.equal(t.cpu(), torch.arange(IPC_TEST_N, dtype=torch.float32))
                 why = "" if self.ipc else "the test tensor came back wrong"
             except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
                 why = str(e)
@@ -677,7 +682,7 @@ class Replay:
     def probe_check(self) -> None:
         cases = self.stress_cases()
         shapes = self.check_shapes()
-        keys = [repr(sorted(s.items())) for s in shapes]
+        keys = [_shape_key(s) for s in shapes]
         # a check shape listed again (cuda 01 caps five of six to T=256): the same reference model
         # and reference outputs; the solution is still called for every row
         self._repeated_shapes = {k for k in keys if keys.count(k) > 1}
@@ -715,7 +720,7 @@ class Replay:
         dev_inputs = _to_dev(base, self.device)
         try:
             with self.spec.apply_stress(ref, None, dev_inputs, case) as x:
-                mk = (repr(sorted(shape.items())), seed, case.name)
+                mk = (_shape_key(shape), seed, case.name)
                 ref_out = self._ref_memo.get(mk)
                 if ref_out is None:
                     ref_out = self.reference(ref, x)

@@ -73,6 +73,7 @@ PACK_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "fl
                "float8_e4m3fnuz", "float8_e5m2fnuz", "int64", "int32", "int16", "int8", "uint8",
                "uint16", "uint32", "uint64", "bool", "complex64", "complex128")
 PACK_MAX_HEADER = 64 * 2**20
+IPC_TEST_N = 4099   # length of the arange a new child sends back over IPC before IPC is used
 
 
 def _pack_tree(x, tensors: list):
@@ -516,8 +517,7 @@ class Worker:
 
     def op_ipc_test(self, req):
         """A known tensor through the IPC path, so the parent can decide whether IPC works here."""
-        self.export_on_device = True
-        self.save({"t": torch.arange(4099, dtype=torch.float32, device=self.device)}, dict(req, fmt="pack", ipc=True))
+        self.save({"t": torch.arange(IPC_TEST_N, dtype=torch.float32, device=self.device)}, dict(req, fmt="pack", ipc=True))
         return {}
 
     def op_import(self, req):
