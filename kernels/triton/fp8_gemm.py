@@ -70,7 +70,7 @@ def _config(M, N, K, fp8, cpu):
                 num_warps=8, num_stages=4)
 
 
-def _pad_k(t: torch.Tensor, kp: int) -> torch.Tensor:
+def pad_k(t: torch.Tensor, kp: int) -> torch.Tensor:
     """(R, K) -> (R, kp) with zero columns appended (one copy kernel); fp8 is padded as its bytes
     (a zero byte is +0.0 in e4m3)."""
     if t.dtype == torch.float8_e4m3fn:
@@ -87,7 +87,7 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None) -> to
     bk = cfg["BLOCK_K"]
     if K % bk:
         kp = triton.cdiv(K, bk) * bk
-        x, w = _pad_k(x, kp), _pad_k(w, kp)
+        x, w = pad_k(x, kp), pad_k(w, kp)
         K = kp
     if x.stride(1) != 1:
         x = x.contiguous()

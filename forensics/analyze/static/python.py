@@ -14,6 +14,7 @@ from typing import Any, Iterable, Iterator
 from . import problems as P
 from .base import Hit, quote_lines
 
+_PTR_ATTRS = ("data_ptr", "storage_ptr", "_cdata")     # tensor methods that return its address
 FORWARD_NAMES = {"forward", "__call__", "step", "decode_steps", "prefill", "run", "decode", "train"}
 IDENT_KINDS = ("ptr", "version", "id", "is")
 GRADER_FILES = ("check.py", "benchmark.py", "shapes.py", "problem.yaml", "reference.py", "sota.py",
@@ -367,7 +368,7 @@ class Module:
         for n in ast.walk(expr):
             if isinstance(n, ast.Call):
                 f = n.func
-                if isinstance(f, ast.Attribute) and f.attr in ("data_ptr", "storage_ptr", "_cdata"):
+                if isinstance(f, ast.Attribute) and f.attr in _PTR_ATTRS:
                     out.add("ptr")
                 elif isinstance(f, ast.Name) and f.id == "id" and "id" not in self.aliases:
                     out.add("id")
@@ -410,7 +411,7 @@ class Module:
             return each.get(t, [t])
 
         for n in ast.walk(expr):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("data_ptr", "storage_ptr", "_cdata"):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _PTR_ATTRS:
                 ident.update(named(n.func.value))
             elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "id" and n.args \
                     and "id" not in self.aliases:
@@ -922,9 +923,6 @@ def check_caches(mod: Module) -> list[Hit]:
     return hits
 
 
-_PTR_ATTRS = ("data_ptr", "storage_ptr", "_cdata")
-
-
 def _ptr_call(e: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _PTR_ATTRS
                for n in ast.walk(e))
@@ -937,9 +935,8 @@ def check_ptr_compare(mod: Module) -> list[Hit]:
     exactly one side may call data_ptr(), the other must be stored state (a name, attribute or
     subscript), and the comparison must decide a branch of an entry point."""
     hits: list[Hit] = []
-    reported: set[str] = set()
     for fi in mod.funcs.values():
-        if fi.node.name not in FORWARD_NAMES or fi.is_triton or fi.qualname in reported:
+        if fi.node.name not in FORWARD_NAMES or fi.is_triton:
             continue
         lo, hi = fi.node.lineno, fi.node.end_lineno or fi.node.lineno
         for c in mod.of(ast.Compare):
@@ -960,8 +957,7 @@ def check_ptr_compare(mod: Module) -> list[Hit]:
                                 f"pointer ({ast.unparse(c)[:80]}): new contents written into the same storage "
                                 "are not read", severity="medium",
                                 data={"function": fi.qualname, "key_kinds": ["ptr"], "comparison": ast.unparse(c)[:200]}))
-            reported.add(fi.qualname)
-            break
+            break   # one finding per function
     return hits
 
 
