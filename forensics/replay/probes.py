@@ -581,7 +581,8 @@ class Replay:
             p = self.scratch.path("put")
             hold: list = []
             pack_save(slots, p, ipc_hold=hold if self.ipc else None)
-            # a snapshot: the caller may restore its device tensors in place afterwards (stress cases)
+            # a snapshot of our own, not the copy shared over IPC (the child could write into that
+            # one), and not the caller's tensors (stress cases restore them in place afterwards)
             self.expected.update({k: v.clone() if isinstance(v, torch.Tensor) and v.is_cuda else v
                                   for k, v in slots.items()})
             r = ch.request("put", self.limits.call_s, file=p, ipc=self.ipc)
