@@ -1,15 +1,16 @@
 """cuda/03_megaqwen_decode: a fused Triton decode step, replayed from one CUDA graph per token.
 
-One token is 6 launches per layer (24 in all), none of them taking a host value that changes
+One token is 5 launches per layer (20 in all), none of them taking a host value that changes
 from token to token:
   1. RMSNorm(input_ln) + q/k/v GEMV (layer 0 first forms x = bf16(0.5*stream[pos] + 0.5*h));
   2. split-KV attention: each program re-derives q-norm + RoPE of its GQA group, the programs
      of split 0 also k-norm + RoPE the new key, write k/v to the bf16 caches at `pos` and add
-     the new token to their softmax; every split reads cache rows < pos only;
-  3. merge of the splits;
-  4. o_proj + residual (layer 3: also pos += 1);
-  5. RMSNorm(post_ln) + gate/up GEMV + SiLU*mul;
-  6. down + residual + bf16 cast.
+     the new token to their softmax; every split reads cache rows < pos only; the last split of
+     a kv head to finish (an atomic counter) merges that head's splits (GPU_CONFIG fused_merge;
+     off, a separate merge launch does it: 6 launches per layer);
+  3. o_proj + residual (layer 3: also pos += 1);
+  4. RMSNorm(post_ln) + gate/up GEMV + SiLU*mul;
+  5. down + residual + bf16 cast.
 The position is a device int32 read by the kernels, the input stream is drawn up front (as the
 deck's generators draw it) and indexed on the device, and attention loops stop at the device
 position inside a fixed grid: the launches are identical for every token, so `Stepper` captures
@@ -103,8 +104,8 @@ def _head_norm_rope(v_ptr, w_ptr, cos_ptr, sin_ptr, p, rows, offs_d, eps, D: tl.
 
 @triton.jit
 def _attn_split_kernel(qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, m_ptr, l_ptr, acc_ptr,
-                       s_head, per, sm_scale, eps, NQ: tl.constexpr, NK: tl.constexpr, G: tl.constexpr,
-                       D: tl.constexpr, BLOCK_T: tl.constexpr):
+                       cnt_ptr, o_ptr, s_head, per, sm_scale, eps, NQ: tl.constexpr, NK: tl.constexpr, G: tl.constexpr,
+                       D: tl.constexpr, BLOCK_T: tl.constexpr, FUSED_MERGE: tl.constexpr, BLOCK_S: tl.constexpr):
     hk = tl.program_id(0)
     sp = tl.program_id(1)
     p = tl.load(pos_ptr)
@@ -143,10 +144,46 @@ def _attn_split_kernel(qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_pt
         l_i = l_i * alpha + tl.sum(e, axis=1)
         acc = acc * alpha[:, None] + tl.sum(e[:, :, None] * vt[None, :, :], axis=1)
         m_i = m_new
-    base = (hk * tl.num_programs(1) + sp) * G + offs_g
+    nsplit = tl.num_programs(1)
+    base = (hk * nsplit + sp) * G + offs_g
     tl.store(m_ptr + base, m_i)
     tl.store(l_ptr + base, l_i)
     tl.store(acc_ptr + base[:, None] * D + offs_d[None, :], acc)
+    if FUSED_MERGE:  # the last split of this kv head to finish merges all of them (no merge launch)
+        tl.debug_barrier()                      # every thread's partial is written before the count
+        arrived = tl.atomic_add(cnt_ptr + hk, 1, sem="acq_rel")
+        if arrived == nsplit - 1:
+            _merge_splits(m_ptr, l_ptr, acc_ptr, o_ptr, hk, nsplit, G, D, BLOCK_S)
+            tl.atomic_xchg(cnt_ptr + hk, 0)     # re-armed for the next layer / token
+
+
+@triton.jit
+def _merge_splits(m_ptr, l_ptr, acc_ptr, o_ptr, hk, nsplit, G: tl.constexpr, D: tl.constexpr, BLOCK_S: tl.constexpr):
+    """o[hk*G + g] = sum_s exp(m_s - max m) acc_s / sum_s exp(m_s - max m) l_s over the splits of
+    kv head hk, in split order (BLOCK_S splits at a time); splits past pos are empty (m = -inf).
+    Loads bypass L1 (.cg): the partials were written by other programs."""
+    offs_g = tl.arange(0, G)
+    offs_d = tl.arange(0, D)
+    offs_s = tl.arange(0, BLOCK_S)
+    row0 = hk * nsplit
+    m_max = tl.full((G,), float("-inf"), tl.float32)
+    for s0 in range(0, nsplit, BLOCK_S):
+        sm = (s0 + offs_s) < nsplit
+        m = tl.load(m_ptr + (row0 + s0 + offs_s)[:, None] * G + offs_g[None, :], mask=sm[:, None],
+                    other=float("-inf"), cache_modifier=".cg")
+        m_max = tl.maximum(m_max, tl.max(m, axis=0))
+    num = tl.zeros((G, D), tl.float32)
+    den = tl.zeros((G,), tl.float32)
+    for s0 in range(0, nsplit, BLOCK_S):
+        sm = (s0 + offs_s) < nsplit
+        idx = (row0 + s0 + offs_s)[:, None] * G + offs_g[None, :]                                 # (S, G)
+        m = tl.load(m_ptr + idx, mask=sm[:, None], other=float("-inf"), cache_modifier=".cg")
+        w = tl.where(m > float("-inf"), tl.exp(m - m_max[None, :]), 0.0)
+        den += tl.sum(w * tl.load(l_ptr + idx, mask=sm[:, None], other=0.0, cache_modifier=".cg"), axis=0)
+        a = tl.load(acc_ptr + idx[:, :, None] * D + offs_d[None, None, :], mask=sm[:, None, None], other=0.0,
+                    cache_modifier=".cg")                                                        # (S, G, D)
+        num += tl.sum(a * w[:, :, None], axis=0)
+    tl.store(o_ptr + (hk * G + offs_g)[:, None] * D + offs_d[None, :], num / den[:, None])
 
 
 @triton.jit
@@ -201,11 +238,35 @@ _PARAMS = ("input_ln", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "o_proj
            "up_proj", "down_proj")
 
 
-def split_sizing(max_seq, cpu):
+#: launch parameters of the step on a GPU (rows per program of each GEMV, its K chunk, warps, the
+#: attention's key tile and split cap, and whether the last split merges the splits in place of a
+#: merge launch); the interpreter uses CPU_CONFIG (few, large programs).  `Stepper(config=...)`
+#: overrides any of them (kernels.tune sweeps them on a GPU).
+GPU_CONFIG = dict(bn_qkv=8, bn_mlp=8, bn_res=4, bk_res=1024, warps=4, block_t=32, max_split=64, fused_merge=True,
+                  merge_block_s=16)
+CPU_CONFIG = dict(bn_qkv=1024, bn_mlp=1024, bn_res=1024, bk_res=1024, warps=4, block_t=2, max_split=2,
+                  fused_merge=True, merge_block_s=2)
+
+#: GPU_CONFIG overrides timed by `python -m kernels.tune` (µs per token at a short and a long position)
+CANDIDATES = {
+    "default": {},
+    "merge_launch": dict(fused_merge=False),
+    "warps8": dict(warps=8),
+    "qkv16_mlp16_res8": dict(bn_qkv=16, bn_mlp=16, bn_res=8),
+    "qkv4_mlp4_res2": dict(bn_qkv=4, bn_mlp=4, bn_res=2),
+    "mlp4_res8_k512": dict(bn_mlp=4, bn_res=8, bk_res=512),
+    "t16_split128": dict(block_t=16, max_split=128),
+    "t64_split32": dict(block_t=64, max_split=32),
+    "t32_split32": dict(max_split=32),
+}
+
+
+def split_sizing(max_seq, cpu, block_t=None, max_split=None):
     """Split-KV for one query token over max_seq cache rows: (BLOCK_T, MAX_SPLIT, rows per split,
     splits).  On a GPU up to 64 splits per kv head (8 x 52 programs at max_seq 8232, 160 rows
     each); the grid is fixed per max_seq, the rows a split reads at a position come from the device."""
-    block_t, max_split = (2, 2) if cpu else (32, 64)
+    cfg = CPU_CONFIG if cpu else GPU_CONFIG
+    block_t, max_split = block_t or cfg["block_t"], max_split or cfg["max_split"]
     nsplit = min(max_split, triton.cdiv(max_seq, block_t))
     per = triton.cdiv(triton.cdiv(max_seq, nsplit), block_t) * block_t
     return block_t, max_split, per, triton.cdiv(max_seq, per)
@@ -214,9 +275,10 @@ def split_sizing(max_seq, cpu):
 class Stepper:
     """Static device state of one (model, max_seq) and the fused per-token step over it."""
 
-    def __init__(self, model, max_seq):
+    def __init__(self, model, max_seq, config=None):
         dev = next(model.parameters()).device
         self.cpu = interpreting() or dev.type == "cpu"
+        self.cfg = {**(CPU_CONFIG if self.cpu else GPU_CONFIG), **(config or {})}
         self.max_seq, self.device = max_seq, dev
         self.w = [[getattr(blk, n) for n in _PARAMS] for blk in model.blocks]
         self.ptrs = self._ptrs(model)
@@ -235,7 +297,9 @@ class Stepper:
         inv = _REF.ROPE_THETA ** (-torch.arange(half, **f32) / half)          # the deck's RoPE expression
         ang = torch.arange(max_seq, **f32)[:, None] * inv
         self.cos, self.sin = torch.cos(ang).contiguous(), torch.sin(ang).contiguous()
-        self.block_t, self.max_split, self.per, self.nsplit = split_sizing(max_seq, self.cpu)
+        self.block_t, self.max_split, self.per, self.nsplit = split_sizing(
+            max_seq, self.cpu, self.cfg["block_t"], self.cfg["max_split"])
+        self.cnt = torch.zeros(NKV, dtype=torch.int32, device=dev)   # splits done per kv head (re-armed to 0)
         self.m = torch.empty(NKV, self.nsplit, G, **f32)
         self.l = torch.empty_like(self.m)
         self.acc = torch.empty(NKV, self.nsplit, G, HD, **f32)
@@ -246,10 +310,11 @@ class Stepper:
         return tuple(p.data_ptr() for p in model.parameters())
 
     def step(self):
-        """One token: 24 launches, every argument fixed for the life of the Stepper."""
-        eps, cpu = _REF.EPS, self.cpu
-        bn_qkv, bn_mlp, bn_res, bk_res = (1024, 1024, 1024, 1024) if cpu else (8, 8, 4, 1024)
-        warps = 4
+        """One token: 20 launches (24 with fused_merge off), every argument fixed for the life of
+        the Stepper."""
+        eps, c = _REF.EPS, self.cfg
+        bn_qkv, bn_mlp, bn_res, bk_res, warps = c["bn_qkv"], c["bn_mlp"], c["bn_res"], c["bk_res"], c["warps"]
+        fused = bool(c["fused_merge"])
         n_layers = len(self.w)
         for i, (ln, wq, wk, wv, qn, kn, wo, pln, wg, wu, wd) in enumerate(self.w):
             xin = self.xb[-1] if i == 0 else self.xb[i]
@@ -258,10 +323,11 @@ class Stepper:
                 NQ=NH * HD, NK=NKV * HD, K=HID, BLOCK_N=bn_qkv, num_warps=warps)
             _attn_split_kernel[(NKV, self.nsplit)](
                 self.qkv, qn, kn, self.cos, self.sin, self.pos, self.kc[i], self.vc[i], self.m, self.l, self.acc,
-                self.max_seq * HD, self.per, 1.0 / math.sqrt(HD), eps, NQ=NH * HD, NK=NKV * HD, G=G, D=HD,
-                BLOCK_T=self.block_t, num_warps=warps)
-            _attn_merge_kernel[(NH,)](self.m, self.l, self.acc, self.o, self.nsplit, G=G, D=HD,
-                                      BLOCK_S=self.max_split, num_warps=1 if cpu else 2)
+                self.cnt, self.o, self.max_seq * HD, self.per, 1.0 / math.sqrt(HD), eps, NQ=NH * HD, NK=NKV * HD,
+                G=G, D=HD, BLOCK_T=self.block_t, FUSED_MERGE=fused, BLOCK_S=c["merge_block_s"], num_warps=warps)
+            if not fused:
+                _attn_merge_kernel[(NH,)](self.m, self.l, self.acc, self.o, self.nsplit, G=G, D=HD,
+                                          BLOCK_S=self.max_split, num_warps=1 if self.cpu else 2)
             _gemv_residual_kernel[(HID // bn_res,)](
                 self.o, wo, self.xb[i], self.r, self.pos, K=NH * HD, BLOCK_N=bn_res, BLOCK_K=bk_res,
                 ADVANCE=i == n_layers - 1, num_warps=warps)
@@ -310,12 +376,13 @@ class Stepper:
         return {"last_hidden": self.xb[-1].clone()}
 
 
-def _stepper(model, max_seq):
-    """The model's Stepper for max_seq, rebuilt when the parameters moved (new storage)."""
+def _stepper(model, max_seq, config=None):
+    """The model's Stepper for (max_seq, config), rebuilt when the parameters moved (new storage)."""
     cache = model.__dict__.setdefault("_megaqwen_steppers", {})
-    st = cache.get(max_seq)
+    key = (max_seq, tuple(sorted((config or {}).items())))
+    st = cache.get(key)
     if st is None or st.ptrs != Stepper._ptrs(model):
-        st = cache[max_seq] = Stepper(model, max_seq)
+        st = cache[key] = Stepper(model, max_seq, config)
     return st
 
 
@@ -325,11 +392,11 @@ def forward(model, inputs):
     return _stepper(model, ctx + dec + 8).run(ctx, dec, seed, use_graph=False)
 
 
-def graph_forward(model, inputs):
+def graph_forward(model, inputs, config=None):
     """The same, replaying the step's CUDA graph (captured on first use); eager on the CPU or
     when capture failed (LAST_PATH says which)."""
     ctx, dec, seed = inputs
-    st = _stepper(model, ctx + dec + 8)
+    st = _stepper(model, ctx + dec + 8, config)
     if st.device.type == "cuda" and st.graph is None and st.graph_error is None:
         st.capture()
     LAST_PATH.update(path="cuda_graph" if st.graph is not None else f"eager ({st.graph_error or 'no CUDA'})")

@@ -150,6 +150,8 @@ def forward(model, inputs):
     return nsa_forward(*inputs)
 
 
-#: timed beside `forward` by kernels.verify (not yet measured: pick the faster on the H200):
-#: 64-row tiles, 4 warps (167 registers at D=64, so 3 programs per SM instead of 1)
-VARIANTS = {"bm64_w4": lambda model, inputs: nsa_forward(*inputs, config=(64, 4, 3))}
+#: timed beside `forward` by kernels.verify on a GPU: (BLOCK_M, warps, stages) candidates.  64-row
+#: tiles with 4 warps (167 registers at D=64: 3 programs per SM instead of 1) won 4 of the 5 D=64
+#: shapes by 11-36% on 2026-12-03 (docs/h200/2026-12-03-kernels-verify-7b82a54.json)
+VARIANTS = {f"bm{bm}_w{w}_s{st}": (lambda model, inputs, c=(bm, w, st): nsa_forward(*inputs, config=c))
+            for bm, w, st in ((64, 4, 3), (64, 4, 2), (128, 8, 2), (64, 8, 3), (128, 4, 3))}

@@ -139,7 +139,7 @@ def _scratch(device, pairs, nsplit, block_g, d):
 
 
 def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table, seq_lens, page_size, num_kv_heads,
-                     max_len=None, out_dtype=torch.bfloat16, programs_per_sm=4):
+                     max_len=None, out_dtype=torch.bfloat16, programs_per_sm=4, block_t=None, warps=4, stages=3):
     """query (B,H,D) -> (B,H,D) out_dtype.  Token t < seq_lens[b] of sequence b: page
     block_table[b, t//page_size], element address base + page*s_page + (t%page_size)*s_slot +
     kv_head*s_head + d.  max_len (host int, default the table's capacity) bounds seq_lens and only
@@ -152,13 +152,14 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     contig = block_table.shape[1] == 1
     if max_len is None:
         max_len = block_table.shape[1] * page_size
+    tile = 16 if cpu else (block_t or 64)
     if contig:
-        page, block_t = 1, 16 if cpu else 64
+        page, block_t = 1, tile
     else:
         if page_size & (page_size - 1):
             raise ValueError(f"page_size {page_size} is not a power of two")
         page = page_size
-        block_t = max(page_size, 16 if cpu else 64)
+        block_t = max(page_size, tile)
     pairs = B * num_kv_heads
     # split only while the (b, kv head) pairs leave slots idle: ~4 co-resident programs per SM
     # (~39 KB of shared memory, 4 warps each) keep enough K/V loads in flight for HBM; each split
@@ -174,21 +175,26 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
         query, k_base, v_base, block_table, seq_lens, ml, acc, cnt, out,
         query.stride(0), query.stride(1), s_page, s_slot, s_head, block_table.stride(0), per, 1.0 / math.sqrt(D),
         G=G, BLOCK_G=BLOCK_G, D=D, BLOCK_T=block_t, PAGE=page, CONTIG=contig, SPLIT=nsplit > 1, DOT_F32=cpu,
-        Q_F32=query.dtype == torch.float32, num_warps=4, num_stages=1 if cpu else 3)
+        Q_F32=query.dtype == torch.float32, num_warps=4 if cpu else warps, num_stages=1 if cpu else stages)
     return out
 
 
-def paged_decode(query, kv_cache, block_table, seq_lens, programs_per_sm=4):
+def paged_decode(query, kv_cache, block_table, seq_lens, **launch):
+    """launch: decode_attention's programs_per_sm / block_t / warps / stages (the timing variants)."""
     D = query.shape[-1]
     P, Hkv = kv_cache.shape[1], kv_cache.shape[2]
     assert kv_cache.stride(-1) == 1
     return decode_attention(query, kv_cache, kv_cache[..., D:], kv_cache.stride(0), kv_cache.stride(1),
-                            kv_cache.stride(2), block_table, seq_lens, P, Hkv, programs_per_sm=programs_per_sm)
+                            kv_cache.stride(2), block_table, seq_lens, P, Hkv, **launch)
 
 
 def forward(model, inputs):
     return paged_decode(*inputs)
 
 
-#: timed beside `forward` by kernels.verify (not yet measured): half the splits (2 programs per SM)
-VARIANTS = {"2_per_sm": lambda model, inputs: paged_decode(*inputs, programs_per_sm=2)}
+#: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults): programs per SM
+#: (sizes the split), key tile, warps, stages.  2 programs per SM won 4 of 5 shapes by 3-7% on
+#: 2026-12-03 (docs/h200/2026-12-03-kernels-verify-7b82a54.json)
+VARIANTS = {f"p{pps}_t{bt}_w{w}_s{st}": (lambda model, inputs, kw=dict(programs_per_sm=pps, block_t=bt, warps=w, stages=st):
+                                          paged_decode(*inputs, **kw))
+            for pps, bt, w, st in ((2, 64, 4, 3), (8, 64, 4, 3), (4, 32, 4, 4), (4, 128, 8, 3), (2, 128, 4, 2))}

@@ -170,10 +170,13 @@ def _split(tiles: int, K: int, bk: int, want: int, split: int | None):
 
 
 def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
-                 group: int = 128, out_dtype=torch.bfloat16, kernel: str = "auto", split: int | None = None) -> torch.Tensor:
+                 group: int = 128, out_dtype=torch.bfloat16, kernel: str = "auto", split: int | None = None,
+                 config: dict | None = None) -> torch.Tensor:
     """x (M,K) or (K,) bf16/fp32, w_q (K/2,N) uint8, scales/zeros (K/group,N) bf16 -> (M,N) out_dtype.
     kernel: "auto" (GEMV for M == 1, else the GEMM), "gemv" or "gemm".  split: force the split-K
-    factor (tests; the default picks it from the SM count)."""
+    factor (tests; the default picks it from the SM count).  config: {"gemv": (BLOCK_N, BLOCK_K,
+    warps, stages), "gemm": (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages)} in place of the GPU
+    defaults (the timing variants)."""
     squeeze = x.dim() == 1
     if squeeze:
         x = x[None]
@@ -185,7 +188,8 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
     cpu = interpreting(x)
     y = torch.empty(M, N, dtype=out_dtype, device=x.device)
     if kernel == "gemv" or (kernel == "auto" and M == 1):
-        bn, bk = (_CPU_GEMV_BN, min(128, group)) if cpu else (_GEMV_BN, _GEMV_BK)
+        bn, bk, warps, stages = ((_CPU_GEMV_BN, min(128, group), _GEMV_WARPS, 1) if cpu else
+                                 (config or {}).get("gemv", (_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES)))
         assert group % bk == 0
         tiles = triton.cdiv(N, bn)
         sp, k_per = _split(tiles, K, bk, 0 if cpu else 4 * _sms(x.device), split)
@@ -193,9 +197,10 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
         for m in range(M):   # "gemv" forced on M > 1 (tests): one launch per row
             _w4a16_gemv_kernel[(tiles, sp)](x[m], w_q, scales, zeros, y[m], ws, lock, N, K, k_per, w_q.stride(0),
                                             scales.stride(0), GROUP=group, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp,
-                                            num_warps=_GEMV_WARPS, num_stages=1 if cpu else _GEMV_STAGES)
+                                            num_warps=warps, num_stages=stages)
     else:
-        bm, bn, bk, warps, stages = _CPU_GEMM if cpu else next(c for lim, c in _GEMM_CONFIGS if M <= lim)
+        bm, bn, bk, warps, stages = (_CPU_GEMM if cpu else (config or {}).get(
+            "gemm", next(c for lim, c in _GEMM_CONFIGS if M <= lim)))
         bk = min(bk, group)
         assert group % bk == 0
         tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
@@ -211,3 +216,17 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
 def forward(model, inputs):
     (x,) = inputs
     return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size)
+
+
+def _variant(gemv, gemm):
+    return lambda model, inputs: w4a16_matmul(inputs[0], model.w_q, model.scales, model.zeros, model.group_size,
+                                              config=dict(gemv=gemv, gemm=gemm))
+
+
+#: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults above, not yet
+#: measured): each names the GEMV config it uses at M == 1 and the GEMM config at M >= 2
+VARIANTS = {
+    "v64_g128x256": _variant((64, 128, 4, 4), (128, 256, 64, 8, 3)),
+    "v256k64w8_g64x128": _variant((256, 64, 8, 4), (64, 128, 128, 4, 4)),
+    "v128k256_g128k128": _variant((128, 256, 4, 3), (128, 128, 128, 8, 3)),
+}
