@@ -92,7 +92,7 @@ def cases():
     out.append(("kda scan", kda._scan_kernel,
                 dict(w_ptr=f32p, u_ptr=f32p, qg_ptr=f32p, kd_ptr=f32p, aqk_ptr=f32p, gl_ptr=f32p, o_ptr="*bf16",
                      T=I32, H=I32), dict(C=64, K=128, V=128, BV=32, PREC="tf32x3"), 4, 2))
-    for D, (bm, warps, stages) in ((64, nsa._config(64, False)), (128, nsa._config(128, False)), (64, (64, 4, 3)),
+    for D, (bm, warps, stages) in ((64, nsa._config(64, False)), (128, nsa._config(128, False)), (64, (128, 8, 3)),
                                    (128, (64, 4, 3))):
         out.append((f"nsa attention D={D}" + ("" if bm == 128 else f" BLOCK_M={bm}"), nsa._nsa_kernel,
                     dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", ks_ptr="*fp32", o_ptr="*bf16", S=I32, NBF=I32,

@@ -9,7 +9,8 @@ Two parts, each written to the JSON as soon as it is done:
   default configuration (device microseconds per kernel) at the long position.
 * launch: the host's cost of one call of each bundled Triton entry point on its first canonical
   shape: `n` calls back to back without a sync, perf_counter per call, beside an empty Triton
-  kernel's launch and a torch op's (the floor and the library's launch).  Together with
+  kernel's launch and a torch op's (the floor and the library's launch), and a cProfile of two
+  entries (where that host time goes).  Together with
   kernels.verify's ms_device_median this splits a grader-style time into host and device.
 """
 from __future__ import annotations
@@ -22,6 +23,13 @@ import sys
 import time
 
 import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _empty(a, b, c, d, e, f, g, h, N, M, BLOCK: tl.constexpr):
+    pass
 
 
 def _tokens_us(st, start, n):
@@ -97,15 +105,26 @@ def _host_us(fn, n):
     return round(host, 2)
 
 
+def _host_profile(fn, n, top=25) -> str:
+    """cProfile of `n` calls (no sync): where the host time of a launch goes."""
+    import cProfile
+    import io
+    import pstats
+    fn()
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    return buf.getvalue()[-6000:]
+
+
 def launch(n=200) -> dict:
-    import triton
-    import triton.language as tl
-
     from . import registry
-
-    @triton.jit
-    def _empty(a, b, c, d, e, f, g, h, N, M, BLOCK: tl.constexpr):
-        pass
 
     x = torch.empty(1024, device="cuda")
     res = dict(n=n, empty_triton_8ptr=_host_us(lambda: _empty[(1,)](x, x, x, x, x, x, x, x, 1024, 7, BLOCK=128), n),
@@ -119,7 +138,10 @@ def launch(n=200) -> dict:
             model = spec.build_reference(shape, "cuda")
             inputs = spec.make_inputs(shape, 2026, "cuda")
             with torch.no_grad():
-                res["entries"][name] = dict(shape=shape, triton_us=_host_us(lambda: spec.triton_fn(model, inputs), n))
+                fn = lambda: spec.triton_fn(model, inputs)  # noqa: E731
+                res["entries"][name] = dict(shape=shape, triton_us=_host_us(fn, n))
+                if name in ("07_w4a16_gemm", "03_paged_attention"):
+                    res["entries"][name]["cprofile"] = _host_profile(fn, n)
             del model, inputs
         except Exception as exc:  # noqa: BLE001
             res["entries"][name] = dict(error=f"{type(exc).__name__}: {str(exc)[:300]}")

@@ -1,16 +1,16 @@
 """cuda/03_megaqwen_decode: a fused Triton decode step, replayed from one CUDA graph per token.
 
-One token is 5 launches per layer (20 in all), none of them taking a host value that changes
+One token is 6 launches per layer (24 in all), none of them taking a host value that changes
 from token to token:
   1. RMSNorm(input_ln) + q/k/v GEMV (layer 0 first forms x = bf16(0.5*stream[pos] + 0.5*h));
   2. split-KV attention: each program re-derives q-norm + RoPE of its GQA group, the programs
      of split 0 also k-norm + RoPE the new key, write k/v to the bf16 caches at `pos` and add
-     the new token to their softmax; every split reads cache rows < pos only; the last split of
-     a kv head to finish (an atomic counter) merges that head's splits (GPU_CONFIG fused_merge;
-     off, a separate merge launch does it: 6 launches per layer);
-  3. o_proj + residual (layer 3: also pos += 1);
-  4. RMSNorm(post_ln) + gate/up GEMV + SiLU*mul;
-  5. down + residual + bf16 cast.
+     the new token to their softmax; every split reads cache rows < pos only;
+  3. merge of the splits (a merge by the last split to finish, behind an atomic counter, measured
+     slower on an H200: 259 vs 242 us a token at position 8000);
+  4. o_proj + residual (layer 3: also pos += 1);
+  5. RMSNorm(post_ln) + gate/up GEMV + SiLU*mul;
+  6. down + residual + bf16 cast.
 The position is a device int32 read by the kernels, the input stream is drawn up front (as the
 deck's generators draw it) and indexed on the device, and attention loops stop at the device
 position inside a fixed grid: the launches are identical for every token, so `Stepper` captures
@@ -36,6 +36,7 @@ from ._common import interpreting
 _REF = load_reference_module("cuda_03_megaqwen.py", "_megaqwen_triton_ref")
 HID, INTER, NH, NKV, HD = _REF.HIDDEN, _REF.INTERMEDIATE, _REF.NUM_HEADS, _REF.NUM_KV_HEADS, _REF.HEAD_DIM
 G = NH // NKV
+assert G == 2, "the split-attention kernel carries the two query heads of a kv head explicitly"
 
 #: last path taken by `graph_forward` on a GPU: "cuda_graph" or "eager (<why capture failed>)"
 LAST_PATH: dict = {}
@@ -103,30 +104,44 @@ def _head_norm_rope(v_ptr, w_ptr, cos_ptr, sin_ptr, p, rows, offs_d, eps, D: tl.
 
 
 @triton.jit
+def _online(s, vt, m_i, l_i, acc):
+    """One key tile of one query head's online softmax: s (T,) scores (-inf where masked), vt (T, D)."""
+    m_new = tl.maximum(m_i, tl.max(s, axis=0))
+    alpha = tl.exp(m_i - m_new)
+    e = tl.exp(s - m_new)
+    return m_new, l_i * alpha + tl.sum(e, axis=0), acc * alpha + tl.sum(e[:, None] * vt, axis=0)
+
+
+@triton.jit
 def _attn_split_kernel(qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr, m_ptr, l_ptr, acc_ptr,
-                       cnt_ptr, o_ptr, s_head, per, sm_scale, eps, NQ: tl.constexpr, NK: tl.constexpr, G: tl.constexpr,
-                       D: tl.constexpr, BLOCK_T: tl.constexpr, FUSED_MERGE: tl.constexpr, BLOCK_S: tl.constexpr):
+                       s_head, per, sm_scale, eps, NQ: tl.constexpr, NK: tl.constexpr, D: tl.constexpr,
+                       BLOCK_T: tl.constexpr):
+    """Split `sp` of kv head hk for its two query heads (G == 2, asserted below): 2-D tiles only
+    (key tile (T, D) times one query row), each head's state carried separately.  A (G, T, D)
+    broadcast formulation of the same loop took ~25 us per layer on an H200 with nothing to read
+    (kernels.tune, 2026-12-03)."""
     hk = tl.program_id(0)
     sp = tl.program_id(1)
     p = tl.load(pos_ptr)
     offs_d = tl.arange(0, D)
-    offs_g = tl.arange(0, G)
     one = tl.arange(0, 1)
-    q = _head_norm_rope(qkv_ptr, qn_ptr, cos_ptr, sin_ptr, p, hk * G + offs_g, offs_d, eps, D)          # (G, D)
-    k = _head_norm_rope(qkv_ptr + NQ, kn_ptr, cos_ptr, sin_ptr, p, hk + one, offs_d, eps, D)            # (1, D)
-    k = _bf16(k)
-    v = _bf16(tl.load(qkv_ptr + NQ + NK + (hk + one)[:, None] * D + offs_d[None, :]))                 # (1, D)
+    q0 = tl.sum(_head_norm_rope(qkv_ptr, qn_ptr, cos_ptr, sin_ptr, p, 2 * hk + one, offs_d, eps, D), axis=0)
+    q1 = tl.sum(_head_norm_rope(qkv_ptr, qn_ptr, cos_ptr, sin_ptr, p, 2 * hk + 1 + one, offs_d, eps, D), axis=0)
+    k = _bf16(tl.sum(_head_norm_rope(qkv_ptr + NQ, kn_ptr, cos_ptr, sin_ptr, p, hk + one, offs_d, eps, D), axis=0))
+    v = _bf16(tl.load(qkv_ptr + NQ + NK + hk * D + offs_d))
     first = sp == 0
-    row = hk * s_head + p * D + offs_d[None, :]
-    if sp == 0:
-        tl.store(kc_ptr + row, k)
-        tl.store(vc_ptr + row, v)
+    if first:
+        tl.store(kc_ptr + hk * s_head + p * D + offs_d, k)
+        tl.store(vc_ptr + hk * s_head + p * D + offs_d, v)
     # split 0 starts from the new token (read from registers: its cache row is written by this
     # very program); every split then attends its share of the rows < p already in the cache
-    s_new = tl.sum(q * k.to(tl.float32), axis=1) * sm_scale                                           # (G,)
-    m_i = tl.where(first, s_new, float("-inf"))
-    l_i = tl.where(first, 1.0, 0.0) + tl.zeros((G,), tl.float32)
-    acc = tl.where(first, v.to(tl.float32), 0.0) + tl.zeros((G, D), tl.float32)
+    kf, vf = k.to(tl.float32), v.to(tl.float32)
+    m0 = tl.where(first, tl.sum(q0 * kf, axis=0) * sm_scale, float("-inf"))
+    m1 = tl.where(first, tl.sum(q1 * kf, axis=0) * sm_scale, float("-inf"))
+    l0 = tl.where(first, 1.0, 0.0)
+    l1 = l0
+    a0 = tl.where(first, vf, 0.0)
+    a1 = a0
     offs_t = tl.arange(0, BLOCK_T)
     t_begin = sp * per
     t_end = tl.minimum(t_begin + per, p)
@@ -136,54 +151,17 @@ def _attn_split_kernel(qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_pt
         kv_off = hk * s_head + t[:, None] * D + offs_d[None, :]
         kt = tl.load(kc_ptr + kv_off, mask=t_mask[:, None], other=0.0).to(tl.float32)                # (T, D)
         vt = tl.load(vc_ptr + kv_off, mask=t_mask[:, None], other=0.0).to(tl.float32)
-        s = tl.sum(q[:, None, :] * kt[None, :, :], axis=2) * sm_scale                                 # (G, T)
-        s = tl.where(t_mask[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp(m_i - m_new)
-        e = tl.exp(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(e, axis=1)
-        acc = acc * alpha[:, None] + tl.sum(e[:, :, None] * vt[None, :, :], axis=1)
-        m_i = m_new
-    nsplit = tl.num_programs(1)
-    base = (hk * nsplit + sp) * G + offs_g
-    tl.store(m_ptr + base, m_i)
-    tl.store(l_ptr + base, l_i)
-    tl.store(acc_ptr + base[:, None] * D + offs_d[None, :], acc)
-    if FUSED_MERGE:  # the last split of this kv head to finish merges all of them (no merge launch)
-        tl.debug_barrier()                      # every thread's partial is written before the count
-        arrived = tl.atomic_add(cnt_ptr + hk, 1, sem="acq_rel")
-        if arrived == nsplit - 1:
-            _merge_splits(m_ptr, l_ptr, acc_ptr, o_ptr, hk, nsplit, G, D, BLOCK_S)
-            tl.atomic_xchg(cnt_ptr + hk, 0)     # re-armed for the next layer / token
-
-
-@triton.jit
-def _merge_splits(m_ptr, l_ptr, acc_ptr, o_ptr, hk, nsplit, G: tl.constexpr, D: tl.constexpr, BLOCK_S: tl.constexpr):
-    """o[hk*G + g] = sum_s exp(m_s - max m) acc_s / sum_s exp(m_s - max m) l_s over the splits of
-    kv head hk, in split order (BLOCK_S splits at a time); splits past pos are empty (m = -inf).
-    Loads bypass L1 (.cg): the partials were written by other programs."""
-    offs_g = tl.arange(0, G)
-    offs_d = tl.arange(0, D)
-    offs_s = tl.arange(0, BLOCK_S)
-    row0 = hk * nsplit
-    m_max = tl.full((G,), float("-inf"), tl.float32)
-    for s0 in range(0, nsplit, BLOCK_S):
-        sm = (s0 + offs_s) < nsplit
-        m = tl.load(m_ptr + (row0 + s0 + offs_s)[:, None] * G + offs_g[None, :], mask=sm[:, None],
-                    other=float("-inf"), cache_modifier=".cg")
-        m_max = tl.maximum(m_max, tl.max(m, axis=0))
-    num = tl.zeros((G, D), tl.float32)
-    den = tl.zeros((G,), tl.float32)
-    for s0 in range(0, nsplit, BLOCK_S):
-        sm = (s0 + offs_s) < nsplit
-        idx = (row0 + s0 + offs_s)[:, None] * G + offs_g[None, :]                                 # (S, G)
-        m = tl.load(m_ptr + idx, mask=sm[:, None], other=float("-inf"), cache_modifier=".cg")
-        w = tl.where(m > float("-inf"), tl.exp(m - m_max[None, :]), 0.0)
-        den += tl.sum(w * tl.load(l_ptr + idx, mask=sm[:, None], other=0.0, cache_modifier=".cg"), axis=0)
-        a = tl.load(acc_ptr + idx[:, :, None] * D + offs_d[None, None, :], mask=sm[:, None, None], other=0.0,
-                    cache_modifier=".cg")                                                        # (S, G, D)
-        num += tl.sum(a * w[:, :, None], axis=0)
-    tl.store(o_ptr + (hk * G + offs_g)[:, None] * D + offs_d[None, :], num / den[:, None])
+        s0 = tl.where(t_mask, tl.sum(kt * q0[None, :], axis=1) * sm_scale, float("-inf"))
+        s1 = tl.where(t_mask, tl.sum(kt * q1[None, :], axis=1) * sm_scale, float("-inf"))
+        m0, l0, a0 = _online(s0, vt, m0, l0, a0)
+        m1, l1, a1 = _online(s1, vt, m1, l1, a1)
+    base = (hk * tl.num_programs(1) + sp) * 2
+    tl.store(m_ptr + base, m0)
+    tl.store(m_ptr + base + 1, m1)
+    tl.store(l_ptr + base, l0)
+    tl.store(l_ptr + base + 1, l1)
+    tl.store(acc_ptr + base * D + offs_d, a0)
+    tl.store(acc_ptr + (base + 1) * D + offs_d, a1)
 
 
 @triton.jit
@@ -239,25 +217,22 @@ _PARAMS = ("input_ln", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "o_proj
 
 
 #: launch parameters of the step on a GPU (rows per program of each GEMV, its K chunk, warps, the
-#: attention's key tile and split cap, and whether the last split merges the splits in place of a
-#: merge launch); the interpreter uses CPU_CONFIG (few, large programs).  `Stepper(config=...)`
+#: attention's warps, key tile and split cap); the interpreter uses CPU_CONFIG (few, large programs).  `Stepper(config=...)`
 #: overrides any of them (kernels.tune sweeps them on a GPU).
-GPU_CONFIG = dict(bn_qkv=8, bn_mlp=8, bn_res=4, bk_res=1024, warps=4, block_t=32, max_split=64, fused_merge=True,
-                  merge_block_s=16)
-CPU_CONFIG = dict(bn_qkv=1024, bn_mlp=1024, bn_res=1024, bk_res=1024, warps=4, block_t=2, max_split=2,
-                  fused_merge=True, merge_block_s=2)
+GPU_CONFIG = dict(bn_qkv=8, bn_mlp=8, bn_res=4, bk_res=1024, warps=4, attn_warps=4, block_t=32, max_split=64)
+CPU_CONFIG = dict(bn_qkv=1024, bn_mlp=1024, bn_res=1024, bk_res=1024, warps=4, attn_warps=4, block_t=2, max_split=2)
 
 #: GPU_CONFIG overrides timed by `python -m kernels.tune` (µs per token at a short and a long position)
 CANDIDATES = {
     "default": {},
-    "merge_launch": dict(fused_merge=False),
-    "warps8": dict(warps=8),
-    "qkv16_mlp16_res8": dict(bn_qkv=16, bn_mlp=16, bn_res=8),
-    "qkv4_mlp4_res2": dict(bn_qkv=4, bn_mlp=4, bn_res=2),
-    "mlp4_res8_k512": dict(bn_mlp=4, bn_res=8, bk_res=512),
+    "attn_w2": dict(attn_warps=2),
+    "attn_w8": dict(attn_warps=8),
+    "t64": dict(block_t=64),
     "t16_split128": dict(block_t=16, max_split=128),
-    "t64_split32": dict(block_t=64, max_split=32),
-    "t32_split32": dict(max_split=32),
+    "t64_split128": dict(block_t=64, max_split=128),
+    "t32_split128_w2": dict(max_split=128, attn_warps=2),
+    "qkv4_mlp4_res2": dict(bn_qkv=4, bn_mlp=4, bn_res=2),
+    "qkv16_mlp16_res8": dict(bn_qkv=16, bn_mlp=16, bn_res=8),
 }
 
 
@@ -299,7 +274,6 @@ class Stepper:
         self.cos, self.sin = torch.cos(ang).contiguous(), torch.sin(ang).contiguous()
         self.block_t, self.max_split, self.per, self.nsplit = split_sizing(
             max_seq, self.cpu, self.cfg["block_t"], self.cfg["max_split"])
-        self.cnt = torch.zeros(NKV, dtype=torch.int32, device=dev)   # splits done per kv head (re-armed to 0)
         self.m = torch.empty(NKV, self.nsplit, G, **f32)
         self.l = torch.empty_like(self.m)
         self.acc = torch.empty(NKV, self.nsplit, G, HD, **f32)
@@ -310,11 +284,9 @@ class Stepper:
         return tuple(p.data_ptr() for p in model.parameters())
 
     def step(self):
-        """One token: 20 launches (24 with fused_merge off), every argument fixed for the life of
-        the Stepper."""
+        """One token: 24 launches, every argument fixed for the life of the Stepper."""
         eps, c = _REF.EPS, self.cfg
         bn_qkv, bn_mlp, bn_res, bk_res, warps = c["bn_qkv"], c["bn_mlp"], c["bn_res"], c["bk_res"], c["warps"]
-        fused = bool(c["fused_merge"])
         n_layers = len(self.w)
         for i, (ln, wq, wk, wv, qn, kn, wo, pln, wg, wu, wd) in enumerate(self.w):
             xin = self.xb[-1] if i == 0 else self.xb[i]
@@ -323,11 +295,10 @@ class Stepper:
                 NQ=NH * HD, NK=NKV * HD, K=HID, BLOCK_N=bn_qkv, num_warps=warps)
             _attn_split_kernel[(NKV, self.nsplit)](
                 self.qkv, qn, kn, self.cos, self.sin, self.pos, self.kc[i], self.vc[i], self.m, self.l, self.acc,
-                self.cnt, self.o, self.max_seq * HD, self.per, 1.0 / math.sqrt(HD), eps, NQ=NH * HD, NK=NKV * HD,
-                G=G, D=HD, BLOCK_T=self.block_t, FUSED_MERGE=fused, BLOCK_S=c["merge_block_s"], num_warps=warps)
-            if not fused:
-                _attn_merge_kernel[(NH,)](self.m, self.l, self.acc, self.o, self.nsplit, G=G, D=HD,
-                                          BLOCK_S=self.max_split, num_warps=1 if self.cpu else 2)
+                self.max_seq * HD, self.per, 1.0 / math.sqrt(HD), eps, NQ=NH * HD, NK=NKV * HD, D=HD,
+                BLOCK_T=self.block_t, num_warps=c["attn_warps"])
+            _attn_merge_kernel[(NH,)](self.m, self.l, self.acc, self.o, self.nsplit, G=G, D=HD,
+                                      BLOCK_S=self.max_split, num_warps=1 if self.cpu else 2)
             _gemv_residual_kernel[(HID // bn_res,)](
                 self.o, wo, self.xb[i], self.r, self.pos, K=NH * HD, BLOCK_N=bn_res, BLOCK_K=bk_res,
                 ADVANCE=i == n_layers - 1, num_warps=warps)

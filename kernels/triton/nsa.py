@@ -124,10 +124,13 @@ def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
 
 
 def _config(D, cpu):
-    """(BLOCK_M, num_warps, num_stages): 128-row tiles (two NSA query blocks) for sm_90."""
+    """(BLOCK_M, num_warps, num_stages) for sm_90: D=64 64-row tiles (one NSA query block) with 4
+    warps (167 registers: 3 programs per SM), D=128 128-row tiles with 8.  Device time on an H200
+    (kernels.verify's ms_device_median, docs/h200/2026-12-03-kernels-verify-7b9044d.json): at D=64
+    (64, 4, 3) beat (128, 8, 3) on 5 of 5 shapes by 4-18%; at D=128 it lost by 3%."""
     if cpu:
         return 128, 4, 1
-    return 128, 8, 3
+    return (64, 4, 3) if D <= 64 else (128, 8, 3)
 
 
 def nsa_forward(q, k, v, config=None):
@@ -150,8 +153,6 @@ def forward(model, inputs):
     return nsa_forward(*inputs)
 
 
-#: timed beside `forward` by kernels.verify on a GPU: (BLOCK_M, warps, stages) candidates.  64-row
-#: tiles with 4 warps (167 registers at D=64: 3 programs per SM instead of 1) won 4 of the 5 D=64
-#: shapes by 11-36% on 2026-12-03 (docs/h200/2026-12-03-kernels-verify-7b82a54.json)
+#: timed beside `forward` by kernels.verify on a GPU: (BLOCK_M, warps, stages) candidates
 VARIANTS = {f"bm{bm}_w{w}_s{st}": (lambda model, inputs, c=(bm, w, st): nsa_forward(*inputs, config=c))
-            for bm, w, st in ((64, 4, 3), (64, 4, 2), (128, 8, 2), (64, 8, 3), (128, 4, 3))}
+            for bm, w, st in ((128, 8, 3), (64, 4, 2), (128, 4, 3))}
