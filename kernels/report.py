@@ -3,8 +3,9 @@
     python -m kernels.report FILE [BEFORE_FILE]
 
 One row per problem and canonical shape: Triton median, library median, their ratio (and, with a
-second result file, the ratio it had there), then one row per problem for the reference side of
-the full check.  It only formats what verify measured; it measures nothing itself.
+second result file, the ratio it had there), the same three for the device's share alone
+(ms_device_median: the host's launch time hidden; "-" in results from before it was measured),
+then one row per problem for the reference side of the full check.  It only formats what verify measured; it measures nothing itself.
 """
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def _f(x, nd=3) -> str:
 
 def tables(result: dict, before: dict | None = None) -> str:
     prev = _ratios(before) if before else {}
-    head = "| problem | shape | oracle | Triton ms | library ms | ratio |" + (" before |" if before else "") + " library op |"
+    head = ("| problem | shape | oracle | Triton ms | library ms | ratio |" + (" before |" if before else "")
+            + " Triton device ms | library device ms | device ratio | library op |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for p in result.get("problems", []):
         for r in p.get("shapes", []):
@@ -43,6 +45,8 @@ def tables(result: dict, before: dict | None = None) -> str:
                    f"{_f(t.get('triton_over_library'), 2)} |")
             if before:
                 row += f" {_f(prev.get(key), 2)} |"
+            td, ld = t.get("triton", {}).get("ms_device_median"), t.get("library", {}).get("ms_device_median")
+            row += f" {_f(td)} | {_f(ld)} | {_f(td / ld if td and ld else None, 2)} |"
             lines.append(row + f" {t.get('library', {}).get('op', '')[:48]} |")
     lines += ["", "| problem | full check, reference side s | build | inputs | forward | under 2 s |", "|---|---|---|---|---|---|"]
     for p in result.get("problems", []):

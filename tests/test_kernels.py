@@ -573,3 +573,22 @@ def test_full_check_time_computes_a_repeated_shape_and_seed_once():
     assert twice["n_outputs"] == once["n_outputs"]
     other = verify.full_check_time(spec, "cpu", shapes=[s, dict(s, n=128)], seeds=(1, 2), warm=False)
     assert other["n_reused"] == 0 and other["n_outputs"] == once["n_outputs"] + 2 * n_cases
+
+
+def test_report_tables_show_host_and_device_ratios():
+    """kernels.report: the grader-style ratio and the device-only ratio side by side, computed from
+    the two medians where the result predates triton_over_library_device; '-' where unmeasured."""
+    from kernels import report
+    res = {"problems": [{"problem": "p", "deck_version": "v", "shapes": [
+        {"shape": {"M": 1}, "triton_vs_oracle": {"ok": True},
+         "timing": {"triton": {"ms_median": 0.12, "ms_device_median": 0.04},
+                    "library": {"ms_median": 0.06, "ms_device_median": 0.02, "op": "lib"},
+                    "triton_over_library": 2.0}},
+        {"shape": {"M": 2}, "triton_vs_oracle": {"ok": False},
+         "timing": {"triton": {"ms_median": 0.3}, "library": {"ms_median": 0.1, "op": "lib"},
+                    "triton_over_library": 3.0}}]}]}
+    rows = [r for r in report.tables(res).splitlines() if r.startswith("| p@v")]
+    assert [c.strip() for c in rows[0].split("|")[1:-1]] == [
+        "p@v", "M=1", "ok", "0.120", "0.060", "2.00", "0.040", "0.020", "2.00", "lib"]
+    assert [c.strip() for c in rows[1].split("|")[1:-1]][5:9] == ["3.00", "-", "-", "-"]
+    assert "FAIL" in rows[1]

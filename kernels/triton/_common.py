@@ -11,6 +11,12 @@ def interpreting(t: torch.Tensor | None = None) -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or (t is not None and t.device.type == "cpu")
 
 
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for host ints.  triton.cdiv is a constexpr function in Triton 3.6 whose wrapper
+    unwraps every argument: several microseconds a call on a launch's host path."""
+    return -(-a // b)
+
+
 def next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import interpreting
+from ._common import cdiv, interpreting
 
 
 @triton.jit
@@ -86,7 +86,7 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None) -> to
     cfg = _config(M, N, K, w.dtype == torch.float8_e4m3fn, cpu)
     bk = cfg["BLOCK_K"]
     if K % bk:
-        kp = triton.cdiv(K, bk) * bk
+        kp = cdiv(K, bk) * bk
         x, w = pad_k(x, kp), pad_k(w, kp)
         K = kp
     if x.stride(1) != 1:
@@ -94,7 +94,7 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None) -> to
     if w.stride(1) != 1:
         w = w.contiguous()
     y = torch.empty(M, N, dtype=torch.bfloat16, device=x.device)
-    grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
+    grid = (cdiv(M, cfg["BLOCK_M"]) * cdiv(N, cfg["BLOCK_N"]),)
     _gemm_kernel[grid](x, w, scale if scale is not None else y, y, M, N, K, x.stride(0), w.stride(0), y.stride(0),
                        HAS_SCALE=scale is not None, DOT_F32=cpu, **cfg)
     return y

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import interpreting
+from ._common import cdiv, interpreting
 from .grouped_gemm import grouped_gemm, grouped_swiglu
 
 #: tokens up to which the decode kernels are used (they re-read the routed weights per token)
@@ -109,11 +109,11 @@ def _decode(model, x, ids, weights):
           w2r.stride(1), w2s.stride(0), out.stride(0))
     if interpreting(x):   # no autotuning without CUDA events: the first configs
         c1, c2 = _SWIGLU_CFGS[0].kwargs, _DOWN_CFGS[0].kwargs
-        _decode_swiglu_kernel[(T, n_slots, triton.cdiv(I, c1["BLOCK_N"]))](*a1, TOP_K=top_k, **c1)
-        _decode_down_kernel[(T, triton.cdiv(H, c2["BLOCK_N"]))](*a2, TOP_K=top_k, N_SLOTS=n_slots, **c2)
+        _decode_swiglu_kernel[(T, n_slots, cdiv(I, c1["BLOCK_N"]))](*a1, TOP_K=top_k, **c1)
+        _decode_down_kernel[(T, cdiv(H, c2["BLOCK_N"]))](*a2, TOP_K=top_k, N_SLOTS=n_slots, **c2)
     else:
-        _decode_swiglu_tuned[lambda m: (T, n_slots, triton.cdiv(I, m["BLOCK_N"]))](*a1, TOP_K=top_k)
-        _decode_down_tuned[lambda m: (T, triton.cdiv(H, m["BLOCK_N"]))](*a2, TOP_K=top_k, N_SLOTS=n_slots)
+        _decode_swiglu_tuned[lambda m: (T, n_slots, cdiv(I, m["BLOCK_N"]))](*a1, TOP_K=top_k)
+        _decode_down_tuned[lambda m: (T, cdiv(H, m["BLOCK_N"]))](*a2, TOP_K=top_k, N_SLOTS=n_slots)
     return out
 
 

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import interpreting, next_pow2
+from ._common import cdiv, interpreting, next_pow2
 
 
 @triton.jit
@@ -121,7 +121,7 @@ def _tiles(offsets: torch.Tensor, block_m: int, total_rows: int):
     tiles = (counts + block_m - 1) // block_m
     cum = torch.zeros(offsets.numel(), dtype=torch.int32, device=offsets.device)
     cum[1:] = tiles.cumsum(0).to(torch.int32)
-    bound = triton.cdiv(total_rows, block_m) + offsets.numel() - 1      # >= sum of tiles
+    bound = cdiv(total_rows, block_m) + offsets.numel() - 1      # >= sum of tiles
     return cum, bound
 
 
@@ -140,7 +140,7 @@ def grouped_swiglu(x, offsets, w_gate, w_up, w_strides, out, rows=None, round_bf
     cpu = interpreting(x)
     cfg = _blocks(cpu, N, big=out.shape[0] >= 64 * E)
     cum, bound = _tiles(offsets, cfg["BLOCK_M"], out.shape[0] if rows is None else rows.numel())
-    grid = (bound, triton.cdiv(N, cfg["BLOCK_N"]))
+    grid = (bound, cdiv(N, cfg["BLOCK_N"]))
     _swiglu_kernel[grid](x, rows if rows is not None else offsets, offsets, cum, w_gate, w_up, out, E, N, KD, bound,
                          x.stride(0), x.stride(1), *w_strides, out.stride(0), out.stride(1),
                          HAS_ROWS=rows is not None, ROUND_BF16=round_bf16, BLOCK_E=max(16, next_pow2(E)),
@@ -156,7 +156,7 @@ def grouped_gemm(x, offsets, w, w_strides, out, dst_rows, row_scale=None):
     cpu = interpreting(x)
     cfg = _blocks(cpu, N, big=x.shape[0] >= 64 * E)
     cum, bound = _tiles(offsets, cfg["BLOCK_M"], x.shape[0])
-    grid = (bound, triton.cdiv(N, cfg["BLOCK_N"]))
+    grid = (bound, cdiv(N, cfg["BLOCK_N"]))
     _gemm_kernel[grid](x, offsets, cum, w, row_scale if row_scale is not None else x, dst_rows, out, E, N, KD,
                        x.stride(0), x.stride(1), *w_strides, out.stride(0), out.stride(1),
                        HAS_SCALE=row_scale is not None, BLOCK_E=max(16, next_pow2(E)), DOT_F32=cpu, **cfg)

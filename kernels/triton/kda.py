@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import interpreting
+from ._common import cdiv, interpreting
 
 
 @triton.jit
@@ -113,7 +113,7 @@ def kda_forward(q, k, v, g, beta, chunk_size=64):
                              num_warps=4 if cpu else 8, num_stages=1)
     o = torch.empty(B, T, H, V, dtype=torch.bfloat16, device=dev)
     BV = min(V, 16 if cpu else 32)
-    _scan_kernel[(B * H, triton.cdiv(V, BV))](w, u, qg, kd, aqk, gl, o, T, H, C=C, K=K, V=V, BV=BV, PREC=prec,
+    _scan_kernel[(B * H, cdiv(V, BV))](w, u, qg, kd, aqk, gl, o, T, H, C=C, K=K, V=V, BV=BV, PREC=prec,
                                              num_warps=4, num_stages=1 if cpu else 2)
     return o
 

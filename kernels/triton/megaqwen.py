@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 from ..common import load_reference_module
-from ._common import interpreting
+from ._common import cdiv, interpreting
 
 _REF = load_reference_module("cuda_03_megaqwen.py", "_megaqwen_triton_ref")
 HID, INTER, NH, NKV, HD = _REF.HIDDEN, _REF.INTERMEDIATE, _REF.NUM_HEADS, _REF.NUM_KV_HEADS, _REF.HEAD_DIM
@@ -217,34 +217,37 @@ _PARAMS = ("input_ln", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "o_proj
 
 
 #: launch parameters of the step on a GPU (rows per program of each GEMV, its K chunk, warps, the
-#: attention's warps, key tile and split cap); the interpreter uses CPU_CONFIG (few, large programs).  `Stepper(config=...)`
+#: attention's warps, key tile and split cap); the interpreter uses CPU_CONFIG (few, large programs).
+#: The attention's 2 warps and up to 128 splits per kv head: 154 / 178 us a token at cache position
+#: 64 / 8000 on an H200, against 161 / 235 with 4 warps and 64 splits (kernels.tune,
+#: docs/h200/2026-12-03-tune-8d43d9f.json).  `Stepper(config=...)`
 #: overrides any of them (kernels.tune sweeps them on a GPU).
-GPU_CONFIG = dict(bn_qkv=8, bn_mlp=8, bn_res=4, bk_res=1024, warps=4, attn_warps=4, block_t=32, max_split=64)
+GPU_CONFIG = dict(bn_qkv=8, bn_mlp=8, bn_res=4, bk_res=1024, warps=4, attn_warps=2, block_t=32, max_split=128)
 CPU_CONFIG = dict(bn_qkv=1024, bn_mlp=1024, bn_res=1024, bk_res=1024, warps=4, attn_warps=4, block_t=2, max_split=2)
 
 #: GPU_CONFIG overrides timed by `python -m kernels.tune` (µs per token at a short and a long position)
 CANDIDATES = {
     "default": {},
-    "attn_w2": dict(attn_warps=2),
-    "attn_w8": dict(attn_warps=8),
     "t64": dict(block_t=64),
-    "t16_split128": dict(block_t=16, max_split=128),
-    "t64_split128": dict(block_t=64, max_split=128),
-    "t32_split128_w2": dict(max_split=128, attn_warps=2),
+    "split64_w4": dict(max_split=64, attn_warps=4),
+    "split256": dict(max_split=256),
+    "attn_w1": dict(attn_warps=1),
+    "t64_split256": dict(block_t=64, max_split=256),
     "qkv4_mlp4_res2": dict(bn_qkv=4, bn_mlp=4, bn_res=2),
-    "qkv16_mlp16_res8": dict(bn_qkv=16, bn_mlp=16, bn_res=8),
+    "qkv4_mlp8_res2": dict(bn_qkv=4, bn_res=2),
+    "warps2": dict(warps=2),
 }
 
 
 def split_sizing(max_seq, cpu, block_t=None, max_split=None):
     """Split-KV for one query token over max_seq cache rows: (BLOCK_T, MAX_SPLIT, rows per split,
-    splits).  On a GPU up to 64 splits per kv head (8 x 52 programs at max_seq 8232, 160 rows
+    splits).  On a GPU up to 128 splits per kv head (8 x 86 programs at max_seq 8216, 96 rows
     each); the grid is fixed per max_seq, the rows a split reads at a position come from the device."""
     cfg = CPU_CONFIG if cpu else GPU_CONFIG
     block_t, max_split = block_t or cfg["block_t"], max_split or cfg["max_split"]
-    nsplit = min(max_split, triton.cdiv(max_seq, block_t))
-    per = triton.cdiv(triton.cdiv(max_seq, nsplit), block_t) * block_t
-    return block_t, max_split, per, triton.cdiv(max_seq, per)
+    nsplit = min(max_split, cdiv(max_seq, block_t))
+    per = cdiv(cdiv(max_seq, nsplit), block_t) * block_t
+    return block_t, max_split, per, cdiv(max_seq, per)
 
 
 class Stepper:

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import interpreting
+from ._common import cdiv, interpreting
 
 
 @triton.jit
@@ -52,7 +52,7 @@ def policy_forward(model, obs, state):
         s = state[:, layer]
         h_new = torch.empty_like(h)
         so = new_state[:, layer]
-        _mingru_layer_kernel[(triton.cdiv(N, bm), triton.cdiv(HID, bn))](
+        _mingru_layer_kernel[(cdiv(N, bm), cdiv(HID, bn))](
             h, s, w, so, h_new, N, s.stride(0), so.stride(0), HID=HID, BLOCK_M=bm, BLOCK_N=bn, num_warps=4)
         h = h_new
     logits = h @ model.w_a.T + model.b_a

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import interpreting, next_pow2
+from ._common import cdiv, interpreting, next_pow2
 
 BLOCK = 64
 TOP_N = 8
@@ -142,9 +142,9 @@ def nsa_forward(q, k, v, config=None):
     o = torch.empty_like(q)
     cpu = interpreting(q)
     bm, warps, stages = config or _config(D, cpu)
-    _nsa_kernel[(triton.cdiv(S, bm), B * H)](
+    _nsa_kernel[(cdiv(S, bm), B * H)](
         q, k, v, ks, o, S, nbf, 1.4426950408889634 / math.sqrt(D), D=D, BLOCK_M=bm, BLK=BLOCK,
-        NBP=max(16, next_pow2(triton.cdiv(S, BLOCK))), TOP=TOP_N, WIN=WINDOW, DOT_F32=cpu,
+        NBP=max(16, next_pow2(cdiv(S, BLOCK))), TOP=TOP_N, WIN=WINDOW, DOT_F32=cpu,
         num_warps=warps, num_stages=stages)
     return o
 

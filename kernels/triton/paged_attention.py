@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import interpreting, next_pow2
+from ._common import cdiv, interpreting, next_pow2
 
 NEG = tl.constexpr(-1.0e30)       # finite "-inf" for running maxima: empty splits/rows never produce inf - inf
 
@@ -166,9 +166,9 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     # keeps >= 2 tiles.  The interpreter gets 3 slots per pair, so tests reach 1-3 splits via max_len.
     slots = 3 * pairs if cpu else programs_per_sm * _sm_count(query.device.index if query.device.index is not None
                                                  else torch.cuda.current_device())
-    nsplit = max(1, min(slots // pairs, triton.cdiv(max_len, 2 * block_t)))
-    per = triton.cdiv(triton.cdiv(max_len, nsplit), block_t) * block_t
-    nsplit = triton.cdiv(max_len, per)
+    nsplit = max(1, min(slots // pairs, cdiv(max_len, 2 * block_t)))
+    per = cdiv(cdiv(max_len, nsplit), block_t) * block_t
+    nsplit = cdiv(max_len, per)
     out = torch.empty(B, H, D, dtype=out_dtype, device=query.device)
     ml, acc, cnt = _scratch(query.device, pairs, nsplit, BLOCK_G, D) if nsplit > 1 else (out, out, out)
     _decode_kernel[(B, num_kv_heads, nsplit)](

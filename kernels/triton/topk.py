@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import next_pow2
+from ._common import cdiv, next_pow2
 
 
 @triton.jit
@@ -73,7 +73,7 @@ def topk(x: torch.Tensor, k: int):
     vals, idx = x, None
     width = n
     while True:
-        ntiles = triton.cdiv(width, tile)
+        ntiles = cdiv(width, tile)
         ov = torch.empty(batch, ntiles * k, dtype=x.dtype, device=x.device)
         oi = torch.empty(batch, ntiles * k, dtype=torch.int64, device=x.device)
         _tile_topk_kernel[(batch, ntiles)](vals, idx if idx is not None else oi, ov, oi, width, vals.stride(0),

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import interpreting
+from ._common import cdiv, interpreting
 
 _MAGIC = tl.constexpr(8388608.0)   # 2**23: (q | 0x4B000000) read as fp32 is 2**23 + q, an exact int->float without I2F
 
@@ -165,8 +165,8 @@ def _split(tiles: int, K: int, bk: int, want: int, split: int | None):
         split = 1
         while tiles * split < want and K // (2 * split) >= 4 * bk:
             split *= 2
-    k_per = triton.cdiv(triton.cdiv(K, split), bk) * bk
-    return triton.cdiv(K, k_per), k_per
+    k_per = cdiv(cdiv(K, split), bk) * bk
+    return cdiv(K, k_per), k_per
 
 
 def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
@@ -191,7 +191,7 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
         bn, bk, warps, stages = ((_CPU_GEMV_BN, min(128, group), _GEMV_WARPS, 1) if cpu else
                                  (config or {}).get("gemv", (_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES)))
         assert group % bk == 0
-        tiles = triton.cdiv(N, bn)
+        tiles = cdiv(N, bn)
         sp, k_per = _split(tiles, K, bk, 0 if cpu else 4 * _sms(x.device), split)
         ws, lock = _workspace(x.device, sp * N if sp > 1 else 0, tiles if sp > 1 else 0)
         for m in range(M):   # "gemv" forced on M > 1 (tests): one launch per row
@@ -203,10 +203,10 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
             "gemm", next(c for lim, c in _GEMM_CONFIGS if M <= lim)))
         bk = min(bk, group)
         assert group % bk == 0
-        tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+        tiles = cdiv(M, bm) * cdiv(N, bn)
         sp, k_per = _split(tiles, K, bk, 0 if cpu else _sms(x.device), split)
         ws, lock = _workspace(x.device, sp * M * N if sp > 1 else 0, tiles if sp > 1 else 0)
-        _w4a16_gemm_kernel[(triton.cdiv(N, bn), triton.cdiv(M, bm), sp)](
+        _w4a16_gemm_kernel[(cdiv(N, bn), cdiv(M, bm), sp)](
             x, w_q, scales, zeros, y, ws, lock, M, N, K, k_per, x.stride(0), w_q.stride(0), scales.stride(0),
             y.stride(0), GROUP=group, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, X_F32=x.dtype == torch.float32,
             DOT_F32=cpu, num_warps=warps, num_stages=stages)
