@@ -218,24 +218,22 @@ _PARAMS = ("input_ln", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "o_proj
 
 #: launch parameters of the step on a GPU (rows per program of each GEMV, its K chunk, warps, the
 #: attention's warps, key tile and split cap); the interpreter uses CPU_CONFIG (few, large programs).
-#: The attention's 2 warps and up to 128 splits per kv head: 154 / 178 us a token at cache position
-#: 64 / 8000 on an H200, against 161 / 235 with 4 warps and 64 splits (kernels.tune,
-#: docs/h200/2026-12-03-tune-8d43d9f.json).  `Stepper(config=...)`
+#: Measured on an H200 with kernels.tune (us a token at cache position 64 / 8000): the attention
+#: with 4 warps and 64 splits 161 / 235, 2 warps and 128 splits 154 / 178
+#: (docs/h200/2026-12-03-tune-8d43d9f.json), 1 warp 142 / 158, and with it GEMV rows per program
+#: 4 / 4 / 2 instead of 8 / 8 / 4 149 / 174 against 153 / 178 (docs/h200/2026-12-03-tune-3b8f6a7.json).  `Stepper(config=...)`
 #: overrides any of them (kernels.tune sweeps them on a GPU).
-GPU_CONFIG = dict(bn_qkv=8, bn_mlp=8, bn_res=4, bk_res=1024, warps=4, attn_warps=2, block_t=32, max_split=128)
+GPU_CONFIG = dict(bn_qkv=4, bn_mlp=4, bn_res=2, bk_res=1024, warps=4, attn_warps=1, block_t=32, max_split=128)
 CPU_CONFIG = dict(bn_qkv=1024, bn_mlp=1024, bn_res=1024, bk_res=1024, warps=4, attn_warps=4, block_t=2, max_split=2)
 
 #: GPU_CONFIG overrides timed by `python -m kernels.tune` (µs per token at a short and a long position)
 CANDIDATES = {
     "default": {},
+    "gemv_8_8_4": dict(bn_qkv=8, bn_mlp=8, bn_res=4),
+    "attn_w2": dict(attn_warps=2),
     "t64": dict(block_t=64),
-    "split64_w4": dict(max_split=64, attn_warps=4),
-    "split256": dict(max_split=256),
-    "attn_w1": dict(attn_warps=1),
-    "t64_split256": dict(block_t=64, max_split=256),
-    "qkv4_mlp4_res2": dict(bn_qkv=4, bn_mlp=4, bn_res=2),
-    "qkv4_mlp8_res2": dict(bn_qkv=4, bn_res=2),
-    "warps2": dict(warps=2),
+    "t16": dict(block_t=16),
+    "split64": dict(max_split=64),
 }
 
 
