@@ -100,22 +100,26 @@ def cases():
                     dict(D=D, BLOCK_M=bm, BLK=64, NBP=128, TOP=8, WIN=64, DOT_F32=False), warps, stages,
                     ("q_ptr", "k_ptr", "v_ptr", "ks_ptr", "o_ptr")))
     bf = "*bf16"
+    mq = megaqwen.GPU_CONFIG          # the step's launch parameters on a GPU
     for combine in (True, False):
         out.append((f"megaqwen norm+qkv combine={combine}", megaqwen._norm_qkv_kernel,
                     dict(x_ptr=bf, stream_ptr=bf, pos_ptr="*i32", xout_ptr=bf, ln_ptr=bf, wq_ptr=bf, wk_ptr=bf, wv_ptr=bf,
-                         y_ptr=f32p, eps=F32), dict(COMBINE=combine, NQ=2048, NK=1024, K=1024, BLOCK_N=8), 4, 3))
+                         y_ptr=f32p, eps=F32),
+                    dict(COMBINE=combine, NQ=2048, NK=1024, K=1024, BLOCK_N=mq["bn_qkv"]), mq["warps"], 3))
     out.append(("megaqwen attention split", megaqwen._attn_split_kernel,
                 dict(qkv_ptr=f32p, qn_ptr=bf, kn_ptr=bf, cos_ptr=f32p, sin_ptr=f32p, pos_ptr="*i32", kc_ptr=bf, vc_ptr=bf,
                      m_ptr=f32p, l_ptr=f32p, acc_ptr=f32p, s_head=I32, per=I32, sm_scale=F32, eps=F32),
-                dict(NQ=2048, NK=1024, G=2, D=128, BLOCK_T=32), 4, 3))
+                dict(NQ=2048, NK=1024, D=128, BLOCK_T=mq["block_t"]), mq["attn_warps"], 3))
     out.append(("megaqwen attention merge", megaqwen._attn_merge_kernel,
-                dict(m_ptr=f32p, l_ptr=f32p, acc_ptr=f32p, o_ptr=f32p, nsplit=I32), dict(G=2, D=128, BLOCK_S=64), 2, 3))
+                dict(m_ptr=f32p, l_ptr=f32p, acc_ptr=f32p, o_ptr=f32p, nsplit=I32),
+                dict(G=2, D=128, BLOCK_S=mq["max_split"]), 2, 3))
     for name, K, res, o, adv in (("o_proj", 2048, bf, f32p, True), ("down", 3072, f32p, bf, False)):
         out.append((f"megaqwen {name}+residual", megaqwen._gemv_residual_kernel,
                     dict(x_ptr=f32p, w_ptr=bf, res_ptr=res, out_ptr=o, pos_ptr="*i32"),
-                    dict(K=K, BLOCK_N=4, BLOCK_K=1024, ADVANCE=adv), 4, 3))
+                    dict(K=K, BLOCK_N=mq["bn_res"], BLOCK_K=mq["bk_res"], ADVANCE=adv), mq["warps"], 3))
     out.append(("megaqwen norm+gate/up", megaqwen._norm_gate_up_kernel,
-                dict(r_ptr=f32p, ln_ptr=bf, wg_ptr=bf, wu_ptr=bf, a_ptr=f32p, eps=F32), dict(K=1024, BLOCK_N=8), 4, 3))
+                dict(r_ptr=f32p, ln_ptr=bf, wg_ptr=bf, wu_ptr=bf, a_ptr=f32p, eps=F32),
+                dict(K=1024, BLOCK_N=mq["bn_mlp"]), mq["warps"], 3))
     out.append(("mingru layer", mingru._mingru_layer_kernel,
                 dict(h_ptr=f32p, s_ptr=f32p, w_ptr=f32p, so_ptr=f32p, ho_ptr=f32p, N=I32, ss_row=I32, sso_row=I32),
                 dict(HID=256, BLOCK_M=32, BLOCK_N=32), 4, 3))
