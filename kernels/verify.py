@@ -492,7 +492,10 @@ def verify_shape(spec, shape, device, timer, do_oracle=True) -> dict:
             if spec.has_triton:
                 timings["triton"] = timer(lambda: spec.triton_fn(model, inputs))
                 for label, fn in _triton_variants(spec, model, inputs):
-                    timings[f"triton_{label}"] = timer(fn)
+                    # a variant is a candidate default: its output is checked before it is timed
+                    check = _summ(spec.compare(ref, fn(), inputs=inputs))
+                    timings[f"triton_{label}"] = dict(timer(fn), vs_reference_ok=check.get("ok"),
+                                                      vs_reference_max_abs=check.get("max_abs"))
             try:
                 label, fn = _baseline(spec, model, inputs, torch.device(device))
                 if fn is not None:

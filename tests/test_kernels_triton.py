@@ -321,3 +321,24 @@ def test_nsa_edge_shapes_against_oracle():
             got = nsa_forward(q, k, v, config=config)
             res = spec.compare(want, got, dtype=torch.bfloat16)
             assert got.dtype == torch.bfloat16 and res["ok"] and res["max_abs"] < 0.03, (S, D, config, res["msg"])
+
+
+def test_verify_checks_each_timing_variant_before_timing_it(monkeypatch):
+    """kernels.verify times the VARIANTS of a Triton module beside its default as candidate
+    defaults: each variant's output is compared with the reference first (a wrong one is
+    reported, not silently timed)."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from kernels import verify
+    from kernels.selftest import TINY
+    from kernels.triton import w4a16
+    spec = registry.get("07_w4a16_gemm")
+    good = next(iter(w4a16.VARIANTS.values()))
+
+    def wrong(model, inputs):
+        return good(model, inputs) + 1.0
+    monkeypatch.setattr(w4a16, "VARIANTS", {"good": good, "wrong": wrong})
+    row = verify.verify_shape(spec, TINY[spec.name], "cpu", verify.Timer("cpu", iters=1, warmup=0), do_oracle=False)
+    t = row["timing"]
+    assert t["triton_good"]["vs_reference_ok"] is True and "ms_median" in t["triton_good"]
+    assert t["triton_wrong"]["vs_reference_ok"] is False and t["triton_wrong"]["vs_reference_max_abs"] >= 1.0
+    assert row["triton_vs_reference"]["ok"]

@@ -223,10 +223,14 @@ def _variant(gemv, gemm):
                                               config=dict(gemv=gemv, gemm=gemm))
 
 
-#: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults above, not yet
-#: measured): each names the GEMV config it uses at M == 1 and the GEMM config at M >= 2
+#: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults above): each names
+#: the GEMV config it uses at M == 1 and the GEMM config at M >= 2.  Measured 2026-12-03 and slower
+#: than the defaults on every shape (device time): GEMV (64,128,4,4), (256,64,8,4), (128,128,8,6);
+#: GEMM (128,256,64,8,3), (64,128,128,4,4), (128,128,128,8,3)
+#: (docs/h200/2026-12-03-kernels-verify-8d43d9f.json).  Still open: M = 256, 3.2x cuBLAS on device
+#: time with BLOCK_M 128 (each weight tile dequantized twice); these dequantize it once.
 VARIANTS = {
-    "v64_g128x256": _variant((64, 128, 4, 4), (128, 256, 64, 8, 3)),
-    "v256k64w8_g64x128": _variant((256, 64, 8, 4), (64, 128, 128, 4, 4)),
-    "v128w8s6_g128k128": _variant((128, 128, 8, 6), (128, 128, 128, 8, 3)),
+    "g256x128": _variant((_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES), (256, 128, 64, 8, 3)),
+    "g256x64": _variant((_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES), (256, 64, 64, 8, 4)),
+    "g128x64k128": _variant((_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES), (128, 64, 128, 4, 4)),
 }
