@@ -118,8 +118,9 @@ def _attn_split_kernel(qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_pt
                        BLOCK_T: tl.constexpr):
     """Split `sp` of kv head hk for its two query heads (G == 2, asserted below): 2-D tiles only
     (key tile (T, D) times one query row), each head's state carried separately.  A (G, T, D)
-    broadcast formulation of the same loop took ~25 us per layer on an H200 with nothing to read
-    (kernels.tune, 2026-12-03)."""
+    broadcast formulation of the same loop, with the same launch parameters, ran the whole step
+    at 167 / 242 us a token at cache position 64 / 8000 on an H200, this one at 161 / 235
+    (kernels.tune, docs/h200/2026-12-03-tune-7b9044d.json and -8d43d9f.json)."""
     hk = tl.program_id(0)
     sp = tl.program_id(1)
     p = tl.load(pos_ptr)
