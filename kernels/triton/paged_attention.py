@@ -139,7 +139,7 @@ def _scratch(device, pairs, nsplit, block_g, d):
 
 
 def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table, seq_lens, page_size, num_kv_heads,
-                     max_len=None, out_dtype=torch.bfloat16, programs_per_sm=4, block_t=None, warps=4, stages=None):
+                     max_len=None, out_dtype=torch.bfloat16, programs_per_sm=None, block_t=None, warps=4, stages=None):
     """query (B,H,D) -> (B,H,D) out_dtype.  Token t < seq_lens[b] of sequence b: page
     block_table[b, t//page_size], element address base + page*s_page + (t%page_size)*s_slot +
     kv_head*s_head + d.  max_len (host int, default the table's capacity) bounds seq_lens and only
@@ -153,13 +153,16 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     if max_len is None:
         max_len = block_table.shape[1] * page_size
     pairs = B * num_kv_heads
-    # sm_90 tiles: 32 tokens x 4 stages where the (b, kv head) pairs alone give >= 64 programs at
-    # D=128, else 64 x 3.  Device time on an H200 in three runs (docs/h200/2026-12-03-kernels-verify-
-    # {7b9044d,3b8f6a7,d8827ad}.json): 32 x 4 was 10-13% faster on the three D=128 shapes with
-    # 64-256 pairs, 2-3% slower on the 32-pair D=128 shape and 20% slower at D=64.
+    # sm_90 launch: where the (b, kv head) pairs alone give >= 64 programs at D=128, 32-token tiles
+    # x 4 stages and splits for 4 programs per SM; else 64 x 3 and splits for 2 per SM.  Device
+    # time on an H200 in three runs (docs/h200/2026-12-03-kernels-verify-{7b9044d,3b8f6a7,
+    # d8827ad}.json), against 64 x 3 at 4 per SM for all: the first 10-13% faster on the three
+    # D=128 shapes with 64-256 pairs (2-3% slower on the 32-pair D=128 shape, 20% at D=64); the
+    # second 7-13% faster on those two (32 pairs).
     small_tiles = pairs >= 64 and D >= 128
     tile = 16 if cpu else (block_t or (32 if small_tiles else 64))
     stages = stages or (4 if small_tiles else 3)
+    programs_per_sm = programs_per_sm or (4 if small_tiles else 2)
     if contig:
         page, block_t = 1, tile
     else:
@@ -167,9 +170,8 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
             raise ValueError(f"page_size {page_size} is not a power of two")
         page = page_size
         block_t = max(page_size, tile)
-    # split only while the (b, kv head) pairs leave slots idle: ~4 co-resident programs per SM
-    # (~39 KB of shared memory, 4 warps each) keep enough K/V loads in flight for HBM; each split
-    # keeps >= 2 tiles.  The interpreter gets 3 slots per pair, so tests reach 1-3 splits via max_len.
+    # split only while the (b, kv head) pairs leave slots idle (programs_per_sm co-resident
+    # programs per SM, 4 warps each); each split keeps >= 2 tiles.  The interpreter gets 3 slots per pair, so tests reach 1-3 splits via max_len.
     slots = 3 * pairs if cpu else programs_per_sm * _sm_count(query.device.index if query.device.index is not None
                                                  else torch.cuda.current_device())
     nsplit = max(1, min(slots // pairs, cdiv(max_len, 2 * block_t)))
@@ -199,9 +201,9 @@ def forward(model, inputs):
 
 
 #: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults): programs per SM
-#: (sizes the split), key tile, warps, stages.  Measured 2026-12-03 (device time): 2 programs per SM
-#: 3-9% faster on 4 of 5 shapes, 8 per SM and 128-token tiles no better, (2, 128, 4, 2) 10-50x slower
-#: on D=128 (docs/h200/2026-12-03-kernels-verify-d8827ad.json)
+#: (sizes the split), key tile, warps, stages.  Measured 2026-12-03 (device time), besides the two
+#: now used: 8 per SM and 128-token tiles no better, (2, 128, 4, 2) 10-50x slower on D=128
+#: (docs/h200/2026-12-03-kernels-verify-d8827ad.json)
 VARIANTS = {f"p{pps}_t{bt}_w{w}_s{st}": (lambda model, inputs, kw=dict(programs_per_sm=pps, block_t=bt, warps=w, stages=st):
                                           paged_decode(*inputs, **kw))
             for pps, bt, w, st in ((2, 64, 4, 3), (4, 64, 4, 3), (4, 32, 4, 4), (2, 32, 4, 4))}
