@@ -5,7 +5,8 @@
 One row per problem and canonical shape: Triton median, library median, their ratio (and, with a
 second result file, the ratio it had there), the same three for the device's share alone
 (ms_device_median: the host's launch time hidden; "-" in results from before it was measured),
-then one row per problem for the reference side of the full check.  It only formats what verify measured; it measures nothing itself.
+then one row per problem for the reference side of the full check.  It only formats what verify
+measured; it measures nothing itself.
 """
 from __future__ import annotations
 

@@ -219,11 +219,11 @@ _PARAMS = ("input_ln", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "o_proj
 
 #: launch parameters of the step on a GPU (rows per program of each GEMV, its K chunk, warps, the
 #: attention's warps, key tile and split cap); the interpreter uses CPU_CONFIG (few, large programs).
-#: Measured on an H200 with kernels.tune (us a token at cache position 64 / 8000): the attention
-#: with 4 warps and 64 splits 161 / 235, 2 warps and 128 splits 154 / 178
-#: (docs/h200/2026-12-03-tune-8d43d9f.json), 1 warp 142 / 158, and with it GEMV rows per program
-#: 4 / 4 / 2 instead of 8 / 8 / 4 149 / 174 against 153 / 178 (docs/h200/2026-12-03-tune-3b8f6a7.json).  `Stepper(config=...)`
-#: overrides any of them (kernels.tune sweeps them on a GPU).
+#: Measured on an H200 with kernels.tune, us a token at cache position 64 / 8000: the attention
+#: with 4 warps and 64 splits 161 / 235, with 2 warps and 128 splits 154 / 178 (-8d43d9f.json),
+#: with 1 warp 142 / 158 (-3b8f6a7.json), and with GEMV rows per program 4 / 4 / 2 instead of
+#: 8 / 8 / 4 as well, this config, 140 / 155 (-e7bfbb5.json; files docs/h200/2026-12-03-tune-*).
+#: `Stepper(config=...)` overrides any of them (kernels.tune sweeps them on a GPU).
 GPU_CONFIG = dict(bn_qkv=4, bn_mlp=4, bn_res=2, bk_res=1024, warps=4, attn_warps=1, block_t=32, max_split=128)
 CPU_CONFIG = dict(bn_qkv=1024, bn_mlp=1024, bn_res=1024, bk_res=1024, warps=4, attn_warps=4, block_t=2, max_split=2)
 

@@ -204,6 +204,9 @@ def forward(model, inputs):
 #: (sizes the split), key tile, warps, stages.  Measured 2026-12-03 (device time), besides the two
 #: now used: 8 per SM and 128-token tiles no better, (2, 128, 4, 2) 10-50x slower on D=128
 #: (docs/h200/2026-12-03-kernels-verify-d8827ad.json)
-VARIANTS = {f"p{pps}_t{bt}_w{w}_s{st}": (lambda model, inputs, kw=dict(programs_per_sm=pps, block_t=bt, warps=w, stages=st):
-                                          paged_decode(*inputs, **kw))
+def _variant(pps, bt, w, st):
+    return lambda model, inputs: paged_decode(*inputs, programs_per_sm=pps, block_t=bt, warps=w, stages=st)
+
+
+VARIANTS = {f"p{pps}_t{bt}_w{w}_s{st}": _variant(pps, bt, w, st)
             for pps, bt, w, st in ((2, 64, 4, 3), (4, 64, 4, 3), (4, 32, 4, 4), (2, 32, 4, 4))}
