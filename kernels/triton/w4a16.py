@@ -218,19 +218,20 @@ def forward(model, inputs):
     return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size)
 
 
-def _variant(gemv, gemm):
+def _variant(gemm):
+    """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages); M == 1 keeps the GEMV default."""
     return lambda model, inputs: w4a16_matmul(inputs[0], model.w_q, model.scales, model.zeros, model.group_size,
-                                              config=dict(gemv=gemv, gemm=gemm))
+                                              config=dict(gemm=gemm))
 
 
-#: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults above): each names
-#: the GEMV config it uses at M == 1 and the GEMM config at M >= 2.  Measured 2026-12-03 and slower
-#: than the defaults on every shape (device time): GEMV (64,128,4,4), (256,64,8,4), (128,128,8,6);
-#: GEMM (128,256,64,8,3), (64,128,128,4,4), (128,128,128,8,3)
-#: (docs/h200/2026-12-03-kernels-verify-8d43d9f.json).  Still open: M = 256, 3.2x cuBLAS on device
-#: time with BLOCK_M 128 (each weight tile dequantized twice); these dequantize it once.
+#: timed beside `forward` by kernels.verify on a GPU (candidates for the GEMM default above; at
+#: M == 1 they run the default GEMV).  Measured 2026-12-03 and slower than the defaults on every
+#: shape (device time): GEMV (64,128,4,4), (256,64,8,4), (128,128,8,6); GEMM (128,256,64,8,3),
+#: (64,128,128,4,4), (128,128,128,8,3) (docs/h200/2026-12-03-kernels-verify-8d43d9f.json).  M = 256
+#: stays 3.2x cuBLAS on device time: the 256-row tiles below (each weight tile dequantized once, not
+#: twice) were within 2% of BLOCK_M 128 there and slower at M <= 32 (-d8827ad.json).
 VARIANTS = {
-    "g256x128": _variant((_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES), (256, 128, 64, 8, 3)),
-    "g256x64": _variant((_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES), (256, 64, 64, 8, 4)),
-    "g128x64k128": _variant((_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES), (128, 64, 128, 4, 4)),
+    "g256x128": _variant((256, 128, 64, 8, 3)),
+    "g256x64": _variant((256, 64, 64, 8, 4)),
+    "g128x64k128": _variant((128, 64, 128, 4, 4)),
 }
