@@ -12,7 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import traceback
 
 os.environ.pop("TRITON_INTERPRET", None)
@@ -35,11 +38,13 @@ def cases():
                     dict(c, HAS_SCALE=fp8, DOT_F32=False), cfg["num_warps"], cfg["num_stages"]))
     w4_sig = dict(x_ptr="*bf16", wq_ptr="*u8", s_ptr="*bf16", z_ptr="*bf16", y_ptr="*bf16", ws_ptr="*fp32",
                   lock_ptr="*i32", M=I32, N=I32, K=I32, K_PER_SPLIT=I32, sxm=I32, swk=I32, ssg=I32, sym=I32)
-    for lim, (bm, bn, bk, wp, st) in w4a16._GEMM_CONFIGS:
+    w4_aligned = list(w4_sig)             # the canonical shapes: M, N, K and every stride 16-divisible
+    for lim, (bm, bn, bk, wp, st, swap) in w4a16._GEMM_CONFIGS:
         for xf, sp in ((False, 1), (False, 4), (True, 4)):
-            out.append((f"w4a16 gemm BM={bm}" + (" split" if sp > 1 else "") + (" fp32 x" if xf else ""),
-                        w4a16._w4a16_gemm_kernel, dict(w4_sig, x_ptr="*fp32" if xf else "*bf16"),
-                        dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, DOT_F32=False, X_F32=xf), wp, st))
+            out.append((f"w4a16 gemm BM={bm}" + (" swapped" if swap else "") + (" split" if sp > 1 else "")
+                        + (" fp32 x" if xf else ""), w4a16._w4a16_gemm_kernel, dict(w4_sig, x_ptr="*fp32" if xf else "*bf16"),
+                        dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, SWAP=swap, DOT_F32=False, X_F32=xf),
+                        wp, st, w4_aligned))
     gv_sig = {k: v for k, v in w4_sig.items() if k not in ("M", "sxm", "sym")}
     for xf in (False, True):
         out.append(("w4a16 gemv (no dot)" + (" fp32 x" if xf else ""), w4a16._w4a16_gemv_kernel,
@@ -127,6 +132,35 @@ def cases():
     return out
 
 
+_BUFFER = re.compile(r"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x([\dx]+)x(\w+),")
+_WGMMA = re.compile(r"ttng\.warp_group_dot %\S+, %\S+, %\S+ (?:\{[^}]*\} )?: (tensor|!ttg\.memdesc)<")
+_USAGE = re.compile(r"REG:(\d+) STACK:(\d+)")
+
+
+def build_facts(ttgir: str, cubin: bytes | None) -> dict:
+    """What the build did with the loops, read from Triton's TTGIR and the cubin:
+    * pipeline_buffers: the multi-buffered shared-memory tiles that cp.async/TMA prefetch into,
+      as "DEPTHxSHAPExDTYPE" (depth 1: the next tile is fetched only once this one is used);
+    * wgmma / wgmma_register_a: sm_90 warpgroup MMAs, and how many read their first operand from
+      registers (the only operand wgmma can take from registers; the other is in shared memory);
+    * registers / stack_bytes per thread (stack > 0 is spilling), from cuobjdump -res-usage on the
+      cubin (None where Triton's bundled cuobjdump is absent)."""
+    wg = _WGMMA.findall(ttgir)
+    regs = stack = None
+    tool = os.path.join(os.path.dirname(__import__("triton").__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if cubin and os.path.exists(tool):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "k.cubin")
+            with open(path, "wb") as f:
+                f.write(cubin)
+            out = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True, timeout=120).stdout
+        m = _USAGE.search(out)
+        if m:
+            regs, stack = int(m.group(1)), int(m.group(2))
+    return dict(pipeline_buffers=sorted({f"{d}x{shape}x{dt}" for d, shape, dt in _BUFFER.findall(ttgir)}),
+                wgmma=len(wg), wgmma_register_a=wg.count("tensor"), registers=regs, stack_bytes=stack)
+
+
 def run(arch: int = 90) -> list[dict]:
     import triton
     from triton.backends.compiler import GPUTarget
@@ -141,7 +175,8 @@ def run(arch: int = 90) -> list[dict]:
             src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in const}}, constexprs=const, attrs=attrs)
             k = triton.compile(src, target=target, options=dict(num_warps=warps, num_stages=stages))
             rows.append(dict(kernel=name, ok=True, shared_bytes=k.metadata.shared, num_warps=warps, num_stages=stages,
-                             mma=("wgmma" in k.asm.get("ptx", "")) or ("mma.sync" in k.asm.get("ptx", ""))))
+                             mma=("wgmma" in k.asm.get("ptx", "")) or ("mma.sync" in k.asm.get("ptx", "")),
+                             **build_facts(k.asm.get("ttgir", ""), k.asm.get("cubin"))))
         except Exception as exc:  # noqa: BLE001
             rows.append(dict(kernel=name, ok=False, error=f"{type(exc).__name__}: {str(exc)[:1500]}",
                              traceback=traceback.format_exc(limit=4)))
@@ -158,8 +193,10 @@ def main(argv=None) -> int:
         json.dump(rows, sys.stdout)
     else:
         for r in rows:
-            print(("OK  " if r["ok"] else "ERR ") + r["kernel"] + (f"  smem={r['shared_bytes']} mma={r['mma']}" if r["ok"]
-                                                                  else "  " + r["error"][:600]))
+            print(("OK  " if r["ok"] else "ERR ") + r["kernel"] + (
+                f"  smem={r['shared_bytes']} mma={r['mma']} wgmma={r['wgmma']} (A in registers: {r['wgmma_register_a']})"
+                f" regs={r['registers']} stack={r['stack_bytes']} buffers={','.join(r['pipeline_buffers']) or '-'}"
+                if r["ok"] else "  " + r["error"][:600]))
     return 0 if all(r["ok"] for r in rows) else 1
 
 

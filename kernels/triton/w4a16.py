@@ -63,9 +63,25 @@ def _finish(acc, y_ptr, ws_ptr, lock_ptr, tile, pid_k, y_off, ws_off, ws_split, 
 
 
 @triton.jit
+def _acc_dot(a, b, acc, DOT_F32: tl.constexpr, TF32X3: tl.constexpr):
+    """acc + a @ b: fp32 operands on the CPU interpreter (its bf16 tl.dot is wrong; bf16 products are
+    exact in fp32), near-fp32 tf32x3 for fp32 activations (the Kimi expert down-projection), else bf16."""
+    if DOT_F32:
+        acc += tl.dot(a.to(tl.float32), b.to(tl.float32))
+    elif TF32X3:
+        acc += tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="tf32x3")
+    else:
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
 def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sxm, swk, ssg, sym,
                        GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       SPLIT: tl.constexpr, X_F32: tl.constexpr, DOT_F32: tl.constexpr):
+                       SPLIT: tl.constexpr, SWAP: tl.constexpr, X_F32: tl.constexpr, DOT_F32: tl.constexpr):
+    """SWAP: the transposed product y^T tile = w^T @ x^T, so the dequantized weight is the MMA's
+    first operand, which sm_90's wgmma reads from registers (the second must be in shared memory:
+    unswapped, every dequantized tile is stored back to shared memory before its MMA)."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -76,30 +92,42 @@ def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, 
     offs_m = rows % M
     offs_n = cols % N
     offs_k = tl.arange(0, BLOCK_K)
-    shift = ((offs_k % 2) * 4)[:, None]                       # even K rows: low nibble
     k_start = pid_k * K_PER_SPLIT
     k_end = tl.minimum(k_start + K_PER_SPLIT, K)
-    x_ptrs = x_ptr + offs_m[:, None] * sxm + (k_start + offs_k)[None, :]
-    w_ptrs = wq_ptr + ((k_start + offs_k) // 2)[:, None] * swk + offs_n[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    kk = k_start + offs_k
+    if SWAP:     # x^T [BLOCK_K, BLOCK_M], w^T [BLOCK_N, BLOCK_K], acc = y^T tile
+        x_ptrs = x_ptr + offs_m[None, :] * sxm + kk[:, None]
+        w_ptrs = wq_ptr + (kk // 2)[None, :] * swk + offs_n[:, None]
+        shift = ((offs_k % 2) * 4)[None, :]                   # even K rows: low nibble
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        x_ptrs = x_ptr + offs_m[:, None] * sxm + kk[None, :]
+        w_ptrs = wq_ptr + (kk // 2)[:, None] * swk + offs_n[None, :]
+        shift = ((offs_k % 2) * 4)[:, None]
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(k_start, k_end, BLOCK_K):
         x = tl.load(x_ptrs)
-        q = (tl.load(w_ptrs).to(tl.int32) >> shift) & 0xF
+        q = (tl.load(w_ptrs).to(tl.int32) >> shift) & 0xF      # the two rows of a byte: same address
         g = k0 // GROUP                                       # BLOCK_K divides GROUP: one group per step
-        s = tl.load(s_ptr + g * ssg + offs_n).to(tl.float32)[None, :]
-        zm = tl.load(z_ptr + g * ssg + offs_n).to(tl.float32)[None, :] + _MAGIC
-        w = _dequant(q, zm, s).to(tl.bfloat16)
-        if DOT_F32:      # CPU interpreter: its bf16 tl.dot is wrong; bf16 products are exact in fp32
-            acc += tl.dot(x.to(tl.float32), w.to(tl.float32))
-        elif X_F32:      # fp32 activations (Kimi expert down-projection): near-fp32 dots
-            acc += tl.dot(x, w.to(tl.float32), input_precision="tf32x3")
+        s = tl.load(s_ptr + g * ssg + offs_n).to(tl.float32)
+        zm = tl.load(z_ptr + g * ssg + offs_n).to(tl.float32) + _MAGIC
+        if SWAP:
+            w = _dequant(q, zm[:, None], s[:, None]).to(tl.bfloat16)
+            acc = _acc_dot(w, x, acc, DOT_F32, X_F32)
         else:
-            acc = tl.dot(x, w, acc)
+            w = _dequant(q, zm[None, :], s[None, :]).to(tl.bfloat16)
+            acc = _acc_dot(x, w, acc, DOT_F32, X_F32)
         x_ptrs += BLOCK_K
         w_ptrs += (BLOCK_K // 2) * swk
-    mask = (rows < M)[:, None] & (cols < N)[None, :]
-    _finish(acc, y_ptr, ws_ptr, lock_ptr, pid_m * tl.num_programs(0) + pid_n, pid_k,
-            rows[:, None] * sym + cols[None, :], rows[:, None] * N + cols[None, :], M * N, mask, SPLIT)
+    tile = pid_m * tl.num_programs(0) + pid_n
+    if SWAP:
+        mask = (cols < N)[:, None] & (rows < M)[None, :]
+        _finish(acc, y_ptr, ws_ptr, lock_ptr, tile, pid_k, cols[:, None] + rows[None, :] * sym,
+                cols[:, None] + rows[None, :] * N, M * N, mask, SPLIT)
+    else:
+        mask = (rows < M)[:, None] & (cols < N)[None, :]
+        _finish(acc, y_ptr, ws_ptr, lock_ptr, tile, pid_k, rows[:, None] * sym + cols[None, :],
+                rows[:, None] * N + cols[None, :], M * N, mask, SPLIT)
 
 
 @triton.jit
@@ -126,15 +154,15 @@ def _w4a16_gemv_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, N, 
     _finish(tl.sum(acc, axis=0), y_ptr, ws_ptr, lock_ptr, pid_n, pid_k, cols, cols, N, cols < N, SPLIT)
 
 
-#: sm_90 configs (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) by M, static (no autotuning: it would run
+#: sm_90 configs (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap) by M, static (no autotuning: it would run
 #: inside the timed call).  Small M is weight-streaming: BLOCK_N 64 gives >= 192 tiles at N = 12288
 #: (no split-K) and 4 stages of 8 KiB of packed weight in flight per program.  Large M is MMA + dequant
 #: bound: BLOCK_M 128 dequantizes each weight tile only M/128 times.
-_GEMM_CONFIGS = ((16, (16, 64, 128, 4, 4)), (32, (32, 64, 128, 4, 4)), (64, (64, 64, 128, 4, 4)),
-                 (1 << 62, (128, 128, 64, 8, 4)))
+_GEMM_CONFIGS = ((16, (16, 64, 128, 4, 4, False)), (32, (32, 64, 128, 4, 4, False)), (64, (64, 64, 128, 4, 4, False)),
+                 (1 << 62, (128, 128, 64, 8, 4, False)))
 #: GEMV: 128 columns x 128 K rows (8 KiB packed) per step
 _GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES = 128, 128, 4, 4
-_CPU_GEMM = (16, 64, 64, 4, 1)      # the interpreter runs program by program: few, large programs
+_CPU_GEMM = (16, 64, 64, 4, 1, False)      # the interpreter runs program by program: few, large programs
 _CPU_GEMV_BN = 64
 
 
@@ -175,8 +203,8 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
     """x (M,K) or (K,) bf16/fp32, w_q (K/2,N) uint8, scales/zeros (K/group,N) bf16 -> (M,N) out_dtype.
     kernel: "auto" (GEMV for M == 1, else the GEMM), "gemv" or "gemm".  split: force the split-K
     factor (tests; the default picks it from the SM count).  config: {"gemv": (BLOCK_N, BLOCK_K,
-    warps, stages), "gemm": (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages)} in place of the GPU
-    defaults (the timing variants)."""
+    warps, stages), "gemm": (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap)} in place of the
+    defaults (the timing variants; the GEMM's also under the interpreter, for the tests)."""
     squeeze = x.dim() == 1
     if squeeze:
         x = x[None]
@@ -199,8 +227,8 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
                                             scales.stride(0), GROUP=group, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp,
                                             num_warps=warps, num_stages=stages)
     else:
-        bm, bn, bk, warps, stages = (_CPU_GEMM if cpu else (config or {}).get(
-            "gemm", next(c for lim, c in _GEMM_CONFIGS if M <= lim)))
+        bm, bn, bk, warps, stages, swap = (config or {}).get(
+            "gemm", _CPU_GEMM if cpu else next(c for lim, c in _GEMM_CONFIGS if M <= lim))
         bk = min(bk, group)
         assert group % bk == 0
         tiles = cdiv(M, bm) * cdiv(N, bn)
@@ -208,8 +236,8 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
         ws, lock = _workspace(x.device, sp * M * N if sp > 1 else 0, tiles if sp > 1 else 0)
         _w4a16_gemm_kernel[(cdiv(N, bn), cdiv(M, bm), sp)](
             x, w_q, scales, zeros, y, ws, lock, M, N, K, k_per, x.stride(0), w_q.stride(0), scales.stride(0),
-            y.stride(0), GROUP=group, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, X_F32=x.dtype == torch.float32,
-            DOT_F32=cpu, num_warps=warps, num_stages=stages)
+            y.stride(0), GROUP=group, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, SWAP=swap,
+            X_F32=x.dtype == torch.float32, DOT_F32=cpu, num_warps=warps, num_stages=1 if cpu else stages)
     return y[0] if squeeze else y
 
 
@@ -219,7 +247,7 @@ def forward(model, inputs):
 
 
 def _variant(gemm):
-    """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages); M == 1 keeps the GEMV default."""
+    """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap); M == 1 keeps the GEMV default."""
     return lambda model, inputs: w4a16_matmul(inputs[0], model.w_q, model.scales, model.zeros, model.group_size,
                                               config=dict(gemm=gemm))
 
@@ -231,7 +259,13 @@ def _variant(gemm):
 #: stays 3.2x cuBLAS on device time: the 256-row tiles below (each weight tile dequantized once, not
 #: twice) were within 2% of BLOCK_M 128 there and slower at M <= 32 (-d8827ad.json).
 VARIANTS = {
-    "g256x128": _variant((256, 128, 64, 8, 3)),
-    "g256x64": _variant((256, 64, 64, 8, 4)),
-    "g128x64k128": _variant((128, 64, 128, 4, 4)),
+    "g256x128": _variant((256, 128, 64, 8, 3, False)),
+    "t128x128": _variant((128, 128, 64, 8, 4, True)),
+    "t256x128": _variant((256, 128, 64, 8, 3, True)),
+    "t128x256": _variant((128, 256, 64, 8, 3, True)),
+    "t64x128w4": _variant((64, 128, 64, 4, 4, True)),
+    "t16x64k128": _variant((16, 64, 128, 4, 4, True)),
+    "t32x64k128": _variant((32, 64, 128, 4, 4, True)),
+    "t64x64k128": _variant((64, 64, 128, 4, 4, True)),
+    "t32x128k128": _variant((32, 128, 128, 4, 4, True)),
 }
