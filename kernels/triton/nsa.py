@@ -185,5 +185,4 @@ def _variant(config, far_fma):
 
 
 VARIANTS = {"fma": _variant(None, True), "fma_bm128_w8_s3": _variant((128, 8, 3), True),
-            "fma_bm64_w4_s2": _variant((64, 4, 2), True), "bm128_w8_s3": _variant((128, 8, 3), False),
-            "fma_bm128_w4_s3": _variant((128, 4, 3), True)}
+            "fma_bm64_w4_s2": _variant((64, 4, 2), True), "fma_bm64_w4_s4": _variant((64, 4, 4), True)}

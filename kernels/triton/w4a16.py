@@ -246,10 +246,10 @@ def forward(model, inputs):
     return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size)
 
 
-def _variant(gemm):
+def _variant(gemm, split=None):
     """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap); M == 1 keeps the GEMV default."""
     return lambda model, inputs: w4a16_matmul(inputs[0], model.w_q, model.scales, model.zeros, model.group_size,
-                                              config=dict(gemm=gemm))
+                                              config=dict(gemm=gemm), split=split if inputs[0].shape[0] > 1 else None)
 
 
 #: timed beside `forward` by kernels.verify on a GPU (candidates for the GEMM default above; at
@@ -259,13 +259,11 @@ def _variant(gemm):
 #: stays 3.2x cuBLAS on device time: the 256-row tiles below (each weight tile dequantized once, not
 #: twice) were within 2% of BLOCK_M 128 there and slower at M <= 32 (-d8827ad.json).
 VARIANTS = {
-    "g256x128": _variant((256, 128, 64, 8, 3, False)),
-    "t128x128": _variant((128, 128, 64, 8, 4, True)),
     "t256x128": _variant((256, 128, 64, 8, 3, True)),
-    "t128x256": _variant((128, 256, 64, 8, 3, True)),
-    "t64x128w4": _variant((64, 128, 64, 4, 4, True)),
-    "t16x64k128": _variant((16, 64, 128, 4, 4, True)),
-    "t32x64k128": _variant((32, 64, 128, 4, 4, True)),
-    "t64x64k128": _variant((64, 64, 128, 4, 4, True)),
-    "t32x128k128": _variant((32, 128, 128, 4, 4, True)),
+    "t256x128_s1": _variant((256, 128, 64, 8, 3, True), 1),
+    "t256x128_st4_s1": _variant((256, 128, 64, 8, 4, True), 1),
+    "t256x64w4": _variant((256, 64, 64, 4, 4, True)),
+    "t256x64w4_s1": _variant((256, 64, 64, 4, 3, True), 1),
+    "t128x128_s1": _variant((128, 128, 64, 8, 4, True), 1),
+    "t256x128k128_s1": _variant((256, 128, 128, 8, 2, True), 1),
 }
