@@ -39,8 +39,9 @@ def cases():
     w4_sig = dict(x_ptr="*bf16", wq_ptr="*u8", s_ptr="*bf16", z_ptr="*bf16", y_ptr="*bf16", ws_ptr="*fp32",
                   lock_ptr="*i32", M=I32, N=I32, K=I32, K_PER_SPLIT=I32, sxm=I32, swk=I32, ssg=I32, sym=I32)
     w4_aligned = list(w4_sig)             # the canonical shapes: M, N, K and every stride 16-divisible
-    for lim, (bm, bn, bk, wp, st, swap) in w4a16._GEMM_CONFIGS:
+    for lim, _ in w4a16._GEMM_CONFIGS:
         for xf, sp in ((False, 1), (False, 4), (True, 4)):
+            bm, bn, bk, wp, st, swap = w4a16.gemm_config(lim, xf, False)
             out.append((f"w4a16 gemm BM={bm}" + (" swapped" if swap else "") + (" split" if sp > 1 else "")
                         + (" fp32 x" if xf else ""), w4a16._w4a16_gemm_kernel, dict(w4_sig, x_ptr="*fp32" if xf else "*bf16"),
                         dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, SWAP=swap, DOT_F32=False, X_F32=xf),
@@ -56,7 +57,7 @@ def cases():
                   s_head=I32, sbt_b=I32, tokens_per_split=I32, sm_scale=F32)
     pa_aligned = [a for a in pa_sig if a.endswith("_ptr")] + ["sq_b", "sq_h", "s_page", "s_slot", "s_head"]
     pa_const = dict(G=4, BLOCK_G=16, BLOCK_T=64, PAGE=16, CONTIG=False, DOT_F32=False, Q_F32=False)
-    for D, split, tile, stages in ((128, False, 64, 3), (128, True, 64, 3), (64, True, 64, 3), (128, True, 32, 4)):
+    for D, split, tile, stages in ((128, False, 64, 3), (128, True, 64, 3), (64, True, 64, 3), (128, True, 16, 5)):
         out.append((f"paged decode D={D}" + (" split" if split else "") + ("" if tile == 64 else f" {tile}-token tiles"),
                     paged_attention._decode_kernel, pa_sig, dict(pa_const, D=D, SPLIT=split, BLOCK_T=tile), 4, stages,
                     pa_aligned))

@@ -74,7 +74,7 @@ def _attend_rows(q, kt, vt, bias, qk_scale, m_i, l_i, acc, DOT_F32: tl.constexpr
 @triton.jit
 def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
                 D: tl.constexpr, BLOCK_M: tl.constexpr, BLK: tl.constexpr, NBP: tl.constexpr,
-                TOP: tl.constexpr, WIN: tl.constexpr, DOT_F32: tl.constexpr, FAR_FMA: tl.constexpr = False):
+                TOP: tl.constexpr, WIN: tl.constexpr, DOT_F32: tl.constexpr):
     pid_m = tl.num_programs(0) - 1 - tl.program_id(0)       # longest (last) query tiles first
     bh = tl.program_id(1).to(tl.int64)
     q0 = pid_m * BLOCK_M
@@ -129,10 +129,7 @@ def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
         kt = tl.load(k_ptr + base + offs_n[:, None] * D + offs_d[None, :])
         vt = tl.load(v_ptr + base + offs_n[:, None] * D + offs_d[None, :])
         hit = tl.max((sel == j).to(tl.int32), axis=1) > 0
-        if FAR_FMA:
-            m_i, l_i, acc = _attend_rows(q, kt, vt, tl.where(hit, 0.0, float("-inf")), qk_scale, m_i, l_i, acc, DOT_F32)
-        else:
-            m_i, l_i, acc = _attend(q, kt, vt, hit[:, None], qk_scale, m_i, l_i, acc, DOT_F32)
+        m_i, l_i, acc = _attend_rows(q, kt, vt, tl.where(hit, 0.0, float("-inf")), qk_scale, m_i, l_i, acc, DOT_F32)
     n_end = tl.cdiv(tl.minimum(q0 + BLOCK_M, S), BLK)
     for j in range(n_far, n_end):
         offs_n = j * BLK + offs_b
@@ -156,7 +153,7 @@ def _config(D, cpu):
     return (64, 4, 3) if D <= 64 else (128, 8, 3)
 
 
-def nsa_forward(q, k, v, config=None, far_fma=False):
+def nsa_forward(q, k, v, config=None):
     """config: (BLOCK_M, num_warps, num_stages) in place of _config's (the timing variants)."""
     B, H, S, D = q.shape
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
@@ -167,7 +164,7 @@ def nsa_forward(q, k, v, config=None, far_fma=False):
     bm, warps, stages = config or _config(D, cpu)
     _nsa_kernel[(cdiv(S, bm), B * H)](
         q, k, v, ks, o, S, nbf, 1.4426950408889634 / math.sqrt(D), D=D, BLOCK_M=bm, BLK=BLOCK,
-        NBP=max(16, next_pow2(cdiv(S, BLOCK))), TOP=TOP_N, WIN=WINDOW, DOT_F32=cpu, FAR_FMA=far_fma,
+        NBP=max(16, next_pow2(cdiv(S, BLOCK))), TOP=TOP_N, WIN=WINDOW, DOT_F32=cpu,
         num_warps=warps, num_stages=stages)
     return o
 
@@ -180,9 +177,5 @@ def forward(model, inputs):
 #: taking the far blocks two at a time (128-key steps, each half masked by its own block's picks)
 #: was tried on 2026-12-03 and removed: within +-2% of this kernel at (64, 4, 3), and its (64, 8, 3)
 #: build gave a wrong output on B=4 S=1024 D=64 (docs/h200/2026-12-03-kernels-verify-ce0a2b2.json)
-def _variant(config, far_fma):
-    return lambda model, inputs: nsa_forward(*inputs, config=config, far_fma=far_fma)
-
-
-VARIANTS = {"fma": _variant(None, True), "fma_bm128_w8_s3": _variant((128, 8, 3), True),
-            "fma_bm64_w4_s2": _variant((64, 4, 2), True), "fma_bm64_w4_s4": _variant((64, 4, 4), True)}
+VARIANTS = {f"bm{bm}_w{w}_s{st}": (lambda model, inputs, c=(bm, w, st): nsa_forward(*inputs, config=c))
+            for bm, w, st in ((128, 8, 3), (64, 4, 2), (64, 4, 4))}

@@ -29,16 +29,11 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, len_ptr, ml_ptr, acc_ptr, cnt_pt
                    sq_b, sq_h, s_page, s_slot, s_head, sbt_b, tokens_per_split, sm_scale,
                    G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
                    PAGE: tl.constexpr, CONTIG: tl.constexpr, SPLIT: tl.constexpr,
-                   DOT_F32: tl.constexpr, Q_F32: tl.constexpr, HEADS_FIRST: tl.constexpr = False):
-    if HEADS_FIRST:
-        hk = tl.program_id(0)
-        b = tl.program_id(1)
-        HKV = tl.num_programs(0)
-    else:
-        b = tl.program_id(0)
-        hk = tl.program_id(1)
-        HKV = tl.num_programs(1)
+                   DOT_F32: tl.constexpr, Q_F32: tl.constexpr):
+    b = tl.program_id(0)
+    hk = tl.program_id(1)
     sp = tl.program_id(2)
+    HKV = tl.num_programs(1)
     L = tl.load(len_ptr + b)
     offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, D)
@@ -144,8 +139,7 @@ def _scratch(device, pairs, nsplit, block_g, d):
 
 
 def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table, seq_lens, page_size, num_kv_heads,
-                     max_len=None, out_dtype=torch.bfloat16, programs_per_sm=None, block_t=None, warps=4, stages=None,
-                     heads_first=False):
+                     max_len=None, out_dtype=torch.bfloat16, programs_per_sm=None, block_t=None, warps=4, stages=None):
     """query (B,H,D) -> (B,H,D) out_dtype.  Token t < seq_lens[b] of sequence b: page
     block_table[b, t//page_size], element address base + page*s_page + (t%page_size)*s_slot +
     kv_head*s_head + d.  max_len (host int, default the table's capacity) bounds seq_lens and only
@@ -159,16 +153,18 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     if max_len is None:
         max_len = block_table.shape[1] * page_size
     pairs = B * num_kv_heads
-    # sm_90 launch: where the (b, kv head) pairs alone give >= 64 programs at D=128, 32-token tiles
-    # x 4 stages and splits for 4 programs per SM; else 64 x 3 and splits for 2 per SM.  Device
-    # time on an H200 in three runs (docs/h200/2026-12-03-kernels-verify-{7b9044d,3b8f6a7,
-    # d8827ad}.json), against 64 x 3 at 4 per SM for all: the first 10-13% faster on the three
-    # D=128 shapes with 64-256 pairs (2-3% slower on the 32-pair D=128 shape, 20% at D=64); the
-    # second 7-13% faster on those two (32 pairs).
+    # sm_90 launch: where the (b, kv head) pairs alone give >= 64 programs at D=128, one-page
+    # (16-token) tiles x 5 stages and splits for 8 programs per SM; else 64 x 3 and splits for 2 per
+    # SM.  Device time on an H200: the second 7-13% faster than 64 x 3 at 4 per SM on the 32-pair
+    # shapes (docs/h200/2026-12-03-kernels-verify-{7b9044d,3b8f6a7,d8827ad}.json); the first 3-5%
+    # faster than 32 x 4 at 4 per SM (itself 10-13% faster than 64 x 3) on the three 64-256 pair
+    # D=128 shapes in two runs (-dc9fb5e, -6448cf5).  Deeper K/V buffering (2-4 tiles; at 32-token
+    # tiles Triton double-buffers only from 5 stages on) and a grid with kv heads fastest made no
+    # difference there.
     small_tiles = pairs >= 64 and D >= 128
-    tile = 16 if cpu else (block_t or (32 if small_tiles else 64))
-    stages = stages or (4 if small_tiles else 3)
-    programs_per_sm = programs_per_sm or (4 if small_tiles else 2)
+    tile = 16 if cpu else (block_t or (16 if small_tiles else 64))
+    stages = stages or (5 if small_tiles else 3)
+    programs_per_sm = programs_per_sm or (8 if small_tiles else 2)
     if contig:
         page, block_t = 1, tile
     else:
@@ -185,11 +181,11 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     nsplit = cdiv(max_len, per)
     out = torch.empty(B, H, D, dtype=out_dtype, device=query.device)
     ml, acc, cnt = _scratch(query.device, pairs, nsplit, BLOCK_G, D) if nsplit > 1 else (out, out, out)
-    _decode_kernel[(num_kv_heads, B, nsplit) if heads_first else (B, num_kv_heads, nsplit)](
+    _decode_kernel[(B, num_kv_heads, nsplit)](
         query, k_base, v_base, block_table, seq_lens, ml, acc, cnt, out,
         query.stride(0), query.stride(1), s_page, s_slot, s_head, block_table.stride(0), per, 1.0 / math.sqrt(D),
         G=G, BLOCK_G=BLOCK_G, D=D, BLOCK_T=block_t, PAGE=page, CONTIG=contig, SPLIT=nsplit > 1, DOT_F32=cpu,
-        Q_F32=query.dtype == torch.float32, HEADS_FIRST=heads_first, num_warps=4 if cpu else warps, num_stages=1 if cpu else stages)
+        Q_F32=query.dtype == torch.float32, num_warps=4 if cpu else warps, num_stages=1 if cpu else stages)
     return out
 
 
@@ -210,10 +206,9 @@ def forward(model, inputs):
 #: (sizes the split), key tile, warps, stages.  Measured 2026-12-03 (device time), besides the two
 #: now used: 8 per SM and 128-token tiles no better, (2, 128, 4, 2) 10-50x slower on D=128
 #: (docs/h200/2026-12-03-kernels-verify-d8827ad.json)
-def _variant(pps=None, bt=None, w=4, st=None, hf=False):
-    return lambda model, inputs: paged_decode(*inputs, programs_per_sm=pps, block_t=bt, warps=w, stages=st, heads_first=hf)
+def _variant(pps, bt, w, st):
+    return lambda model, inputs: paged_decode(*inputs, programs_per_sm=pps, block_t=bt, warps=w, stages=st)
 
 
-VARIANTS = {"heads_first": _variant(hf=True), "hf_p4_t32_s4": _variant(4, 32, 4, 4, True),
-            "hf_p2_t64_s3": _variant(2, 64, 4, 3, True), "hf_p8_t16_s5": _variant(8, 16, 4, 5, True),
-            "hf_p2_t32_s4": _variant(2, 32, 4, 4, True), "p8_t16_w4_s5": _variant(8, 16, 4, 5)}
+VARIANTS = {f"p{pps}_t{bt}_w{w}_s{st}": _variant(pps, bt, w, st)
+            for pps, bt, w, st in ((4, 32, 4, 4), (2, 32, 4, 4), (4, 16, 4, 5))}

@@ -159,11 +159,22 @@ def _w4a16_gemv_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, N, 
 #: (no split-K) and 4 stages of 8 KiB of packed weight in flight per program.  Large M is MMA + dequant
 #: bound: BLOCK_M 128 dequantizes each weight tile only M/128 times.
 _GEMM_CONFIGS = ((16, (16, 64, 128, 4, 4, False)), (32, (32, 64, 128, 4, 4, False)), (64, (64, 64, 128, 4, 4, False)),
-                 (1 << 62, (128, 128, 64, 8, 4, False)))
+                 (1 << 62, (256, 64, 64, 4, 3, True)))
 #: GEMV: 128 columns x 128 K rows (8 KiB packed) per step
 _GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES = 128, 128, 4, 4
+#: fp32 activations (the Kimi expert down-projection) past M = 64: the swapped 256-row tile's fp32 x
+#: stages would need 297 KiB of shared memory (compile_check), over sm_90's 227 KiB
+_GEMM_F32_LARGE = (128, 128, 64, 8, 4, False)
 _CPU_GEMM = (16, 64, 64, 4, 1, False)      # the interpreter runs program by program: few, large programs
 _CPU_GEMV_BN = 64
+
+
+def gemm_config(M: int, x_f32: bool, cpu: bool) -> tuple:
+    """The GEMM's default (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap) for M rows."""
+    if cpu:
+        return _CPU_GEMM
+    cfg = next(c for lim, c in _GEMM_CONFIGS if M <= lim)
+    return _GEMM_F32_LARGE if x_f32 and M > 64 else cfg
 
 
 @functools.lru_cache(maxsize=None)
@@ -227,8 +238,7 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
                                             scales.stride(0), GROUP=group, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp,
                                             num_warps=warps, num_stages=stages)
     else:
-        bm, bn, bk, warps, stages, swap = (config or {}).get(
-            "gemm", _CPU_GEMM if cpu else next(c for lim, c in _GEMM_CONFIGS if M <= lim))
+        bm, bn, bk, warps, stages, swap = (config or {}).get("gemm") or gemm_config(M, x.dtype == torch.float32, cpu)
         bk = min(bk, group)
         assert group % bk == 0
         tiles = cdiv(M, bm) * cdiv(N, bn)
@@ -259,11 +269,7 @@ def _variant(gemm, split=None):
 #: stays 3.2x cuBLAS on device time: the 256-row tiles below (each weight tile dequantized once, not
 #: twice) were within 2% of BLOCK_M 128 there and slower at M <= 32 (-d8827ad.json).
 VARIANTS = {
+    "g128x128": _variant((128, 128, 64, 8, 4, False)),
     "t256x128": _variant((256, 128, 64, 8, 3, True)),
-    "t256x128_s1": _variant((256, 128, 64, 8, 3, True), 1),
-    "t256x128_st4_s1": _variant((256, 128, 64, 8, 4, True), 1),
-    "t256x64w4": _variant((256, 64, 64, 4, 4, True)),
-    "t256x64w4_s1": _variant((256, 64, 64, 4, 3, True), 1),
-    "t128x128_s1": _variant((128, 128, 64, 8, 4, True), 1),
-    "t256x128k128_s1": _variant((256, 128, 128, 8, 2, True), 1),
+    "t16x64k128": _variant((16, 64, 128, 4, 4, True)),
 }
