@@ -153,18 +153,18 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     if max_len is None:
         max_len = block_table.shape[1] * page_size
     pairs = B * num_kv_heads
-    # sm_90 launch: where the (b, kv head) pairs alone give >= 64 programs at D=128, one-page
-    # (16-token) tiles x 5 stages and splits for 8 programs per SM; else 64 x 3 and splits for 2 per
-    # SM.  Device time on an H200: the second 7-13% faster than 64 x 3 at 4 per SM on the 32-pair
-    # shapes (docs/h200/2026-12-03-kernels-verify-{7b9044d,3b8f6a7,d8827ad}.json); the first 3-5%
-    # faster than 32 x 4 at 4 per SM (itself 10-13% faster than 64 x 3) on the three 64-256 pair
-    # D=128 shapes in two runs (-dc9fb5e, -6448cf5).  Deeper K/V buffering (2-4 tiles; at 32-token
-    # tiles Triton double-buffers only from 5 stages on) and a grid with kv heads fastest made no
-    # difference there.
-    small_tiles = pairs >= 64 and D >= 128
+    # sm_90 launch, D=128: one-page (16-token) tiles x 5 stages, splits for 4 programs per SM; D=64:
+    # 64 x 3, splits for 2 per SM.  Device time on an H200: at D=128 the first was 5-14% faster than
+    # the former rules (32 x 4 at 4 per SM where B*Hkv >= 64, 64 x 3 at 2 per SM below) on all four
+    # D=128 shapes (docs/h200/2026-12-03-kernels-verify-d75d951.json; the 64-pair and wider shapes
+    # also in -dc9fb5e and -6448cf5 at 8 per SM, which was 3-5% faster than the former rule and
+    # 6-12% slower than 4 per SM, whose 2-8 splits fit one wave); at D=64 the second is the fastest
+    # of every launch tried.  Deeper K/V buffering (2-4 tiles; at 32-token tiles Triton
+    # double-buffers only from 5 stages on) and a grid with kv heads fastest made no difference.
+    small_tiles = D >= 128
     tile = 16 if cpu else (block_t or (16 if small_tiles else 64))
     stages = stages or (5 if small_tiles else 3)
-    programs_per_sm = programs_per_sm or (8 if small_tiles else 2)
+    programs_per_sm = programs_per_sm or (4 if small_tiles else 2)
     if contig:
         page, block_t = 1, tile
     else:
@@ -211,4 +211,5 @@ def _variant(pps, bt, w, st):
 
 
 VARIANTS = {f"p{pps}_t{bt}_w{w}_s{st}": _variant(pps, bt, w, st)
-            for pps, bt, w, st in ((4, 32, 4, 4), (2, 32, 4, 4), (4, 16, 4, 5))}
+            for pps, bt, w, st in ((4, 16, 2, 5), (8, 16, 2, 5), (8, 16, 1, 5), (16, 16, 1, 5), (4, 32, 2, 5),
+                                   (4, 64, 2, 3), (2, 64, 8, 3))}

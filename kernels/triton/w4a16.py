@@ -269,7 +269,8 @@ def _variant(gemm, split=None):
 #: stays 3.2x cuBLAS on device time: the 256-row tiles below (each weight tile dequantized once, not
 #: twice) were within 2% of BLOCK_M 128 there and slower at M <= 32 (-d8827ad.json).
 VARIANTS = {
-    "g128x128": _variant((128, 128, 64, 8, 4, False)),
-    "t256x128": _variant((256, 128, 64, 8, 3, True)),
-    "t16x64k128": _variant((16, 64, 128, 4, 4, True)),
+    "t128x64": _variant((128, 64, 64, 4, 3, True)),
+    "t128x64s4": _variant((128, 64, 64, 4, 4, True)),
+    "t128x64k128": _variant((128, 64, 128, 4, 3, True)),
+    "t256x64s2": _variant((256, 64, 64, 4, 2, True)),
 }
