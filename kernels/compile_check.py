@@ -57,10 +57,11 @@ def cases():
                   s_head=I32, sbt_b=I32, tokens_per_split=I32, sm_scale=F32)
     pa_aligned = [a for a in pa_sig if a.endswith("_ptr")] + ["sq_b", "sq_h", "s_page", "s_slot", "s_head"]
     pa_const = dict(G=4, BLOCK_G=16, BLOCK_T=64, PAGE=16, CONTIG=False, DOT_F32=False, Q_F32=False)
-    for D, split, tile, stages in ((128, False, 64, 3), (128, True, 64, 3), (64, True, 64, 3), (128, True, 16, 5)):
-        out.append((f"paged decode D={D}" + (" split" if split else "") + ("" if tile == 64 else f" {tile}-token tiles"),
-                    paged_attention._decode_kernel, pa_sig, dict(pa_const, D=D, SPLIT=split, BLOCK_T=tile), 4, stages,
-                    pa_aligned))
+    for D, split, tile, warps, stages in ((128, False, 16, 1, 5), (128, True, 16, 1, 5), (64, True, 64, 4, 3),
+                                          (128, True, 64, 4, 3)):
+        out.append((f"paged decode D={D}" + (" split" if split else "") + f" {tile}-token tiles {warps} warps",
+                    paged_attention._decode_kernel, pa_sig, dict(pa_const, D=D, SPLIT=split, BLOCK_T=tile), warps,
+                    stages, pa_aligned))
     out.append(("decode contiguous fp32 q/out (megaqwen)", paged_attention._decode_kernel,
                 dict(pa_sig, q_ptr="*fp32", o_ptr="*fp32"),
                 dict(pa_const, G=2, D=128, PAGE=1, CONTIG=True, SPLIT=True, Q_F32=True), 4, 3, pa_aligned))

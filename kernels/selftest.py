@@ -2,8 +2,9 @@
 
     TRITON_INTERPRET=1 python -m kernels.selftest [--problems P ...] [--json]
 
-Runs every Triton reference under the Triton interpreter on CPU tensors (the environment
-variable is set here before any kernel module is imported) and compares it with the oracle and
+Runs every Triton reference under the Triton interpreter on CPU tensors (`run` sets the
+environment variable before it imports any kernel module; importing this module for its tiny
+shapes sets nothing, so a GPU process that does keeps compiled kernels) and compares it with the oracle and
 with the deck reference, nominal, under every stress case, and on the property cases (with the
 property shape replaced by a tiny one).  A perturbed copy of the Triton output is also compared,
 as a negative control: it must FAIL, so a comparison that cannot fail is caught.
@@ -17,11 +18,9 @@ import sys
 import time
 import traceback
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import torch
 
-import torch  # noqa: E402
-
-from . import registry  # noqa: E402
+from . import registry
 
 #: tiny shapes per problem (module-global names as keys); property cases run on these too
 TINY: dict[str, dict] = {
@@ -137,6 +136,7 @@ class _null:
 
 
 def run(problems=None) -> list[dict]:
+    os.environ.setdefault("TRITON_INTERPRET", "1")     # before check_problem imports kernels.triton
     results = []
     targets = []
     for name in problems or registry.names():

@@ -108,7 +108,18 @@ def test_every_kernel_compiles_for_sm90():
     assert not bad, bad
     assert all(r["shared_bytes"] <= 228 * 1024 for r in rows)          # H100/H200 per-block limit
     mma = {r["kernel"] for r in rows if r["mma"]}
-    assert {"fp8 large", "w4a16 gemm BM=128", "w4a16 gemm BM=16", "grouped swiglu (sonic)", "nsa attention D=128", "kda scan"} <= mma
+    assert {"fp8 large", "w4a16 gemm BM=256 swapped", "w4a16 gemm BM=16", "grouped swiglu (sonic)", "nsa attention D=128",
+            "kda scan"} <= mma
+    # the build structure the measured defaults rely on (Triton's compiler in CI, not the H200's 3.6):
+    by = {r["kernel"]: r for r in rows}
+    sw = by["w4a16 gemm BM=256 swapped"]      # the dequantized weight is wgmma's register operand
+    assert sw["wgmma"] >= 1 and sw["wgmma_register_a"] == sw["wgmma"], sw
+    assert by["w4a16 gemm BM=64"]["wgmma_register_a"] == 0          # unswapped: weight tile via shared memory
+    for name in ("nsa attention D=64 BLOCK_M=64", "nsa attention D=128"):   # p @ v from registers
+        assert by[name]["wgmma_register_a"] >= 1 and by[name]["stack_bytes"] == 0, by[name]
+    pg = by["paged decode D=128 split 16-token tiles 1 warps"]     # K/V prefetched 2 tiles deep
+    assert any(b.startswith("2x16x128") for b in pg["pipeline_buffers"]), pg
+    assert all(r["registers"] is None or r["registers"] <= 255 for r in rows)
 
 
 def test_w4a16_gemm_and_gemv_paths_match_oracle():
@@ -138,6 +149,14 @@ def test_w4a16_gemm_and_gemv_paths_match_oracle():
                 # ~2e-3: the interpreter's fp32->bf16 weight rounding in the GEMM (docs/kernels.md, Triton notes)
                 assert float((yf.double() - want).abs().max()) < 1e-2, (sh, kernel, split)
                 assert int(w4a16._WS[x.device][1].abs().sum()) == 0          # split-K counters re-armed
+        for split in (None, 3):    # the swapped-operand GEMM (the GPU default past M = 64)
+            ys = w4a16.w4a16_matmul(x, m.w_q, m.scales, m.zeros, m.group_size, kernel="gemm", split=split,
+                                    config=dict(gemm=(16, 64, 64, 4, 1, True)))
+            assert spec.compare(ref, ys)["ok"] and spec.compare(orc, ys, dtype=torch.bfloat16)["ok"], (sh, split)
+            yf = w4a16.w4a16_matmul(x.float(), m.w_q, m.scales, m.zeros, m.group_size, kernel="gemm", split=split,
+                                    out_dtype=torch.float32, config=dict(gemm=(32, 64, 128, 4, 1, True)))
+            assert float((yf.double() - want).abs().max()) < 1e-2, (sh, split)
+            assert int(w4a16._WS[x.device][1].abs().sum()) == 0
         bad = y.clone()
         bad.view(-1)[7] += 0.5
         assert not spec.compare(ref, bad)["ok"]

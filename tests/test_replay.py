@@ -202,6 +202,10 @@ def test_scrubbed_env_and_sha_keyed_cache(tmp_path, monkeypatch):
     env = scrubbed_env(tmp_path / "sol", tmp_path / "ref", tmp_path / "home", tmp_path / "c", "cpu")
     assert "KBH_NUMERIC_STRESS" not in env and "OPENAI_API_KEY" not in env and "MY_SECRET" not in env
     assert env["PYTHONPATH"].split(os.pathsep) == [str(tmp_path / "sol"), str(tmp_path / "ref")]
+    # the interpreter reaches a CPU child only: a GPU child never inherits it from its parent
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert scrubbed_env(tmp_path / "s", tmp_path / "r", tmp_path / "h", tmp_path / "c", "cpu")["TRITON_INTERPRET"] == "1"
+    assert "TRITON_INTERPRET" not in scrubbed_env(tmp_path / "s", tmp_path / "r", tmp_path / "h", tmp_path / "c", "cuda")
     outs = []
     for _ in range(2):
         outs.append(replay_solution("05_topk_bitonic", ENV_PROBE, {"sidecar_helper.py": SIDECAR}, device="cpu",

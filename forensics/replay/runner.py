@@ -63,6 +63,10 @@ def scrubbed_env(sol_dir: Path, ref_dir: Path, home: Path, cache: Path, device: 
         v = os.environ.get(k)
         if v is not None and not any(s in k for s in _SECRETISH):
             env[k] = v
+    if not device.startswith("cpu"):
+        # the interpreter is the CPU path's; a parent that set it (a CPU test, `--device cpu` in the
+        # same process) must not turn a GPU replay's Triton kernels into interpreted ones
+        env.pop("TRITON_INTERPRET", None)
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update({
         "PYTHONPATH": os.pathsep.join([str(sol_dir), str(ref_dir)]),

@@ -139,7 +139,7 @@ def _scratch(device, pairs, nsplit, block_g, d):
 
 
 def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table, seq_lens, page_size, num_kv_heads,
-                     max_len=None, out_dtype=torch.bfloat16, programs_per_sm=None, block_t=None, warps=4, stages=None):
+                     max_len=None, out_dtype=torch.bfloat16, programs_per_sm=None, block_t=None, warps=None, stages=None):
     """query (B,H,D) -> (B,H,D) out_dtype.  Token t < seq_lens[b] of sequence b: page
     block_table[b, t//page_size], element address base + page*s_page + (t%page_size)*s_slot +
     kv_head*s_head + d.  max_len (host int, default the table's capacity) bounds seq_lens and only
@@ -153,18 +153,19 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     if max_len is None:
         max_len = block_table.shape[1] * page_size
     pairs = B * num_kv_heads
-    # sm_90 launch, D=128: one-page (16-token) tiles x 5 stages, splits for 4 programs per SM; D=64:
-    # 64 x 3, splits for 2 per SM.  Device time on an H200: at D=128 the first was 5-14% faster than
-    # the former rules (32 x 4 at 4 per SM where B*Hkv >= 64, 64 x 3 at 2 per SM below) on all four
-    # D=128 shapes (docs/h200/2026-12-03-kernels-verify-d75d951.json; the 64-pair and wider shapes
-    # also in -dc9fb5e and -6448cf5 at 8 per SM, which was 3-5% faster than the former rule and
-    # 6-12% slower than 4 per SM, whose 2-8 splits fit one wave); at D=64 the second is the fastest
-    # of every launch tried.  Deeper K/V buffering (2-4 tiles; at 32-token tiles Triton
-    # double-buffers only from 5 stages on) and a grid with kv heads fastest made no difference.
+    # sm_90 launch, D=128: one-page (16-token) tiles in one warp x 5 stages, splits for 8 programs
+    # per SM; D=64: 64 x 3 in 4 warps, splits for 2 per SM.  Device time on an H200
+    # (docs/h200/2026-12-03-kernels-verify-944d520.json): one warp was 10-32% faster than 4 at the
+    # same tile on the four D=128 shapes (the 16 x 128 score MMA of a 4-head group has 16 columns:
+    # with 4 warps half of them computed duplicates); one-page tiles at 4 warps were themselves
+    # 5-14% faster than the former rules (-d75d951).  At D=64 no launch beat 64 x 3.  Deeper K/V
+    # buffering (2-4 tiles; at 32-token tiles Triton double-buffers only from 5 stages on) and a
+    # grid with kv heads fastest made no difference (-dc9fb5e, -6448cf5).
     small_tiles = D >= 128
     tile = 16 if cpu else (block_t or (16 if small_tiles else 64))
     stages = stages or (5 if small_tiles else 3)
-    programs_per_sm = programs_per_sm or (4 if small_tiles else 2)
+    programs_per_sm = programs_per_sm or (8 if small_tiles else 2)
+    warps = warps or (1 if small_tiles else 4)
     if contig:
         page, block_t = 1, tile
     else:
@@ -203,13 +204,12 @@ def forward(model, inputs):
 
 
 #: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults): programs per SM
-#: (sizes the split), key tile, warps, stages.  Measured 2026-12-03 (device time), besides the two
-#: now used: 8 per SM and 128-token tiles no better, (2, 128, 4, 2) 10-50x slower on D=128
-#: (docs/h200/2026-12-03-kernels-verify-d8827ad.json)
+#: (sizes the split), key tile, warps, stages.  Measured 2026-12-03 (device time) and not adopted:
+#: 128-token tiles, (2, 128, 4, 2) 10-50x slower on D=128 (docs/h200/...-d8827ad.json); 2-4 deep
+#: buffers, 8 per SM at 4 warps (-dc9fb5e); 1-2 warps at D=64 (-944d520)
 def _variant(pps, bt, w, st):
     return lambda model, inputs: paged_decode(*inputs, programs_per_sm=pps, block_t=bt, warps=w, stages=st)
 
 
 VARIANTS = {f"p{pps}_t{bt}_w{w}_s{st}": _variant(pps, bt, w, st)
-            for pps, bt, w, st in ((4, 16, 2, 5), (8, 16, 2, 5), (8, 16, 1, 5), (16, 16, 1, 5), (4, 32, 2, 5),
-                                   (4, 64, 2, 3), (2, 64, 8, 3))}
+            for pps, bt, w, st in ((8, 16, 2, 5), (8, 32, 1, 5), (8, 16, 1, 7), (12, 16, 1, 5), (4, 32, 1, 5))}
