@@ -33,21 +33,32 @@ NEG = tl.constexpr(-1.0e30)       # finite running-max start: rows with nothing 
 
 
 @triton.jit
-def _attend(q, kt, vt, keep, qk_scale, m_i, l_i, acc, DOT_F32: tl.constexpr):
-    """One key block of the online softmax (log2 domain): scores where `keep`, -inf elsewhere."""
+def _scores(q, kt, DOT_F32: tl.constexpr):
     if DOT_F32:
         s = tl.dot(q, tl.trans(kt.to(tl.float32)))
     else:
         s = tl.dot(q, tl.trans(kt))
-    s = tl.where(keep, s * qk_scale, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s - m_new[:, None])
+    return s
+
+
+@triton.jit
+def _accumulate(p, vt, alpha, l_i, acc, DOT_F32: tl.constexpr):
+    """The online softmax's running sum and output after a block's probabilities p."""
     l_i = l_i * alpha + tl.sum(p, axis=1)
     if DOT_F32:
         acc = acc * alpha[:, None] + tl.dot(p, vt.to(tl.float32))
     else:
         acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt)
+    return l_i, acc
+
+
+@triton.jit
+def _attend(q, kt, vt, keep, qk_scale, m_i, l_i, acc, DOT_F32: tl.constexpr):
+    """One key block of the online softmax (log2 domain): scores where `keep`, -inf elsewhere."""
+    s = tl.where(keep, _scores(q, kt, DOT_F32) * qk_scale, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    alpha = tl.exp2(m_i - m_new)
+    l_i, acc = _accumulate(tl.exp2(s - m_new[:, None]), vt, alpha, l_i, acc, DOT_F32)
     return m_new, l_i, acc
 
 
@@ -56,18 +67,10 @@ def _attend_rows(q, kt, vt, bias, qk_scale, m_i, l_i, acc, DOT_F32: tl.constexpr
     """One key block of the online softmax masked per row only: bias 0 (row takes the block) or
     -inf.  Scale, mask and max subtraction fold into one FMA per score: the row maximum is taken
     on the raw dot (the scale is positive) and exp2(s * scale + (bias - m_new)) is 0 for -inf."""
-    if DOT_F32:
-        s = tl.dot(q, tl.trans(kt.to(tl.float32)))
-    else:
-        s = tl.dot(q, tl.trans(kt))
+    s = _scores(q, kt, DOT_F32)
     m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale + bias)
     alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s * qk_scale + (bias - m_new)[:, None])
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    if DOT_F32:
-        acc = acc * alpha[:, None] + tl.dot(p, vt.to(tl.float32))
-    else:
-        acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt)
+    l_i, acc = _accumulate(tl.exp2(s * qk_scale + (bias - m_new)[:, None]), vt, alpha, l_i, acc, DOT_F32)
     return m_new, l_i, acc
 
 
