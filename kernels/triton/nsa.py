@@ -179,6 +179,8 @@ def forward(model, inputs):
 #: timed beside `forward` by kernels.verify on a GPU: (BLOCK_M, warps, stages) candidates.  A loop
 #: taking the far blocks two at a time (128-key steps, each half masked by its own block's picks)
 #: was tried on 2026-12-03 and removed: within +-2% of this kernel at (64, 4, 3), and its (64, 8, 3)
-#: build gave a wrong output on B=4 S=1024 D=64 (docs/h200/2026-12-03-kernels-verify-ce0a2b2.json)
+#: build gave a wrong output on B=4 S=1024 D=64 (docs/h200/2026-12-03-kernels-verify-ce0a2b2.json).
+#: The one-FMA far loop (_attend_rows) replaced _attend there: 3-11% less device time at D=64, 4%
+#: at D=128 (-dc9fb5e, -6448cf5); with it, the tiles below stay slower or within 1% (-c8e608b)
 VARIANTS = {f"bm{bm}_w{w}_s{st}": (lambda model, inputs, c=(bm, w, st): nsa_forward(*inputs, config=c))
             for bm, w, st in ((128, 8, 3), (64, 4, 2), (64, 4, 4))}

@@ -206,7 +206,9 @@ def forward(model, inputs):
 #: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults): programs per SM
 #: (sizes the split), key tile, warps, stages.  Measured 2026-12-03 (device time) and not adopted:
 #: 128-token tiles, (2, 128, 4, 2) 10-50x slower on D=128 (docs/h200/...-d8827ad.json); 2-4 deep
-#: buffers, 8 per SM at 4 warps (-dc9fb5e); 1-2 warps at D=64 (-944d520)
+#: buffers, 8 per SM at 4 warps (-dc9fb5e); 1-2 warps at D=64 (-944d520); at D=128 the ones below
+#: were within 1% of the default or slower on 4 of 4 shapes but one ((8, 16, 2, 5): 3% faster on
+#: B=4, 3-10% slower on the others; -c8e608b)
 def _variant(pps, bt, w, st):
     return lambda model, inputs: paged_decode(*inputs, programs_per_sm=pps, block_t=bt, warps=w, stages=st)
 

@@ -157,7 +157,9 @@ def _w4a16_gemv_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, N, 
 #: sm_90 configs (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap) by M, static (no autotuning: it would run
 #: inside the timed call).  Small M is weight-streaming: BLOCK_N 64 gives >= 192 tiles at N = 12288
 #: (no split-K) and 4 stages of 8 KiB of packed weight in flight per program.  Large M is MMA + dequant
-#: bound: BLOCK_M 128 dequantizes each weight tile only M/128 times.
+#: bound: swapped operands (the dequantized weight as wgmma's register operand), 256 x-rows so
+#: each weight tile is dequantized M/256 times, 3 stages for 2 programs per SM: 0.090 ms at
+#: M=256 against 0.130 for the unswapped 128 x 128 (docs/h200/2026-12-03-kernels-verify-c8e608b.json).
 _GEMM_CONFIGS = ((16, (16, 64, 128, 4, 4, False)), (32, (32, 64, 128, 4, 4, False)), (64, (64, 64, 128, 4, 4, False)),
                  (1 << 62, (256, 64, 64, 4, 3, True)))
 #: GEMV: 128 columns x 128 K rows (8 KiB packed) per step
@@ -265,9 +267,11 @@ def _variant(gemm, split=None):
 #: timed beside `forward` by kernels.verify on a GPU (candidates for the GEMM default above; at
 #: M == 1 they run the default GEMV).  Measured 2026-12-03 and slower than the defaults on every
 #: shape (device time): GEMV (64,128,4,4), (256,64,8,4), (128,128,8,6); GEMM (128,256,64,8,3),
-#: (64,128,128,4,4), (128,128,128,8,3) (docs/h200/2026-12-03-kernels-verify-8d43d9f.json).  M = 256
-#: stays 3.2x cuBLAS on device time: the 256-row tiles below (each weight tile dequantized once, not
-#: twice) were within 2% of BLOCK_M 128 there and slower at M <= 32 (-d8827ad.json).
+#: (64,128,128,4,4), (128,128,128,8,3) (docs/h200/2026-12-03-kernels-verify-8d43d9f.json);
+#: unswapped 256-row tiles (-d8827ad.json); swapped tiles at M <= 64: 16-64 x-rows by 64-128
+#: weight columns, no faster than the unswapped ones (-dc9fb5e.json); swapped at M = 256:
+#: 256 x 128 (0.102 ms), 128 x 128 (0.163), split-K forced off (-6448cf5.json), and the ones below
+#: (0.105-0.152 against the default's 0.090, -944d520.json, -c8e608b.json).
 VARIANTS = {
     "t128x64": _variant((128, 64, 64, 4, 3, True)),
     "t128x64s4": _variant((128, 64, 64, 4, 4, True)),
