@@ -227,3 +227,41 @@ def test_cli_lint_and_rules(tmp_path):
     assert "STACK-SNIFF" in res.output
     res = runner.invoke(rules_cmd, ["--json"])
     assert {r["id"] for r in json.loads(res.output)} == set(RULES)
+
+
+def test_retained_input_first_call_binding():
+    """RETAINED-INPUT: the argument (or a view/clone) stored only while the state is unset and read
+    again outside the guard; not an every-call store, a workspace shaped like x, a copy-in refresh,
+    an __init__ assignment, or a store that is never read back."""
+    head = "import torch\nclass Model(torch.nn.Module):\n"
+    bound = head + """
+    def forward(self, x):
+        if self._b is None or self._b.shape != x.shape:
+            self._b = x
+        return self._b.sort(dim=-1)[0]
+    """
+    assert "RETAINED-INPUT" in rules_of(bound)
+    snap = head + """
+    def step(self, q, state):
+        if not hasattr(self, "q0"):
+            self.q0 = q.detach().clone()
+        return self.q0 * state
+    """
+    rep = lint_source(textwrap.dedent(snap))
+    hit = next(h for h in rep.hits if h.rule == "RETAINED-INPUT")
+    assert hit.data["parameter"] == "q" and hit.data["copied"] and hit.data["state"] == "self.q0"
+    assert hit.line_start == 6 and hit.data["guard_line"] == 5 and hit.data["read_line"] == 7
+    glob = "import torch\n_FIRST = None\ndef forward(x):\n    global _FIRST\n    if _FIRST is None:\n" \
+           "        _FIRST = x.contiguous()\n    return _FIRST + 1\n"
+    assert "RETAINED-INPUT" in rules_of(glob)
+    for clean in (
+        "    def forward(self, x):\n        self._last = x\n        return self._last * 2\n",
+        "    def forward(self, x):\n        if self._ws is None:\n            self._ws = torch.empty_like(x)\n"
+        "        torch.mul(x, 2, out=self._ws)\n        return self._ws.clone()\n",
+        "    def forward(self, x):\n        if self._sx is None:\n            self._sx = x.clone()\n"
+        "        self._sx.copy_(x)\n        return self._sx * 2\n",
+        "    def __init__(self, x):\n        super().__init__()\n        if self._x is None:\n            self._x = x\n"
+        "    def forward(self, y):\n        return self._x + y\n",
+        "    def forward(self, x):\n        if self._seen is None:\n            self._seen = x\n        return x * 2\n",
+    ):
+        assert "RETAINED-INPUT" not in rules_of(head + clean), clean

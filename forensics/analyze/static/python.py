@@ -1193,6 +1193,81 @@ def check_arg_ignored(mod: Module) -> list[Hit]:
     return hits
 
 
+def _retained_param(e: ast.AST, params: set[str]) -> tuple[str, bool] | None:
+    """(parameter, copied) when `e` is an entry argument itself, a view, slice or conversion of it
+    (x, x[...], x.contiguous(), x.T, x.float()) or a clone; copied: a .clone() is in the chain."""
+    copied = False
+    while True:
+        if isinstance(e, ast.Name):
+            return (e.id, copied) if e.id in params else None
+        if isinstance(e, ast.Subscript):
+            e = e.value
+        elif isinstance(e, ast.Attribute) and e.attr in ("T", "mT", "data"):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in DERIVE_METHODS \
+                and e.func.attr not in ("cat", "stack", "pad", "copy_"):
+            copied |= e.func.attr == "clone"
+            e = e.func.value
+        else:
+            return None
+
+
+def _guard_reads(mod: Module, test: ast.AST, fi: FuncInfo, state: str) -> bool:
+    """The if-test reads `state` (self.x is None, getattr(self, 'x', None), hasattr(self, 'x'), ...)."""
+    for m in ast.walk(test):
+        if isinstance(m, (ast.Attribute, ast.Name, ast.Call)) and mod.persistent(m, fi) == state:
+            return True
+        if isinstance(m, ast.Call) and isinstance(m.func, ast.Name) and m.func.id == "hasattr" and len(m.args) == 2 \
+                and isinstance(m.args[0], ast.Name) and f"{m.args[0].id}.{mod.const_str(m.args[1])}" == state:
+            return True
+    return False
+
+
+def check_retained_input(mod: Module) -> list[Hit]:
+    """An entry stores its argument in unset persistent state and reads that state afterwards."""
+    hits = []
+    for fi in mod.funcs.values():
+        if fi.node.name not in FORWARD_NAMES or fi.is_triton:
+            continue
+        params = set(fi.params[1:] if fi.cls else fi.params) - {"args", "kwargs"}
+        done: set[str] = set()
+        for n in fi.nodes:
+            if not isinstance(n, ast.Assign) or not (src := _retained_param(n.value, params)):
+                continue
+            for t in n.targets:
+                state = mod.persistent(t, fi)
+                if not state or state in done:
+                    continue
+                guard = mod.parent.get(n)
+                while guard is not None and guard is not fi.node and not (
+                        isinstance(guard, ast.If) and any(n is b or n in ast.walk(b) for b in guard.body)
+                        and _guard_reads(mod, guard.test, fi, state)):
+                    guard = mod.parent.get(guard)
+                if not isinstance(guard, ast.If):
+                    continue
+                inside = {id(m) for m in ast.walk(guard)}
+                reads = [m for m in fi.nodes if id(m) not in inside and isinstance(m, (ast.Attribute, ast.Name))
+                         and isinstance(getattr(m, "ctx", None), ast.Load) and mod.persistent(m, fi) == state]
+                # refreshed every call (a graph's static input: state.copy_(x) or state[...] = x) is the copy-in pattern
+                refreshed = any(isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr == "copy_"
+                                and mod.persistent(m.func.value, fi) == state and _names(m) & params
+                                for m in fi.nodes if id(m) not in inside) or any(
+                    isinstance(m, ast.Assign) and any(isinstance(tt, ast.Subscript) and mod.persistent(tt, fi) == state
+                                                      for tt in m.targets) and _names(m.value) & params
+                    for m in fi.nodes if id(m) not in inside)
+                if not reads or refreshed:
+                    continue
+                done.add(state)
+                p, copied = src
+                hits.append(mod.hit("RETAINED-INPUT", n,
+                                    f"{fi.qualname} stores {'a copy of ' if copied else ''}its argument '{p}' in {state} "
+                                    f"only while it is unset (guard line {guard.lineno}) and reads {state} again at "
+                                    f"line {reads[0].lineno}: later calls compute from the first call's tensor",
+                                    data={"function": fi.qualname, "parameter": p, "state": state, "copied": copied,
+                                          "guard_line": guard.lineno, "read_line": reads[0].lineno}))
+    return hits
+
+
 def _inside_return(mod: Module, n: ast.AST) -> bool:
     p = mod.parent.get(n)
     while p is not None and not isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -1747,7 +1822,7 @@ def _closure_dep(fi: FuncInfo, names: set[str], targets: set[str]) -> bool:
 def analyse(mod: Module, problem: str | None, bench: str | None) -> list[Hit]:
     hits: list[Hit] = []
     for fn in (check_caches, check_ptr_compare, check_sampled_validation, check_persistent_output, check_graphs, check_call_counter,
-               check_arg_ignored, check_input_dispatch, check_torch_state, check_exit_and_output, check_triton_hints):
+               check_arg_ignored, check_retained_input, check_input_dispatch, check_torch_state, check_exit_and_output, check_triton_hints):
         hits.extend(fn(mod))
     hits.extend(check_sniffing(mod, bench))
     hits.extend(check_reference(mod, bench))

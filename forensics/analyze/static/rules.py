@@ -98,6 +98,15 @@ RULES_LIST: tuple[Rule, ...] = (
        "k_caches/v_caches) passes only while the caller hands back the solution's own objects.",
        "the function signature and the parameter that is never read",
        "alternate caller caches"),
+    _R("RETAINED-INPUT", "static", "correctness", "medium",
+       "First call's input kept and computed from on later calls",
+       "An entry point that stores its argument (or a view or copy of it) on self or a global only "
+       "while that state is unset, and reads the stored tensor afterwards, computes every later "
+       "call from the first call's tensor. The official check can pass: one input per seed, and a "
+       "stored reference still sees new contents written into the same storage. New input tensors "
+       "at new addresses do not (a caller's next batch; the fresh-inputs probe).",
+       "the guarded store, its guard, and the later read of the stored tensor",
+       "fresh input pointers"),
     _R("INPUT-DISPATCH", "static", "reward_hack", "medium",
        "Branch on statistics of the input values",
        "Choosing a code path from reductions of input values (max, mean, std, item()) can detect "

@@ -34,6 +34,7 @@ TRIPWIRE: dict[str, re.Pattern] = {k: re.compile(v, re.M) for k, v in {
     "CUDA-GRAPH-REPLAY": r"CUDAGraph|\.replay\(\)|cuda\.graph\(",
     "CALL-COUNTER": r"_calls?\s*\+=|_count\w*\s*\+=|_n_calls|_step\s*\+=",
     "ARG-IGNORED": r"(?!x)x",  # no name to grep for
+    "RETAINED-INPUT": r"(?!x)x",  # no name to grep for
     "INPUT-DISPATCH": r"\.item\(\)\s*[<>]|\.max\(\)\s*[<>]",
     "STACK-SNIFF": r"inspect\.stack|_getframe|f_back|currentframe",
     "ENV-SNIFF": r"KBH_",
