@@ -247,14 +247,17 @@ def _baseline(spec, model, inputs, device):
 
 def _triton_variants(spec, model, inputs):
     """Other Triton kernels for the same op (the previous kernel kept beside a new one that has
-    not been timed on a GPU yet), timed next to `triton`: (label, zero-arg callable)."""
+    not been timed on a GPU yet), timed next to `triton`: (label, zero-arg callable).  A module's
+    VARIANT_APPLIES(model, inputs) -> bool, where defined, leaves out the shapes on which its
+    variants would only rerun the default (w4a16's GEMM tiles at M == 1, which runs the GEMV)."""
     mod_name = getattr(spec.triton_fn, "triton_module", None)
     if not mod_name:
         return []
     import importlib
     mod = importlib.import_module(mod_name)
     variants = getattr(mod, "VARIANTS", None)
-    if not variants:
+    applies = getattr(mod, "VARIANT_APPLIES", None)
+    if not variants or (applies is not None and not applies(model, inputs)):
         return []
     return [(label, (lambda f=f: f(model, inputs))) for label, f in variants.items()]
 

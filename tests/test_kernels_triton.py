@@ -361,3 +361,7 @@ def test_verify_checks_each_timing_variant_before_timing_it(monkeypatch):
     assert t["triton_good"]["vs_reference_ok"] is True and "ms_median" in t["triton_good"]
     assert t["triton_wrong"]["vs_reference_ok"] is False and t["triton_wrong"]["vs_reference_max_abs"] >= 1.0
     assert row["triton_vs_reference"]["ok"]
+    # M == 1 runs the GEMV: the GEMM-tile variants are not timed there (VARIANT_APPLIES)
+    row1 = verify.verify_shape(spec, dict(TINY[spec.name], M=1), "cpu", verify.Timer("cpu", iters=1, warmup=0),
+                               do_oracle=False)
+    assert "triton" in row1["timing"] and not {"triton_good", "triton_wrong"} & set(row1["timing"])

@@ -259,13 +259,19 @@ def forward(model, inputs):
 
 
 def _variant(gemm, split=None):
-    """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap); M == 1 keeps the GEMV default."""
+    """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap)."""
     return lambda model, inputs: w4a16_matmul(inputs[0], model.w_q, model.scales, model.zeros, model.group_size,
-                                              config=dict(gemm=gemm), split=split if inputs[0].shape[0] > 1 else None)
+                                              config=dict(gemm=gemm), split=split)
 
 
-#: timed beside `forward` by kernels.verify on a GPU (candidates for the GEMM default above; at
-#: M == 1 they run the default GEMV).  Measured 2026-12-03 and slower than the defaults on every
+def VARIANT_APPLIES(model, inputs) -> bool:
+    """The GEMM variants mean nothing at M == 1: that shape runs the GEMV (kernels.verify skips it)."""
+    x = inputs[0]
+    return x.dim() == 2 and x.shape[0] > 1
+
+
+#: timed beside `forward` by kernels.verify on a GPU (candidates for the GEMM default above; not
+#: at M == 1, see VARIANT_APPLIES).  Measured 2026-12-03 and slower than the defaults on every
 #: shape (device time): GEMV (64,128,4,4), (256,64,8,4), (128,128,8,6); GEMM (128,256,64,8,3),
 #: (64,128,128,4,4), (128,128,128,8,3) (docs/h200/2026-12-03-kernels-verify-8d43d9f.json);
 #: unswapped 256-row tiles (-d8827ad.json); swapped tiles at M <= 64: 16-64 x-rows by 64-128
