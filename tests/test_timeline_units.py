@@ -261,3 +261,15 @@ def test_copy_of_a_file_only_shown_by_cat_or_read():
     assert v.content == "import torch\nX = 1\n" and v.basis == "assumed" and v.op == "cp"
     assert reb.versions[WS + "/h.py"][0].content == "def f():\n    return 1\n"
     assert WS + "/u.py" not in reb.versions      # nothing known about the source: no version invented
+
+
+def test_under_timeout_reads_the_parsed_command():
+    """A 137/143 exit counts as a timeout only when a simple command of the call ran under
+    `timeout` (any path, behind sudo/env, inside bash -c), not when the word appears elsewhere."""
+    from forensics.analyze.timeline.core import _under_timeout
+    for cmd in ("timeout 60 python check.py", "/usr/bin/timeout -k 5 60 python check.py",
+                "sudo timeout 5 env X=1 python benchmark.py", "cd p && timeout 10s python check.py 2>&1 | tail -3",
+                "bash -c 'timeout 5 python check.py'"):
+        assert _under_timeout(cmd), cmd
+    for cmd in ("grep timeout log.txt", "echo 'timeout 5'", "python check.py --timeout 5", "", None):
+        assert not _under_timeout(cmd), cmd

@@ -372,6 +372,26 @@ def unwrap(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
     return argv[i:]
 
 
+def wrappers(argv: list[str]) -> list[str]:
+    """The launcher prefixes `unwrap` steps over, by base name, in order
+    (``sudo /usr/bin/timeout -k 5 60 env X=1 python t.py`` -> ['sudo', 'timeout', 'env'])."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if ASSIGN_RE.match(a) or a in RESERVED_PREFIX or a == "}":
+            i += 1
+            continue
+        base = a.rsplit("/", 1)[-1]
+        if base not in WRAPPERS:
+            break
+        out.append(base)
+        i = _wrapper_end(argv, i + 1, base, None)
+        if i < 0:
+            break
+    return out
+
+
 def split_assignments(words: list[str]) -> tuple[dict[str, str], list[str]]:
     """Leading ``VAR=val`` words and an ``env [-i] VAR=val`` prefix -> (their values, the rest)."""
     env: dict[str, str] = {}

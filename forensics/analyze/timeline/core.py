@@ -8,7 +8,9 @@ import re
 from datetime import datetime
 from typing import Any
 
+from forensics.analyze import shell as sh
 from forensics.analyze.findings import Evidence, Finding, write_findings
+from forensics.analyze.timeline import shell as tshell
 from forensics.analyze.timeline.outcome import parse_output, split_task_output
 from forensics.analyze.timeline.rebuild import CheckRun, Rebuilder, Version, anchor_with_final, sha256
 from forensics.store.db import loads_json
@@ -21,6 +23,16 @@ _WEAK_ARG_RX = re.compile(r"stress|skip|quick|fast|tol|no-|shapes?=", re.I)
 
 
 # ---------------------------------------------------------------------- store reads
+
+
+def _under_timeout(command: str | None) -> bool:
+    """A simple command of the call runs under `timeout` (/usr/bin/timeout, after sudo/env/nice,
+    inside bash -c): its 137/143 exit is the timeout's kill.  Parsed, so `grep timeout log` and
+    `echo "timeout 5"` do not count."""
+    try:
+        return any("timeout" in sh.wrappers(c.words) for c in tshell.parse(command or ""))
+    except Exception:  # noqa: BLE001 - an unparsable command: fall back to the word
+        return bool(re.search(r"(^|[\s;&|(])timeout\s", command or ""))
 
 def _load(store, run_id: str) -> dict[str, Any]:
     run = store.query("select * from runs where run_id = ?", [run_id])
@@ -204,7 +216,7 @@ def analyze_run(store, run_id: str) -> dict[str, Any]:
         if cr.background and not any(_has_output(t) for t in texts[1:]) and len(cr.results) <= 1:
             still = True
         o = parse_output(text, cr.script, ec, cr.filtered_by, bool(cr.results), still,
-                         under_timeout=bool(re.search(r"(^|[\s;&|(])timeout\s", cr.command or "")))
+                         under_timeout=_under_timeout(cr.command))
         v = _version_at(sol_versions, cr.order)
         later = [x for x in sol_versions if x.order > cr.order]
         vsha = v.sha256 if v else None
