@@ -156,8 +156,10 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     # sm_90 launch, D=128: one-page (16-token) tiles in one warp x 5 stages, splits for 8 programs
     # per SM; D=64: 64 x 3 in 4 warps, splits for 2 per SM.  Device time on an H200
     # (docs/h200/2026-12-03-kernels-verify-944d520.json): one warp was 10-32% faster than 4 at the
-    # same tile on the four D=128 shapes (the 16 x 128 score MMA of a 4-head group has 16 columns:
-    # with 4 warps half of them computed duplicates); one-page tiles at 4 warps were themselves
+    # same tile on the four D=128 shapes (the score tile is 16 x 16: 4 heads padded to 16 rows by
+    # 16 tokens; the 4-warp build's MMA layout spreads 4 warps over 32 columns, so half of them
+    # repeat work, by its TTGIR; ncu showed half its stall cycles on L1TEX, -ncu-d75d951-paged.txt);
+    # one-page tiles at 4 warps were themselves
     # 5-14% faster than the former rules (-d75d951).  At D=64 no launch beat 64 x 3.  Deeper K/V
     # buffering (2-4 tiles; at 32-token tiles Triton double-buffers only from 5 stages on) and a
     # grid with kv heads fastest made no difference (-dc9fb5e, -6448cf5).
