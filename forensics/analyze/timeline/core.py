@@ -22,9 +22,6 @@ _FALSY = {"0", "false", "no", "off", ""}
 _WEAK_ARG_RX = re.compile(r"stress|skip|quick|fast|tol|no-|shapes?=", re.I)
 
 
-# ---------------------------------------------------------------------- store reads
-
-
 def _under_timeout(command: str | None) -> bool:
     """A simple command of the call runs under `timeout` (/usr/bin/timeout, after sudo/env/nice,
     inside bash -c): its 137/143 exit is the timeout's kill.  Parsed, so `grep timeout log` and
@@ -34,6 +31,8 @@ def _under_timeout(command: str | None) -> bool:
     except Exception:  # noqa: BLE001 - an unparsable command: fall back to the word
         return bool(re.search(r"(^|[\s;&|(])timeout\s", command or ""))
 
+
+# ---------------------------------------------------------------------- store reads
 def _load(store, run_id: str) -> dict[str, Any]:
     run = store.query("select * from runs where run_id = ?", [run_id])
     calls = store.query(
