@@ -26,8 +26,9 @@ def test_redirections_keep_fd_and_heredoc_bodies_keep_newlines():
 def test_here_string_is_not_a_here_document():
     c = _cmds("bash <<< 'cat /etc/passwd'\necho done")
     assert c[0].heredoc == "cat /etc/passwd" and c[1].argv == ["echo", "done"]
-    t = tsh.parse("cat > f.py <<< 'x'\nEOF")[0]
-    assert t.heredoc() is None and t.redirects[-1].op == "<<<"
+    t = tsh.parse("cat > f.py <<< 'x'\nEOF")
+    # the here-string is the command's stdin text ('x'), and the next line is a command, not a body
+    assert t[0].heredoc().op == "<<<" and t[0].heredoc().target == "x" and t[1].words == ["EOF"]
 
 
 def test_backslash_newline_and_ansi_c_quoting():

@@ -273,3 +273,21 @@ def test_under_timeout_reads_the_parsed_command():
         assert _under_timeout(cmd), cmd
     for cmd in ("grep timeout log.txt", "echo 'timeout 5'", "python check.py --timeout 5", "", None):
         assert not _under_timeout(cmd), cmd
+
+
+def test_rebuilder_here_strings():
+    """`cat <<< WORD > f` and `tee f <<< WORD` write WORD and a newline; a word with an expansion
+    outside single quotes is a gap, not a guess; the last stdin redirection wins."""
+    calls = [
+        _call(1, "exec_command", {}, "cat <<< 'x = \"$HOME\"' > solution.py", kind="exec"),
+        _call(2, "exec_command", {}, "tee -a solution.py <<< y=2 >/dev/null", kind="exec"),
+        _call(3, "exec_command", {}, 'cat > other.py <<< "v=$V"', kind="exec"),
+        _call(4, "exec_command", {}, "cat <<'EOF' <<< 'last = 1' > third.py\nfirst = 1\nEOF", kind="exec"),
+    ]
+    reb = Rebuilder(calls, {}, "01_fp8_gemm").run()
+    sol = reb.versions[WS + "/solution.py"]
+    assert [v.op for v in sol] == ["heredoc", "tee"]
+    assert sol[0].content == 'x = "$HOME"\n' and sol[1].content == 'x = "$HOME"\ny=2\n'
+    (other,) = reb.versions[WS + "/other.py"]
+    assert other.content is None and "here-string" in (other.gap_reason or "")
+    assert reb.versions[WS + "/third.py"][-1].content == "last = 1\n"

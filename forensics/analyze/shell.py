@@ -103,6 +103,15 @@ _ANSI = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "f"
          "\\": "\\", "'": "'", '"': '"'}
 
 
+def word_expands(raw: str) -> bool:
+    """The word as written holds a parameter, command or arithmetic expansion outside single
+    quotes (its value is not known without running the shell)."""
+    for m in _PIECE_RE.finditer(raw):
+        if m.lastgroup in ("sub", "bq") or (m.lastgroup in ("plain", "dq") and "$" in m.group()):
+            return True
+    return False
+
+
 def _word_value(raw: str) -> tuple[str, bool, bool, list[str]]:
     """Quote removal.  Returns (text, has_unquoted_glob, quoted, substitution bodies)."""
     out: list[str] = []

@@ -483,6 +483,8 @@ class Rebuilder:
         def body_content():
             if hd is None:
                 return None, "no here-document"
+            if hd.op == "<<<":
+                return (hd.target + "\n", None) if hd.quoted else (None, "here-string with shell expansions")
             if not hd.quoted and re.search(r"\$[({A-Za-z_0-9@*#?]|`", hd.target):
                 return None, "unquoted here-document with shell expansions"
             body = hd.target

@@ -41,10 +41,13 @@ class SimpleCommand:
         return self.words[0].rsplit("/", 1)[-1] if self.words else ""
 
     def heredoc(self) -> Redirect | None:
+        """The command's stdin text: a here-document or a here-string (the last one given wins, as
+        in the shell)."""
+        found = None
         for r in self.redirects:
-            if r.op == "<<":
-                return r
-        return None
+            if r.op in ("<<", "<<<"):
+                found = r
+        return found
 
     def stdout_files(self) -> list[tuple[str, bool]]:
         """Files stdout is redirected into: [(path, append)]."""
@@ -58,8 +61,8 @@ class SimpleCommand:
 def _redirect(r: sh.Redirect) -> Redirect:
     if r.op in sh.HEREDOC_OPS:
         return Redirect("<<", r.body or "", 0, r.word.quoted)
-    if r.op == "<<<":
-        return Redirect("<<<", r.body or "", 0, r.word.quoted)
+    if r.op == "<<<":  # here-string: the word's value and a newline; `quoted` = no expansion in it
+        return Redirect("<<<", r.word.text, 0, not sh.word_expands(r.word.raw))
     fd = r.fd if r.fd is not None else (-1 if r.op.startswith("&") else 0 if r.op.startswith("<") else 1)
     return Redirect(">>" if r.op == "&>>" else r.op, r.word.text, fd)
 
