@@ -355,12 +355,10 @@ def _wrapper_end(argv: list[str], i: int, base: str, env: dict[str, str] | None)
     return min(i, n)
 
 
-def unwrap(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
-    """The argv that actually runs, after assignments, reserved words and launcher prefixes
-    (``sudo``, ``timeout -k 5 600``, ``env X=1``, ``uv run --with x``, ``nice -n 5``, ``ncu --set
-    full`` ...): ``['python', 'check.py']``.  Assignments (``X=1``, ``env X=1``) go into `env` when
-    given.  A package manager that does not ``run`` a program (``uv pip install``) gives []."""
-    i = 0
+def _unwrap_walk(argv: list[str], env: dict[str, str] | None) -> tuple[int, list[str]]:
+    """(index of the word that runs, base names of the launchers stepped over); the index is -1
+    when a launcher runs no program.  Assignments go into `env` when given."""
+    i, seen = 0, []
     while i < len(argv):
         a = argv[i]
         if ASSIGN_RE.match(a):
@@ -375,30 +373,26 @@ def unwrap(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
         base = a.rsplit("/", 1)[-1]
         if base not in WRAPPERS:
             break
+        seen.append(base)
         i = _wrapper_end(argv, i + 1, base, env)
         if i < 0:
-            return []
-    return argv[i:]
+            return -1, seen
+    return i, seen
+
+
+def unwrap(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """The argv that actually runs, after assignments, reserved words and launcher prefixes
+    (``sudo``, ``timeout -k 5 600``, ``env X=1``, ``uv run --with x``, ``nice -n 5``, ``ncu --set
+    full`` ...): ``['python', 'check.py']``.  Assignments (``X=1``, ``env X=1``) go into `env` when
+    given.  A package manager that does not ``run`` a program (``uv pip install``) gives []."""
+    i, _ = _unwrap_walk(argv, env)
+    return [] if i < 0 else argv[i:]
 
 
 def wrappers(argv: list[str]) -> list[str]:
     """The launcher prefixes `unwrap` steps over, by base name, in order
     (``sudo /usr/bin/timeout -k 5 60 env X=1 python t.py`` -> ['sudo', 'timeout', 'env'])."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if ASSIGN_RE.match(a) or a in RESERVED_PREFIX or a == "}":
-            i += 1
-            continue
-        base = a.rsplit("/", 1)[-1]
-        if base not in WRAPPERS:
-            break
-        out.append(base)
-        i = _wrapper_end(argv, i + 1, base, None)
-        if i < 0:
-            break
-    return out
+    return _unwrap_walk(argv, None)[1]
 
 
 def split_assignments(words: list[str]) -> tuple[dict[str, str], list[str]]:

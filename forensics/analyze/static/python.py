@@ -1246,15 +1246,16 @@ def check_retained_input(mod: Module) -> list[Hit]:
                 if not isinstance(guard, ast.If):
                     continue
                 inside = {id(m) for m in ast.walk(guard)}
-                reads = [m for m in fi.nodes if id(m) not in inside and isinstance(m, (ast.Attribute, ast.Name))
+                outside = [m for m in fi.nodes if id(m) not in inside]
+                reads = [m for m in outside if isinstance(m, (ast.Attribute, ast.Name))
                          and isinstance(getattr(m, "ctx", None), ast.Load) and mod.persistent(m, fi) == state]
                 # refreshed every call (a graph's static input: state.copy_(x) or state[...] = x) is the copy-in pattern
-                refreshed = any(isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr == "copy_"
-                                and mod.persistent(m.func.value, fi) == state and _names(m) & params
-                                for m in fi.nodes if id(m) not in inside) or any(
-                    isinstance(m, ast.Assign) and any(isinstance(tt, ast.Subscript) and mod.persistent(tt, fi) == state
-                                                      for tt in m.targets) and _names(m.value) & params
-                    for m in fi.nodes if id(m) not in inside)
+                refreshed = any(
+                    (isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr == "copy_"
+                     and mod.persistent(m.func.value, fi) == state and _names(m) & params)
+                    or (isinstance(m, ast.Assign) and any(isinstance(tt, ast.Subscript) and mod.persistent(tt, fi) == state
+                                                          for tt in m.targets) and _names(m.value) & params)
+                    for m in outside)
                 if not reads or refreshed:
                     continue
                 done.add(state)
