@@ -628,7 +628,7 @@ def classify_value(mod: Module, e: ast.AST, fi: FuncInfo, depth: int = 0, seen: 
                 args_names = set().union(*[_names(a) for a in n.args]) if n.args else set()
                 base_names = _names(n.func.value) if isinstance(n.func, ast.Attribute) else set()
                 src = args_names | base_names
-                if src & set(fi.params[1:] if fi.cls else fi.params):
+                if src & set(_entry_params(fi)):
                     out.add("input-copy")
             elif mod.is_launch(n, fi):
                 out.add("computed")
@@ -935,9 +935,7 @@ def check_ptr_compare(mod: Module) -> list[Hit]:
     exactly one side may call data_ptr(), the other must be stored state (a name, attribute or
     subscript), and the comparison must decide a branch of an entry point."""
     hits: list[Hit] = []
-    for fi in mod.funcs.values():
-        if fi.node.name not in FORWARD_NAMES or fi.is_triton:
-            continue
+    for fi in _entries(mod):
         lo, hi = fi.node.lineno, fi.node.end_lineno or fi.node.lineno
         for c in mod.of(ast.Compare):
             if not lo <= c.lineno <= hi or len(c.ops) != 1 or not isinstance(c.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
@@ -967,7 +965,7 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
     for fi in mod.funcs.values():
         if fi.is_triton:
             continue
-        inputs = set(fi.params[1:] if fi.cls else fi.params)
+        inputs = set(_entry_params(fi))
 
         def sampled(e: ast.AST, depth: int = 0) -> bool:
             if depth > 3:
@@ -1010,6 +1008,16 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
     return hits
 
 
+def _entries(mod: Module) -> Iterator[FuncInfo]:
+    """The solution's entry points (forward/step/decode_steps/...), Triton kernels excluded."""
+    return (fi for fi in mod.funcs.values() if fi.node.name in FORWARD_NAMES and not fi.is_triton)
+
+
+def _entry_params(fi: FuncInfo) -> list[str]:
+    """An entry's caller-supplied parameters (a method's self/cls left out)."""
+    return fi.params[1:] if fi.cls else fi.params
+
+
 def _names_derived(fi: FuncInfo, var: str, inputs: set[str], depth: int = 0) -> bool:
     if depth > 3:
         return False
@@ -1037,9 +1045,7 @@ def _refs_persistent(mod: Module, e: ast.AST, fi: FuncInfo) -> bool:
 
 def check_persistent_output(mod: Module) -> list[Hit]:
     hits = []
-    for fi in mod.funcs.values():
-        if fi.node.name not in FORWARD_NAMES or fi.is_triton:
-            continue
+    for fi in _entries(mod):
         for n in fi.nodes:
             if not (isinstance(n, ast.Return) and n.value is not None):
                 continue
@@ -1169,13 +1175,11 @@ def check_call_counter(mod: Module) -> list[Hit]:
 
 def check_arg_ignored(mod: Module) -> list[Hit]:
     hits = []
-    for fi in mod.funcs.values():
-        if fi.node.name not in FORWARD_NAMES or fi.is_triton:
-            continue
+    for fi in _entries(mod):
         body = fi.node.body
         if len(body) == 1 and isinstance(body[0], (ast.Pass, ast.Raise, ast.Expr)):
             continue
-        params = fi.params[1:] if fi.cls else fi.params
+        params = _entry_params(fi)
         loads: dict[str, list[ast.Name]] = {}
         lo, hi = fi.node.lineno, fi.node.end_lineno or fi.node.lineno
         for n in mod.of(ast.Name):  # every Name in the def's line span: nested closures read params too
@@ -1226,10 +1230,8 @@ def _guard_reads(mod: Module, test: ast.AST, fi: FuncInfo, state: str) -> bool:
 def check_retained_input(mod: Module) -> list[Hit]:
     """An entry stores its argument in unset persistent state and reads that state afterwards."""
     hits = []
-    for fi in mod.funcs.values():
-        if fi.node.name not in FORWARD_NAMES or fi.is_triton:
-            continue
-        params = set(fi.params[1:] if fi.cls else fi.params) - {"args", "kwargs"}
+    for fi in _entries(mod):
+        params = set(_entry_params(fi)) - {"args", "kwargs"}
         done: set[str] = set()
         for n in fi.nodes:
             if not isinstance(n, ast.Assign) or not (src := _retained_param(n.value, params)):
@@ -1283,10 +1285,8 @@ def _inside_return(mod: Module, n: ast.AST) -> bool:
 
 def check_input_dispatch(mod: Module) -> list[Hit]:
     hits = []
-    for fi in mod.funcs.values():
-        if fi.node.name not in FORWARD_NAMES or fi.is_triton:
-            continue
-        inputs = set(fi.params[1:] if fi.cls else fi.params)
+    for fi in _entries(mod):
+        inputs = set(_entry_params(fi))
         stat_vars = set()
         for name, vals in fi.assigns.items():
             for v in vals:
