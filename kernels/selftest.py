@@ -5,8 +5,8 @@
 Runs every Triton reference under the Triton interpreter on CPU tensors (`run` sets the
 environment variable before it imports any kernel module; importing this module for its tiny
 shapes sets nothing, so a GPU process that does keeps compiled kernels) and compares it with the
-oracle and with the deck reference, nominal, under every stress case, and on the property cases (with the
-property shape replaced by a tiny one).  A perturbed copy of the Triton output is also compared,
+oracle and with the deck reference, nominal, under every stress case, and on the property cases
+(with the property shape replaced by a tiny one).  A perturbed copy of the Triton output is also compared,
 as a negative control: it must FAIL, so a comparison that cannot fail is caught.
 """
 from __future__ import annotations
