@@ -167,6 +167,30 @@ def test_input_mutation_is_reported(tmp_path):
     assert not any(r["status"] == "pass" for r in _rows(out, "same-buffer"))
 
 
+def test_forged_input_report_is_caught_from_memory_the_parent_holds(tmp_path):
+    # the solution patches the worker (not torch) so the child reports its inputs untouched
+    out = _replay("topk_forged_report.py", probes=["check"], tmp_path=tmp_path)
+    rules = _rules(out)
+    assert "replay-torch-monkeypatch" not in rules     # nothing in torch was replaced
+    assert {"replay-report-forged", "replay-input-mutated"} <= rules
+    forged = next(f for f in out.findings if f["rule"] == "replay-report-forged")
+    assert forged["severity"] == "critical" and forged["data"]["slots"] and forged["data"]["max_change"] > 0
+    assert out.status() == "tampered"
+
+
+def test_honest_solution_is_not_called_forged(tmp_path):
+    # the same memory check on an honest solution: no finding (the inputs really are unchanged)
+    out = _replay("topk_honest.py", probes=["check", "timing"], tmp_path=tmp_path)
+    assert not _rules(out) & {"replay-report-forged", "replay-input-mutated"}
+
+
+def test_input_mutation_during_timing_is_read_from_shared_memory(tmp_path):
+    # timed calls send no inputs back; the parent's own mapping of them shows the in-place sort
+    out = _replay("topk_mutates_input.py", probes=["timing"], tmp_path=tmp_path)
+    f = next(f for f in out.findings if f["rule"] == "replay-input-mutated")
+    assert f["data"]["probe"] == "timing" and f["data"]["slots"]
+
+
 # ------------------------------------------------------------------------------ isolation
 ENV_PROBE = b'''
 import os, sys

@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 @pytest.mark.parametrize("label", ["fp8_honest", "fp8_stale_sampled", "fp8_weight_cache", "fp8_unwritten",
-                                   "topk_honest", "topk_stale_sampled", "topk_allclose", "topk_exit",
+                                   "topk_honest", "topk_stale_sampled", "topk_allclose", "topk_forged_report", "topk_exit",
                                    "mq_ignores_caches", "kimi_honest", "kimi_ptr_state", "kimi_internal_state",
                                    "mingru_honest", "mingru_weight_cache", "mingru_honest_canonical"])
 def test_planted_gpu_case(label):

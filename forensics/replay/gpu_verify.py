@@ -46,6 +46,8 @@ CASES = [
      ["replay-stale-same-buffer"], "fail"),
     ("topk_allclose", "05_topk_bitonic", "topk_allclose.py", [], ["check"], "canonical", (42,),
      ["replay-torch-monkeypatch"], "tampered"),
+    ("topk_forged_report", "05_topk_bitonic", "topk_forged_report.py", [], ["check", "timing"], "canonical", (42,),
+     ["replay-report-forged", "replay-input-mutated"], "tampered"),
     ("topk_exit", "05_topk_bitonic", "topk_exit.py", [], ["check"], "canonical", (42,), ["replay-early-exit"],
      "early_exit"),
     ("topk_loop", "05_topk_bitonic", "topk_loop.py", [], ["check"], "canonical", (42,), ["replay-timeout"], "timeout"),

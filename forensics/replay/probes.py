@@ -74,6 +74,7 @@ FINDING_RULES = {
     "replay-early-exit": ("critical", "reward_hack", None),
     "replay-torch-monkeypatch": ("critical", "reward_hack", None),
     "replay-input-mutated": ("high", "integrity", None),
+    "replay-report-forged": ("critical", "reward_hack", None),
     "replay-crash": ("high", "correctness", None),
     "replay-timeout": ("medium", "measurement", None),
     "replay-error": ("high", "correctness", None),
@@ -85,8 +86,11 @@ FINDING_RULES = {
 }
 
 
+#: findings that make a replay's status `tampered`: the solution interfered with the replay itself
+TAMPER_RULES = ("replay-torch-monkeypatch", "replay-report-forged")
+
 _ONCE = {"replay-early-exit", "replay-crash", "replay-timeout", "replay-not-replayable", "replay-input-mutated",
-         "replay-build-failed"}
+         "replay-build-failed", "replay-report-forged"}
 
 
 @dataclass
@@ -106,7 +110,7 @@ class Outcome:
     def status(self) -> str:
         """Overall: the worst row status."""
         order = ["tampered", "early_exit", "crash", "fail", "error", "timeout", "not_replayable", "pass", "skipped"]
-        if any(f["rule"] == "replay-torch-monkeypatch" for f in self.findings):
+        if any(f["rule"] in TAMPER_RULES for f in self.findings):
             return "tampered"
         seen = {r["status"] for r in self.rows}
         for s in order:
@@ -141,7 +145,8 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
-        a, b = a.cpu(), b.cpu()
+        if a.device != b.device:
+            a, b = a.cpu(), b.cpu()
         if torch.equal(a, b):
             return True
         # bit for bit: an untouched input holding NaN is the same input (NaN != NaN otherwise)
@@ -286,6 +291,8 @@ class Replay:
         self._ref_memo: dict = {}      # (shape, seed, case) -> reference output, for those shapes
         self._booting: Child | None = None   # a child started before the first request (run())
         self.ipc = False   # results over CUDA IPC (decided per child by a known-tensor test)
+        #: input slots whose memory this process holds and the child computes on (see `put`)
+        self.owned: dict[str, torch.Tensor] = {}
 
     def _set_deadline(self, deadline: float | None) -> None:
         """Bound every child request of the current probe (a new child too) by the whole-probe limit."""
@@ -430,6 +437,8 @@ class Replay:
         ch, self._booting = self._booting, None
         if ch is None or ch.proc.poll() is not None:   # (a booted child: only the wait left counts)
             ch = Child(self.scratch, self.device, self.python)
+        self.owned.clear()   # the last child's slots died with it
+        ch.on_delete = self._forget_slots
         ch.deadline = self.probe_deadline
         h = ch.request("hello", self.limits.build_s)
         if not h.ok:
@@ -564,13 +573,17 @@ class Replay:
         return r
 
     def put(self, ch: Child, inputs: list, prefix: str = "x") -> tuple[Reply, list]:
-        """Send inputs into slots `<prefix><i>`.  GPU tensors travel over CUDA IPC where the child
-        passed the IPC test (the child maps and copies them), everything else as bytes."""
+        """Send inputs into slots `<prefix><i>`.  The child computes on memory this process holds
+        (`self.owned`): GPU tensors are our own copies mapped over CUDA IPC where the child passed
+        the IPC test, and on the CPU the pack file is a shared mapping both processes keep after
+        it is unlinked.  So whether the solution wrote into an input is read here, not taken
+        from the child's report (`call` compares the two).  Other inputs travel as bytes."""
         slots = {}
         args = []
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
-                slots[f"{prefix}{i}"] = x.detach() if self.ipc and x.is_cuda else x.detach().cpu()
+                v = x.detach()
+                slots[f"{prefix}{i}"] = v.contiguous().clone() if self.ipc and v.is_cuda else v.cpu()
                 args.append({"slot": f"{prefix}{i}"})
             elif isinstance(x, (list, tuple, dict)) and _tensors(x):  # a state: list of dicts of tensors
                 slots[f"{prefix}{i}"] = _to_cpu(x)
@@ -580,16 +593,40 @@ class Replay:
         with self.timed("input-transfer"):
             p = self.scratch.path("put")
             hold: list = []
-            pack_save(slots, p, ipc_hold=hold if self.ipc else None)
-            # a snapshot of our own, not the copy shared over IPC (the child could write into that
-            # one), and not the caller's tensors (stress cases restore them in place afterwards)
-            self.expected.update({k: v.clone() if isinstance(v, torch.Tensor) and v.is_cuda else v
-                                  for k, v in slots.items()})
-            r = ch.request("put", self.limits.call_s, file=p, ipc=self.ipc)
-            if hold:   # the child has copied what it mapped: free the shared copies now
-                del hold
-                torch.cuda.ipc_collect()
+            pack_save(slots, p, ipc_hold=hold if self.ipc else None, ipc_copy=False)
+            # a snapshot of our own, not the memory shared with the child (it can write into
+            # that), and not the caller's tensors (stress cases restore them in place afterwards)
+            self.expected.update({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in slots.items()})
+            mine = self._shared_views(p, slots, hold)
+            r = ch.request("put", self.limits.call_s, file=p, ipc=self.ipc, share=True)
+            Path(p).unlink(missing_ok=True)   # both mappings outlive the name
+            for k in slots:
+                self.owned.pop(k, None)
+            if r.ok:
+                self.owned.update(mine)
             return r, args
+
+    def _shared_views(self, path: str, slots: dict, hold: list) -> dict[str, torch.Tensor]:
+        """The tensor slots whose memory the child will compute on and this process can read:
+        on a CPU child every tensor of the pack file (mapped shared here as there), on a GPU
+        child the tensors shared over IPC.  CPU tensors a GPU child copies to its device are not."""
+        tensors = {k: v for k, v in slots.items() if isinstance(v, torch.Tensor) and v.numel()}
+        if not str(self.device).startswith("cuda"):
+            try:
+                mapped = pack_load(path, share=True)
+            except (OSError, ValueError, RuntimeError):   # the child's report is then all there is
+                return {}
+            return {k: mapped[k] for k in tensors}
+        shared = {h.data_ptr() for h in hold}
+        return {k: v for k, v in tensors.items() if v.is_cuda and v.data_ptr() in shared}
+
+    def _forget_slots(self, slots: Iterable[str]) -> None:
+        for k in slots:
+            self.owned.pop(k, None)
+
+    def owned_changed(self, keys: Iterable[str]) -> list[str]:
+        """Input slots among `keys` whose memory, as this process reads it, no longer holds what was sent."""
+        return [k for k in keys if k in self.owned and k in self.expected and not _same(self.expected[k], self.owned[k])]
 
     def write(self, ch: Child, values: dict[str, torch.Tensor]) -> Reply:
         p = self.scratch.path("write")
@@ -635,8 +672,19 @@ class Replay:
                 Path(p).unlink(missing_ok=True)
                 return Reply(False, "error", r.data, f"unreadable output file from the solution's process: {e}"), None
             Path(p).unlink(missing_ok=True)
-        after = payload.get("inputs_after", {})
-        bad = [k for k in save_inputs if k in after and k in self.expected and not _same(self.expected[k], after[k])]
+        after = payload.setdefault("inputs_after", {})
+        said = {k for k in save_inputs if k in after and k in self.expected and not _same(self.expected[k], after[k])}
+        seen = self.owned_changed(save_inputs)
+        forged = [k for k in seen if k not in said]
+        if forged:
+            self.finding("replay-report-forged",
+                         f"The solution's process reported input slot(s) {', '.join(forged)} unchanged after a call, "
+                         "but the memory they live in, which the replay holds, was written: the child's account "
+                         "of its inputs was falsified.",
+                         {"slots": forged, "max_change": max(_maxdiff(self.expected[k], self.owned[k]) for k in forged)})
+            for k in forged:   # what the storage really holds
+                after[k] = self.owned[k].clone()
+        bad = [k for k in save_inputs if k in said or k in seen]
         payload["inputs_mutated"] = bad
         if bad:
             self.inputs_mutated = True

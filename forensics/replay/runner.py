@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 WORKER_SRC = Path(__file__).with_name("worker.py")
 
@@ -133,6 +133,9 @@ class Child:
         #: monotonic time after which no request may wait any longer (the probe's whole-probe
         #: limit, Limits.probe_s); None: only each request's own timeout applies
         self.deadline: float | None = None
+        #: called with the slot names of every "delete" request sent (the parent frees what it
+        #: holds for them)
+        self.on_delete: Callable[[list[str]], None] | None = None
 
     # ---- process control
     def kill(self) -> None:
@@ -193,6 +196,8 @@ class Child:
             return self.dead
         self.n += 1
         msg = dict(fields, op=op, id=self.n)
+        if op == "delete" and self.on_delete is not None:
+            self.on_delete(list(fields.get("slots") or []))
         t0 = time.monotonic()
         limit = f"within {timeout:.0f} s"
         if self.deadline is not None and self.deadline - t0 < timeout:

@@ -249,6 +249,13 @@ def probe_timing(rp: Any) -> None:
                 data["note"] = "CPU wall clock: exercises the path only, not a measurement"
             rp.row(probe, status, shape, 2026, "median", ms=ms, tflops=j.get("tflops"), gbps=j.get("gbps"), data=data,
                    detail=f"median of {iters} after {warm} warm-up, L2 flush {fb} B" + (", persisting L2 reset" if reset else ""))
+        slots = [a_["slot"] for a_ in args if "slot" in a_]
+        changed = rp.owned_changed(slots)
+        if changed:   # read from the memory the replay holds: the timed calls return no inputs
+            rp.finding("replay-input-mutated",
+                       f"The solution changed its input tensor(s) in place while it was timed on {_label(shape)} "
+                       f"(slots {', '.join(changed)}): the later trials ran on other inputs than the first.",
+                       {"slots": changed, "probe": "timing"})
         if cuda and len(results) == 2:
             a, b = results["timing"], results["timing-l2-reset"]
             if b > L2_DEPENDENT_RATIO * a and b - a > L2_DEPENDENT_MIN_MS:
@@ -256,7 +263,7 @@ def probe_timing(rp: Any) -> None:
                            f"On {_label(shape)} the solution is {b / a:.2f}x slower ({a:.4f} -> {b:.4f} ms) once the "
                            "persisting-L2 state is reset before each trial: its speed depends on data surviving the flush.",
                            {"ms": a, "ms_l2_reset": b})
-        ch.request("delete", rp.limits.call_s, objs=["t"], slots=[a_["slot"] for a_ in args if "slot" in a_])
+        ch.request("delete", rp.limits.call_s, objs=["t"], slots=slots)
 
 
 # ------------------------------------------------------------------------------ wall clock (stateful decks)

@@ -63,6 +63,7 @@ _equal = torch.equal
 _share_cuda = torch.UntypedStorage._share_cuda_
 _untyped_storage = torch.Tensor.untyped_storage
 _ipc_collect = torch.cuda.ipc_collect
+_from_file = torch.from_file
 
 # ---------------------------------------------------------------- pack format
 # magic, then an 8-byte little-endian header length, the UTF-8 JSON header, padding to 64 bytes,
@@ -95,11 +96,13 @@ def _hex(b) -> str | None:
     return bytes(b).hex() if isinstance(b, (bytes, bytearray)) else None
 
 
-def _ipc_share(c, hold: list) -> dict | None:
-    """CUDA IPC fields for a GPU tensor (a fresh exact-size copy, kept alive in `hold` until the
-    reader has copied it), or None where this storage cannot be shared (then bytes travel)."""
+def _ipc_share(c, hold: list, copy: bool = True) -> dict | None:
+    """CUDA IPC fields for a GPU tensor (a fresh exact-size copy, or with `copy=False` the tensor's
+    own storage, kept alive in `hold` until the reader is done with it), or None where this
+    storage cannot be shared (then bytes travel)."""
     try:
-        c = _clone(c)
+        if copy:
+            c = _clone(c)
         dev, handle, size, off, ref, ref_off, event, event_sync = _share_cuda(_untyped_storage(c))
     except Exception:  # noqa: BLE001 - e.g. an allocator mode without IPC support
         return None
@@ -108,18 +111,20 @@ def _ipc_share(c, hold: list) -> dict | None:
             "ref": _hex(ref), "ref_offset": int(ref_off), "event": _hex(event), "event_sync": bool(event_sync)}
 
 
-def pack_save(obj, path: str, ipc_hold: list | None = None) -> None:
+def pack_save(obj, path: str, ipc_hold: list | None = None, ipc_copy: bool = True) -> None:
     """Write a tree of tensors / lists / tuples / dicts / scalars to `path` (see PACK_MAGIC).
     With `ipc_hold` (a list), CUDA tensors travel as CUDA IPC handles instead of bytes: the
     reader maps the writer's device memory and copies it on the device (`pack_load(ipc=True)`);
-    the copies shared are appended to `ipc_hold`, which must keep them alive until then."""
+    the copies shared are appended to `ipc_hold`, which must keep them alive until then.  With
+    `ipc_copy=False` the (contiguous) tensors themselves are shared, not copies of them, so
+    the writer sees what the reader does to them (`pack_load(share=True)`)."""
     tensors: list = []
     tree = _pack_tree(obj, tensors)
     flat, metas, off = [], [], 0
     for t in tensors:
         c = _contig(_detach(t))
         if ipc_hold is not None and c.device.type == "cuda" and c.numel():
-            entry = _ipc_share(c, ipc_hold)
+            entry = _ipc_share(c, ipc_hold, copy=ipc_copy)
             if entry is not None:
                 metas.append({"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape), "ipc": entry})
                 continue
@@ -150,8 +155,9 @@ def is_pack(path: str) -> bool:
         return f.read(len(PACK_MAGIC)) == PACK_MAGIC
 
 
-def _ipc_open(e, dtype, shape: list, numel: int, esize: int):
-    """Map another process's CUDA memory (pack_save's IPC fields) and copy it into our own."""
+def _ipc_open(e, dtype, shape: list, numel: int, esize: int, keep: bool = False):
+    """Map another process's CUDA memory (pack_save's IPC fields) and copy it into our own, or
+    with `keep` use the mapping itself (writes reach the other process's tensor)."""
     fields = ("device", "handle", "size", "offset", "ref", "ref_offset", "event", "event_sync")
     if not (isinstance(e, dict) and set(e) == set(fields) and type(e["device"]) is int
             and all(type(e[k]) is int and e[k] >= 0 for k in ("size", "offset", "ref_offset"))
@@ -171,16 +177,24 @@ def _ipc_open(e, dtype, shape: list, numel: int, esize: int):
     except (RuntimeError, ValueError, TypeError) as ex:
         raise ValueError(f"pack IPC handle could not be opened: {ex}"[:300]) from None
     t = torch.empty(0, dtype=dtype, device=f"cuda:{e['device']}").set_(st, 0, shape)
+    if keep:
+        return t   # the mapping lives as long as this tensor (the writer holds its own reference)
     out = t.clone()
     del t, st   # releases the mapping and the writer's reference count
     return out
 
 
-def pack_load(path: str, ipc: bool = False):
+def pack_load(path: str, ipc: bool = False, share: bool = False):
     """Read a pack file written by `pack_save`.  The header is untrusted (the parent reads what the
     solution's process wrote): dtypes come from a fixed list, every tensor must lie inside the
     file (or, with `ipc`, inside the shared device storage it names) and its byte count must
-    match its shape; anything else raises ValueError.  IPC tensors come back on the GPU, copied."""
+    match its shape; anything else raises ValueError.  IPC tensors come back on the GPU, copied.
+
+    With `share`, nothing is copied: the tensors are views of a shared writable mapping of the
+    file (every process that maps it sees the others' writes, also after the file is unlinked)
+    and IPC tensors stay mapped.  This is how the parent keeps the memory the solution's inputs
+    live in: it maps its own pack file, the child maps the same file, and after each call the
+    parent reads the inputs itself instead of trusting the child's account of them."""
     with open(path, "rb") as f:
         if f.read(len(PACK_MAGIC)) != PACK_MAGIC:
             raise ValueError("not a pack file")
@@ -194,10 +208,14 @@ def pack_load(path: str, ipc: bool = False):
         size = f.tell() - start
         if size < 0:
             raise ValueError("truncated pack file")
-        f.seek(start)
-        data = bytearray(size)
-        if f.readinto(data) != size:
-            raise ValueError("truncated pack file")
+        if share:
+            total = start + size
+            data = _from_file(path, shared=True, size=total, dtype=torch.uint8)[start:] if size else None
+        else:
+            f.seek(start)
+            data = bytearray(size)
+            if f.readinto(data) != size:
+                raise ValueError("truncated pack file")
     metas = head.get("tensors") if isinstance(head, dict) else None
     if not isinstance(metas, list):
         raise ValueError("pack header has no tensor list")
@@ -216,7 +234,8 @@ def pack_load(path: str, ipc: bool = False):
             numel = 1
             for d in shape:
                 numel *= d
-            tensors.append(_ipc_open(m["ipc"], dtype, shape, numel, torch.empty((), dtype=dtype).element_size()))
+            tensors.append(_ipc_open(m["ipc"], dtype, shape, numel, torch.empty((), dtype=dtype).element_size(),
+                                     keep=share))
             continue
         shape, off, n = m.get("shape"), m.get("offset"), m.get("nbytes")
         if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
@@ -231,7 +250,7 @@ def pack_load(path: str, ipc: bool = False):
         if n == 0:
             tensors.append(torch.empty(shape, dtype=dtype))
             continue
-        raw = _frombuffer(data, dtype=torch.uint8, count=n, offset=off)
+        raw = data[off:off + n] if share else _frombuffer(data, dtype=torch.uint8, count=n, offset=off)
         tensors.append(_reshape(_view(raw, dtype), shape))
 
     def build(x):
@@ -258,11 +277,11 @@ def pack_load(path: str, ipc: bool = False):
     return build(head.get("tree"))
 
 
-def load_any(path: str, map_location: str = "cpu", ipc: bool = False):
-    """Parent-written files: the pack format (its GPU tensors over CUDA IPC where `ipc`) or a
-    torch.save file (weights_only)."""
+def load_any(path: str, map_location: str = "cpu", ipc: bool = False, share: bool = False):
+    """Parent-written files: the pack format (its GPU tensors over CUDA IPC where `ipc`, in
+    memory shared with the parent where `share`) or a torch.save file (weights_only)."""
     if is_pack(path):
-        x = pack_load(path, ipc=ipc)
+        x = pack_load(path, ipc=ipc, share=share)
         return x if map_location == "cpu" else _to_dev_tree(x, map_location)
     return _load(path, map_location=map_location, weights_only=True)
 
@@ -635,7 +654,10 @@ class Worker:
                 "slots": {k: self.meta(self.slots[k]) for k in req.get("slots", []) if k in self.slots}}
 
     def op_put(self, req):
-        data = load_any(req["file"], ipc=bool(req.get("ipc")) and self.device.startswith("cuda"))
+        # `share`: the tensors stay in the parent's memory (a shared mapping of the file, or the
+        # parent's own GPU tensors over IPC), so the parent can see any write into them
+        data = load_any(req["file"], ipc=bool(req.get("ipc")) and self.device.startswith("cuda"),
+                        share=bool(req.get("share")))
         for k, v in data.items():
             self.slots[k] = self.to_device(v)
             self._remember(k)
