@@ -80,6 +80,7 @@ class ProblemSpec:
     deck_fn: Callable | None = None             # the literal deck call when reference_fn is a faster equivalent
     deck_tolerance: dict | None = None          # reference_fn vs deck_fn: dict(atol, rtol, rel_l2); None: bitwise
     reinit_fn: Callable | None = None           # reinit_fn(spec, model, seed, exact) (check's per-seed re-init)
+    baseline_fn: Callable | None = None         # baseline_fn(spec, model, inputs): the deck's speedup denominator
     property_cases: list[PropertyCase] = field(default_factory=list)
     property_since: str | None = None           # A3 suite exists in archives from this date
     stress_since: str | None = None             # A2 suite exists from this date

@@ -463,6 +463,25 @@ def test_kimi_step_oracle_independent_forms_tiny_config():
     assert not spec.compare(ref, (ref[0], short))["ok"]
 
 
+def test_kimi_baseline_passes_the_deck_check_and_keeps_the_state_layout():
+    # the speedup denominator: bf16 math on the reference's weights, within the deck's cosine
+    # gate of the reference step, state dtypes and the MLA cache growth as the contract has them
+    spec = registry.get("02_kimi_linear_decode")
+    mod = spec.reference_module()
+    from kernels.selftest import KIMI_TINY_CFG
+    model = mod.Model(mod.Config(**KIMI_TINY_CFG)).eval()
+    for seed in (0, 1):
+        x = mega_02_kimi.make_inputs(spec, dict(ctx=20, n_experts=8), seed, "cpu", cfg=model.cfg)
+        ref = spec.reference_forward(model, x)
+        base = spec.baseline_fn(spec, model, x)
+        res = spec.compare(ref, base)
+        assert res["ok"] and min(res["cosines"].values()) > 0.999, res["msg"]
+        assert base[0].dtype == torch.bfloat16 and not torch.equal(base[0], ref[0])   # bf16 math, not the same op
+        assert [sorted(st) for st in base[1]] == [sorted(st) for st in ref[1]]
+        assert all(base[1][i][k].dtype == ref[1][i][k].dtype for i in range(4) for k in ref[1][i])
+        assert base[1][3]["c_kv"].shape == (21, 128) and x[1][3]["c_kv"].shape == (20, 128)
+
+
 # ---------------------------------------------------------------------------- hardware
 def test_hardware_peaks():
     h200 = hardware.HARDWARE["H200"]

@@ -71,6 +71,11 @@ def test_kimi_honest_passes_every_step_probe(tmp_path):
     assert "dead-id" in _rows(out, "fresh-state")[0]["case_name"]
     t = _rows(out, "timing")[0]
     assert t["case_name"] == "best-of-3" and t["ms"] > 0 and t["data"]["tok_s"] > 0 and len(t["data"]["s_all"]) == 3
+    # the deck's score: the bundled baseline timed in the replay's process, same program, best of 3
+    base = t["data"]["baseline"]
+    assert len(base["s_all"]) == 3 and base["wall_s"] == min(base["s_all"]) > 0
+    assert t["data"]["speedup_here"] == pytest.approx(base["wall_s"] / t["data"]["wall_s"])
+    assert out.info["speedup_geomean_here"] == pytest.approx(t["data"]["speedup_here"]) and out.info["speedup_shapes"] == 1
 
 
 def test_kimi_frozen_state_passes_the_deck_check_but_not_the_chain(tmp_path):
@@ -126,6 +131,14 @@ def test_kimi_run_dir_with_archived_mega_benchmark_log(tmp_path):
     data = _rows(out, "timing")[0]["data"]
     assert data["archived"] == {"ms_per_tok": 2.144, "tok_s": 467.0, "baseline_ms_per_tok": 5.476, "speedup": 2.55}
     assert data["archived_peak_fraction"] == 2.6374 and data["method"] == "wall_clock_best_of_3"
+    assert data["speedup_here"] > 0 and out.info["speedup_geomean_here"] == pytest.approx(data["speedup_here"])
+    # the command line shows the score here beside the archived one
+    from click.testing import CliRunner
+
+    from forensics.replay.cli import replay_cmd
+    r = CliRunner().invoke(replay_cmd, [str(run), "--device", "cpu", "--shapes", "tiny", "--probe", "timing"])
+    assert r.exit_code == 0, r.output
+    assert "over the bundled baseline" in r.output and "archived peak_fraction 2.6374" in r.output
 
 
 # ------------------------------------------------------------------------------ MinGRU rollout API

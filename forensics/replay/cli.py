@@ -35,10 +35,18 @@ def _print_outcome(out, as_json: bool) -> None:
             nums += f" ms={r['ms']:.4f}"
             if r.get("gbps") is not None:
                 nums += f" GB/s={r['gbps']:.1f} TFLOP/s={r['tflops'] or 0:.2f}"
+            sp = (r.get("data") or {}).get("speedup_here")
+            if sp is not None:
+                nums += f" speedup={sp:.3g}x over the bundled baseline"
         click.echo(f"  {r['probe']:<17} {r['status']:<14} {r.get('shape') or '':<30} seed={r.get('seed')} "
                    f"{r.get('case_name') or ''}{nums}")
         if r["status"] not in ("pass",) and r.get("detail"):
             click.echo(f"      {str(r['detail']).splitlines()[0][:160]}")
+    if info.get("speedup_geomean_here") is not None:
+        arch = next(((r.get("data") or {}).get("archived_peak_fraction") for r in out.rows
+                     if (r.get("data") or {}).get("speedup_here") is not None), None)
+        click.echo(f"  score here: geomean speedup {info['speedup_geomean_here']:.3g}x over {info.get('speedup_shapes')} "
+                   f"shape(s)" + (f" (archived peak_fraction {arch}, another GPU)" if arch is not None else ""))
     for f in out.findings:
         click.echo(f"FINDING {f['severity']:<8} {f['rule']}: {f['message'][:400]}")
 

@@ -16,6 +16,7 @@ FORBIDDEN_MODULES = ["transformers", "flash_mla", "flashmla", "fla.ops", "flash_
                      "bitsandbytes", "torchao", "marlin", "auto_gptq", "autoawq", "awq", "exllama", "reference",
                      "baseline"]
 _REF = load_reference_module("mega_02_kimi.py", "_kimi_ref")
+_BASELINE = load_reference_module("mega_02_kimi_baseline.py", "_kimi_baseline")
 COSINE_MIN = 0.98
 
 
@@ -83,6 +84,13 @@ def build(spec, shape, device, exact_init, mod):
 def reference_step(spec, model, inputs):
     hidden, state = inputs
     return model.step(hidden, state)
+
+
+def baseline_step(spec, model, inputs):
+    """The deck's baseline.py step (bf16 dequantize-then-matmul, kernels/ref/mega_02_kimi_baseline.py)
+    on a reference model's weights: the denominator of the mega score, speedup = baseline / solution."""
+    hidden, state = inputs
+    return _BASELINE.step(_REF, model, hidden, state)
 
 
 def compare(spec, ref_out, sol_out, case, inputs):
@@ -214,7 +222,7 @@ SPECS = [ProblemSpec(
                   "3 trials best wall clock, each timed _run includes init_state and init_token; "
                   "speedup = baseline_s / solution_s (baseline: bf16 dequantize-then-matmul)"),
     init_args_fn=init_args, make_inputs_fn=make_inputs, reference_fn=reference_step, build_fn=build, compare_fn=compare,
-    oracle_fn=oracle, triton_fn=lazy_triton("kimi"),
+    oracle_fn=oracle, triton_fn=lazy_triton("kimi"), baseline_fn=baseline_step,
     notes=["Parameter init distributions inside reset_parameters (seed 1234) are not in the contract: ours are "
            "N(0,0.02) quantized weights, conv_w N(0,0.2); only the names, shapes and dtypes are contractual.",
            "RMSNorm eps (1e-6) is our choice; not in the contract.",
