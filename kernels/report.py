@@ -4,7 +4,9 @@
 
 One row per problem and canonical shape: Triton median, library median, their ratio (and, with a
 second result file, the ratio it had there), the same three for the device's share alone
-(ms_device_median: the host's launch time hidden; "-" in results from before it was measured),
+(ms_device_median: the host's launch time hidden; "-" in results from before it was measured;
+marked * and given no ratio where every trial synced with the host inside the call, so the
+interval held host stalls),
 then one row per problem for the reference side of the full check.  It only formats what verify
 measured; it measures nothing itself.
 """
@@ -46,8 +48,12 @@ def tables(result: dict, before: dict | None = None) -> str:
                    f"{_f(t.get('triton_over_library'), 2)} |")
             if before:
                 row += f" {_f(prev.get(key), 2)} |"
-            td, ld = t.get("triton", {}).get("ms_device_median"), t.get("library", {}).get("ms_device_median")
-            row += f" {_f(td)} | {_f(ld)} | {_f(td / ld if td and ld else None, 2)} |"
+            tt, lt = t.get("triton", {}), t.get("library", {})
+            td, ld = tt.get("ms_device_median"), lt.get("ms_device_median")
+            # ms_device_ok False: every trial synced with the host inside the call (marked *): no ratio
+            ok_d = tt.get("ms_device_ok", True) and lt.get("ms_device_ok", True)
+            row += (f" {_f(td)}{'' if tt.get('ms_device_ok', True) else '*'} | {_f(ld)}"
+                    f"{'' if lt.get('ms_device_ok', True) else '*'} | {_f(td / ld if td and ld and ok_d else None, 2)} |")
             lines.append(row + f" {t.get('library', {}).get('op', '')[:48]} |")
     lines += ["", "| problem | full check, reference side s | build | inputs | forward | under 2 s |", "|---|---|---|---|---|---|"]
     for p in result.get("problems", []):

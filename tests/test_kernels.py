@@ -605,8 +605,14 @@ def test_report_tables_show_host_and_device_ratios():
                     "triton_over_library": 2.0}},
         {"shape": {"M": 2}, "triton_vs_oracle": {"ok": False},
          "timing": {"triton": {"ms_median": 0.3}, "library": {"ms_median": 0.1, "op": "lib"},
-                    "triton_over_library": 3.0}}]}]}
+                    "triton_over_library": 3.0}},
+        # every trial synced with the host inside the call: the "device" median holds host stalls
+        {"shape": {"M": 3}, "triton_vs_oracle": {"ok": True},
+         "timing": {"triton": {"ms_median": 8.0, "ms_device_median": 9.0, "ms_device_ok": False},
+                    "library": {"ms_median": 6.0, "ms_device_median": 5.0, "ms_device_ok": True, "op": "lib"},
+                    "triton_over_library": 8 / 6}}]}]}
     rows = [r for r in report.tables(res).splitlines() if r.startswith("| p@v")]
+    assert [c.strip() for c in rows[2].split("|")[1:-1]][5:9] == ["1.33", "9.000*", "5.000", "-"]
     assert [c.strip() for c in rows[0].split("|")[1:-1]] == [
         "p@v", "M=1", "ok", "0.120", "0.060", "2.00", "0.040", "0.020", "2.00", "lib"]
     assert [c.strip() for c in rows[1].split("|")[1:-1]][5:9] == ["3.00", "-", "-", "-"]

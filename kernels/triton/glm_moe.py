@@ -135,7 +135,8 @@ def forward(model, inputs):
     dev = x.device
     flat = ids.reshape(-1).long()
     order = torch.argsort(flat, stable=True)
-    counts = torch.bincount(flat, minlength=E)
+    # per-expert counts without a host sync (bincount on CUDA reads the max back to size its output)
+    counts = torch.zeros(E, dtype=torch.int64, device=dev).scatter_add_(0, flat, torch.ones_like(flat))
     offsets = torch.zeros(E + 1, dtype=torch.int32, device=dev)
     offsets[1:] = counts.cumsum(0).to(torch.int32)
     tokens = (order // top_k).to(torch.int32)
