@@ -44,24 +44,31 @@ def cases():
             bm, bn, bk, wp, st, swap = w4a16.gemm_config(lim, xf, False)
             out.append((f"w4a16 gemm BM={bm}" + (" swapped" if swap else "") + (" split" if sp > 1 else "")
                         + (" fp32 x" if xf else ""), w4a16._w4a16_gemm_kernel, dict(w4_sig, x_ptr="*fp32" if xf else "*bf16"),
-                        dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, SWAP=swap, DOT_F32=False, X_F32=xf),
+                        dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, SWAP=swap, DOT_F32=False, X_F32=xf,
+                             DQ_ASM=False),
                         wp, st, w4_aligned))
-    gv_sig = {k: v for k, v in w4_sig.items() if k not in ("M", "sxm", "sym")}
-    for xf in (False, True):
-        out.append(("w4a16 gemv (no dot)" + (" fp32 x" if xf else ""), w4a16._w4a16_gemv_kernel,
-                    dict(gv_sig, x_ptr="*fp32" if xf else "*bf16"),
-                    dict(GROUP=128, BLOCK_N=w4a16._GEMV_BN, BLOCK_K=w4a16._GEMV_BK, SPLIT=8), w4a16._GEMV_WARPS,
-                    w4a16._GEMV_STAGES))
+    for bm, bn, bk, wp, st, swap in (w4a16.gemm_config(256, False, False), w4a16.gemm_config(16, False, False)):
+        out.append((f"w4a16 gemm BM={bm}" + (" swapped" if swap else "") + " bf16x2 dequant", w4a16._w4a16_gemm_kernel,
+                    w4_sig, dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=1, SWAP=swap, DOT_F32=False,
+                                 X_F32=False, DQ_ASM=True), wp, st, w4_aligned))
+    gv_sig = dict({k: v for k, v in w4_sig.items() if k not in ("M", "sxm", "sym")}, idx_ptr="*i64", se_w=I32,
+                  se_s=I32, sxj=I32, syj=I32)
+    for xf, experts in ((False, False), (True, False), (False, True), (True, True)):
+        out.append(("w4a16 gemv (no dot)" + (" fp32 x" if xf else "") + (" experts" if experts else ""),
+                    w4a16._w4a16_gemv_kernel, dict(gv_sig, x_ptr="*fp32" if xf else "*bf16"),
+                    dict(GROUP=128, BLOCK_N=w4a16._GEMV_BN, BLOCK_K=w4a16._GEMV_BK, SPLIT=8, EXPERTS=experts),
+                    w4a16._GEMV_WARPS, w4a16._GEMV_STAGES))
     pa_sig = dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", bt_ptr="*i32", len_ptr="*i32", ml_ptr="*fp32",
                   acc_ptr="*fp32", cnt_ptr="*i32", o_ptr="*bf16", sq_b=I32, sq_h=I32, s_page=I32, s_slot=I32,
-                  s_head=I32, sbt_b=I32, tokens_per_split=I32, sm_scale=F32)
-    pa_aligned = [a for a in pa_sig if a.endswith("_ptr")] + ["sq_b", "sq_h", "s_page", "s_slot", "s_head"]
-    pa_const = dict(G=4, BLOCK_G=16, BLOCK_T=64, PAGE=16, CONTIG=False, DOT_F32=False, Q_F32=False)
-    for D, split, tile, warps, stages in ((128, False, 16, 1, 5), (128, True, 16, 1, 5), (64, True, 64, 4, 3),
-                                          (128, True, 64, 4, 3)):
-        out.append((f"paged decode D={D}" + (" split" if split else "") + f" {tile}-token tiles {warps} warps",
-                    paged_attention._decode_kernel, pa_sig, dict(pa_const, D=D, SPLIT=split, BLOCK_T=tile), warps,
-                    stages, pa_aligned))
+                  s_head=I32, sbt_b=I32, tokens_per_split=I32, sm_scale=F32, n_rows=I32, v_col=I32)
+    pa_aligned = [a for a in pa_sig if a.endswith("_ptr")] + ["sq_b", "sq_h", "s_page", "s_slot", "s_head", "v_col"]
+    pa_const = dict(G=4, BLOCK_G=16, BLOCK_T=64, PAGE=16, CONTIG=False, DOT_F32=False, Q_F32=False, TMA=False)
+    for D, split, tile, warps, stages, tma in ((128, False, 16, 1, 5, False), (128, True, 16, 1, 5, False),
+                                               (64, True, 64, 4, 3, False), (128, True, 64, 4, 3, False),
+                                               (128, True, 16, 1, 3, True), (64, True, 16, 1, 3, True)):
+        out.append((f"paged decode D={D}" + (" split" if split else "") + f" {tile}-token tiles {warps} warps"
+                    + (" TMA" if tma else ""), paged_attention._decode_kernel, pa_sig,
+                    dict(pa_const, D=D, SPLIT=split, BLOCK_T=tile, TMA=tma), warps, stages, pa_aligned))
     out.append(("decode contiguous fp32 q/out (megaqwen)", paged_attention._decode_kernel,
                 dict(pa_sig, q_ptr="*fp32", o_ptr="*fp32"),
                 dict(pa_const, G=2, D=128, PAGE=1, CONTIG=True, SPLIT=True, Q_F32=True), 4, 3, pa_aligned))
@@ -100,13 +107,15 @@ def cases():
     out.append(("kda scan", kda._scan_kernel,
                 dict(w_ptr=f32p, u_ptr=f32p, qg_ptr=f32p, kd_ptr=f32p, aqk_ptr=f32p, gl_ptr=f32p, o_ptr="*bf16",
                      T=I32, H=I32), dict(C=64, K=128, V=128, BV=32, PREC="tf32x3"), 4, 2))
-    for D, (bm, warps, stages) in ((64, nsa._config(64, False)), (128, nsa._config(128, False)), (64, (128, 8, 3)),
-                                   (128, (64, 4, 3))):
-        out.append((f"nsa attention D={D}" + ("" if bm == 128 else f" BLOCK_M={bm}"), nsa._nsa_kernel,
+    for D, (bm, warps, stages, tma), sel64 in ((64, nsa._config(64, False), False), (128, nsa._config(128, False), False),
+                                               (64, (128, 8, 3, False), False), (128, (128, 8, 3, False), False),
+                                               (64, nsa._config(64, False), True)):
+        out.append((f"nsa attention D={D} BLOCK_M={bm}" + (" TMA" if tma else "") + (" int64 top-8" if sel64 else ""),
+                    nsa._nsa_kernel,
                     dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", ks_ptr="*fp32", o_ptr="*bf16", S=I32, NBF=I32,
                          qk_scale=F32),
-                    dict(D=D, BLOCK_M=bm, BLK=64, NBP=128, TOP=8, WIN=64, DOT_F32=False), warps, stages,
-                    ("q_ptr", "k_ptr", "v_ptr", "ks_ptr", "o_ptr")))
+                    dict(D=D, BLOCK_M=bm, BLK=64, NBP=128, TOP=8, WIN=64, DOT_F32=False, TMA=tma, SEL64=sel64), warps,
+                    stages, ("q_ptr", "k_ptr", "v_ptr", "ks_ptr", "o_ptr")))
     bf = "*bf16"
     mq = megaqwen.GPU_CONFIG          # the step's launch parameters on a GPU
     for combine in (True, False):

@@ -108,14 +108,16 @@ def test_every_kernel_compiles_for_sm90():
     assert not bad, bad
     assert all(r["shared_bytes"] <= 228 * 1024 for r in rows)          # H100/H200 per-block limit
     mma = {r["kernel"] for r in rows if r["mma"]}
-    assert {"fp8 large", "w4a16 gemm BM=256 swapped", "w4a16 gemm BM=16", "grouped swiglu (sonic)", "nsa attention D=128",
-            "kda scan"} <= mma
+    assert {"fp8 large", "w4a16 gemm BM=256 swapped", "w4a16 gemm BM=16", "grouped swiglu (sonic)",
+            "nsa attention D=128 BLOCK_M=64 TMA", "kda scan", "w4a16 gemm BM=256 swapped bf16x2 dequant"} <= mma
     # the build structure the measured defaults rely on (Triton's compiler in CI, not the H200's 3.6):
     by = {r["kernel"]: r for r in rows}
     sw = by["w4a16 gemm BM=256 swapped"]      # the dequantized weight is wgmma's register operand
     assert sw["wgmma"] >= 1 and sw["wgmma_register_a"] == sw["wgmma"], sw
+    asm = by["w4a16 gemm BM=256 swapped bf16x2 dequant"]      # the inline-PTX dequant feeds wgmma the same way
+    assert asm["wgmma_register_a"] == asm["wgmma"] >= 1 and asm["stack_bytes"] in (0, None), asm
     assert by["w4a16 gemm BM=64"]["wgmma_register_a"] == 0          # unswapped: weight tile via shared memory
-    for name in ("nsa attention D=64 BLOCK_M=64", "nsa attention D=128"):   # p @ v from registers
+    for name in ("nsa attention D=64 BLOCK_M=64", "nsa attention D=128 BLOCK_M=64 TMA"):   # p @ v from registers
         assert by[name]["wgmma_register_a"] >= 1 and by[name]["stack_bytes"] == 0, by[name]
     pg = by["paged decode D=128 split 16-token tiles 1 warps"]     # K/V prefetched 2 tiles deep
     assert any(b.startswith("2x16x128") for b in pg["pipeline_buffers"]), pg
@@ -192,6 +194,28 @@ def test_fp8_gemm_unaligned_k_and_library_baseline():
                     assert "scaled_mm" in str(exc) or "not implemented" in str(exc).lower(), exc
                     continue
                 assert spec.compare(ref, b)["ok"], (sh, label)
+
+
+def test_w4a16_experts_one_launch_matches_per_expert_calls():
+    """The batched-expert GEMV (the Kimi MoE's selected experts in one launch, indices read on the
+    device) against one w4a16_matmul per expert: the same x for all or one row each, a repeated
+    expert, split-K with per-expert counters that re-arm."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from kernels.triton import w4a16
+    from kernels.ref.mega_02_kimi import quantize_w4
+    gen = torch.Generator().manual_seed(11)
+    E, K, N, group = 5, 256, 96, 128
+    w_q, s, z = quantize_w4(torch.randn(E, K, N, generator=gen) * 0.05, group)
+    idx = torch.tensor([3, 0, 3, 4])
+    for x in (torch.randn(K, generator=gen).bfloat16(), torch.randn(len(idx), K, generator=gen)):
+        want = torch.stack([w4a16.w4a16_matmul(x if x.dim() == 1 else x[j], w_q[e], s[e], z[e], group,
+                                               out_dtype=torch.float32) for j, e in enumerate(idx.tolist())])
+        for split in (None, 2):
+            got = w4a16.w4a16_experts(x, w_q, s, z, idx, group, split=split)
+            assert got.shape == (len(idx), N) and got.dtype == torch.float32
+            assert float((got - want).abs().max()) <= 1e-4 * float(want.abs().max()), (x.dim(), split)
+            assert int(w4a16._WS[x.device][1].abs().sum()) == 0
+    assert not torch.equal(got[0], got[1])
 
 
 def test_w4a16_split_k_tail_stops_at_k():
@@ -286,7 +310,8 @@ def _paged_dense(q, rows, lens):
 def test_paged_decode_edge_cases():
     """Lengths off the page and tile grid, length 1, GQA groups 1/4/8, page sizes 8/16/32, a
     one-page table (the contiguous path), and 1-3 splits (the in-kernel merge); a second call
-    gives the same result (the split counters re-arm themselves)."""
+    gives the same result (the split counters re-arm themselves).  The TMA path (tma=True) too,
+    with NaN in the unused slots of the last page: its loads are not masked, so V must be zeroed there."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
     from kernels.triton import paged_attention as pa
     gen = torch.Generator().manual_seed(3)
@@ -298,10 +323,13 @@ def test_paged_decode_edge_cases():
         kv = (torch.randn(nblk, P, Hkv, 2 * D, generator=gen) * 0.5).bfloat16()
         bt = torch.randperm(nblk, generator=gen)[:B * maxb].reshape(B, maxb).int()
         lt = torch.tensor(lens, dtype=torch.int32)
+        for b, L in enumerate(lens):              # poison the slots past each length in its last page
+            if L % P:
+                kv[bt[b, L // P], L % P:] = float("nan")
         want = _paged_dense(q, lambda b, t: (kv[bt[b, t // P], t % P, :, :D], kv[bt[b, t // P], t % P, :, D:]), lt)
-        for _ in range(2):
-            got = pa.paged_decode(q, kv, bt, lt)
-            assert got.dtype == torch.bfloat16 and float((got.double() - want).abs().max()) < 4e-3, (B, H, Hkv, D, P, lens)
+        for tma in (False, False, True, True):
+            got = pa.paged_decode(q, kv, bt, lt, tma=tma)
+            assert got.dtype == torch.bfloat16 and float((got.double() - want).abs().max()) < 4e-3, (B, H, Hkv, D, P, lens, tma)
         assert all(int(c.abs().sum()) == 0 for _, _, c in pa._SCRATCH.values())
 
 
@@ -336,16 +364,19 @@ def test_nsa_edge_shapes_against_oracle():
     for B, H, S, D in ((2, 1, 50, 16), (1, 1, 600, 16), (1, 2, 700, 32), (1, 1, 1100, 16)):
         q, k, v = (torch.randn(B, H, S, D, generator=gen).bfloat16() for _ in range(3))
         want = ref.nsa_attention(q, k, v, dtype=torch.float64).float()
-        for config in (None, (64, 4, 1)):                                 # the launcher's tiles, the variant's
-            got = nsa_forward(q, k, v, config=config)
+        for config, tma, sel64 in ((None, False, False), ((64, 4, 1), False, False), (None, True, False),
+                                   ((64, 4, 1), True, False), (None, False, True)):
+            # the launcher's tiles, the variants'; pointer and TMA loads; the int64-key top-8
+            got = nsa_forward(q, k, v, config=config, tma=tma, sel64=sel64)
             res = spec.compare(want, got, dtype=torch.bfloat16)
-            assert got.dtype == torch.bfloat16 and res["ok"] and res["max_abs"] < 0.03, (S, D, config, res["msg"])
+            assert got.dtype == torch.bfloat16 and res["ok"] and res["max_abs"] < 0.03, (S, D, config, tma, sel64,
+                                                                                     res["msg"])
 
 
 def test_verify_checks_each_timing_variant_before_timing_it(monkeypatch):
     """kernels.verify times the VARIANTS of a Triton module beside its default as candidate
     defaults: each variant's output is compared with the reference first (a wrong one is
-    reported, not silently timed)."""
+    reported, not silently timed), and one that raises is recorded without losing the row."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
     from kernels import verify
     from kernels.selftest import TINY
@@ -355,11 +386,15 @@ def test_verify_checks_each_timing_variant_before_timing_it(monkeypatch):
 
     def wrong(model, inputs):
         return good(model, inputs) + 1.0
-    monkeypatch.setattr(w4a16, "VARIANTS", {"good": good, "wrong": wrong})
+
+    def broken(model, inputs):
+        raise RuntimeError("PassManager::run failed")      # a launch this Triton cannot compile
+    monkeypatch.setattr(w4a16, "VARIANTS", {"good": good, "wrong": wrong, "broken": broken})
     row = verify.verify_shape(spec, TINY[spec.name], "cpu", verify.Timer("cpu", iters=1, warmup=0), do_oracle=False)
     t = row["timing"]
     assert t["triton_good"]["vs_reference_ok"] is True and "ms_median" in t["triton_good"]
     assert t["triton_wrong"]["vs_reference_ok"] is False and t["triton_wrong"]["vs_reference_max_abs"] >= 1.0
+    assert t["triton_broken"]["error"].startswith("RuntimeError") and "ms_median" in t["library"]
     assert row["triton_vs_reference"]["ok"]
     # M == 1 runs the GEMV: the GEMM-tile variants are not timed there (VARIANT_APPLIES)
     row1 = verify.verify_shape(spec, dict(TINY[spec.name], M=1), "cpu", verify.Timer("cpu", iters=1, warmup=0),

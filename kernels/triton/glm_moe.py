@@ -147,7 +147,7 @@ def forward(model, inputs):
     n_shared = model.w1_shared.shape[0]
     if n_shared:
         shared = torch.empty(T, H, dtype=torch.float32, device=dev)
-        one = torch.tensor([0, T], dtype=torch.int32, device=dev)
+        one = torch.arange(0, 2 * T, T, dtype=torch.int32, device=dev)   # [0, T]; torch.tensor() would copy and sync
         ar = torch.arange(T, dtype=torch.int32, device=dev)
         for s in range(n_shared):
             _ffn(x, one, model.w1_shared[s:s + 1], model.w2_shared[s:s + 1], I, ar, T, ar, None, shared)

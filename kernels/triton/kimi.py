@@ -3,7 +3,8 @@
 Triton: every W4A16 projection (KDA q/k/v/g/o, MLA q/kv_a/kv_b/o, the selected and shared
 experts' gate/up/down) is the fused-dequant kernel of kernels/triton/w4a16.py reading the packed
 nibbles directly (GEMV for the token, GEMM for kv_b over the whole latent cache), instead of
-materialising each dequantized bf16 matrix.  Torch glue: RMSNorm, the short conv, the KDA state
+materialising each dequantized bf16 matrix.  The selected experts of a projection run in one GEMV
+launch that reads their indices on the device, so the step never waits on the host.  Torch glue: RMSNorm, the short conv, the KDA state
 update, RoPE, the MLA softmax, routing.  Many launches per step: not a megakernel.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ..common import load_reference_module
-from .w4a16 import w4a16_matmul
+from .w4a16 import w4a16_experts, w4a16_matmul
 
 _REF = load_reference_module("mega_02_kimi.py", "_kimi_triton_ref")
 
@@ -24,8 +25,9 @@ def _ql(q, x):
     return w4a16_matmul(x, q.w_q, q.scales, q.zeros, q.group, out_dtype=torch.bfloat16)
 
 
-def _qe(ex, e, x, out_dtype=torch.float32):
-    return w4a16_matmul(x, ex.w_q[e], ex.scales[e], ex.zeros[e], ex.group, out_dtype=out_dtype)
+def _qx(ex, sel, x):
+    """x (or x[j] for expert sel[j]) @ W[sel[j]], fp32 out; sel stays on the device (no host sync)."""
+    return w4a16_experts(x, ex.w_q, ex.scales, ex.zeros, sel, ex.group, out_dtype=torch.float32)
 
 
 def _kda(at, x, st, cfg):
@@ -71,16 +73,15 @@ def _moe(moe, x, cfg):
     probs = torch.softmax((x.float() @ moe.router.weight.float().T).to(torch.bfloat16).float(), dim=-1)
     w, idx = torch.topk(probs, cfg.n_active)
     w = w / (w.sum() + 1e-9) * cfg.routed_scaling
-    out = torch.zeros(cfg.hidden, dtype=torch.float32, device=x.device)
 
-    def ffn(g, u, d, e):
-        h = F.silu(_qe(g, e, x)) * _qe(u, e, x)
-        return _qe(d, e, h)
+    def ffn(g, u, d, sel):
+        """The experts `sel` (a device index tensor) in one launch per projection: (n, hidden) fp32."""
+        h = F.silu(_qx(g, sel, x)) * _qx(u, sel, x)
+        return _qx(d, sel, h)
 
-    for j, e in enumerate(idx.tolist()):
-        out = out + w[j] * ffn(moe.gate, moe.up, moe.down, e)
-    for s in range(cfg.n_shared):
-        out = out + ffn(moe.s_gate, moe.s_up, moe.s_down, s)
+    out = (w[:, None] * ffn(moe.gate, moe.up, moe.down, idx)).sum(0)
+    if cfg.n_shared:
+        out = out + ffn(moe.s_gate, moe.s_up, moe.s_down, torch.arange(cfg.n_shared, device=x.device)).sum(0)
     return out.to(torch.bfloat16)
 
 

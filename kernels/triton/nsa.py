@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import cdiv, interpreting, next_pow2
+from ._common import cdiv, ensure_allocator, interpreting, next_pow2
 
 BLOCK = 64
 TOP_N = 8
@@ -77,7 +77,8 @@ def _attend_rows(q, kt, vt, bias, qk_scale, m_i, l_i, acc, DOT_F32: tl.constexpr
 @triton.jit
 def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
                 D: tl.constexpr, BLOCK_M: tl.constexpr, BLK: tl.constexpr, NBP: tl.constexpr,
-                TOP: tl.constexpr, WIN: tl.constexpr, DOT_F32: tl.constexpr):
+                TOP: tl.constexpr, WIN: tl.constexpr, DOT_F32: tl.constexpr, TMA: tl.constexpr,
+                SEL64: tl.constexpr = False):
     pid_m = tl.num_programs(0) - 1 - tl.program_id(0)       # longest (last) query tiles first
     bh = tl.program_id(1).to(tl.int64)
     q0 = pid_m * BLOCK_M
@@ -86,7 +87,16 @@ def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
     offs_b = tl.arange(0, BLK)
     m_mask = offs_m < S
     base = bh * S * D
-    q = tl.load(q_ptr + base + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None], other=0.0)
+    if TMA:  # [B*H, S, D] descriptors: rows past S read as zeros and are not stored
+        BH = tl.num_programs(1)
+        q_desc = tl.make_tensor_descriptor(q_ptr, shape=[BH, S, D], strides=[S * D, D, 1], block_shape=[1, BLOCK_M, D])
+        kd_desc = tl.make_tensor_descriptor(k_ptr, shape=[BH, S, D], strides=[S * D, D, 1], block_shape=[1, BLOCK_M, D])
+        k_desc = tl.make_tensor_descriptor(k_ptr, shape=[BH, S, D], strides=[S * D, D, 1], block_shape=[1, BLK, D])
+        v_desc = tl.make_tensor_descriptor(v_ptr, shape=[BH, S, D], strides=[S * D, D, 1], block_shape=[1, BLK, D])
+        o_desc = tl.make_tensor_descriptor(o_ptr, shape=[BH, S, D], strides=[S * D, D, 1], block_shape=[1, BLOCK_M, D])
+        q = tl.reshape(q_desc.load([bh.to(tl.int32), q0, 0]), (BLOCK_M, D))
+    else:
+        q = tl.load(q_ptr + base + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None], other=0.0)
     if DOT_F32:
         q = q.to(tl.float32)
     jt = offs_m // BLK
@@ -103,7 +113,10 @@ def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
         k3 = (r1 - k2.to(tl.float32)).to(tl.bfloat16)
         imp = tl.dot(q, tl.trans(k1), tl.dot(q, tl.trans(k2), tl.dot(q, tl.trans(k3))))
     imp = imp / BLK
-    kd = tl.load(k_ptr + base + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None], other=0.0)
+    if TMA:
+        kd = tl.reshape(kd_desc.load([bh.to(tl.int32), q0, 0]), (BLOCK_M, D))
+    else:
+        kd = tl.load(k_ptr + base + offs_m[:, None] * D + offs_d[None, :], mask=m_mask[:, None], other=0.0)
     if DOT_F32:
         kd = kd.to(tl.float32)
     sd = tl.dot(q, tl.trans(kd))                                               # [BLOCK_M, BLOCK_M]
@@ -115,12 +128,23 @@ def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
     # 2. top-TOP block indices per row (-1 = none)
     offs_s = tl.arange(0, TOP)
     sel = tl.full((BLOCK_M, TOP), -1, dtype=tl.int32)
-    for i in tl.static_range(TOP):
-        mx = tl.max(imp, axis=1)
-        pick = tl.max(tl.where(imp == mx[:, None], offs_j[None, :], -1), axis=1)
-        pick = tl.where(mx > float("-inf"), pick, -1)
-        sel = tl.where(offs_s[None, :] == i, pick[:, None], sel)
-        imp = tl.where(offs_j[None, :] == pick[:, None], float("-inf"), imp)
+    if SEL64:  # one int64 max per round: (order-preserving bits of the importance, block index)
+        bits = tl.where(imp == 0.0, 0, imp.to(tl.int32, bitcast=True))       # -0.0 ties with +0.0
+        bits = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+        key = (bits.to(tl.int64) << 32) | offs_j[None, :].to(tl.int64)
+        for i in tl.static_range(TOP):
+            mx = tl.max(key, axis=1)
+            # -inf's key is 0x807FFFFF in the high word; a taken entry is below it
+            pick = tl.where((mx >> 32) > -2139095041, (mx & 0xFFFFFFFF).to(tl.int32), -1)
+            sel = tl.where(offs_s[None, :] == i, pick[:, None], sel)
+            key = tl.where(key == mx[:, None], -9223372036854775807, key)
+    else:
+        for i in tl.static_range(TOP):
+            mx = tl.max(imp, axis=1)
+            pick = tl.max(tl.where(imp == mx[:, None], offs_j[None, :], -1), axis=1)
+            pick = tl.where(mx > float("-inf"), pick, -1)
+            sel = tl.where(offs_s[None, :] == i, pick[:, None], sel)
+            imp = tl.where(offs_j[None, :] == pick[:, None], float("-inf"), imp)
 
     # 3. attention
     m_i = tl.full((BLOCK_M,), NEG, dtype=tl.float32)
@@ -129,45 +153,65 @@ def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
     n_far = tl.maximum(q0 // BLK - 1, 0)     # blocks j <= q0/64 - 2 end before t - 63 for every row
     for j in range(0, n_far):
         offs_n = j * BLK + offs_b
-        kt = tl.load(k_ptr + base + offs_n[:, None] * D + offs_d[None, :])
-        vt = tl.load(v_ptr + base + offs_n[:, None] * D + offs_d[None, :])
+        if TMA:
+            kt = tl.reshape(k_desc.load([bh.to(tl.int32), j * BLK, 0]), (BLK, D))
+            vt = tl.reshape(v_desc.load([bh.to(tl.int32), j * BLK, 0]), (BLK, D))
+        else:
+            kt = tl.load(k_ptr + base + offs_n[:, None] * D + offs_d[None, :])
+            vt = tl.load(v_ptr + base + offs_n[:, None] * D + offs_d[None, :])
         hit = tl.max((sel == j).to(tl.int32), axis=1) > 0
         m_i, l_i, acc = _attend_rows(q, kt, vt, tl.where(hit, 0.0, float("-inf")), qk_scale, m_i, l_i, acc, DOT_F32)
     n_end = tl.cdiv(tl.minimum(q0 + BLOCK_M, S), BLK)
     for j in range(n_far, n_end):
         offs_n = j * BLK + offs_b
-        n_mask = offs_n < S
-        kt = tl.load(k_ptr + base + offs_n[:, None] * D + offs_d[None, :], mask=n_mask[:, None], other=0.0)
-        vt = tl.load(v_ptr + base + offs_n[:, None] * D + offs_d[None, :], mask=n_mask[:, None], other=0.0)
+        if TMA:
+            kt = tl.reshape(k_desc.load([bh.to(tl.int32), j * BLK, 0]), (BLK, D))
+            vt = tl.reshape(v_desc.load([bh.to(tl.int32), j * BLK, 0]), (BLK, D))
+        else:
+            n_mask = offs_n < S
+            kt = tl.load(k_ptr + base + offs_n[:, None] * D + offs_d[None, :], mask=n_mask[:, None], other=0.0)
+            vt = tl.load(v_ptr + base + offs_n[:, None] * D + offs_d[None, :], mask=n_mask[:, None], other=0.0)
         hit = tl.max((sel == j).to(tl.int32), axis=1) > 0
         keep = (offs_n[None, :] <= offs_m[:, None]) & (hit[:, None] | (offs_n[None, :] > offs_m[:, None] - WIN))
         m_i, l_i, acc = _attend(q, kt, vt, keep, qk_scale, m_i, l_i, acc, DOT_F32)
-    out = acc / l_i[:, None]
-    tl.store(o_ptr + base + offs_m[:, None] * D + offs_d[None, :], out.to(o_ptr.dtype.element_ty), mask=m_mask[:, None])
+    out = (acc / l_i[:, None]).to(o_ptr.dtype.element_ty)
+    if TMA:
+        o_desc.store([bh.to(tl.int32), q0, 0], tl.reshape(out, (1, BLOCK_M, D)))
+    else:
+        tl.store(o_ptr + base + offs_m[:, None] * D + offs_d[None, :], out, mask=m_mask[:, None])
 
 
 def _config(D, cpu):
-    """(BLOCK_M, num_warps, num_stages) for sm_90: D=64 64-row tiles (one NSA query block) with 4
-    warps (167 registers: 3 programs per SM), D=128 128-row tiles with 8.  Device time on an H200
-    (kernels.verify's ms_device_median, docs/h200/2026-12-03-kernels-verify-7b9044d.json): at D=64
-    (64, 4, 3) beat (128, 8, 3) on 5 of 5 shapes by 4-18%; at D=128 it lost by 3%."""
+    """(BLOCK_M, num_warps, num_stages, tma) for sm_90: 64-row tiles (one NSA query block) with 4
+    warps, 3 stages; at D=128 K/V/Q/O through TMA descriptors.  Device time on an H200
+    (kernels.verify's ms_device_median): at D=64 (64, 4, 3) beat (128, 8, 3) on 5 of 5 shapes by
+    4-18% (docs/h200/2026-12-03-kernels-verify-7b9044d.json); at D=128 TMA (64, 4, 3) took 0.389 ms
+    against 0.445 for the pointer-load (128, 8, 3) default before it and 0.430 for TMA (128, 8, 3),
+    while at D=64 TMA was 0-17% slower on 5 of 5 shapes (-tma1.json)."""
     if cpu:
-        return 128, 4, 1
-    return (64, 4, 3) if D <= 64 else (128, 8, 3)
+        return 128, 4, 1, False
+    return (64, 4, 3, False) if D <= 64 else (64, 4, 3, True)
 
 
-def nsa_forward(q, k, v, config=None):
-    """config: (BLOCK_M, num_warps, num_stages) in place of _config's (the timing variants)."""
+def nsa_forward(q, k, v, config=None, tma=None, sel64=False):
+    """config: (BLOCK_M, num_warps, num_stages) in place of _config's, tma: TMA tile loads or not in
+    place of its choice (the timing variants, and the tests); sel64: the top-8 by one int64 max a
+    round (a candidate)."""
     B, H, S, D = q.shape
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     nbf = S // BLOCK                                   # full blocks: only these are ever "earlier" blocks
     ks = k[:, :, :nbf * BLOCK].unflatten(2, (nbf, BLOCK)).sum(3, dtype=torch.float32)
     o = torch.empty_like(q)
     cpu = interpreting(q)
-    bm, warps, stages = config or _config(D, cpu)
+    bm, warps, stages, tma_default = _config(D, cpu)
+    if config:
+        bm, warps, stages = config
+    tma = tma_default if tma is None else tma
+    if tma:
+        ensure_allocator()
     _nsa_kernel[(cdiv(S, bm), B * H)](
         q, k, v, ks, o, S, nbf, 1.4426950408889634 / math.sqrt(D), D=D, BLOCK_M=bm, BLK=BLOCK,
-        NBP=max(16, next_pow2(cdiv(S, BLOCK))), TOP=TOP_N, WIN=WINDOW, DOT_F32=cpu,
+        NBP=max(16, next_pow2(cdiv(S, BLOCK))), TOP=TOP_N, WIN=WINDOW, DOT_F32=cpu, TMA=tma, SEL64=sel64,
         num_warps=warps, num_stages=stages)
     return o
 
@@ -176,11 +220,16 @@ def forward(model, inputs):
     return nsa_forward(*inputs)
 
 
-#: timed beside `forward` by kernels.verify on a GPU: (BLOCK_M, warps, stages) candidates.  A loop
-#: taking the far blocks two at a time (128-key steps, each half masked by its own block's picks)
-#: was tried on 2026-12-03 and removed: within +-2% of this kernel at (64, 4, 3), and its (64, 8, 3)
-#: build gave a wrong output on B=4 S=1024 D=64 (docs/h200/2026-12-03-kernels-verify-ce0a2b2.json).
-#: The one-FMA far loop (_attend_rows) replaced _attend there: 3-11% less device time at D=64, 4%
-#: at D=128 (-dc9fb5e, -6448cf5); with it, the tiles below stay slower or within 1% (-c8e608b)
-VARIANTS = {f"bm{bm}_w{w}_s{st}": (lambda model, inputs, c=(bm, w, st): nsa_forward(*inputs, config=c))
-            for bm, w, st in ((128, 8, 3), (64, 4, 2), (64, 4, 4))}
+#: timed beside `forward` by kernels.verify on a GPU: candidates.  A loop taking the far blocks two
+#: at a time (128-key steps, each half masked by its own block's picks) was tried on 2026-12-03 and
+#: removed: within +-2% of this kernel at (64, 4, 3), and its (64, 8, 3) build gave a wrong output
+#: on B=4 S=1024 D=64 (docs/h200/2026-12-03-kernels-verify-ce0a2b2.json).  The one-FMA far loop
+#: (_attend_rows) replaced _attend there: 3-11% less device time at D=64, 4% at D=128 (-dc9fb5e,
+#: -6448cf5).  Slower than the defaults or within 1%: (128, 8, 3) and (64, 4, 4), with and without
+#: TMA, and TMA (128, 8, 2) (-c8e608b, -tma1).  Not yet timed on a GPU: the int64-key top-8, 128-row
+#: tiles in 4 warps, 2 stages (3 programs per SM at D=128).
+VARIANTS = {
+    "sel64": lambda model, inputs: nsa_forward(*inputs, sel64=True),
+    "bm128_w4_s3": lambda model, inputs: nsa_forward(*inputs, config=(128, 4, 3)),
+    "bm64_w4_s2": lambda model, inputs: nsa_forward(*inputs, config=(64, 4, 2)),
+}

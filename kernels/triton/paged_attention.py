@@ -19,17 +19,17 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import cdiv, interpreting, next_pow2
+from ._common import cdiv, ensure_allocator, interpreting, next_pow2
 
 NEG = tl.constexpr(-1.0e30)       # finite "-inf" for running maxima: empty splits/rows never produce inf - inf
 
 
 @triton.jit
 def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, len_ptr, ml_ptr, acc_ptr, cnt_ptr, o_ptr,
-                   sq_b, sq_h, s_page, s_slot, s_head, sbt_b, tokens_per_split, sm_scale,
+                   sq_b, sq_h, s_page, s_slot, s_head, sbt_b, tokens_per_split, sm_scale, n_rows, v_col,
                    G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
                    PAGE: tl.constexpr, CONTIG: tl.constexpr, SPLIT: tl.constexpr,
-                   DOT_F32: tl.constexpr, Q_F32: tl.constexpr):
+                   DOT_F32: tl.constexpr, Q_F32: tl.constexpr, TMA: tl.constexpr):
     b = tl.program_id(0)
     hk = tl.program_id(1)
     sp = tl.program_id(2)
@@ -51,19 +51,27 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, len_ptr, ml_ptr, acc_ptr, cnt_pt
     bt_row = bt_ptr + b * sbt_b
     if CONTIG:
         base0 = tl.load(bt_row).to(tl.int64) * s_page + head
+    if TMA:  # one-page tiles (BLOCK_T == PAGE) of the cache seen as [pages * PAGE slots, s_slot]
+        kv_desc = tl.make_tensor_descriptor(k_ptr, shape=[n_rows, s_slot], strides=[s_slot, 1],
+                                            block_shape=[PAGE, D])
     t_begin = sp * tokens_per_split
     t_end = tl.minimum(t_begin + tokens_per_split, L)
     for t0 in range(t_begin, t_end, BLOCK_T):
         t = t0 + offs_t
         t_mask = t < t_end
-        if CONTIG:
-            row = base0 + t.to(tl.int64) * s_slot
-        else:  # BLOCK_T // PAGE pages per tile (t0 is page aligned): one table entry per page
-            pg_i = t0 // PAGE + tl.arange(0, BLOCK_T // PAGE)
-            pg = tl.load(bt_row + pg_i, mask=pg_i * PAGE < t_end, other=0).to(tl.int64)
-            row = tl.reshape(pg[:, None] * s_page + tl.arange(0, PAGE)[None, :] * s_slot, (BLOCK_T,)) + head
-        kt = tl.load(k_ptr + row[:, None] + offs_d[None, :], mask=t_mask[:, None], other=0.0)
-        vt = tl.load(v_ptr + row[:, None] + offs_d[None, :], mask=t_mask[:, None], other=0.0)
+        if TMA:  # the slots past the sequence hold anything: V is zeroed there (0 * NaN is NaN)
+            r0 = tl.load(bt_row + t0 // PAGE) * PAGE
+            kt = kv_desc.load([r0, head])
+            vt = tl.where(t_mask[:, None], kv_desc.load([r0, head + v_col]), 0.0)
+        else:
+            if CONTIG:
+                row = base0 + t.to(tl.int64) * s_slot
+            else:  # BLOCK_T // PAGE pages per tile (t0 is page aligned): one table entry per page
+                pg_i = t0 // PAGE + tl.arange(0, BLOCK_T // PAGE)
+                pg = tl.load(bt_row + pg_i, mask=pg_i * PAGE < t_end, other=0).to(tl.int64)
+                row = tl.reshape(pg[:, None] * s_page + tl.arange(0, PAGE)[None, :] * s_slot, (BLOCK_T,)) + head
+            kt = tl.load(k_ptr + row[:, None] + offs_d[None, :], mask=t_mask[:, None], other=0.0)
+            vt = tl.load(v_ptr + row[:, None] + offs_d[None, :], mask=t_mask[:, None], other=0.0)
         if DOT_F32:
             s = tl.dot(q, tl.trans(kt.to(tl.float32)))
         elif Q_F32:  # fp32 query (megaqwen): near-fp32 dot
@@ -139,12 +147,14 @@ def _scratch(device, pairs, nsplit, block_g, d):
 
 
 def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table, seq_lens, page_size, num_kv_heads,
-                     max_len=None, out_dtype=torch.bfloat16, programs_per_sm=None, block_t=None, warps=None, stages=None):
+                     max_len=None, out_dtype=torch.bfloat16, programs_per_sm=None, block_t=None, warps=None, stages=None,
+                     tma=None):
     """query (B,H,D) -> (B,H,D) out_dtype.  Token t < seq_lens[b] of sequence b: page
     block_table[b, t//page_size], element address base + page*s_page + (t%page_size)*s_slot +
     kv_head*s_head + d.  max_len (host int, default the table's capacity) bounds seq_lens and only
     sizes the split; seq_lens stays on the device.  A one-column table is a contiguous cache (any
-    page_size >= max_len); otherwise page_size must be a power of two."""
+    page_size >= max_len); otherwise page_size must be a power of two.  tma: load one-page tiles
+    through a TMA descriptor (default: at D >= 128, where the cache layout allows it)."""
     B, H, D = query.shape
     G = H // num_kv_heads
     BLOCK_G = max(16, next_pow2(G))
@@ -153,19 +163,27 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     if max_len is None:
         max_len = block_table.shape[1] * page_size
     pairs = B * num_kv_heads
-    # sm_90 launch, D=128: one-page (16-token) tiles in one warp x 5 stages, splits for 8 programs
-    # per SM; D=64: 64 x 3 in 4 warps, splits for 2 per SM.  Device time on an H200
-    # (docs/h200/2026-12-03-kernels-verify-944d520.json): one warp was 10-32% faster than 4 at the
-    # same tile on the four D=128 shapes (the score tile is 16 x 16: 4 heads padded to 16 rows by
-    # 16 tokens; the 4-warp build's MMA layout spreads 4 warps over 32 columns, so half of them
-    # repeat work, by its TTGIR; ncu showed half its stall cycles on L1TEX, -ncu-d75d951-paged.txt);
-    # one-page tiles at 4 warps were themselves
-    # 5-14% faster than the former rules (-d75d951).  At D=64 no launch beat 64 x 3.  Deeper K/V
-    # buffering (2-4 tiles; at 32-token tiles Triton double-buffers only from 5 stages on) and a
-    # grid with kv heads fastest made no difference (-dc9fb5e, -6448cf5).
+    # sm_90 launch.  D=128 paged: one-page (16-token) tiles loaded by TMA, one warp, 3 stages,
+    # splits for 8 programs per SM: 0.080 ms at B=32 against 0.120 for the pointer loads before it,
+    # 7-34% less on the four D=128 shapes (docs/h200/2026-12-03-kernels-verify-tma1.json).
+    # D=128 contiguous (megaqwen, no TMA: its cache is not paged): the same tiles by pointers, 5
+    # stages.  D=64: 64 x 3 in 4 warps by pointers, splits for 2 per SM (TMA one-page tiles were
+    # within 4%, -tma1).  Pointer loads at D=128 (docs/h200/2026-12-03-kernels-verify-944d520.json):
+    # one warp was 10-32% faster than 4 at the same tile (the score tile is 16 x 16: 4 heads padded
+    # to 16 rows by 16 tokens; the 4-warp build's MMA layout spreads 4 warps over 32 columns, so
+    # half of them repeat work, by its TTGIR; ncu showed half its stall cycles on L1TEX,
+    # -ncu-d75d951-paged.txt); deeper K/V buffering and a grid with kv heads fastest made no
+    # difference (-dc9fb5e, -6448cf5).
     small_tiles = D >= 128
-    tile = 16 if cpu else (block_t or (16 if small_tiles else 64))
-    stages = stages or (5 if small_tiles else 3)
+    esize = k_base.element_size()
+    v_col = (v_base.data_ptr() - k_base.data_ptr()) // esize
+    # TMA: pages packed (s_page == page * s_slot), V in the same slot row as K, 16-byte aligned rows
+    tma = small_tiles if tma is None else tma
+    tma = (tma and not contig and s_page == page_size * s_slot and 0 <= v_col < s_slot
+           and (s_slot * esize) % 16 == 0 and (s_head * esize) % 16 == 0 and (v_col * esize) % 16 == 0
+           and k_base.data_ptr() % 16 == 0)
+    tile = 16 if cpu or tma else (block_t or (16 if small_tiles else 64))
+    stages = stages or (3 if tma else 5 if small_tiles else 3)
     programs_per_sm = programs_per_sm or (8 if small_tiles else 2)
     warps = warps or (1 if small_tiles else 4)
     if contig:
@@ -174,7 +192,9 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
         if page_size & (page_size - 1):
             raise ValueError(f"page_size {page_size} is not a power of two")
         page = page_size
-        block_t = max(page_size, tile)
+        block_t = page if tma else max(page_size, tile)
+    if tma:
+        ensure_allocator()
     # split only while the (b, kv head) pairs leave slots idle (programs_per_sm co-resident
     # programs per SM, 4 warps each); each split keeps >= 2 tiles.  The interpreter gets 3 slots per pair, so tests reach 1-3 splits via max_len.
     slots = 3 * pairs if cpu else programs_per_sm * _sm_count(query.device.index if query.device.index is not None
@@ -187,8 +207,9 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     _decode_kernel[(B, num_kv_heads, nsplit)](
         query, k_base, v_base, block_table, seq_lens, ml, acc, cnt, out,
         query.stride(0), query.stride(1), s_page, s_slot, s_head, block_table.stride(0), per, 1.0 / math.sqrt(D),
+        k_base.shape[0] * page_size if tma else 0, v_col if tma else 0,
         G=G, BLOCK_G=BLOCK_G, D=D, BLOCK_T=block_t, PAGE=page, CONTIG=contig, SPLIT=nsplit > 1, DOT_F32=cpu,
-        Q_F32=query.dtype == torch.float32, num_warps=4 if cpu else warps, num_stages=1 if cpu else stages)
+        Q_F32=query.dtype == torch.float32, TMA=tma, num_warps=4 if cpu else warps, num_stages=1 if cpu else stages)
     return out
 
 
@@ -206,14 +227,19 @@ def forward(model, inputs):
 
 
 #: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults): programs per SM
-#: (sizes the split), key tile, warps, stages.  Measured 2026-12-03 (device time) and not adopted:
-#: 128-token tiles, (2, 128, 4, 2) 10-50x slower on D=128 (docs/h200/...-d8827ad.json); 2-4 deep
-#: buffers, 8 per SM at 4 warps (-dc9fb5e); 1-2 warps at D=64 (-944d520); at D=128 the ones below
-#: were within 1% of the default or slower on 4 of 4 shapes but one ((8, 16, 2, 5): 3% faster on
-#: B=4, 3-10% slower on the others; -c8e608b)
-def _variant(pps, bt, w, st):
-    return lambda model, inputs: paged_decode(*inputs, programs_per_sm=pps, block_t=bt, warps=w, stages=st)
+#: (sizes the split), key tile, warps, stages, TMA.  Measured 2026-12-03 (device time) and not
+#: adopted: 128-token tiles, (2, 128, 4, 2) 10-50x slower on D=128 (docs/h200/...-d8827ad.json);
+#: 2-4 deep buffers, 8 per SM at 4 warps (-dc9fb5e); 1-2 warps at D=64 (-944d520); pointer loads at
+#: D=128 other than the former default (8, 16, 1, 5) within 1% of it or slower (-c8e608b); TMA
+#: (8, 1, 5), (8, 2, 4), (8, 4, 4), (4, 4, 4), (16, 1, 4) at D=128 slower than (8, 1, 3) on 3 of 4
+#: shapes, (8, 2, 4) 4% faster on B=4 (-tma1).  Not yet timed: TMA at D=64 with fewer splits.
+def _variant(pps, bt, w, st, tma=None):
+    return lambda model, inputs: paged_decode(*inputs, programs_per_sm=pps, block_t=bt, warps=w, stages=st, tma=tma)
 
 
-VARIANTS = {f"p{pps}_t{bt}_w{w}_s{st}": _variant(pps, bt, w, st)
-            for pps, bt, w, st in ((8, 16, 2, 5), (8, 32, 1, 5), (8, 16, 1, 7), (12, 16, 1, 5), (4, 32, 1, 5))}
+VARIANTS = {"ptr_p8_t16_w1_s5": _variant(8, 16, 1, 5, tma=False),
+            "tma_p8_w2_s4": _variant(8, 16, 2, 4, tma=True),
+            "tma_p2_w1_s3": _variant(2, 16, 1, 3, tma=True),
+            "tma_p4_w1_s3": _variant(4, 16, 1, 3, tma=True),
+            "tma_p4_w2_s3": _variant(4, 16, 2, 3, tma=True),
+            "tma_p2_w4_s4": _variant(2, 16, 4, 4, tma=True)}
