@@ -37,6 +37,20 @@ def _dequant(q, zm, s):
 
 
 @triton.jit
+def _dequant_pairs(q, s, zb):
+    """The same weight on sm_90's bf16x2 ALU, two weights an instruction: q int32 whose low nibble
+    is the weight (the bits above are masked here), s the bf16 scale, zb the bf16 zero + 128.
+    (q | 0x4300) read as bf16 is 128 + q; (128 + q) - (128 + z) is exact in bf16 (|q - z| <= 15)
+    and one bf16 multiply rounds (q - z) * s once: the reference's bf16 product.  Elementwise
+    whichever two elements Triton pairs (each 16-bit half carries its own q, s, z); PTX only, so
+    never under the interpreter."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .b32 t; prmt.b32 t, $1, $2, 0x5410; lop3.b32 t, t, 0x000F000F, 0x43004300, 0xEA; "
+        "sub.rn.bf16x2 t, t, $4; mul.rn.bf16x2 $0, t, $3; }",
+        "=r,r,r,r,r", [q, s, zb], dtype=tl.bfloat16, is_pure=True, pack=2)
+
+
+@triton.jit
 def _round_bf16(v):
     """fp32 -> the fp32 value of its round-to-nearest-even bf16, in integer ops (finite v), instead
     of a cvt to bf16 and back per weight (the GEMV's ALU budget is ~1 op per weight byte read)."""
@@ -78,10 +92,12 @@ def _acc_dot(a, b, acc, DOT_F32: tl.constexpr, TF32X3: tl.constexpr):
 @triton.jit
 def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sxm, swk, ssg, sym,
                        GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       SPLIT: tl.constexpr, SWAP: tl.constexpr, X_F32: tl.constexpr, DOT_F32: tl.constexpr):
+                       SPLIT: tl.constexpr, SWAP: tl.constexpr, X_F32: tl.constexpr, DOT_F32: tl.constexpr,
+                       DQ_ASM: tl.constexpr = False):
     """SWAP: the transposed product y^T tile = w^T @ x^T, so the dequantized weight is the MMA's
     first operand, which sm_90's wgmma reads from registers (the second must be in shared memory:
-    unswapped, every dequantized tile is stored back to shared memory before its MMA)."""
+    unswapped, every dequantized tile is stored back to shared memory before its MMA).  DQ_ASM:
+    dequantize with _dequant_pairs (bf16x2) instead of fp32 (GPU only)."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -107,15 +123,26 @@ def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, 
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(k_start, k_end, BLOCK_K):
         x = tl.load(x_ptrs)
-        q = (tl.load(w_ptrs).to(tl.int32) >> shift) & 0xF      # the two rows of a byte: same address
+        q = tl.load(w_ptrs).to(tl.int32) >> shift              # the two rows of a byte: same address
         g = k0 // GROUP                                       # BLOCK_K divides GROUP: one group per step
-        s = tl.load(s_ptr + g * ssg + offs_n).to(tl.float32)
-        zm = tl.load(z_ptr + g * ssg + offs_n).to(tl.float32) + _MAGIC
+        if DQ_ASM:
+            s = tl.load(s_ptr + g * ssg + offs_n)
+            zm = (tl.load(z_ptr + g * ssg + offs_n).to(tl.float32) + 128.0).to(tl.bfloat16)
+        else:
+            q = q & 0xF
+            s = tl.load(s_ptr + g * ssg + offs_n).to(tl.float32)
+            zm = tl.load(z_ptr + g * ssg + offs_n).to(tl.float32) + _MAGIC
         if SWAP:
-            w = _dequant(q, zm[:, None], s[:, None]).to(tl.bfloat16)
+            if DQ_ASM:
+                w = _dequant_pairs(q, s[:, None], zm[:, None])
+            else:
+                w = _dequant(q, zm[:, None], s[:, None]).to(tl.bfloat16)
             acc = _acc_dot(w, x, acc, DOT_F32, X_F32)
         else:
-            w = _dequant(q, zm[None, :], s[None, :]).to(tl.bfloat16)
+            if DQ_ASM:
+                w = _dequant_pairs(q, s[None, :], zm[None, :])
+            else:
+                w = _dequant(q, zm[None, :], s[None, :]).to(tl.bfloat16)
             acc = _acc_dot(x, w, acc, DOT_F32, X_F32)
         x_ptrs += BLOCK_K
         w_ptrs += (BLOCK_K // 2) * swk
@@ -132,9 +159,23 @@ def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, 
 
 @triton.jit
 def _w4a16_gemv_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, N, K, K_PER_SPLIT, swk, ssg,
-                       GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr):
+                       idx_ptr, se_w, se_s, sxj, syj,
+                       GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+                       EXPERTS: tl.constexpr = False):
+    """EXPERTS: program_id(2) = j runs expert idx[j] (read on the device) on x row j (sxj = 0: one x
+    for all), into y row j, with its own partial sums and counters."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
+    if EXPERTS:
+        j = tl.program_id(2)
+        e = tl.load(idx_ptr + j).to(tl.int64)
+        wq_ptr += e * se_w
+        s_ptr += e * se_s
+        z_ptr += e * se_s
+        x_ptr += j * sxj
+        y_ptr += j * syj
+        ws_ptr += j * (SPLIT * N)
+        lock_ptr += j * tl.num_programs(0)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_n = cols % N
     offs_h = tl.arange(0, BLOCK_K // 2)                       # packed rows of a step
@@ -212,12 +253,13 @@ def _split(tiles: int, K: int, bk: int, want: int, split: int | None):
 
 def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
                  group: int = 128, out_dtype=torch.bfloat16, kernel: str = "auto", split: int | None = None,
-                 config: dict | None = None) -> torch.Tensor:
+                 config: dict | None = None, dq_asm: bool = False) -> torch.Tensor:
     """x (M,K) or (K,) bf16/fp32, w_q (K/2,N) uint8, scales/zeros (K/group,N) bf16 -> (M,N) out_dtype.
     kernel: "auto" (GEMV for M == 1, else the GEMM), "gemv" or "gemm".  split: force the split-K
     factor (tests; the default picks it from the SM count).  config: {"gemv": (BLOCK_N, BLOCK_K,
     warps, stages), "gemm": (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap)} in place of the
-    defaults (the timing variants; the GEMM's also under the interpreter, for the tests)."""
+    defaults (the timing variants; the GEMM's also under the interpreter, for the tests).  dq_asm:
+    the GEMM dequantizes in bf16x2 inline PTX (_dequant_pairs; ignored under the interpreter)."""
     squeeze = x.dim() == 1
     if squeeze:
         x = x[None]
@@ -237,8 +279,8 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
         ws, lock = _workspace(x.device, sp * N if sp > 1 else 0, tiles if sp > 1 else 0)
         for m in range(M):   # "gemv" forced on M > 1 (tests): one launch per row
             _w4a16_gemv_kernel[(tiles, sp)](x[m], w_q, scales, zeros, y[m], ws, lock, N, K, k_per, w_q.stride(0),
-                                            scales.stride(0), GROUP=group, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp,
-                                            num_warps=warps, num_stages=stages)
+                                            scales.stride(0), ws, 0, 0, 0, 0, GROUP=group, BLOCK_N=bn, BLOCK_K=bk,
+                                            SPLIT=sp, num_warps=warps, num_stages=stages)
     else:
         bm, bn, bk, warps, stages, swap = (config or {}).get("gemm") or gemm_config(M, x.dtype == torch.float32, cpu)
         bk = min(bk, group)
@@ -249,8 +291,38 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
         _w4a16_gemm_kernel[(cdiv(N, bn), cdiv(M, bm), sp)](
             x, w_q, scales, zeros, y, ws, lock, M, N, K, k_per, x.stride(0), w_q.stride(0), scales.stride(0),
             y.stride(0), GROUP=group, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, SWAP=swap,
-            X_F32=x.dtype == torch.float32, DOT_F32=cpu, num_warps=warps, num_stages=1 if cpu else stages)
+            X_F32=x.dtype == torch.float32, DOT_F32=cpu, DQ_ASM=dq_asm and not cpu, num_warps=warps,
+            num_stages=1 if cpu else stages)
     return y[0] if squeeze else y
+
+
+def w4a16_experts(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, idx: torch.Tensor,
+                  group: int = 128, out_dtype=torch.float32, split: int | None = None) -> torch.Tensor:
+    """y[j] = x[j] @ W[idx[j]] for the selected experts of one token, in one GEMV launch: x (K,)
+    (the same row for every expert) or (n, K) bf16/fp32, w_q (E, K/2, N) uint8, scales/zeros
+    (E, K/group, N), idx (n,) integer on x's device -> (n, N) out_dtype.  idx stays on the device:
+    no host sync (a loop over idx.tolist() reads it back every call).  split: force split-K (tests)."""
+    n = idx.numel()
+    K = x.shape[-1]
+    N = w_q.shape[-1]
+    assert K % group == 0 and w_q.stride(-1) == 1 and scales.stride(-1) == 1 and zeros.stride(-1) == 1
+    assert scales.stride(0) == zeros.stride(0) and scales.stride(1) == zeros.stride(1)
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    sxj = 0 if x.dim() == 1 else x.stride(0)
+    cpu = interpreting(x)
+    y = torch.empty(n, N, dtype=out_dtype, device=x.device)
+    bn, bk, warps, stages = (_CPU_GEMV_BN, min(128, group), _GEMV_WARPS, 1) if cpu else \
+        (_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES)
+    assert group % bk == 0
+    tiles = cdiv(N, bn)
+    sp, k_per = _split(tiles * n, K, bk, 0 if cpu else 4 * _sms(x.device), split)
+    ws, lock = _workspace(x.device, n * sp * N if sp > 1 else 0, n * tiles if sp > 1 else 0)
+    _w4a16_gemv_kernel[(tiles, sp, n)](x, w_q, scales, zeros, y, ws, lock, N, K, k_per, w_q.stride(1),
+                                       scales.stride(1), idx, w_q.stride(0), scales.stride(0), sxj, y.stride(0),
+                                       GROUP=group, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, EXPERTS=True,
+                                       num_warps=warps, num_stages=stages)
+    return y
 
 
 def forward(model, inputs):
@@ -258,10 +330,14 @@ def forward(model, inputs):
     return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size)
 
 
-def _variant(gemm, split=None):
-    """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap)."""
-    return lambda model, inputs: w4a16_matmul(inputs[0], model.w_q, model.scales, model.zeros, model.group_size,
-                                              config=dict(gemm=gemm), split=split)
+def _variant(gemm=None, split=None, dq_asm=False):
+    """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap; None: the default)."""
+    def run(model, inputs):
+        x = inputs[0]
+        cfg = gemm or gemm_config(x.shape[0], x.dtype == torch.float32, interpreting(x))
+        return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size, config=dict(gemm=cfg),
+                            split=split, dq_asm=dq_asm)
+    return run
 
 
 def VARIANT_APPLIES(model, inputs) -> bool:
@@ -276,11 +352,14 @@ def VARIANT_APPLIES(model, inputs) -> bool:
 #: (64,128,128,4,4), (128,128,128,8,3) (docs/h200/2026-12-03-kernels-verify-8d43d9f.json);
 #: unswapped 256-row tiles (-d8827ad.json); swapped tiles at M <= 64: 16-64 x-rows by 64-128
 #: weight columns, no faster than the unswapped ones (-dc9fb5e.json); swapped at M = 256:
-#: 256 x 128 (0.102 ms), 128 x 128 (0.163), split-K forced off (-6448cf5.json), and the ones below
-#: (0.105-0.152 against the default's 0.090, -944d520.json, -c8e608b.json).
+#: 256 x 128 (0.102 ms), 128 x 128 (0.163), split-K forced off (-6448cf5.json), 128 x 64 (s3, s4,
+#: BLOCK_K 128) and 256 x 64 at 2 stages (0.105-0.152 against the default's 0.090, -944d520.json,
+#: -c8e608b.json).  x tiles by TMA descriptor (tl.make_tensor_descriptor, then tl.trans for the
+#: swapped operand): 0.0893 ms against 0.0905 at M=256, 12-34% slower at M=16 and 32 (-tma1.json);
+#: the pointer loads stay.  Below: the bf16x2 inline-PTX dequant (_dequant_pairs), not yet timed.
 VARIANTS = {
-    "t128x64": _variant((128, 64, 64, 4, 3, True)),
-    "t128x64s4": _variant((128, 64, 64, 4, 4, True)),
-    "t128x64k128": _variant((128, 64, 128, 4, 3, True)),
-    "t256x64s2": _variant((256, 64, 64, 4, 2, True)),
+    "asm": _variant(dq_asm=True),
+    "asm_t256x128w8": _variant((256, 128, 64, 8, 3, True), dq_asm=True),
+    "asm_t128x64": _variant((128, 64, 64, 4, 3, True), dq_asm=True),
+    "asm_t256x64s4": _variant((256, 64, 64, 4, 4, True), dq_asm=True),
 }
