@@ -37,21 +37,22 @@ def cases():
         out.append((name, fp8_gemm._gemm_kernel, gemm_sig if fp8 else dict(gemm_sig, x_ptr="*bf16", w_ptr="*bf16"),
                     dict(c, HAS_SCALE=fp8, DOT_F32=False), cfg["num_warps"], cfg["num_stages"]))
     w4_sig = dict(x_ptr="*bf16", wq_ptr="*u8", s_ptr="*bf16", z_ptr="*bf16", y_ptr="*bf16", ws_ptr="*fp32",
-                  lock_ptr="*i32", M=I32, N=I32, K=I32, K_PER_SPLIT=I32, sxm=I32, swk=I32, ssg=I32, sym=I32)
-    w4_aligned = list(w4_sig)             # the canonical shapes: M, N, K and every stride 16-divisible
+                  lock_ptr="*i32", M=I32, N=I32, K=I32, K_PER_SPLIT=I32, sxm=I32, swk=I32, ssg=I32, sym=I32, N_FULL=I32)
+    w4_aligned = [a for a in w4_sig if a != "N_FULL"]    # the canonical shapes: M, N, K and every stride 16-divisible
     for lim, _ in w4a16._GEMM_CONFIGS:
         for xf, sp in ((False, 1), (False, 4), (True, 4)):
             bm, bn, bk, wp, st, swap = w4a16.gemm_config(lim, xf, False)
             out.append((f"w4a16 gemm BM={bm}" + (" swapped" if swap else "") + (" split" if sp > 1 else "")
                         + (" fp32 x" if xf else ""), w4a16._w4a16_gemm_kernel, dict(w4_sig, x_ptr="*fp32" if xf else "*bf16"),
                         dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, SWAP=swap, DOT_F32=False, X_F32=xf,
-                             DQ_ASM=False),
+                             DQ=w4a16._DQ, TAIL=0),
                         wp, st, w4_aligned))
-    for bm, bn, bk, wp, st, swap in (w4a16.gemm_config(256, False, False), w4a16.gemm_config(16, False, False)):
-        out.append((f"w4a16 gemm BM={bm}" + (" swapped" if swap else "") + " bf16x2 dequant", w4a16._w4a16_gemm_kernel,
-                    w4_sig, dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=1, SWAP=swap, DOT_F32=False,
-                                 X_F32=False, DQ_ASM=True), wp, st, w4_aligned))
-    gv_sig = dict({k: v for k, v in w4_sig.items() if k not in ("M", "sxm", "sym")}, idx_ptr="*i64", se_w=I32,
+    for dq, tail, label in ((0, 0, "fp32 dequant"), (2, 0, "packed-byte dequant"), (w4a16._DQ, 2, "tail split")):
+        bm, bn, bk, wp, st, swap = w4a16.gemm_config(256, False, False)   # the other GEMM builds the variants time
+        out.append((f"w4a16 gemm BM={bm} swapped {label}", w4a16._w4a16_gemm_kernel, w4_sig,
+                    dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=1, SWAP=swap, DOT_F32=False, X_F32=False,
+                         DQ=dq, TAIL=tail), wp, st, w4_aligned))
+    gv_sig = dict({k: v for k, v in w4_sig.items() if k not in ("M", "sxm", "sym", "N_FULL")}, idx_ptr="*i64", se_w=I32,
                   se_s=I32, sxj=I32, syj=I32)
     for xf, experts in ((False, False), (True, False), (False, True), (True, True)):
         out.append(("w4a16 gemv (no dot)" + (" fp32 x" if xf else "") + (" experts" if experts else ""),

@@ -154,7 +154,7 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     kv_head*s_head + d.  max_len (host int, default the table's capacity) bounds seq_lens and only
     sizes the split; seq_lens stays on the device.  A one-column table is a contiguous cache (any
     page_size >= max_len); otherwise page_size must be a power of two.  tma: load one-page tiles
-    through a TMA descriptor (default: at D >= 128, where the cache layout allows it)."""
+    through a TMA descriptor (default: wherever the cache layout allows it)."""
     B, H, D = query.shape
     G = H // num_kv_heads
     BLOCK_G = max(16, next_pow2(G))
@@ -163,29 +163,31 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     if max_len is None:
         max_len = block_table.shape[1] * page_size
     pairs = B * num_kv_heads
-    # sm_90 launch.  D=128 paged: one-page (16-token) tiles loaded by TMA, one warp, 3 stages,
-    # splits for 8 programs per SM: 0.080 ms at B=32 against 0.120 for the pointer loads before it,
-    # 7-34% less on the four D=128 shapes (docs/h200/2026-12-03-kernels-verify-tma1.json).
-    # D=128 contiguous (megaqwen, no TMA: its cache is not paged): the same tiles by pointers, 5
-    # stages.  D=64: 64 x 3 in 4 warps by pointers, splits for 2 per SM (TMA one-page tiles were
-    # within 4%, -tma1).  Pointer loads at D=128 (docs/h200/2026-12-03-kernels-verify-944d520.json):
-    # one warp was 10-32% faster than 4 at the same tile (the score tile is 16 x 16: 4 heads padded
-    # to 16 rows by 16 tokens; the 4-warp build's MMA layout spreads 4 warps over 32 columns, so
-    # half of them repeat work, by its TTGIR; ncu showed half its stall cycles on L1TEX,
-    # -ncu-d75d951-paged.txt); deeper K/V buffering and a grid with kv heads fastest made no
-    # difference (-dc9fb5e, -6448cf5).
+    # sm_90 launch.  Paged: one-page (16-token) tiles loaded by TMA, one warp, 3 stages, splits for
+    # 8 programs per SM at D=128 and 4 at D=64.  Device time on an H200: at D=128 0.080 ms at B=32
+    # against 0.120 for the pointer loads before it, 7-34% less on the four D=128 shapes
+    # (docs/h200/2026-12-03-kernels-verify-tma1.json, again in -2026-12-04-...-3cd53c7.json); at
+    # D=64 0.0213 against 0.0234 for the former pointer-load default (-3cd53c7).  Contiguous
+    # (megaqwen's per-layer cache) or a layout TMA cannot describe: pointer loads, D=128 one-page
+    # tiles x 5 stages in one warp at 8 per SM, D=64 64-token tiles x 3 in 4 warps at 2 per SM.
+    # Pointer loads at D=128 (-944d520.json): one warp was 10-32% faster than 4 at the same tile
+    # (the score tile is 16 x 16: 4 heads padded to 16 rows by 16 tokens; the 4-warp build's MMA
+    # layout spreads 4 warps over 32 columns, so half of them repeat work, by its TTGIR; ncu showed
+    # half its stall cycles on L1TEX, -ncu-d75d951-paged.txt); deeper K/V buffering and a grid with
+    # kv heads fastest made no difference (-dc9fb5e, -6448cf5).
     small_tiles = D >= 128
     esize = k_base.element_size()
     v_col = (v_base.data_ptr() - k_base.data_ptr()) // esize
-    # TMA: pages packed (s_page == page * s_slot), V in the same slot row as K, 16-byte aligned rows
-    tma = small_tiles if tma is None else tma
-    tma = (tma and not contig and s_page == page_size * s_slot and 0 <= v_col < s_slot
+    # TMA: whole pages as boxes (page_size <= 64), pages packed (s_page == page * s_slot), V in the
+    # same slot row as K, 16-byte aligned rows and base
+    tma = True if tma is None else tma
+    tma = (tma and not contig and page_size <= 64 and s_page == page_size * s_slot and 0 <= v_col < s_slot
            and (s_slot * esize) % 16 == 0 and (s_head * esize) % 16 == 0 and (v_col * esize) % 16 == 0
            and k_base.data_ptr() % 16 == 0)
     tile = 16 if cpu or tma else (block_t or (16 if small_tiles else 64))
     stages = stages or (3 if tma else 5 if small_tiles else 3)
-    programs_per_sm = programs_per_sm or (8 if small_tiles else 2)
-    warps = warps or (1 if small_tiles else 4)
+    programs_per_sm = programs_per_sm or ((8 if small_tiles else 4) if tma else (8 if small_tiles else 2))
+    warps = warps or (1 if tma or small_tiles else 4)
     if contig:
         page, block_t = 1, tile
     else:
@@ -227,19 +229,17 @@ def forward(model, inputs):
 
 
 #: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults): programs per SM
-#: (sizes the split), key tile, warps, stages, TMA.  Measured 2026-12-03 (device time) and not
+#: (sizes the split), key tile, warps, stages, TMA.  Measured 2026-12-03/04 (device time) and not
 #: adopted: 128-token tiles, (2, 128, 4, 2) 10-50x slower on D=128 (docs/h200/...-d8827ad.json);
 #: 2-4 deep buffers, 8 per SM at 4 warps (-dc9fb5e); 1-2 warps at D=64 (-944d520); pointer loads at
-#: D=128 other than the former default (8, 16, 1, 5) within 1% of it or slower (-c8e608b); TMA
-#: (8, 1, 5), (8, 2, 4), (8, 4, 4), (4, 4, 4), (16, 1, 4) at D=128 slower than (8, 1, 3) on 3 of 4
-#: shapes, (8, 2, 4) 4% faster on B=4 (-tma1).  Not yet timed: TMA at D=64 with fewer splits.
+#: D=128 other than (8, 16, 1, 5) within 1% of it or slower (-c8e608b); TMA (8, 1, 5), (8, 4, 4),
+#: (4, 4, 4), (16, 1, 4) (-tma1) and (2, 1, 3), (4, 2, 3), (2, 4, 4) (-3cd53c7) slower than the
+#: defaults on 4 of 5 shapes; TMA (8, 2, 4) within 5% of the D=128 default either way in two runs.
 def _variant(pps, bt, w, st, tma=None):
     return lambda model, inputs: paged_decode(*inputs, programs_per_sm=pps, block_t=bt, warps=w, stages=st, tma=tma)
 
 
 VARIANTS = {"ptr_p8_t16_w1_s5": _variant(8, 16, 1, 5, tma=False),
+            "ptr_p2_t64_w4_s3": _variant(2, 64, 4, 3, tma=False),
             "tma_p8_w2_s4": _variant(8, 16, 2, 4, tma=True),
-            "tma_p2_w1_s3": _variant(2, 16, 1, 3, tma=True),
-            "tma_p4_w1_s3": _variant(4, 16, 1, 3, tma=True),
-            "tma_p4_w2_s3": _variant(4, 16, 2, 3, tma=True),
-            "tma_p2_w4_s4": _variant(2, 16, 4, 4, tma=True)}
+            "tma_p8_w1_s3": _variant(8, 16, 1, 3, tma=True)}

@@ -38,8 +38,8 @@ def _dequant(q, zm, s):
 
 @triton.jit
 def _dequant_pairs(q, s, zb):
-    """The same weight on sm_90's bf16x2 ALU, two weights an instruction: q int32 whose low nibble
-    is the weight (the bits above are masked here), s the bf16 scale, zb the bf16 zero + 128.
+    """The weight on sm_90's bf16x2 ALU, two weights an instruction: q int32 whose low nibble is
+    the weight (the bits above are masked here), s the bf16 scale, zb the bf16 zero + 128.
     (q | 0x4300) read as bf16 is 128 + q; (128 + q) - (128 + z) is exact in bf16 (|q - z| <= 15)
     and one bf16 multiply rounds (q - z) * s once: the reference's bf16 product.  Elementwise
     whichever two elements Triton pairs (each 16-bit half carries its own q, s, z); PTX only, so
@@ -48,6 +48,22 @@ def _dequant_pairs(q, s, zb):
         "{ .reg .b32 t; prmt.b32 t, $1, $2, 0x5410; lop3.b32 t, t, 0x000F000F, 0x43004300, 0xEA; "
         "sub.rn.bf16x2 t, t, $4; mul.rn.bf16x2 $0, t, $3; }",
         "=r,r,r,r,r", [q, s, zb], dtype=tl.bfloat16, is_pure=True, pack=2)
+
+
+@triton.jit
+def _dequant_bytes(b, s, zb):
+    """_dequant_pairs on packed bytes: b uint8 (low nibble = even K row, high = odd), s / zb as
+    there, each broadcast to b's shape -> (low, high) bf16 weights.  Four bytes a call (one
+    register): two byte permutes spread them over bf16x2 halves, then the masks, the shift and
+    the bf16x2 sub/mul of _dequant_pairs; no per-element unpacking or shift before the asm."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .b32 t0, t1, u0, u1; prmt.b32 t0, $4, 0, 0x4140; prmt.b32 t1, $4, 0, 0x4342; "
+        "lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xEA; lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xEA; "
+        "sub.rn.bf16x2 u0, u0, $7; sub.rn.bf16x2 u1, u1, $8; mul.rn.bf16x2 $0, u0, $5; mul.rn.bf16x2 $1, u1, $6; "
+        "shr.b32 t0, t0, 4; shr.b32 t1, t1, 4; "
+        "lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xEA; lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xEA; "
+        "sub.rn.bf16x2 u0, u0, $7; sub.rn.bf16x2 u1, u1, $8; mul.rn.bf16x2 $2, u0, $5; mul.rn.bf16x2 $3, u1, $6; }",
+        "=r,=r,=r,=r,r,r,r,r,r", [b, s, zb], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
 
 
 @triton.jit
@@ -93,14 +109,33 @@ def _acc_dot(a, b, acc, DOT_F32: tl.constexpr, TF32X3: tl.constexpr):
 def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sxm, swk, ssg, sym,
                        GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        SPLIT: tl.constexpr, SWAP: tl.constexpr, X_F32: tl.constexpr, DOT_F32: tl.constexpr,
-                       DQ_ASM: tl.constexpr = False):
+                       DQ: tl.constexpr = 0, TAIL: tl.constexpr = 0, N_FULL=0):
     """SWAP: the transposed product y^T tile = w^T @ x^T, so the dequantized weight is the MMA's
     first operand, which sm_90's wgmma reads from registers (the second must be in shared memory:
-    unswapped, every dequantized tile is stored back to shared memory before its MMA).  DQ_ASM:
-    dequantize with _dequant_pairs (bf16x2) instead of fp32 (GPU only)."""
-    pid_n = tl.program_id(0)
-    pid_m = tl.program_id(1)
-    pid_k = tl.program_id(2)
+    unswapped, every dequantized tile is stored back to shared memory before its MMA).  DQ (GPU
+    only, else 0): 0 dequantize in fp32 (_dequant), 1 in bf16x2 pairs (_dequant_pairs), 2 from the
+    packed bytes (_dequant_bytes; swapped tiles only, unswapped ones take 1).  TAIL (a 1-D grid):
+    programs below N_FULL compute whole tiles, the others one of TAIL K-parts (K_PER_SPLIT each) of
+    the tiles from N_FULL on, so a grid of a little more tiles than one wave of programs ends in
+    1 + 1/TAIL tile times instead of 2."""
+    if TAIL:
+        pid = tl.program_id(0)
+        whole = pid < N_FULL
+        part = tl.maximum(pid - N_FULL, 0)
+        tile = tl.where(whole, pid, N_FULL + part // TAIL)
+        pid_k = tl.where(whole, 0, part % TAIL)
+        tiles_n = tl.cdiv(N, BLOCK_N)
+        pid_n = tile % tiles_n
+        pid_m = tile // tiles_n
+        k_start = pid_k * K_PER_SPLIT
+        k_end = tl.where(whole, K, tl.minimum(k_start + K_PER_SPLIT, K))
+    else:
+        pid_n = tl.program_id(0)
+        pid_m = tl.program_id(1)
+        pid_k = tl.program_id(2)
+        tile = pid_m * tl.num_programs(0) + pid_n
+        k_start = pid_k * K_PER_SPLIT
+        k_end = tl.minimum(k_start + K_PER_SPLIT, K)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # out-of-range rows/columns re-read valid ones (no load masks) and are dropped at the store; with
@@ -108,12 +143,13 @@ def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, 
     offs_m = rows % M
     offs_n = cols % N
     offs_k = tl.arange(0, BLOCK_K)
-    k_start = pid_k * K_PER_SPLIT
-    k_end = tl.minimum(k_start + K_PER_SPLIT, K)
     kk = k_start + offs_k
     if SWAP:     # x^T [BLOCK_K, BLOCK_M], w^T [BLOCK_N, BLOCK_K], acc = y^T tile
         x_ptrs = x_ptr + offs_m[None, :] * sxm + kk[:, None]
-        w_ptrs = wq_ptr + (kk // 2)[None, :] * swk + offs_n[:, None]
+        if DQ == 2:   # each byte once: [BLOCK_N, BLOCK_K // 2]
+            w_ptrs = wq_ptr + (k_start // 2 + tl.arange(0, BLOCK_K // 2))[None, :] * swk + offs_n[:, None]
+        else:
+            w_ptrs = wq_ptr + (kk // 2)[None, :] * swk + offs_n[:, None]
         shift = ((offs_k % 2) * 4)[None, :]                   # even K rows: low nibble
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     else:
@@ -123,38 +159,47 @@ def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, 
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(k_start, k_end, BLOCK_K):
         x = tl.load(x_ptrs)
-        q = tl.load(w_ptrs).to(tl.int32) >> shift              # the two rows of a byte: same address
         g = k0 // GROUP                                       # BLOCK_K divides GROUP: one group per step
-        if DQ_ASM:
-            s = tl.load(s_ptr + g * ssg + offs_n)
-            zm = (tl.load(z_ptr + g * ssg + offs_n).to(tl.float32) + 128.0).to(tl.bfloat16)
-        else:
-            q = q & 0xF
+        if DQ == 0:
+            q = (tl.load(w_ptrs).to(tl.int32) >> shift) & 0xF  # the two rows of a byte: same address
             s = tl.load(s_ptr + g * ssg + offs_n).to(tl.float32)
             zm = tl.load(z_ptr + g * ssg + offs_n).to(tl.float32) + _MAGIC
+        else:
+            s = tl.load(s_ptr + g * ssg + offs_n)
+            zm = (tl.load(z_ptr + g * ssg + offs_n).to(tl.float32) + 128.0).to(tl.bfloat16)
         if SWAP:
-            if DQ_ASM:
-                w = _dequant_pairs(q, s[:, None], zm[:, None])
+            if DQ == 2:
+                pk = tl.load(w_ptrs)
+                lo, hi = _dequant_bytes(pk, tl.broadcast_to(s[:, None], pk.shape), tl.broadcast_to(zm[:, None], pk.shape))
+                w = tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))     # (n, 2h + j): K order
+            elif DQ == 1:
+                w = _dequant_pairs(tl.load(w_ptrs).to(tl.int32) >> shift, s[:, None], zm[:, None])
             else:
                 w = _dequant(q, zm[:, None], s[:, None]).to(tl.bfloat16)
             acc = _acc_dot(w, x, acc, DOT_F32, X_F32)
         else:
-            if DQ_ASM:
-                w = _dequant_pairs(q, s[None, :], zm[None, :])
+            if DQ:
+                w = _dequant_pairs(tl.load(w_ptrs).to(tl.int32) >> shift, s[None, :], zm[None, :])
             else:
                 w = _dequant(q, zm[None, :], s[None, :]).to(tl.bfloat16)
             acc = _acc_dot(x, w, acc, DOT_F32, X_F32)
         x_ptrs += BLOCK_K
         w_ptrs += (BLOCK_K // 2) * swk
-    tile = pid_m * tl.num_programs(0) + pid_n
     if SWAP:
         mask = (cols < N)[:, None] & (rows < M)[None, :]
-        _finish(acc, y_ptr, ws_ptr, lock_ptr, tile, pid_k, cols[:, None] + rows[None, :] * sym,
-                cols[:, None] + rows[None, :] * N, M * N, mask, SPLIT)
+        y_off = cols[:, None] + rows[None, :] * sym
+        ws_off = cols[:, None] + rows[None, :] * N
     else:
         mask = (rows < M)[:, None] & (cols < N)[None, :]
-        _finish(acc, y_ptr, ws_ptr, lock_ptr, tile, pid_k, rows[:, None] * sym + cols[None, :],
-                rows[:, None] * N + cols[None, :], M * N, mask, SPLIT)
+        y_off = rows[:, None] * sym + cols[None, :]
+        ws_off = rows[:, None] * N + cols[None, :]
+    if TAIL:
+        if pid < N_FULL:
+            _finish(acc, y_ptr, ws_ptr, lock_ptr, tile, pid_k, y_off, ws_off, M * N, mask, 1)
+        else:
+            _finish(acc, y_ptr, ws_ptr, lock_ptr, tile, pid_k, y_off, ws_off, M * N, mask, TAIL)
+    else:
+        _finish(acc, y_ptr, ws_ptr, lock_ptr, tile, pid_k, y_off, ws_off, M * N, mask, SPLIT)
 
 
 @triton.jit
@@ -210,6 +255,9 @@ _GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES = 128, 128, 4, 4
 _GEMM_F32_LARGE = (128, 128, 64, 8, 4, False)
 _CPU_GEMM = (16, 64, 64, 4, 1, False)      # the interpreter runs program by program: few, large programs
 _CPU_GEMV_BN = 64
+#: the GEMM's dequant on a GPU (the kernel's DQ): bf16x2 pairs, 0.0764 ms at M=256 against 0.0901
+#: for the fp32 dequant, 0.0392 against 0.0519 at M=16 (docs/h200/2026-12-04-kernels-verify-3cd53c7.json)
+_DQ = 1
 
 
 def gemm_config(M: int, x_f32: bool, cpu: bool) -> tuple:
@@ -253,13 +301,16 @@ def _split(tiles: int, K: int, bk: int, want: int, split: int | None):
 
 def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
                  group: int = 128, out_dtype=torch.bfloat16, kernel: str = "auto", split: int | None = None,
-                 config: dict | None = None, dq_asm: bool = False) -> torch.Tensor:
+                 config: dict | None = None, dq: int | None = None) -> torch.Tensor:
     """x (M,K) or (K,) bf16/fp32, w_q (K/2,N) uint8, scales/zeros (K/group,N) bf16 -> (M,N) out_dtype.
     kernel: "auto" (GEMV for M == 1, else the GEMM), "gemv" or "gemm".  split: force the split-K
     factor (tests; the default picks it from the SM count).  config: {"gemv": (BLOCK_N, BLOCK_K,
     warps, stages), "gemm": (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap)} in place of the
-    defaults (the timing variants; the GEMM's also under the interpreter, for the tests).  dq_asm:
-    the GEMM dequantizes in bf16x2 inline PTX (_dequant_pairs; ignored under the interpreter)."""
+    defaults (the timing variants; the GEMM's also under the interpreter, for the tests), and
+    "tail_slots": the programs that run at once (SMs x programs per SM): when the tiles are more
+    than that but fewer than twice, the last ones are split in two K halves (the kernel's TAIL)
+    so that no SM runs two whole tiles after the others are done.  dq: the
+    GEMM's dequant (the kernel's DQ; default _DQ; always 0 under the interpreter, which runs no PTX)."""
     squeeze = x.dim() == 1
     if squeeze:
         x = x[None]
@@ -286,13 +337,21 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
         bk = min(bk, group)
         assert group % bk == 0
         tiles = cdiv(M, bm) * cdiv(N, bn)
-        sp, k_per = _split(tiles, K, bk, 0 if cpu else _sms(x.device), split)
-        ws, lock = _workspace(x.device, sp * M * N if sp > 1 else 0, tiles if sp > 1 else 0)
-        _w4a16_gemm_kernel[(cdiv(N, bn), cdiv(M, bm), sp)](
+        slots = (config or {}).get("tail_slots", 0)
+        if slots and not split and tiles < slots < 2 * tiles:   # more tiles than one wave: halve the last ones
+            n_full = 2 * tiles - slots
+            k_per = cdiv(cdiv(K, 2), bk) * bk
+            ws, lock = _workspace(x.device, 2 * M * N, tiles)
+            grid, sp, tail = (n_full + 2 * (tiles - n_full), 1, 1), 1, 2
+        else:
+            sp, k_per = _split(tiles, K, bk, 0 if cpu else _sms(x.device), split)
+            ws, lock = _workspace(x.device, sp * M * N if sp > 1 else 0, tiles if sp > 1 else 0)
+            grid, n_full, tail = (cdiv(N, bn), cdiv(M, bm), sp), 0, 0
+        _w4a16_gemm_kernel[grid](
             x, w_q, scales, zeros, y, ws, lock, M, N, K, k_per, x.stride(0), w_q.stride(0), scales.stride(0),
             y.stride(0), GROUP=group, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, SWAP=swap,
-            X_F32=x.dtype == torch.float32, DOT_F32=cpu, DQ_ASM=dq_asm and not cpu, num_warps=warps,
-            num_stages=1 if cpu else stages)
+            X_F32=x.dtype == torch.float32, DOT_F32=cpu, DQ=0 if cpu else (_DQ if dq is None else dq), TAIL=tail,
+            N_FULL=n_full, num_warps=warps, num_stages=1 if cpu else stages)
     return y[0] if squeeze else y
 
 
@@ -330,13 +389,15 @@ def forward(model, inputs):
     return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size)
 
 
-def _variant(gemm=None, split=None, dq_asm=False):
-    """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap; None: the default)."""
+def _variant(gemm=None, split=None, dq=None, per_sm=0):
+    """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap; None: the
+    default), dequant `dq`, and the tail split planned for `per_sm` programs an SM (0: none)."""
     def run(model, inputs):
         x = inputs[0]
         cfg = gemm or gemm_config(x.shape[0], x.dtype == torch.float32, interpreting(x))
-        return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size, config=dict(gemm=cfg),
-                            split=split, dq_asm=dq_asm)
+        slots = per_sm * _sms(x.device) if per_sm else 0
+        return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size,
+                            config=dict(gemm=cfg, tail_slots=slots), split=split, dq=dq)
     return run
 
 
@@ -356,10 +417,13 @@ def VARIANT_APPLIES(model, inputs) -> bool:
 #: BLOCK_K 128) and 256 x 64 at 2 stages (0.105-0.152 against the default's 0.090, -944d520.json,
 #: -c8e608b.json).  x tiles by TMA descriptor (tl.make_tensor_descriptor, then tl.trans for the
 #: swapped operand): 0.0893 ms against 0.0905 at M=256, 12-34% slower at M=16 and 32 (-tma1.json);
-#: the pointer loads stay.  Below: the bf16x2 inline-PTX dequant (_dequant_pairs), not yet timed.
+#: the pointer loads stay.  With the bf16x2 dequant (-3cd53c7): 256 x 128 in 8 warps (0.089 ms),
+#: 128 x 64 (0.081) and 256 x 64 at 4 stages (0.117) against the default's 0.076 at M=256.
+#: Below: the former fp32 dequant, the dequant from packed bytes, and the tail split planned for
+#: 2 programs an SM (the 256 x 64 tile's shared memory allows 2), not yet timed.
 VARIANTS = {
-    "asm": _variant(dq_asm=True),
-    "asm_t256x128w8": _variant((256, 128, 64, 8, 3, True), dq_asm=True),
-    "asm_t128x64": _variant((128, 64, 64, 4, 3, True), dq_asm=True),
-    "asm_t256x64s4": _variant((256, 64, 64, 4, 4, True), dq_asm=True),
+    "dq0": _variant(dq=0),
+    "dq2": _variant(dq=2),
+    "tail2": _variant(per_sm=2),
+    "tail2_dq2": _variant(dq=2, per_sm=2),
 }
