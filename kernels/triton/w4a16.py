@@ -51,22 +51,6 @@ def _dequant_pairs(q, s, zb):
 
 
 @triton.jit
-def _dequant_bytes(b, s, zb):
-    """_dequant_pairs on packed bytes: b uint8 (low nibble = even K row, high = odd), s / zb as
-    there, each broadcast to b's shape -> (low, high) bf16 weights.  Four bytes a call (one
-    register): two byte permutes spread them over bf16x2 halves, then the masks, the shift and
-    the bf16x2 sub/mul of _dequant_pairs; no per-element unpacking or shift before the asm."""
-    return tl.inline_asm_elementwise(
-        "{ .reg .b32 t0, t1, u0, u1; prmt.b32 t0, $4, 0, 0x4140; prmt.b32 t1, $4, 0, 0x4342; "
-        "lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xEA; lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xEA; "
-        "sub.rn.bf16x2 u0, u0, $7; sub.rn.bf16x2 u1, u1, $8; mul.rn.bf16x2 $0, u0, $5; mul.rn.bf16x2 $1, u1, $6; "
-        "shr.b32 t0, t0, 4; shr.b32 t1, t1, 4; "
-        "lop3.b32 u0, t0, 0x000F000F, 0x43004300, 0xEA; lop3.b32 u1, t1, 0x000F000F, 0x43004300, 0xEA; "
-        "sub.rn.bf16x2 u0, u0, $7; sub.rn.bf16x2 u1, u1, $8; mul.rn.bf16x2 $2, u0, $5; mul.rn.bf16x2 $3, u1, $6; }",
-        "=r,=r,=r,=r,r,r,r,r,r", [b, s, zb], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
-
-
-@triton.jit
 def _round_bf16(v):
     """fp32 -> the fp32 value of its round-to-nearest-even bf16, in integer ops (finite v), instead
     of a cvt to bf16 and back per weight (the GEMV's ALU budget is ~1 op per weight byte read)."""
@@ -113,8 +97,7 @@ def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, 
     """SWAP: the transposed product y^T tile = w^T @ x^T, so the dequantized weight is the MMA's
     first operand, which sm_90's wgmma reads from registers (the second must be in shared memory:
     unswapped, every dequantized tile is stored back to shared memory before its MMA).  DQ (GPU
-    only, else 0): 0 dequantize in fp32 (_dequant), 1 in bf16x2 pairs (_dequant_pairs), 2 from the
-    packed bytes (_dequant_bytes; swapped tiles only, unswapped ones take 1).  TAIL (a 1-D grid):
+    only, else 0): 0 dequantize in fp32 (_dequant), 1 in bf16x2 pairs (_dequant_pairs).  TAIL (a 1-D grid):
     programs below N_FULL compute whole tiles, the others one of TAIL K-parts (K_PER_SPLIT each) of
     the tiles from N_FULL on, so a grid of a little more tiles than one wave of programs ends in
     1 + 1/TAIL tile times instead of 2."""
@@ -146,10 +129,7 @@ def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, 
     kk = k_start + offs_k
     if SWAP:     # x^T [BLOCK_K, BLOCK_M], w^T [BLOCK_N, BLOCK_K], acc = y^T tile
         x_ptrs = x_ptr + offs_m[None, :] * sxm + kk[:, None]
-        if DQ == 2:   # each byte once: [BLOCK_N, BLOCK_K // 2]
-            w_ptrs = wq_ptr + (k_start // 2 + tl.arange(0, BLOCK_K // 2))[None, :] * swk + offs_n[:, None]
-        else:
-            w_ptrs = wq_ptr + (kk // 2)[None, :] * swk + offs_n[:, None]
+        w_ptrs = wq_ptr + (kk // 2)[None, :] * swk + offs_n[:, None]
         shift = ((offs_k % 2) * 4)[None, :]                   # even K rows: low nibble
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     else:
@@ -168,11 +148,7 @@ def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, 
             s = tl.load(s_ptr + g * ssg + offs_n)
             zm = (tl.load(z_ptr + g * ssg + offs_n).to(tl.float32) + 128.0).to(tl.bfloat16)
         if SWAP:
-            if DQ == 2:
-                pk = tl.load(w_ptrs)
-                lo, hi = _dequant_bytes(pk, tl.broadcast_to(s[:, None], pk.shape), tl.broadcast_to(zm[:, None], pk.shape))
-                w = tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))     # (n, 2h + j): K order
-            elif DQ == 1:
+            if DQ:
                 w = _dequant_pairs(tl.load(w_ptrs).to(tl.int32) >> shift, s[:, None], zm[:, None])
             else:
                 w = _dequant(q, zm[:, None], s[:, None]).to(tl.bfloat16)
@@ -256,8 +232,13 @@ _GEMM_F32_LARGE = (128, 128, 64, 8, 4, False)
 _CPU_GEMM = (16, 64, 64, 4, 1, False)      # the interpreter runs program by program: few, large programs
 _CPU_GEMV_BN = 64
 #: the GEMM's dequant on a GPU (the kernel's DQ): bf16x2 pairs, 0.0764 ms at M=256 against 0.0901
-#: for the fp32 dequant, 0.0392 against 0.0519 at M=16 (docs/h200/2026-12-04-kernels-verify-3cd53c7.json)
+#: for the fp32 dequant, 0.0392 against 0.0519 at M=16 (docs/h200/2026-12-04-kernels-verify-3cd53c7.json;
+#: 0.0773 / 0.0901 and 0.0364 / 0.0519 again in -3e62e03.json)
 _DQ = 1
+#: swapped (large-M) tiles: the tail split planned for this many programs an SM (the 256 x 64 tile's
+#: registers and shared memory allow 2): 192 tiles at M=256, N=12288 on 264 slots run as 120 whole
+#: tiles and 144 halves, 0.0720 ms against 0.0773 without (-3e62e03.json)
+_TAIL_PER_SM = 2
 
 
 def gemm_config(M: int, x_f32: bool, cpu: bool) -> tuple:
@@ -307,9 +288,10 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
     factor (tests; the default picks it from the SM count).  config: {"gemv": (BLOCK_N, BLOCK_K,
     warps, stages), "gemm": (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap)} in place of the
     defaults (the timing variants; the GEMM's also under the interpreter, for the tests), and
-    "tail_slots": the programs that run at once (SMs x programs per SM): when the tiles are more
-    than that but fewer than twice, the last ones are split in two K halves (the kernel's TAIL)
-    so that no SM runs two whole tiles after the others are done.  dq: the
+    "tail_slots": the programs that run at once (SMs x programs per SM; default: _TAIL_PER_SM a SM
+    for swapped tiles on a GPU, else 0): when the tiles are more than that but fewer than twice, the
+    last ones are split in two K halves (the kernel's TAIL) so that no SM runs two whole tiles
+    while others idle.  dq: the
     GEMM's dequant (the kernel's DQ; default _DQ; always 0 under the interpreter, which runs no PTX)."""
     squeeze = x.dim() == 1
     if squeeze:
@@ -337,7 +319,9 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
         bk = min(bk, group)
         assert group % bk == 0
         tiles = cdiv(M, bm) * cdiv(N, bn)
-        slots = (config or {}).get("tail_slots", 0)
+        slots = (config or {}).get("tail_slots")
+        if slots is None:
+            slots = _TAIL_PER_SM * _sms(x.device) if swap and not cpu else 0
         if slots and not split and tiles < slots < 2 * tiles:   # more tiles than one wave: halve the last ones
             n_full = 2 * tiles - slots
             k_per = cdiv(cdiv(K, 2), bk) * bk
@@ -389,15 +373,17 @@ def forward(model, inputs):
     return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size)
 
 
-def _variant(gemm=None, split=None, dq=None, per_sm=0):
+def _variant(gemm=None, split=None, dq=None, per_sm=None):
     """The GEMM with tiles `gemm` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, swap; None: the
-    default), dequant `dq`, and the tail split planned for `per_sm` programs an SM (0: none)."""
+    default), dequant `dq`, and the tail split planned for `per_sm` programs an SM (0: none, None:
+    the default)."""
     def run(model, inputs):
         x = inputs[0]
-        cfg = gemm or gemm_config(x.shape[0], x.dtype == torch.float32, interpreting(x))
-        slots = per_sm * _sms(x.device) if per_sm else 0
-        return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size,
-                            config=dict(gemm=cfg, tail_slots=slots), split=split, dq=dq)
+        config = dict(gemm=gemm or gemm_config(x.shape[0], x.dtype == torch.float32, interpreting(x)))
+        if per_sm is not None:
+            config["tail_slots"] = per_sm * _sms(x.device)
+        return w4a16_matmul(x, model.w_q, model.scales, model.zeros, model.group_size, config=config, split=split,
+                            dq=dq)
     return run
 
 
@@ -418,12 +404,10 @@ def VARIANT_APPLIES(model, inputs) -> bool:
 #: -c8e608b.json).  x tiles by TMA descriptor (tl.make_tensor_descriptor, then tl.trans for the
 #: swapped operand): 0.0893 ms against 0.0905 at M=256, 12-34% slower at M=16 and 32 (-tma1.json);
 #: the pointer loads stay.  With the bf16x2 dequant (-3cd53c7): 256 x 128 in 8 warps (0.089 ms),
-#: 128 x 64 (0.081) and 256 x 64 at 4 stages (0.117) against the default's 0.076 at M=256.
-#: Below: the former fp32 dequant, the dequant from packed bytes, and the tail split planned for
-#: 2 programs an SM (the 256 x 64 tile's shared memory allows 2), not yet timed.
+#: 128 x 64 (0.081) and 256 x 64 at 4 stages (0.117) against the default's 0.076 at M=256.  A
+#: dequant from the packed bytes (each byte loaded once, four a PTX call giving the low and high
+#: weights, tl.join + reshape into K order) took 0.108 ms against 0.077 at M=256 (-3e62e03); dropped.
 VARIANTS = {
     "dq0": _variant(dq=0),
-    "dq2": _variant(dq=2),
-    "tail2": _variant(per_sm=2),
-    "tail2_dq2": _variant(dq=2, per_sm=2),
+    "no_tail": _variant(per_sm=0),
 }
