@@ -108,15 +108,13 @@ def cases():
     out.append(("kda scan", kda._scan_kernel,
                 dict(w_ptr=f32p, u_ptr=f32p, qg_ptr=f32p, kd_ptr=f32p, aqk_ptr=f32p, gl_ptr=f32p, o_ptr="*bf16",
                      T=I32, H=I32), dict(C=64, K=128, V=128, BV=32, PREC="tf32x3"), 4, 2))
-    for D, (bm, warps, stages, tma), sel64 in ((64, nsa._config(64, False), False), (128, nsa._config(128, False), False),
-                                               (64, (128, 8, 3, False), False), (128, (128, 8, 3, False), False),
-                                               (64, nsa._config(64, False), True)):
-        out.append((f"nsa attention D={D} BLOCK_M={bm}" + (" TMA" if tma else "") + (" int64 top-8" if sel64 else ""),
-                    nsa._nsa_kernel,
+    for D, (bm, warps, stages, tma) in ((64, nsa._config(64, False)), (128, nsa._config(128, False)),
+                                        (64, (128, 8, 3, False)), (128, (128, 8, 3, False))):
+        out.append((f"nsa attention D={D} BLOCK_M={bm}" + (" TMA" if tma else ""), nsa._nsa_kernel,
                     dict(q_ptr="*bf16", k_ptr="*bf16", v_ptr="*bf16", ks_ptr="*fp32", o_ptr="*bf16", S=I32, NBF=I32,
                          qk_scale=F32),
-                    dict(D=D, BLOCK_M=bm, BLK=64, NBP=128, TOP=8, WIN=64, DOT_F32=False, TMA=tma, SEL64=sel64), warps,
-                    stages, ("q_ptr", "k_ptr", "v_ptr", "ks_ptr", "o_ptr")))
+                    dict(D=D, BLOCK_M=bm, BLK=64, NBP=128, TOP=8, WIN=64, DOT_F32=False, TMA=tma), warps, stages,
+                    ("q_ptr", "k_ptr", "v_ptr", "ks_ptr", "o_ptr")))
     bf = "*bf16"
     mq = megaqwen.GPU_CONFIG          # the step's launch parameters on a GPU
     for combine in (True, False):

@@ -77,8 +77,7 @@ def _attend_rows(q, kt, vt, bias, qk_scale, m_i, l_i, acc, DOT_F32: tl.constexpr
 @triton.jit
 def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
                 D: tl.constexpr, BLOCK_M: tl.constexpr, BLK: tl.constexpr, NBP: tl.constexpr,
-                TOP: tl.constexpr, WIN: tl.constexpr, DOT_F32: tl.constexpr, TMA: tl.constexpr,
-                SEL64: tl.constexpr = False):
+                TOP: tl.constexpr, WIN: tl.constexpr, DOT_F32: tl.constexpr, TMA: tl.constexpr):
     pid_m = tl.num_programs(0) - 1 - tl.program_id(0)       # longest (last) query tiles first
     bh = tl.program_id(1).to(tl.int64)
     q0 = pid_m * BLOCK_M
@@ -128,23 +127,12 @@ def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
     # 2. top-TOP block indices per row (-1 = none)
     offs_s = tl.arange(0, TOP)
     sel = tl.full((BLOCK_M, TOP), -1, dtype=tl.int32)
-    if SEL64:  # one int64 max per round: (order-preserving bits of the importance, block index)
-        bits = tl.where(imp == 0.0, 0, imp.to(tl.int32, bitcast=True))       # -0.0 ties with +0.0
-        bits = bits ^ ((bits >> 31) & 0x7FFFFFFF)
-        key = (bits.to(tl.int64) << 32) | offs_j[None, :].to(tl.int64)
-        for i in tl.static_range(TOP):
-            mx = tl.max(key, axis=1)
-            # -inf's key is 0x807FFFFF in the high word; a taken entry is below it
-            pick = tl.where((mx >> 32) > -2139095041, (mx & 0xFFFFFFFF).to(tl.int32), -1)
-            sel = tl.where(offs_s[None, :] == i, pick[:, None], sel)
-            key = tl.where(key == mx[:, None], -9223372036854775807, key)
-    else:
-        for i in tl.static_range(TOP):
-            mx = tl.max(imp, axis=1)
-            pick = tl.max(tl.where(imp == mx[:, None], offs_j[None, :], -1), axis=1)
-            pick = tl.where(mx > float("-inf"), pick, -1)
-            sel = tl.where(offs_s[None, :] == i, pick[:, None], sel)
-            imp = tl.where(offs_j[None, :] == pick[:, None], float("-inf"), imp)
+    for i in tl.static_range(TOP):
+        mx = tl.max(imp, axis=1)
+        pick = tl.max(tl.where(imp == mx[:, None], offs_j[None, :], -1), axis=1)
+        pick = tl.where(mx > float("-inf"), pick, -1)
+        sel = tl.where(offs_s[None, :] == i, pick[:, None], sel)
+        imp = tl.where(offs_j[None, :] == pick[:, None], float("-inf"), imp)
 
     # 3. attention
     m_i = tl.full((BLOCK_M,), NEG, dtype=tl.float32)
@@ -193,10 +181,9 @@ def _config(D, cpu):
     return (64, 4, 3, False) if D <= 64 else (64, 4, 3, True)
 
 
-def nsa_forward(q, k, v, config=None, tma=None, sel64=False):
+def nsa_forward(q, k, v, config=None, tma=None):
     """config: (BLOCK_M, num_warps, num_stages) in place of _config's, tma: TMA tile loads or not in
-    place of its choice (the timing variants, and the tests); sel64: the top-8 by one int64 max a
-    round (a candidate)."""
+    place of its choice (timing candidates, and the tests)."""
     B, H, S, D = q.shape
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     nbf = S // BLOCK                                   # full blocks: only these are ever "earlier" blocks
@@ -211,7 +198,7 @@ def nsa_forward(q, k, v, config=None, tma=None, sel64=False):
         ensure_allocator()
     _nsa_kernel[(cdiv(S, bm), B * H)](
         q, k, v, ks, o, S, nbf, 1.4426950408889634 / math.sqrt(D), D=D, BLOCK_M=bm, BLK=BLOCK,
-        NBP=max(16, next_pow2(cdiv(S, BLOCK))), TOP=TOP_N, WIN=WINDOW, DOT_F32=cpu, TMA=tma, SEL64=sel64,
+        NBP=max(16, next_pow2(cdiv(S, BLOCK))), TOP=TOP_N, WIN=WINDOW, DOT_F32=cpu, TMA=tma,
         num_warps=warps, num_stages=stages)
     return o
 
@@ -220,16 +207,13 @@ def forward(model, inputs):
     return nsa_forward(*inputs)
 
 
-#: timed beside `forward` by kernels.verify on a GPU: candidates.  A loop taking the far blocks two
-#: at a time (128-key steps, each half masked by its own block's picks) was tried on 2026-12-03 and
-#: removed: within +-2% of this kernel at (64, 4, 3), and its (64, 8, 3) build gave a wrong output
-#: on B=4 S=1024 D=64 (docs/h200/2026-12-03-kernels-verify-ce0a2b2.json).  The one-FMA far loop
-#: (_attend_rows) replaced _attend there: 3-11% less device time at D=64, 4% at D=128 (-dc9fb5e,
-#: -6448cf5).  Slower than the defaults or within 1%: (128, 8, 3) and (64, 4, 4), with and without
-#: TMA, and TMA (128, 8, 2) (-c8e608b, -tma1).  Not yet timed on a GPU: the int64-key top-8, 128-row
-#: tiles in 4 warps, 2 stages (3 programs per SM at D=128).
-VARIANTS = {
-    "sel64": lambda model, inputs: nsa_forward(*inputs, sel64=True),
-    "bm128_w4_s3": lambda model, inputs: nsa_forward(*inputs, config=(128, 4, 3)),
-    "bm64_w4_s2": lambda model, inputs: nsa_forward(*inputs, config=(64, 4, 2)),
-}
+#: Launches measured on the H200 and not adopted (device time; kernels.verify times a module's
+#: VARIANTS beside `forward`, none are left here).  A loop taking the far blocks two at a time
+#: (128-key steps, each half masked by its own block's picks): within +-2% of this kernel at
+#: (64, 4, 3), and its (64, 8, 3) build gave a wrong output on B=4 S=1024 D=64
+#: (docs/h200/2026-12-03-kernels-verify-ce0a2b2.json); removed.  The one-FMA far loop
+#: (_attend_rows) replaced _attend there: 3-11% less at D=64, 4% at D=128 (-dc9fb5e, -6448cf5).
+#: Slower than the defaults or within 1%: (128, 8, 3) and (64, 4, 4), with and without TMA, and TMA
+#: (128, 8, 2) (-c8e608b, -tma1); 128-row tiles in 4 warps, 2 stages, and the top-8 by one int64
+#: max a round (order-preserving importance bits and the block index in one key): equal on one
+#: shape, up to 16% slower on the others (docs/h200/2026-12-04-kernels-verify-3cd53c7.json, -21d8575).
