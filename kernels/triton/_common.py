@@ -30,18 +30,19 @@ def next_pow2(n: int) -> int:
 class _Scratch:
     """triton.set_allocator's allocator for kernels that build TMA descriptors on the device
     (tl.make_tensor_descriptor: 128 bytes of global memory per program).  Triton calls it at every
-    such launch, so the buffer is cached per device and grown, not allocated per call: launches on
-    one stream run in order, so one buffer serves them all."""
+    such launch, so the buffer is cached per device and stream and grown, not allocated per call:
+    launches on one stream run in order, so one buffer serves them all, and kernels on two streams
+    never share one."""
 
     def __init__(self):
         self.bufs: dict = {}
 
     def __call__(self, size: int, alignment: int, stream):
         dev = torch.cuda.current_device() if torch.cuda.is_available() else "cpu"
-        buf = self.bufs.get(dev)
+        buf = self.bufs.get((dev, stream))
         if buf is None or buf.numel() < size:
             buf = torch.empty(max(size, 1 << 16), dtype=torch.int8, device="cpu" if dev == "cpu" else f"cuda:{dev}")
-            self.bufs[dev] = buf
+            self.bufs[(dev, stream)] = buf
         return buf
 
 

@@ -178,10 +178,12 @@ def decode_attention(query, k_base, v_base, s_page, s_slot, s_head, block_table,
     small_tiles = D >= 128
     esize = k_base.element_size()
     v_col = (v_base.data_ptr() - k_base.data_ptr()) // esize
-    # TMA: whole pages as boxes (page_size <= 64), pages packed (s_page == page * s_slot), V in the
-    # same slot row as K, 16-byte aligned rows and base
+    # TMA: whole pages as boxes (page_size <= 64), k_base's first dimension the pages, packed
+    # (s_page == page * s_slot: the descriptor spans shape[0] * page_size slot rows), V in the same
+    # slot row as K, 16-byte aligned rows and base
     tma = True if tma is None else tma
-    tma = (tma and not contig and page_size <= 64 and s_page == page_size * s_slot and 0 <= v_col < s_slot
+    tma = (tma and not contig and page_size <= 64 and k_base.dim() >= 2 and k_base.stride(0) == s_page
+           and s_page == page_size * s_slot and 0 <= v_col < s_slot
            and (s_slot * esize) % 16 == 0 and (s_head * esize) % 16 == 0 and (v_col * esize) % 16 == 0
            and k_base.data_ptr() % 16 == 0)
     tile = 16 if cpu or tma else (block_t or (16 if small_tiles else 64))

@@ -97,10 +97,10 @@ def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, 
     """SWAP: the transposed product y^T tile = w^T @ x^T, so the dequantized weight is the MMA's
     first operand, which sm_90's wgmma reads from registers (the second must be in shared memory:
     unswapped, every dequantized tile is stored back to shared memory before its MMA).  DQ (GPU
-    only, else 0): 0 dequantize in fp32 (_dequant), 1 in bf16x2 pairs (_dequant_pairs).  TAIL (a 1-D grid):
-    programs below N_FULL compute whole tiles, the others one of TAIL K-parts (K_PER_SPLIT each) of
-    the tiles from N_FULL on, so a grid of a little more tiles than one wave of programs ends in
-    1 + 1/TAIL tile times instead of 2."""
+    only, else 0): 0 dequantize in fp32 (_dequant), 1 in bf16x2 pairs (_dequant_pairs).  TAIL (a
+    1-D grid): programs below N_FULL compute whole tiles, the others one of TAIL K-parts
+    (K_PER_SPLIT each) of the tiles from N_FULL on, so a grid of a little more tiles than one wave
+    of programs ends in 1 + 1/TAIL tile times instead of 2."""
     if TAIL:
         pid = tl.program_id(0)
         whole = pid < N_FULL
@@ -291,8 +291,8 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
     "tail_slots": the programs that run at once (SMs x programs per SM; default: _TAIL_PER_SM a SM
     for swapped tiles on a GPU, else 0): when the tiles are more than that but fewer than twice, the
     last ones are split in two K halves (the kernel's TAIL) so that no SM runs two whole tiles
-    while others idle.  dq: the
-    GEMM's dequant (the kernel's DQ; default _DQ; always 0 under the interpreter, which runs no PTX)."""
+    while others idle.  dq: the GEMM's dequant (the kernel's DQ; default _DQ; always 0 under the
+    interpreter, which runs no PTX)."""
     squeeze = x.dim() == 1
     if squeeze:
         x = x[None]
