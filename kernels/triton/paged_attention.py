@@ -237,7 +237,7 @@ def forward(model, inputs):
 #: D=128 other than (8, 16, 1, 5) within 1% of it or slower (-c8e608b); TMA (8, 1, 5), (8, 4, 4),
 #: (4, 4, 4), (16, 1, 4) (-tma1) and (2, 1, 3), (4, 2, 3), (2, 4, 4) (-3cd53c7) slower than the
 #: defaults on 4 of 5 shapes.  Kept below as the comparison: the two former pointer-load defaults
-#: (13-40% slower at D=128, 8-10% at D=64 in -3e62e03 and -21d8575), TMA (8, 2, 4) (within 6% of
+#: (14-44% slower at D=128, 8-10% at D=64 in -3e62e03 and -21d8575), TMA (8, 2, 4) (within 6% of
 #: the D=128 default either way in four runs) and TMA at 8 per SM for D=64 (6-8% slower).
 def _variant(pps, bt, w, st, tma=None):
     return lambda model, inputs: paged_decode(*inputs, programs_per_sm=pps, block_t=bt, warps=w, stages=st, tma=tma)

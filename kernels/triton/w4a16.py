@@ -139,23 +139,24 @@ def _w4a16_gemm_kernel(x_ptr, wq_ptr, s_ptr, z_ptr, y_ptr, ws_ptr, lock_ptr, M, 
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(k_start, k_end, BLOCK_K):
         x = tl.load(x_ptrs)
+        q = tl.load(w_ptrs).to(tl.int32) >> shift              # the two rows of a byte: same address
         g = k0 // GROUP                                       # BLOCK_K divides GROUP: one group per step
         if DQ == 0:
-            q = (tl.load(w_ptrs).to(tl.int32) >> shift) & 0xF  # the two rows of a byte: same address
+            q = q & 0xF
             s = tl.load(s_ptr + g * ssg + offs_n).to(tl.float32)
             zm = tl.load(z_ptr + g * ssg + offs_n).to(tl.float32) + _MAGIC
-        else:
+        else:                                                 # _dequant_pairs masks the nibble itself
             s = tl.load(s_ptr + g * ssg + offs_n)
             zm = (tl.load(z_ptr + g * ssg + offs_n).to(tl.float32) + 128.0).to(tl.bfloat16)
         if SWAP:
             if DQ:
-                w = _dequant_pairs(tl.load(w_ptrs).to(tl.int32) >> shift, s[:, None], zm[:, None])
+                w = _dequant_pairs(q, s[:, None], zm[:, None])
             else:
                 w = _dequant(q, zm[:, None], s[:, None]).to(tl.bfloat16)
             acc = _acc_dot(w, x, acc, DOT_F32, X_F32)
         else:
             if DQ:
-                w = _dequant_pairs(tl.load(w_ptrs).to(tl.int32) >> shift, s[None, :], zm[None, :])
+                w = _dequant_pairs(q, s[None, :], zm[None, :])
             else:
                 w = _dequant(q, zm[None, :], s[None, :]).to(tl.bfloat16)
             acc = _acc_dot(x, w, acc, DOT_F32, X_F32)
@@ -280,6 +281,20 @@ def _split(tiles: int, K: int, bk: int, want: int, split: int | None):
     return cdiv(K, k_per), k_per
 
 
+def _gemv_plan(x, N: int, K: int, group: int, rows: int, split: int | None, gemv: tuple | None = None):
+    """The GEMV launch for `rows` output rows run at once (the experts' third grid axis): (BLOCK_N,
+    BLOCK_K, warps, stages) from `gemv` or the defaults, column tiles, the split-K plan for 4
+    programs an SM, and the workspace with a partial-sum slice and counters per row."""
+    cpu = interpreting(x)
+    bn, bk, warps, stages = ((_CPU_GEMV_BN, min(128, group), _GEMV_WARPS, 1) if cpu else
+                             gemv or (_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES))
+    assert group % bk == 0
+    tiles = cdiv(N, bn)
+    sp, k_per = _split(tiles * rows, K, bk, 0 if cpu else 4 * _sms(x.device), split)
+    ws, lock = _workspace(x.device, rows * sp * N if sp > 1 else 0, rows * tiles if sp > 1 else 0)
+    return bn, bk, warps, stages, tiles, sp, k_per, ws, lock
+
+
 def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
                  group: int = 128, out_dtype=torch.bfloat16, kernel: str = "auto", split: int | None = None,
                  config: dict | None = None, dq: int | None = None) -> torch.Tensor:
@@ -304,12 +319,8 @@ def w4a16_matmul(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zeros
     cpu = interpreting(x)
     y = torch.empty(M, N, dtype=out_dtype, device=x.device)
     if kernel == "gemv" or (kernel == "auto" and M == 1):
-        bn, bk, warps, stages = ((_CPU_GEMV_BN, min(128, group), _GEMV_WARPS, 1) if cpu else
-                                 (config or {}).get("gemv", (_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES)))
-        assert group % bk == 0
-        tiles = cdiv(N, bn)
-        sp, k_per = _split(tiles, K, bk, 0 if cpu else 4 * _sms(x.device), split)
-        ws, lock = _workspace(x.device, sp * N if sp > 1 else 0, tiles if sp > 1 else 0)
+        bn, bk, warps, stages, tiles, sp, k_per, ws, lock = _gemv_plan(x, N, K, group, 1, split,
+                                                                       (config or {}).get("gemv"))
         for m in range(M):   # "gemv" forced on M > 1 (tests): one launch per row
             _w4a16_gemv_kernel[(tiles, sp)](x[m], w_q, scales, zeros, y[m], ws, lock, N, K, k_per, w_q.stride(0),
                                             scales.stride(0), ws, 0, 0, 0, 0, GROUP=group, BLOCK_N=bn, BLOCK_K=bk,
@@ -353,14 +364,8 @@ def w4a16_experts(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, zero
     if x.stride(-1) != 1:
         x = x.contiguous()
     sxj = 0 if x.dim() == 1 else x.stride(0)
-    cpu = interpreting(x)
     y = torch.empty(n, N, dtype=out_dtype, device=x.device)
-    bn, bk, warps, stages = (_CPU_GEMV_BN, min(128, group), _GEMV_WARPS, 1) if cpu else \
-        (_GEMV_BN, _GEMV_BK, _GEMV_WARPS, _GEMV_STAGES)
-    assert group % bk == 0
-    tiles = cdiv(N, bn)
-    sp, k_per = _split(tiles * n, K, bk, 0 if cpu else 4 * _sms(x.device), split)
-    ws, lock = _workspace(x.device, n * sp * N if sp > 1 else 0, n * tiles if sp > 1 else 0)
+    bn, bk, warps, stages, tiles, sp, k_per, ws, lock = _gemv_plan(x, N, K, group, n, split)
     _w4a16_gemv_kernel[(tiles, sp, n)](x, w_q, scales, zeros, y, ws, lock, N, K, k_per, w_q.stride(1),
                                        scales.stride(1), idx, w_q.stride(0), scales.stride(0), sxj, y.stride(0),
                                        GROUP=group, BLOCK_N=bn, BLOCK_K=bk, SPLIT=sp, EXPERTS=True,
