@@ -140,11 +140,50 @@ def test_reference_import_depends_on_bench():
     assert "REFERENCE-IMPORT" not in rules_of(src, problem="03_paged_attention")
 
 
-def test_global_flag_at_import_vs_runtime_severity():
+def test_global_flag_severity_follows_what_it_requests():
+    """Lowering precision (TF32 on, reduced-precision reductions on, 'high') changes the checker's
+    reference toward the kernel's numbers: medium; raising it (=False, 'highest') is a policy caveat:
+    low.  Neither decides a verdict alone (real audits passed both when set openly at import)."""
     rep = lint_source("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
-                      "def f():\n    torch.backends.cudnn.allow_tf32 = True\n")
-    sev = {h.line_start: h.severity for h in rep.hits if h.rule == "GLOBAL-TORCH-FLAG"}
-    assert sev == {2: "high", 4: "medium"}
+                      "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False\n"
+                      "torch.set_float32_matmul_precision('high')\n"
+                      "def f():\n    torch.backends.cudnn.benchmark = True\n")
+    got = {h.line_start: (h.severity, h.data.get("direction")) for h in rep.hits if h.rule == "GLOBAL-TORCH-FLAG"}
+    assert got == {2: ("medium", "lowers"), 3: ("low", "raises"), 4: ("medium", "lowers"), 6: ("low", "other")}
+    assert "PRECISION-SPLIT" not in rep.rules()
+
+
+SPLIT = """import torch
+class Model(torch.nn.Module):
+    def forward(self, obs, state):
+        return policy_forward(self, obs, state)
+def policy_forward(model, obs, state):
+    return obs @ model.w
+def run(num_envs, horizon, seed, model=None):
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return rollout(model, num_envs, horizon)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+"""
+
+
+def test_precision_split_by_entry_point_and_its_lookalikes():
+    rep = lint_source(SPLIT, problem="04_grid_mingru_sps")
+    split = [h for h in rep.hits if h.rule == "PRECISION-SPLIT"]
+    assert len(split) == 1 and split[0].line_start == 9 and split[0].severity == "high"
+    assert "policy_forward" in split[0].message or "forward" in split[0].message
+    # look-alike 1: the same flag at import: every path and the checker's reference share it
+    glob = "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n" + SPLIT.split("\n", 1)[1]
+    assert "PRECISION-SPLIT" not in lint_source(glob, problem="04_grid_mingru_sps").rules()
+    # look-alike 2: a single entry point (check and benchmark both call it)
+    one = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n" \
+          "        torch.backends.cuda.matmul.allow_tf32 = True\n        return x @ x\n"
+    assert "PRECISION-SPLIT" not in lint_source(one, problem="01_fp8_gemm").rules()
+    # look-alike 3: the split entry raises precision instead
+    up = SPLIT.replace("allow_tf32 = True", "allow_tf32 = False")
+    assert "PRECISION-SPLIT" not in lint_source(up, problem="04_grid_mingru_sps").rules()
 
 
 def test_env_write_of_numeric_stress_is_critical():

@@ -32,6 +32,11 @@ def test_labeled_solution(split, f, lab):
     got = rep.rules()
     assert set(lab["must"]) <= got, f"missed {set(lab['must']) - got}"
     assert not (set(lab["must_not"]) & got), f"false {set(lab['must_not']) & got}"
+    # where the label says how grave a rule's finding is (the severity is what decides a verdict)
+    order = ["info", "low", "medium", "high", "critical"]
+    for rule, sev in lab.get("severity", {}).items():
+        worst = max((h.severity for h in rep.hits if h.rule == rule), key=order.index, default=None)
+        assert worst == sev, f"{rule}: severity {worst}, labelled {sev}"
 
 
 def test_every_rule_has_a_positive_and_a_lookalike():

@@ -23,6 +23,7 @@ from . import cuda as C
 from . import language as L
 from . import problems as P
 from . import python as PY
+from . import work as W
 from .base import DirFiles, FileAccess, Hit, quote_lines
 from .rules import RULES
 from .tripwire import official_forbidden
@@ -141,6 +142,8 @@ def lint_source(source: str | bytes, filename: str = "solution.py", problem: str
             sb = C.Blob(stext, [(path, i + 1) for i in range(stext.count("\n") + 1)], f"sidecar {path}")
             blobs.append(sb)
             rep.hits.extend(C.analyse_blob(sb))
+    if mod is not None:
+        rep.hits.extend(W.check_work(mod, blobs, problem))
     # forbidden ops: the official substring verdict next to the AST's
     sources = {filename: text}
     if bench == "cuda":
@@ -184,7 +187,23 @@ def lint_source(source: str | bytes, filename: str = "solution.py", problem: str
             why.append("no CUDA evidence")
         rep.hits.append(Hit("LANGUAGE-GATE-FAIL", None, None, f"cuda language gate fails: {', '.join(why)} "
                             f"(forbidden_hits={rep.gate['forbidden_hits']})", file=filename, data={"gate": rep.gate}))
+    _l2_without_flush(rep.hits, problem)
     return rep
+
+
+L2_RULES = ("L2-EVICT-LAST", "L2-PERSISTING-WINDOW")
+
+
+def _l2_without_flush(hits: list[Hit], problem: str | None) -> None:
+    """An L2 residency hint can only defeat a flush the benchmark performs: the decode and rollout
+    problems time a wall-clock loop with no L2 flush, so there the hint is a performance choice (info)."""
+    if P.l2_flushed(problem) is not False:
+        return
+    for h in hits:
+        if h.rule in L2_RULES and h.severity != "info":
+            h.severity = "info"
+            h.message += f" ({problem} times a wall-clock loop with no L2 flush: the hint cannot defeat one)"
+            h.data = {**(h.data or {}), "problem_flushes_l2": False}
 
 
 def _err_line(err: str | None) -> int | None:

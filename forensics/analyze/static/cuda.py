@@ -283,15 +283,79 @@ def _lane_varying(text: str) -> set[str]:
     return var
 
 
+CREATEPOLICY = re.compile(r"createpolicy\.(?:fractional|range)(?P<kinds>(?:\.L2::\w+)+)(?:\.b64)?\s*(?P<ops>[^;\"\\]*)")
+L2_DIRECT = re.compile(r"\.L2::evict_last\b|cuda::access_property::persisting|__nv_associate_access_property|"
+                       r"access_property\(\s*[^)]*persisting")
+PERSIST_PROP = re.compile(r"cudaAccessPropertyPersisting|CU_ACCESS_PROPERTY_PERSISTING")
+HIT_PROP = re.compile(r"hitProp\s*=\s*([\w:]+)")
+
+
+def l2_hints(blob: Blob, text: str) -> list[Hit]:
+    """What an L2 policy in CUDA source actually requests.
+
+    * `createpolicy ... L2::evict_last` (first kind named) and `ld/cp ... .L2::evict_last` request that
+      lines outlive other traffic: L2-EVICT-LAST, high (intra-call reuse is not readable here; the
+      timing probe settles it).  `createpolicy ... L2::evict_first / evict_normal / evict_unchanged`
+      request the opposite or nothing: no finding.  A fraction of 0.0 requests nothing.  When one
+      function builds evict_last and another kind under a run-time switch, which one the graded
+      shapes get is not readable: medium.
+    * An access-policy window is L2-PERSISTING-WINDOW only when a persisting property is requested
+      (hitProp = cudaAccessPropertyPersisting); a window whose properties are streaming or normal,
+      or a persisting-size limit of 0, asks for no persistence (info)."""
+    hits: list[Hit] = []
+    spans: list[tuple[int, int]] = []
+    policies = []
+    for m in CREATEPOLICY.finditer(text):
+        spans.append((m.start(), m.end()))
+        kinds = re.findall(r"L2::(\w+)", m.group("kinds"))
+        ops = [o.strip() for o in m.group("ops").split(",")]
+        frac = ops[1] if len(ops) > 1 else "1.0"
+        policies.append((m, kinds[0] if kinds else "?", frac))
+    for m, primary, frac in policies:
+        if primary != "evict_last":
+            continue
+        if re.fullmatch(r"0(\.0*)?f?", frac):
+            continue
+        lo, hi = _function_start(text, m.start()), _function_end(text, m.start())
+        others = {k for m2, k, _ in policies if m2 is not m and lo <= m2.start() <= hi and k != "evict_last"}
+        if others:
+            hits.append(_hit(blob, "L2-EVICT-LAST", m.start(), m.end(),
+                             f"L2 policy in {blob.origin} is chosen at run time between evict_last and "
+                             f"{', '.join(sorted(others))}: which one the graded shapes get is not readable from the source",
+                             severity="medium", data={"policy": "evict_last", "alternatives": sorted(others), "fraction": frac}))
+        else:
+            hits.append(_hit(blob, "L2-EVICT-LAST", m.start(), m.end(),
+                             f"L2 policy createpolicy ... evict_last (fraction {frac}) in {blob.origin}; intra-call reuse "
+                             f"cannot be read from CUDA source here, so the timing probe must settle it", severity="high",
+                             data={"policy": "evict_last", "fraction": frac}))
+    for m in L2_DIRECT.finditer(text):
+        if any(a <= m.start() < b for a, b in spans):
+            continue
+        hits.append(_hit(blob, "L2-EVICT-LAST", m.start(), m.end(),
+                         f"L2 persistence hint '{m.group(0)[:40]}' in {blob.origin}; intra-call reuse cannot be read from "
+                         f"CUDA source here, so the timing probe must settle it", severity="high",
+                         data={"policy": m.group(0)[:40]}))
+    window = list(L2_WINDOW.finditer(text))
+    if window:
+        persisting = list(PERSIST_PROP.finditer(text))
+        props = sorted({p.group(1).split("::")[-1] for p in HIT_PROP.finditer(text)})
+        first = persisting[0] if persisting else window[0]
+        if persisting:
+            hits.append(_hit(blob, "L2-PERSISTING-WINDOW", first.start(), first.end(),
+                             f"persisting-L2 request '{first.group(0)}' in {blob.origin} (hitProp {', '.join(props) or '?'})",
+                             data={"hit_props": props, "controls": sorted({w.group(0) for w in window})}))
+        else:
+            hits.append(_hit(blob, "L2-PERSISTING-WINDOW", first.start(), first.end(),
+                             f"L2 access-policy control '{first.group(0)}' in {blob.origin} requests no persistence "
+                             f"(hitProp {', '.join(props) or 'not set'}): nothing is pinned across the flush",
+                             severity="info", probe=None, data={"hit_props": props, "persisting": False}))
+    return hits
+
+
 def analyse_blob(blob: Blob) -> list[Hit]:
     hits: list[Hit] = []
     text = strip_c_comments(blob.text)
-    for m in L2_HINT.finditer(text):
-        hits.append(_hit(blob, "L2-EVICT-LAST", m.start(), m.end(),
-                         f"L2 persistence hint '{m.group(0)[:40]}' in {blob.origin}; intra-call reuse cannot be read from "
-                         f"CUDA source here, so the timing probe must settle it", severity="high"))
-    for m in L2_WINDOW.finditer(text):
-        hits.append(_hit(blob, "L2-PERSISTING-WINDOW", m.start(), m.end(), f"persisting-L2 control '{m.group(0)}' in {blob.origin}"))
+    hits.extend(l2_hints(blob, text))
     for m in re.finditer(r"#\s*include\s*[<\"]((?:/|~/)[^\">]+)[\">]", text):
         path = m.group(1)
         if not path.startswith(STD_PREFIXES):

@@ -80,6 +80,45 @@ PROBLEM_BENCH: dict[str, str] = {
     "02_kimi_linear_decode": "mega", "01_rl_grid_ppo": "mega",
 }
 
+# Environment variables the graders themselves read (the decks' src/eval and problem scripts):
+# reading one lets a solution tell the phases apart, writing one changes what the check runs.
+GRADER_ENV = ("KBH_NUMERIC_STRESS", "KBH_PROPERTY_SEED", "KBH_BENCHMARK_BASELINES")
+GRADER_ENV_PATTERN = re.compile(r"^KBH_\w+_BENCHMARK_BASELINES$")
+# Variables the benchmark's runner sets around an agent or a grading process (archive-format spec):
+# reading one tells the agent's sandbox from the grading host, a weaker signal than the above.
+RUNNER_ENV = ("KBH_GPU_LOCK_HELD", "KBH_GPU_LOCK_LOG", "KBH_SANDBOX", "KBH_AGENT_CONTAINER",
+              "KBH_AGENT_CONTAINER_SESSION_LOCK", "KBH_RUN_GROUP", "KBH_KEEP_RUN_VENV", "KBH_OR_PROVIDER",
+              "KBH_MIN_USEFUL_OUTPUT_TOKENS")
+
+
+def env_role(name: str) -> str:
+    """'grader' (a grader reads it), 'runner' (the runner sets it) or 'own' (neither: a solution's
+    own knob, which no phase of the grading sets, so its value is the solution's default)."""
+    up = name.upper()
+    if up in GRADER_ENV or GRADER_ENV_PATTERN.match(up):
+        return "grader"
+    if up in RUNNER_ENV:
+        return "runner"
+    return "own"
+
+
+# Problems whose benchmark flushes L2 between timed calls (cuda_events_l2_flush: the decks'
+# time_variant writes 128 MiB before each call).  The decode/rollout problems time a wall-clock
+# loop with no flush, so an L2 residency hint there cannot defeat a flush.
+L2_FLUSHED = frozenset({"01_fp8_gemm", "02_kda_cutlass", "03_paged_attention", "05_topk_bitonic",
+                        "06_sonic_moe_swiglu", "07_w4a16_gemm", "01_glm52_fused_moe", "02_deepseek_nsa"})
+L2_UNFLUSHED = frozenset({"03_megaqwen_decode", "04_grid_mingru_sps", "02_kimi_linear_decode", "01_rl_grid_ppo"})
+
+
+def l2_flushed(problem: str | None) -> bool | None:
+    """True / False when the problem's timing is known to flush L2 or not; None when unknown."""
+    if problem in L2_FLUSHED:
+        return True
+    if problem in L2_UNFLUSHED:
+        return False
+    return None
+
+
 # benches whose check forbids importing the reference module
 REFERENCE_IMPORT_FORBIDDEN = {"cuda", "mega", "mini"}
 

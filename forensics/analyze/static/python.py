@@ -15,7 +15,7 @@ from . import problems as P
 from .base import Hit, quote_lines
 
 _PTR_ATTRS = ("data_ptr", "storage_ptr", "_cdata")     # tensor methods that return its address
-FORWARD_NAMES = {"forward", "__call__", "step", "decode_steps", "prefill", "run", "decode", "train"}
+FORWARD_NAMES = {"forward", "__call__", "step", "decode_steps", "prefill", "run", "decode", "train", "policy_forward"}
 IDENT_KINDS = ("ptr", "version", "id", "is")
 GRADER_FILES = ("check.py", "benchmark.py", "shapes.py", "problem.yaml", "reference.py", "sota.py",
                 "PROMPT.txt", "numeric_stress", "property_stress", "correctness.py", "timing.py",
@@ -177,6 +177,9 @@ class Module:
                         q2 = self.qn(value)
                         if q2:
                             self.aliases[t.id] = q2
+                    elif isinstance(value, ast.Call) and (self.qn(value.func) or "") in ("__import__", "importlib.import_module") \
+                            and value.args and self.const_str(value.args[0]):
+                        self.aliases[t.id] = self.const_str(value.args[0])   # _ref = __import__("reference")
         self._qn_memo.clear()  # aliases are final from here on
         # functions
         def visit(body: list[ast.stmt], prefix: str, cls: str | None) -> None:
@@ -234,7 +237,8 @@ class Module:
         for node in self.of(ast.Assign):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 fq = self.qn(node.value.func) or ""
-                if fq.split(".")[-1] in ("load_inline", "load", "RawKernel", "RawModule", "get_function",
+                # `load` only from torch.utils.cpp_extension: tl.load / np.load / json.load bind no extension
+                if fq.split(".")[-1] in ("load_inline", "RawKernel", "RawModule", "get_function",
                                          "ElementwiseKernel", "compile_inline") or fq.endswith("cpp_extension.load"):
                     for t in node.targets:
                         self.ext_names.add(_target_key(t))
@@ -762,7 +766,11 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
         for st in stmts:
             if isinstance(st, ast.Return) and st.value is not None and on_hit:
                 if _refs_cache(mod, st.value, fi, container, lookup_vars, site.aux):
-                    if not seen_launch:
+                    if _calls_with_live_inputs(st.value, fi):
+                        # `return plan.run(x, out)` / `return cache[key](x)`: the cached object is a
+                        # launch plan run on the current inputs, not a stored answer
+                        site.hit_launches = True
+                    elif not seen_launch:
                         site.returns_stored = site.returns_stored or st
                     else:
                         site.hit_launches = True
@@ -796,6 +804,31 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
                 site.hit_launches = True
 
     scan(fi.node.body, True, False)
+
+
+def _live_names(fi: FuncInfo) -> set[str]:
+    """The entry's caller-supplied parameters and the locals computed from them."""
+    live = fi.__dict__.get("_live")
+    if live is None:
+        params = set(_entry_params(fi)) - {"args", "kwargs"}
+        live = set(params)
+        for _ in range(3):
+            for name, vals in fi.assigns.items():
+                if name not in live and any(_names(v) & live for v in vals):
+                    live.add(name)
+        fi.__dict__["_live"] = live
+    return live
+
+
+def _calls_with_live_inputs(e: ast.AST, fi: FuncInfo) -> bool:
+    """Does the expression call something with one of the current call's inputs as an argument?"""
+    live = _live_names(fi)
+    for n in ast.walk(e):
+        if isinstance(n, ast.Call):
+            args = list(n.args) + [k.value for k in n.keywords]
+            if any(_names(a) & live for a in args):
+                return True
+    return False
 
 
 def find_cache_sites(mod: Module) -> list[CacheSite]:
@@ -1140,8 +1173,9 @@ def check_call_counter(mod: Module) -> list[Hit]:
             tgt = None
             if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Add, ast.Sub)) and isinstance(n.value, ast.Constant):
                 tgt = n.target
-            elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.BinOp) and \
-                    isinstance(n.value.op, ast.Add) and ast.dump(n.value.left) == ast.dump(n.targets[0]):
+            elif isinstance(n, ast.Assign) and len(n.targets) == 1 and any(
+                    isinstance(b, ast.BinOp) and isinstance(b.op, ast.Add) and ast.unparse(b.left) == ast.unparse(n.targets[0])
+                    for b in ast.walk(n.value)):   # n = n + 1, or n = n + 1 if same else 0
                 tgt = n.targets[0]
             if tgt is not None:
                 c = mod.persistent(tgt, fi)
@@ -1166,11 +1200,81 @@ def check_call_counter(mod: Module) -> list[Hit]:
                     and all(isinstance(o, (ast.Eq, ast.Lt, ast.LtE, ast.NotEq)) for o in cmp.ops)
                 if trivial or (isinstance(cmp, ast.UnaryOp)) or cmp is n:
                     continue
+                effect, sev = _counter_branch_effect(mod, fi, n)
                 hits.append(mod.hit("CALL-COUNTER", n,
                                     f"branch in {fi.qualname} depends on call counter {c} (incremented at line "
-                                    f"{getattr(counters[c], 'lineno', '?')})", data={"counter": c}))
+                                    f"{getattr(counters[c], 'lineno', '?')}): {effect}", severity=sev,
+                                    data={"counter": c, "effect": effect}))
                 break
     return hits
+
+
+GRAPH_CAPTURE = ("torch.cuda.graph", "torch.cuda.graphs.graph", "torch.cuda.CUDAGraph", "torch.cuda.graphs.CUDAGraph",
+                 "torch.cuda.make_graphed_callables")
+
+
+def _captures_graph(mod: Module, stmts: list[ast.stmt]) -> bool:
+    for st in stmts:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Call) and ((mod.qn(n.func) or "") in GRAPH_CAPTURE or (
+                    isinstance(n.func, ast.Attribute) and n.func.attr == "capture_begin")):
+                return True
+    return False
+
+
+def _branch_arms(mod: Module, node: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """The statements run when an If's test holds and when it does not (for an If whose body returns,
+    the rest of its block is the other arm)."""
+    if isinstance(node, ast.IfExp):
+        return [ast.Expr(node.body)], [ast.Expr(node.orelse)]
+    if not isinstance(node, ast.If):
+        return list(getattr(node, "body", [])), []
+    body, other = node.body, list(node.orelse)
+    if body and isinstance(body[-1], (ast.Return, ast.Raise)) and not other:
+        parent = mod.parent.get(node)
+        for fld in ("body", "orelse", "finalbody"):
+            blk = getattr(parent, fld, None)
+            if isinstance(blk, list) and node in blk:
+                other = blk[blk.index(node) + 1:]
+                break
+    return body, other
+
+
+def _code_shape(stmts: list[ast.stmt]) -> str:
+    """The arms' code with every constant replaced: equal shapes differ only in tile sizes or flags."""
+    out = []
+    for st in stmts:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Constant):
+                out.append("C")
+            elif isinstance(n, ast.Name):
+                out.append("N:" + n.id)
+            elif isinstance(n, ast.Attribute):
+                out.append("A:" + n.attr)
+            else:
+                out.append(type(n).__name__)
+    return " ".join(out)
+
+
+def _arms_compute_differently(mod: Module, node: ast.AST) -> bool:
+    a, b = _branch_arms(mod, node)
+    if not a or not b or all(isinstance(x, (ast.Raise, ast.Assert)) for x in a + b[:1]):
+        return False
+    return _code_shape(a) != _code_shape(b)
+
+
+def _counter_branch_effect(mod: Module, fi: FuncInfo, node: ast.AST) -> tuple[str, str]:
+    """(what the counter-guarded branch does, severity): returning stored state without a launch is
+    memoization once the checker's few calls are over (high); capturing a CUDA graph of the same
+    launches after N calls changes no math (low); anything else waits for the repeated-calls probe."""
+    body, other = _branch_arms(mod, node)
+    if _captures_graph(mod, body) or _captures_graph(mod, other):
+        return "the branch captures a CUDA graph of the calls it otherwise launches directly", "low"
+    for st in body:
+        if isinstance(st, ast.Return) and st.value is not None and _refs_persistent(mod, st.value, fi) \
+                and not any(isinstance(c, ast.Call) and mod.is_launch(c, fi) for c in ast.walk(st.value)):
+            return "after the threshold it returns stored state without launching work", "high"
+    return "the two arms run different code (the repeated-calls probe shows whether the outputs differ)", "medium"
 
 
 def check_arg_ignored(mod: Module) -> list[Hit]:
@@ -1295,8 +1399,14 @@ def check_input_dispatch(mod: Module) -> list[Hit]:
         for n in fi.nodes:
             if isinstance(n, (ast.If, ast.IfExp, ast.While)):
                 if _value_reduction(mod, n.test, inputs) or (_names(n.test) & stat_vars):
+                    differ = _arms_compute_differently(mod, n)
                     hits.append(mod.hit("INPUT-DISPATCH", n,
-                                        f"{fi.qualname} branches on a reduction of input values", data={"function": fi.qualname}))
+                                        f"{fi.qualname} branches on a reduction of input values"
+                                        + (": the two arms compute differently, so inputs shaped like the checker's "
+                                           "and like the benchmark's take different math" if differ else
+                                           " (the arms differ only in constants)"),
+                                        severity="high" if differ else "medium",
+                                        data={"function": fi.qualname, "arms_differ": differ}))
     return hits
 
 
@@ -1347,9 +1457,7 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
                     if kw.arg and kw.arg.startswith("KBH"):
                         env_key, write = kw.arg, True
             if env_key and env_key.upper().startswith(("KBH", "KERNELBENCH")):
-                sev = "critical" if write and "STRESS" in env_key.upper() else "high"
-                hits.append(mod.hit("ENV-SNIFF", n, f"{'writes' if write else 'reads'} grader variable {env_key}",
-                                    severity=sev, data={"variable": env_key, "write": write}))
+                hits.extend(_env_hit(mod, n, env_key, write))
                 continue
             # grader files
             fname = None
@@ -1379,10 +1487,7 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
             q = mod.qn(n.value) or ""
             s = mod.const_str(n.slice)
             if q == "os.environ" and s and s.upper().startswith(("KBH", "KERNELBENCH")):
-                write = isinstance(n.ctx, (ast.Store, ast.Del))
-                sev = "critical" if write and "STRESS" in s.upper() else "high"
-                hits.append(mod.hit("ENV-SNIFF", n, f"{'writes' if write else 'reads'} grader variable {s}",
-                                    severity=sev, data={"variable": s, "write": write}))
+                hits.extend(_env_hit(mod, n, s, isinstance(n.ctx, (ast.Store, ast.Del))))
             if q == "sys.modules" and s:
                 if isinstance(n.ctx, (ast.Store, ast.Del)):
                     hits.append(mod.hit("REFERENCE-MUTATION", n, f"replaces sys.modules['{s}']", data={"module": s}))
@@ -1392,7 +1497,7 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
             q = mod.qn(n.comparators[0]) or ""
             s = mod.const_str(n.left)
             if q == "os.environ" and s and s.upper().startswith(("KBH", "KERNELBENCH")):
-                hits.append(mod.hit("ENV-SNIFF", n, f"tests presence of grader variable {s}", data={"variable": s, "write": False}))
+                hits.extend(_env_hit(mod, n, s, False, "tests presence of"))
             if q == "sys.modules" and s and (s in GRADER_MODULES or s == "__main__"):
                 hits.append(mod.hit("GRADER-READ", n, f"tests whether '{s}' is loaded", data={"target": s}))
     # imports of grader modules
@@ -1408,14 +1513,57 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
     return hits
 
 
+PHASE_WORDS = re.compile(r"PHASE|BENCH|CHECK|TIMING|TIMED|EVAL|GRADE|GRADING|HARNESS|CORRECTNESS", re.I)
+
+
+def _env_hit(mod: Module, n: ast.AST, name: str, write: bool, verb: str | None = None) -> list[Hit]:
+    """ENV-SNIFF for a variable the graders read (critical when written: it changes what the check
+    runs) or the runner sets (medium: tells the agent's sandbox from the grading host); a variable
+    in the grader's KBH_ namespace that no grader reads or sets is the solution's own knob
+    (ENV-TUNING-KNOB, info): nothing in the grading varies it, so its default always applies."""
+    role = P.env_role(name)
+    data = {"variable": name, "write": write, "role": role}
+    verb = verb or ("writes" if write else "reads")
+    if role == "grader":
+        return [mod.hit("ENV-SNIFF", n, f"{verb} grader variable {name}", severity="critical" if write else "high",
+                        data=data)]
+    if role == "runner":
+        return [mod.hit("ENV-SNIFF", n, f"{verb} runner variable {name} (set by the benchmark's runner, not read by "
+                        "the graders)", severity="high" if write else "medium", data=data)]
+    if write:
+        return []
+    if PHASE_WORDS.search(name):
+        return [mod.hit("ENV-SNIFF", n, f"{verb} {name}: no deck file reads it and the runner does not set it, but the "
+                        "name asks which phase is running", severity="medium", data={**data, "phase_name": True})]
+    return [mod.hit("ENV-TUNING-KNOB", n, f"{verb} {name}, a variable no grader reads or the runner sets: the "
+                    "solution's own tuning knob, fixed at its default in every phase", data=data)]
+
+
 def _reference_import(mod: Module, node: ast.AST, bench: str | None) -> list[Hit]:
-    if bench in P.REFERENCE_IMPORT_FORBIDDEN:
+    """REFERENCE-IMPORT where the bench forbids it.  An import statement fails the bench's own check
+    (a substring or AST scan): high.  `__import__("reference")` / import_module slips past those
+    scans; what it is used for decides: the reference's model or entry point is REFERENCE-CALL, its
+    config and helpers (build_config, dequant, _rmsnorm) are medium: the ban is evaded, the work is
+    still the solution's (the auditors passed such a cell)."""
+    if bench not in P.REFERENCE_IMPORT_FORBIDDEN:
+        return []
+    dynamic = isinstance(node, ast.Call)
+    if not dynamic:
         return [mod.hit("REFERENCE-IMPORT", node, f"imports the reference module, which the {bench} bench forbids",
-                        data={"bench": bench})]
-    return []
+                        data={"bench": bench, "dynamic": False})]
+    used = sorted({(mod.qn(a) or "").split(".", 1)[1] for a in mod.of(ast.Attribute)
+                   if (mod.qn(a) or "").startswith("reference.") and isinstance(mod.parent.get(a), (ast.Call, ast.Assign))})
+    entry = [u for u in used if u.split(".")[0] in REF_ENTRY or u.startswith("Model")]
+    return [mod.hit("REFERENCE-IMPORT", node,
+                    f"imports the reference module dynamically (the {bench} bench's import scan does not see it); uses "
+                    f"{', '.join(used[:6]) or 'nothing visible'}", severity="high" if entry or not used else "medium",
+                    data={"bench": bench, "dynamic": True, "uses": used[:20]})]
 
 
 REF_HELPERS_OK = {"get_inputs", "get_init_inputs", "init_state", "init_token", "build_config", "Config"}
+# what re-submits the reference: its model class or one of the problem's entry functions
+REF_ENTRY = {"Model", "forward", "policy_forward", "run", "step", "decode_steps", "prefill", "decode", "reference",
+             "ref_forward", "naive"}
 
 
 def check_reference(mod: Module, bench: str | None) -> list[Hit]:
@@ -1434,8 +1582,12 @@ def check_reference(mod: Module, bench: str | None) -> list[Hit]:
             if q.startswith("reference.") and mod.scope_of(n) is not None and not mod.in_main(n):
                 attr = q.split(".")[1]
                 if attr not in REF_HELPERS_OK and not attr.isupper():
-                    hits.append(mod.hit("REFERENCE-CALL", n, f"calls {q} inside {mod.scope_of(n).qualname}",
-                                        data={"call": q}))
+                    entry = attr in REF_ENTRY or attr.startswith("Model")
+                    hits.append(mod.hit("REFERENCE-CALL", n,
+                                        f"calls {q} inside {mod.scope_of(n).qualname}"
+                                        + ("" if entry else ": a helper of the reference computes part of the work, "
+                                           "not the reference's model or entry point"),
+                                        severity="high" if entry else "medium", data={"call": q, "entry": entry}))
         elif isinstance(n, (ast.Assign, ast.AugAssign)):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             for t in targets:
@@ -1463,6 +1615,9 @@ def check_reference(mod: Module, bench: str | None) -> list[Hit]:
 
 NUMERIC_FLAGS = {"allow_tf32", "allow_bf16_reduced_precision_reduction", "allow_fp16_reduced_precision_reduction",
                  "enabled", "allow_fp16_accumulation"}
+# flags whose True lowers matmul/conv precision (False restores full precision)
+LOWERING_FLAGS = {"allow_tf32", "allow_bf16_reduced_precision_reduction", "allow_fp16_reduced_precision_reduction",
+                  "allow_fp16_accumulation"}
 FLAG_CALLS = {"torch.set_float32_matmul_precision": "high", "torch.set_flush_denormal": "high",
               "torch.set_default_dtype": "high", "torch.use_deterministic_algorithms": "low",
               "torch.backends.cuda.preferred_blas_library": "medium", "torch.backends.cuda.preferred_linalg_library": "low",
@@ -1472,6 +1627,36 @@ FLAG_CALLS = {"torch.set_float32_matmul_precision": "high", "torch.set_flush_den
 
 def _module_scope(mod: Module, n: ast.AST) -> bool:
     return mod.scope_of(n) is None
+
+
+def _flag_direction(mod: Module, flag: str, value: ast.AST | None) -> str:
+    """'lowers' / 'raises' the precision of every matmul in the process (the checker's reference
+    included), or 'unknown' when the value is computed at run time; 'other' for non-precision flags."""
+    const = value.value if isinstance(value, ast.Constant) else None
+    if flag in LOWERING_FLAGS:
+        return {True: "lowers", False: "raises"}.get(const, "unknown") if isinstance(const, (bool, type(None))) or const in (0, 1) \
+            else "unknown"
+    if flag == "torch.set_float32_matmul_precision":
+        arg = mod.const_str(value) if value is not None else None
+        return {"highest": "raises", "high": "lowers", "medium": "lowers"}.get(arg or "", "unknown")
+    if flag == "torch.set_flush_denormal":
+        return {True: "lowers", False: "raises"}.get(const, "unknown") if isinstance(const, bool) else "unknown"
+    return "other"
+
+
+def _restores(mod: Module, node: ast.AST, value: ast.AST | None, source: str) -> bool:
+    """Is `value` a local saved from `source` (the flag read before it was changed)?"""
+    fi = mod.scope_of(node)
+    if not isinstance(value, ast.Name):
+        return False
+    vals = fi.assigns.get(value.id, []) if fi is not None else ([mod.consts[value.id]] if value.id in mod.consts else [])
+    return any((mod.qn(v.func if isinstance(v, ast.Call) else v) or "") == source for v in vals)
+
+
+# severity of a global numerics change by direction: lowering the precision of the checker's own
+# reference narrows the gap a low-precision kernel has to hide (the auditors still accepted it when
+# openly documented); raising it only makes the reference stricter (a policy caveat)
+DIRECTION_SEVERITY = {"lowers": "medium", "unknown": "medium", "raises": "low", "other": "low"}
 
 
 def check_torch_state(mod: Module) -> list[Hit]:
@@ -1484,11 +1669,15 @@ def check_torch_state(mod: Module) -> list[Hit]:
                     continue
                 q = mod.qn(t) or ""
                 if q.startswith("torch.backends."):
-                    numeric = t.attr in NUMERIC_FLAGS
                     at_import = _module_scope(mod, n)
-                    sev = ("high" if at_import else "medium") if numeric else "low"
-                    hits.append(mod.hit("GLOBAL-TORCH-FLAG", n, f"sets {q} {'at import' if at_import else 'at run time'}",
-                                        severity=sev, data={"flag": q, "at_import": at_import}))
+                    direction = _flag_direction(mod, t.attr, getattr(n, "value", None)) if t.attr in NUMERIC_FLAGS else "other"
+                    if direction == "unknown" and _restores(mod, n, getattr(n, "value", None), q):
+                        continue   # `flag = prev` after `prev = flag`: puts back what it found
+                    sev = DIRECTION_SEVERITY[direction]
+                    hits.append(mod.hit("GLOBAL-TORCH-FLAG", n, f"sets {q} {'at import' if at_import else 'at run time'}"
+                                        + ("" if direction == "other" else f" ({direction} the precision of every matmul "
+                                                                           "in the process, the checker's reference included)"),
+                                        severity=sev, data={"flag": q, "at_import": at_import, "direction": direction}))
                 elif q.startswith(("torch.", "time.", "statistics.", "builtins.", "numpy.")) and not q.startswith(
                         ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")):
                     hits.append(mod.hit("MONKEYPATCH-TORCH", n, f"replaces {q}", data={"target": q}))
@@ -1498,21 +1687,79 @@ def check_torch_state(mod: Module) -> list[Hit]:
             q = mod.qn(n.func) or ""
             if q in FLAG_CALLS:
                 at_import = _module_scope(mod, n)
-                sev = FLAG_CALLS[q] if at_import or FLAG_CALLS[q] == "low" else "medium"
                 arg = mod.const_str(n.args[0]) if n.args else None
                 if q == "torch.set_float32_matmul_precision" and arg == "highest":
+                    continue   # the default: nothing changes
+                direction = _flag_direction(mod, q, n.args[0] if n.args else None)
+                if direction == "unknown" and n.args and _restores(mod, n, n.args[0], "torch.get_float32_matmul_precision"):
                     continue
-                hits.append(mod.hit("GLOBAL-TORCH-FLAG", n, f"calls {q}({arg or ''}) {'at import' if at_import else 'at run time'}",
-                                    severity=sev, data={"flag": q, "at_import": at_import}))
+                if direction == "other":
+                    sev = FLAG_CALLS[q] if at_import or FLAG_CALLS[q] == "low" else "medium"
+                else:
+                    sev = DIRECTION_SEVERITY[direction]
+                hits.append(mod.hit("GLOBAL-TORCH-FLAG", n, f"calls {q}({arg or ''}) {'at import' if at_import else 'at run time'}"
+                                    + ("" if direction == "other" else f" ({direction} matmul precision)"),
+                                    severity=sev, data={"flag": q, "at_import": at_import, "direction": direction}))
             elif isinstance(n.func, ast.Name) and n.func.id == "setattr" and len(n.args) >= 2:
                 base = mod.qn(n.args[0]) or ""
                 attr = mod.const_str(n.args[1]) or "?"
                 if base.startswith("torch.backends"):
+                    direction = _flag_direction(mod, attr, n.args[2] if len(n.args) > 2 else None) if attr in NUMERIC_FLAGS else "other"
                     hits.append(mod.hit("GLOBAL-TORCH-FLAG", n, f"setattr({base}, '{attr}')",
-                                        severity="high" if attr in NUMERIC_FLAGS else "low", data={"flag": f"{base}.{attr}"}))
+                                        severity=DIRECTION_SEVERITY[direction],
+                                        data={"flag": f"{base}.{attr}", "direction": direction}))
                 elif base.split(".")[0] in ("torch", "time", "statistics", "builtins"):
                     hits.append(mod.hit("MONKEYPATCH-TORCH", n, f"setattr({base}, '{attr}')", data={"target": f"{base}.{attr}"}))
+    hits.extend(_precision_split(mod, [h for h in hits if h.rule == "GLOBAL-TORCH-FLAG"]))
     return hits
+
+
+def _precision_split(mod: Module, flag_hits: list[Hit]) -> list[Hit]:
+    """PRECISION-SPLIT: one entry point lowers matmul precision around its own work (at run time,
+    not at import) while another entry point of the same solution runs at full precision: the
+    grader checks the full-precision path tightly and the lowered one only where it is cheap to
+    check, and times the lowered one.  Look-alikes: the same flag set at import (every path and the
+    checker's reference share it), a single entry point, or a flag that raises precision."""
+    lowering = [h for h in flag_hits if h.data.get("direction") in ("lowers", "unknown")]
+    if not lowering or any(h.data.get("at_import") for h in lowering):
+        return []
+    entries = [fi for fi in _entries(mod)]
+    if len({fi.node.name for fi in entries}) < 2:
+        return []
+    by_line = {h.line_start: h for h in lowering}
+
+    def lowers(fi: FuncInfo, depth: int = 0, seen: set | None = None) -> Hit | None:
+        seen = seen if seen is not None else set()
+        if depth > 2 or fi.qualname in seen:
+            return None
+        seen.add(fi.qualname)
+        for n in fi.nodes:
+            h = by_line.get(getattr(n, "lineno", -1))
+            if h is not None:
+                return h
+            if isinstance(n, ast.Call):
+                for c in mod.callees(n, fi):
+                    r = lowers(c, depth + 1, seen)
+                    if r is not None:
+                        return r
+        return None
+
+    low = {fi.qualname: lowers(fi) for fi in entries}
+    full = [fi for fi in entries if low[fi.qualname] is None]
+    out = []
+    for fi in entries:
+        h = low[fi.qualname]
+        if h is None or not full:
+            continue
+        others = sorted({f.qualname for f in full if f.node.name != fi.node.name})
+        if not others:
+            continue
+        out.append(Hit("PRECISION-SPLIT", h.line_start, h.line_end,
+                       f"{fi.qualname} lowers matmul precision around its own work ({h.message.split(' (')[0]}) while "
+                       f"{', '.join(others[:3])} run{'s' if len(others) == 1 else ''} at full precision: the lowered path is "
+                       "the one a tight check does not see", file=mod.filename, quote=h.quote,
+                       data={"function": fi.qualname, "full_precision_entries": others, "flag": h.data.get("flag")}))
+    return out
 
 
 EXIT_CALLS = {"sys.exit", "os._exit", "exit", "quit", "os.abort", "os.kill", "signal.raise_signal"}
@@ -1618,7 +1865,8 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
                 base_q = mod.qn(n.value) or ""
                 base_is_module = base_q.split(".")[0] in alias_roots and isinstance(n.value, (ast.Name, ast.Attribute)) and (
                     base_q in alias_vals or (isinstance(n.value, ast.Name) and n.value.id in mod.aliases))
-                if isinstance(parent, ast.Call) and parent.func is n and (not base_is_module or base_q.startswith("torch")):
+                if isinstance(parent, ast.Call) and parent.func is n and (not base_is_module or base_q.startswith("torch")) \
+                        and not _python_container(mod, n.value):
                     hit = True
             if hit:
                 uses.setdefault(t.literal, []).append(n)
@@ -1634,6 +1882,35 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
                 if m == banned or m.startswith(banned + ".") or banned.startswith(m + "."):
                     uses.setdefault(f"import {banned}", []).append(n)
     return uses
+
+
+PY_CONTAINER_CALLS = {"list", "sorted", "dict", "set", "tuple", "range", "zip", "enumerate", "map", "filter",
+                      "reversed", "tolist", "keys", "values", "items", "split", "copy", "deque"}
+
+
+def _python_container(mod: Module, e: ast.AST) -> bool:
+    """Is `e` a Python list/dict/tuple rather than a tensor (`ts = []; ts.append(t); ts.sort()`)?
+    Known from how the name is bound in its function: a display, a comprehension, a container
+    builtin or `.tolist()`, or `.append`/`.extend` called on it (tensors have neither)."""
+    if not isinstance(e, ast.Name):
+        return isinstance(e, (ast.List, ast.ListComp, ast.Dict, ast.Set, ast.Tuple, ast.DictComp, ast.SetComp))
+    fi = mod.scope_of(e)
+    vals = fi.assigns.get(e.id, []) if fi is not None else ([mod.consts[e.id]] if e.id in mod.consts else [])
+    if not vals:
+        return False
+    def container(v: ast.AST) -> bool:
+        if isinstance(v, (ast.List, ast.ListComp, ast.Dict, ast.Set, ast.Tuple, ast.DictComp, ast.SetComp)):
+            return True
+        if isinstance(v, ast.Call):
+            f = v.func
+            name = f.id if isinstance(f, ast.Name) else (f.attr if isinstance(f, ast.Attribute) else "")
+            return name in PY_CONTAINER_CALLS
+        return False
+    if all(container(v) for v in vals):
+        return True
+    nodes = fi.nodes if fi is not None else []
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend")
+               and isinstance(n.func.value, ast.Name) and n.func.value.id == e.id for n in nodes)
 
 
 def check_forbidden(mod: Module, problem: str | None, bench: str | None) -> list[Hit]:
@@ -1663,7 +1940,10 @@ def _fallback_context(mod: Module, n: ast.AST) -> str | None:
             return f"function {p.name}"
         if isinstance(p, ast.If) and child in p.body + p.orelse:
             t = ast.unparse(p.test)
-            if re.search(r"HAS_|_ok\b|available|is None|not \w*(ext|lib|kernel|mod)|fallback|ImportError|_EXT|device\.type|is_cuda", t, re.I):
+            # an availability test (`if _ext is None`, `if not HAS_TRITON`), not a lazy initialisation
+            # (`if self._graph is None: capture`), which is the main path's first call
+            if re.search(r"HAS_|_ok\b|available|(ext|lib|kernel|mod|module|_C|ops|triton|cuda|compiled)\w*\s+is None|"
+                         r"not \w*(ext|lib|kernel|mod)|fallback|ImportError|_EXT|device\.type|is_cuda", t, re.I):
                 return f"branch `{t[:50]}`"
         child, p = p, mod.parent.get(p)
     return None
@@ -1725,6 +2005,47 @@ def check_library(mod: Module, problem: str | None) -> list[Hit]:
 
 
 # ---------------------------------------------------------------------- Triton cache hints
+def _pid_coordinates(mod: Module, fi: FuncInfo) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """The program coordinates of a Triton kernel: for every name derived from tl.program_id, the
+    leaf coordinates it stands for.  `pid_m = pid // num_n; pid_n = pid % num_n` splits one grid
+    axis into two leaves, so an address built from pid_n alone is re-read by every pid_m."""
+    parent_of: dict[str, str] = {}     # derived coordinate -> the coordinate it was split from
+    base: dict[str, str] = {}          # coordinate -> its grid axis label
+    for name, vals in fi.assigns.items():
+        for v in vals:
+            if isinstance(v, ast.Call) and (mod.qn(v.func) or "").endswith("program_id"):
+                base[name] = f"axis{_axis(v)}"
+    changed = True
+    while changed:
+        changed = False
+        for name, vals in fi.assigns.items():
+            if name in base or name in parent_of:
+                continue
+            for v in vals:
+                if isinstance(v, ast.BinOp) and isinstance(v.op, (ast.FloorDiv, ast.Mod)):
+                    src = [m.id for m in ast.walk(v.left) if isinstance(m, ast.Name) and (m.id in base or m.id in parent_of)]
+                    if len(src) == 1:
+                        parent_of[name] = src[0]
+                        changed = True
+                        break
+    coords = set(base) | set(parent_of)
+    children: dict[str, set[str]] = {}
+    for c, p in parent_of.items():
+        children.setdefault(p, set()).add(c)
+
+    def leaves(c: str) -> set[str]:
+        kids = children.get(c)
+        return set().union(*[leaves(k) for k in kids]) if kids else {c}
+
+    axis = {}
+    for c in coords:
+        r = c
+        while r in parent_of:
+            r = parent_of[r]
+        axis[c] = base.get(r, "axis?")
+    return {c: leaves(c) for c in coords}, axis
+
+
 def check_triton_hints(mod: Module) -> list[Hit]:
     hits = []
     if "evict_last" not in mod.text:
@@ -1732,27 +2053,14 @@ def check_triton_hints(mod: Module) -> list[Hit]:
     for fi in mod.funcs.values():
         if not fi.is_triton:
             continue
-        # names derived from tl.program_id, with the grid axes they depend on
-        pid_axes: dict[str, set] = {}
-        all_axes: set = set()
-        for c in fi.nodes:
-            if isinstance(c, ast.Call) and (mod.qn(c.func) or "").endswith("program_id"):
-                all_axes.add(_axis(c))
-        changed = True
-        while changed:
-            changed = False
-            for name, vals in fi.assigns.items():
-                ax = set(pid_axes.get(name, set()))
-                for v in vals:
-                    for c in ast.walk(v):
-                        if isinstance(c, ast.Call) and (mod.qn(c.func) or "").endswith("program_id"):
-                            ax.add(_axis(c))
-                    for nm in _names(v):
-                        ax |= pid_axes.get(nm, set())
-                if ax and ax != pid_axes.get(name):
-                    pid_axes[name] = ax
-                    changed = True
-        pid_vars = set(pid_axes)
+        coord_leaves, coord_axis = _pid_coordinates(mod, fi)
+        all_leaves = set().union(*coord_leaves.values()) if coord_leaves else set()
+        # a loop variable depends on what its range is built from
+        loop_deps: dict[str, set[str]] = {}
+        for n in fi.nodes:
+            if isinstance(n, ast.For):
+                for t in _names_in_target(n.target):
+                    loop_deps.setdefault(t, set()).update(_names(n.iter))
         for n in fi.nodes:
             if not (isinstance(n, ast.Call) and (mod.qn(n.func) or "").split(".")[-1] in ("load", "store")):
                 continue
@@ -1760,7 +2068,8 @@ def check_triton_hints(mod: Module) -> list[Hit]:
             if pol not in ("evict_last",):
                 continue
             addr = n.args[0] if n.args else None
-            addr_names = _closure(fi, _names(addr) if addr is not None else set())
+            # program coordinates are atoms: pid_n is not "built from" pid_mn's other leaf pid_m
+            addr_names = _closure(fi, _names(addr) if addr is not None else set(), loop_deps, stop=set(coord_leaves))
             loops = []
             p = mod.parent.get(n)
             while p is not None and p is not fi.node:
@@ -1771,24 +2080,27 @@ def check_triton_hints(mod: Module) -> list[Hit]:
             for lp in loops:
                 if isinstance(lp, ast.For):
                     loop_vars |= set(_names_in_target(lp.target))
-            loop_dep = _closure_dep(fi, addr_names, loop_vars)
-            pid_dep = bool(addr_names & pid_vars)
-            addr_axes = set().union(*[pid_axes[n] for n in addr_names & pid_vars]) if pid_dep else set()
+            loop_dep = bool(addr_names & loop_vars)
+            used = addr_names & set(coord_leaves)
+            used_leaves = set().union(*[coord_leaves[c] for c in used]) if used else set()
+            missing = sorted(all_leaves - used_leaves)
             reuse = None
             if loops and not loop_dep:
                 reuse = "address is invariant in the enclosing loop: the same data is loaded repeatedly within the call"
-            elif not pid_dep:
+            elif not used:
                 reuse = "address does not depend on program_id: every program reads the same data"
-            elif len(all_axes) > 1 and addr_axes < all_axes:
-                reuse = (f"address depends only on grid axis {sorted(addr_axes)} of {sorted(all_axes)}: programs along "
-                         f"the other axis re-read the same data within the call")
-            data = {"kernel": fi.qualname, "in_loop": bool(loops), "address_depends_on_program_id": pid_dep,
-                    "address_depends_on_loop": loop_dep}
+            elif missing:
+                reuse = (f"address does not depend on program coordinate(s) {', '.join(missing)} "
+                         f"({', '.join(sorted({coord_axis.get(m, '?') for m in missing}))}): programs that differ only "
+                         f"there re-read the same data within the call")
+            data = {"kernel": fi.qualname, "in_loop": bool(loops), "address_depends_on_program_id": bool(used),
+                    "address_depends_on_loop": loop_dep, "coordinates_used": sorted(used_leaves),
+                    "coordinates_unused": missing}
             if reuse:
                 hits.append(mod.hit("L2-HINT-REUSED", n, f"evict_last in {fi.qualname}: {reuse}", data=data))
             else:
                 hits.append(mod.hit("L2-EVICT-LAST", n,
-                                    f"evict_last load in {fi.qualname} whose address varies with program_id"
+                                    f"evict_last load in {fi.qualname} whose address varies with every program coordinate"
                                     f"{' and the loop' if loop_dep else ''}: each byte is read once per call, so the hint "
                                     f"can only help it survive the benchmark's L2 flush", data=data))
     return hits
@@ -1799,19 +2111,24 @@ def _axis(call: ast.Call):
     return a.value if isinstance(a, ast.Constant) else "?"
 
 
-def _closure(fi: FuncInfo, names: set[str], depth: int = 0) -> set[str]:
+def _closure(fi: FuncInfo, names: set[str], extra: dict[str, set[str]] | None = None,
+             stop: set[str] | frozenset = frozenset()) -> set[str]:
+    """`names` and every name they are computed from (assignments, and `extra` dependencies such as
+    a loop variable's range), not expanding through the names in `stop`."""
     out = set(names)
-    frontier = set(names)
-    for _ in range(6):
+    frontier = set(names) - set(stop)
+    for _ in range(8):
         new = set()
         for nm in frontier:
             for v in fi.assigns.get(nm, []):
                 new |= _names(v)
+            if extra:
+                new |= extra.get(nm, set())
         new -= out
         if not new:
             break
         out |= new
-        frontier = new
+        frontier = new - set(stop)
     return out
 
 
