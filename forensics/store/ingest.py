@@ -428,6 +428,9 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
     tool_src, end_src = _tool_and_end_sources(sources)
     if not sources:
         perr("transcript.jsonl", None, "missing_file", "run has no transcript.jsonl / agent.log / session store")
+    elif not any(s in TRANSCRIPT_NAMES for s in sources) and sources[0] in claude_store_sources(files):
+        perr("transcript.jsonl", None, "missing_file",
+             f"run has no transcript.jsonl / agent.log; the session is read from the session-store copy {sources[0]}")
     calls: list[ToolCall] = []
     results: list[ToolResult] = []
     id_to_seq: dict[str, int] = {}
