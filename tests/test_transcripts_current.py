@@ -171,8 +171,12 @@ def test_mcp_call_also_written_as_a_response_item_is_kept_once():
                                               "arguments": "{\"path\":\"/a\"}", "call_id": "m9"}},
         {"type": "event_msg", "payload": {"type": "mcp_tool_call_begin", "call_id": "m9",
                                           "invocation": {"server": "fs", "tool": "read_file", "arguments": {"path": "/a"}}}},
+        {"type": "event_msg", "payload": {"type": "mcp_tool_call_end", "call_id": "m9",
+                                          "invocation": {"server": "fs", "tool": "read_file", "arguments": {"path": "/a"}},
+                                          "result": {"Ok": {"content": [{"type": "text", "text": "A"}]}}}},
         {"type": "event_msg", "payload": {"type": "task_complete"}}))
     assert len(p.calls) == 1 and p.errors == []
+    assert [(r.call_id, r.text, r.is_error) for r in p.results] == [("m9", "A", False)]
 
 
 # --------------------------------------------------------------------- 6. Kimi context rows
@@ -301,9 +305,7 @@ def test_unknown_multiline_document_is_not_codex_text():
 
 
 @pytest.mark.parametrize("name,fmt", [
-    ("claude_subagent_session.jsonl", "claude_session"), ("claude_subagent_stream.jsonl", "claude"),
-    ("grok_stream_tools.jsonl", "grok_stream"), ("codex_rollout_tools.jsonl", "codex"),
-    ("kimi_context.jsonl", "kimi"), ("kimi_wire.jsonl", "kimi_wire"), ("codex_exec.jsonl", "codex_exec"),
+    ("kimi_wire.jsonl", "kimi_wire"), ("kimi_wire_b.jsonl", "kimi_wire"), ("codex_exec.jsonl", "codex_exec"),
     ("gemini_chat.json", "gemini_chat"), ("gemini_chat_compact.json", "gemini_chat")])
 def test_detect_new_shapes_without_a_harness(name, fmt):
     got, ev = detect_format((DATA / name).read_bytes().split(b"\n")[:40], None, "transcript.jsonl")

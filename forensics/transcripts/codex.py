@@ -412,6 +412,8 @@ class CodexExecParser(Parser):
     def _item(self, it, t, ln, off, nb):
         src, fmt = self.source, self.fmt
         ity = it.get("type")
+        if ity.__class__ is not str:
+            return self.unknown(it, t, ln, off, nb, "item type", ity)
         iid = it.get("id")
         iid = iid if isinstance(iid, str) or iid is None else str(iid)
         if ity in _EXEC_TEXT_ITEMS:

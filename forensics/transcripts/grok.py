@@ -75,7 +75,7 @@ class GrokStreamParser(Parser):
         name = o.get("toolName") or o.get("title")
         call = self.call(ln, cid, name, o.get("rawInput"))
         acp = o.get("kind")
-        if call.kind == "other" and acp in _ACP_KIND:
+        if call.kind == "other" and isinstance(acp, str) and acp in _ACP_KIND:
             call.kind = _ACP_KIND[acp]
             if call.kind == "exec" and call.command is None:
                 c = call.args.get("command", call.args.get("cmd"))

@@ -225,7 +225,8 @@ class KimiWireParser(Parser):
         rt = "context.append_message"
         if role == "assistant":
             out = [Record(src, ln, off, nb, fmt, rt, role, role, None, ts, text_of(m.get("content"), ("text", "think")))]
-            for tc in m.get("tool_calls") or ():
+            tcs = m.get("tool_calls")
+            for tc in tcs if isinstance(tcs, list) else ():
                 if isinstance(tc, dict):
                     f = tc.get("function") if isinstance(tc.get("function"), dict) else {}
                     c = self._call(ln, tc.get("id"), f.get("name", tc.get("name")),

@@ -457,7 +457,12 @@ def _doc_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
         keys = ", ".join(list(doc)[:8]) if isinstance(doc, dict) else type(doc).__name__
         yield Record(source, 1, 0, len(data), parser.fmt, "document", None, None, None, None, f"keys: {keys}")
         return
-    yield from handle_doc(doc, data)
+    try:
+        evs = handle_doc(doc, data)
+    except Exception as e:  # noqa: BLE001 - a document shape we did not foresee
+        evs = [Record(source, 1, 0, len(data), parser.fmt, "document"),
+               ParseError(source, 1, "bad_field", f"{type(e).__name__}: {e}"[:300], reader.excerpt(data), 0)]
+    yield from evs
 
 
 def _rtype(o: dict):
