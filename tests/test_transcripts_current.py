@@ -110,6 +110,19 @@ def test_stream_json_sidechain_lines_carry_the_parent_call():
     assert (c.parent_id, c.parent_call_id, c.agent_id) == ("t_agent", "t_agent", None)
 
 
+def test_subagent_call_as_progress_and_as_sidechain_line_is_one_call():
+    prog = {"type": "progress", "sessionId": "s", "uuid": "p1", "parentUuid": None, "parentToolUseID": "t_task",
+            "data": {"type": "agent_progress", "agentId": "ag", "message": {"type": "assistant", "message": {
+                "id": "m_s", "role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t_s", "name": "Read", "input": {"file_path": "/w/x.py"}}]}}}}
+    side = {"type": "assistant", "sessionId": "s", "uuid": "x1", "parentUuid": "p1", "isSidechain": True,
+            "agentId": "ag", "message": {"id": "m_s", "role": "assistant", "content": [
+                {"type": "tool_use", "id": "t_s", "name": "Read", "input": {"file_path": "/w/x.py"}}]}}
+    for order in ((prog, side), (side, prog)):
+        p = parse(harness="claude", data=lines(*order))
+        assert [(c.call_id, c.agent_id) for c in p.calls] == [("t_s", "ag")], order
+
+
 # ---------------------------------------------------------------- 4. Grok streaming / chat
 def test_grok_stream_tools_usage_and_runner_banner():
     p = parse("grok_stream_tools.jsonl", "grok")

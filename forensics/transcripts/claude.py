@@ -10,7 +10,8 @@ Subagents (Claude Code 2.1): a subagent's messages arrive wrapped in ``{"type":"
 "parentToolUseID"}`` records.  Their ``tool_use`` / ``tool_result`` blocks become ToolCalls /
 ToolResults of the run, with ``agent_id`` and ``parent_call_id`` (the Agent/Task call that
 started the subagent); their usage counts once per message id like any other.  A tool-use id
-seen twice in one source (a progress record and a sidechain line of the same call) is kept once.
+repeated by a progress record (re-sent, or also written as a sidechain line) is kept once; lines
+of the main stream are never dropped.
 A ``result`` row carrying ``agentId`` is the subagent's result, not the session's end.
 """
 
@@ -59,8 +60,12 @@ class ClaudeParser(Parser):
         self.term_cost: float | None = None
         self.assistant_ids: set[str] = set()
         self.n_anon_assistant = 0
-        self.seen_calls: set[str] = set()     # tool-use ids emitted (a call is kept once per source)
+        # tool-use ids emitted; a subagent's call or result repeated in a progress record (or also
+        # written as a sidechain line) is kept once.  Main-stream lines are never dropped.
+        self.seen_calls: set[str] = set()
         self.seen_results: set[str] = set()
+        self.progress_ids: set[str] = set()
+        self._in_progress = False
 
     def handle(self, o: dict, ln: int, off: int, nb: int):
         t = o.get("type")
@@ -150,19 +155,17 @@ class ClaudeParser(Parser):
         """A tool_use block as a ToolCall, or None when its id was already emitted."""
         cid = b.get("id")
         if isinstance(cid, str) and cid:
-            if cid in self.seen_calls:
+            if cid in self.seen_calls and (self._in_progress or cid in self.progress_ids):
                 return None
             self.seen_calls.add(cid)
+            if self._in_progress:
+                self.progress_ids.add(cid)
         return self.call(ln, cid, b.get("name"), b.get("input"), ts, parent, agent, parent_call)
 
     def _assistant(self, o: dict, ln: int, off: int, nb: int, agent=None, parent_call=None, ts_parent=None):
         ts, parent, side = self._common(o)
         if ts is None:
             ts = ts_parent
-        if agent is None:
-            agent = o.get("agentId")
-            if o.get("parent_tool_use_id") is not None:
-                parent_call = o.get("parent_tool_use_id")
         if self.session_form:
             cwd = o.get("cwd")
             if isinstance(cwd, str):
@@ -195,6 +198,9 @@ class ClaudeParser(Parser):
                 elif bt == "redacted_thinking":
                     pass
                 elif bt == "tool_use" or bt == "server_tool_use":
+                    if agent is None and not self._in_progress:   # a sidechain / subagent line
+                        agent = o.get("agentId")
+                        parent_call = o.get("parent_tool_use_id")
                     c = self._call_block(b, ln, ts, parent, agent, parent_call)
                     if c is not None:
                         out.append(c)
@@ -261,9 +267,11 @@ class ClaudeParser(Parser):
                 elif bt == "tool_result":
                     rid = b.get("tool_use_id")
                     if isinstance(rid, str) and rid:
-                        if rid in self.seen_results:
+                        if rid in self.seen_results and (self._in_progress or rid in self.progress_ids):
                             continue
                         self.seen_results.add(rid)
+                        if self._in_progress:
+                            self.progress_ids.add(rid)
                     out.append(self._tool_result(b, tur, ln, ts))
                     nres += 1
         rec = Record(self.source, ln, off, nb, self.fmt, "user", None, "user", None, ts,
@@ -345,11 +353,17 @@ class ClaudeParser(Parser):
         role = inner["message"].get("role") or wrapper.get("type")
         if "type" not in inner:
             inner = dict(inner, type=role)
-        if role == "assistant":
-            evs = self._assistant(inner, ln, off, nb, agent, parent_call, ts)
-        elif role == "user":
-            evs = self._user(inner, ln, off, nb, ts)
-        else:
+        self._in_progress = True
+        try:
+            if role == "assistant":
+                evs = self._assistant(inner, ln, off, nb, agent, parent_call, ts)
+            elif role == "user":
+                evs = self._user(inner, ln, off, nb, ts)
+            else:
+                evs = None
+        finally:
+            self._in_progress = False
+        if evs is None:
             return Record(self.source, ln, off, nb, self.fmt, "progress", sub, None, None, ts, None, 0, 0,
                           parent, True)
         evs = evs if isinstance(evs, list) else [evs]
