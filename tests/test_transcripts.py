@@ -351,9 +351,11 @@ def test_detect_content_contradicting_harness_wins():
     assert p.end.format == "opencode" and len(p.calls) == 5
 
 
-def test_detect_inconclusive_content_uses_harness():
-    assert detect_format([b'{"type":"mystery"}'], "kimi", "transcript.jsonl")[0] == "kimi"
-    assert detect_format([b'{"type":"mystery"}'], None, "transcript.jsonl")[0] == "claude"
+def test_detect_inconclusive_content_is_unknown_not_the_harness_format():
+    # issue 19: a file no rule matches is unknown, never the harness's format or the viewer default
+    fmt, ev = detect_format([b'{"type":"mystery"}'], "kimi", "transcript.jsonl")
+    assert fmt == "unknown" and "types mystery" in ev and "harness kimi" in ev
+    assert detect_format([b'{"type":"mystery"}'], None, "transcript.jsonl")[0] == "unknown"
     assert detect_format([b'{"type":"mystery"}'], "pi", "transcript.jsonl")[0] == "unknown"
     assert detect_format([b"", b"  "], "claude", "transcript.jsonl")[0] == "empty"
 

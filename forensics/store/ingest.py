@@ -55,7 +55,11 @@ SPAN_BATCH_LINES = 1 << 20   # heartbeat lines per record_spans Arrow batch
 HEARTBEAT_SPANS = os.environ.get("FORENSICS_INGEST_HEARTBEAT_SPANS", "1") != "0"
 HASH_SKIP_PREFIXES = ("cache/", "tmp/", "repo/.venv/", ".venv/")
 TRANSCRIPT_NAMES = ("transcript.jsonl", "transcript.jsonl.gz", "agent.log")
-NO_TOOL_FORMATS = ("grok_stream", "codex_text", "empty", "unknown")  # formats that carry no tool events
+# formats that may carry no tool events (older Grok streams have none): with no call, no tool_source
+NO_TOOL_FORMATS = ("grok_stream", "codex_text", "empty", "unknown")
+CLAUDE_STORE = "agent_home/.claude/projects/"   # Claude Code session-store copy inside the run folder
+# formats of a tool source into which the Claude session-store copy's calls are merged
+CLAUDE_MERGE_FORMATS = ("claude", "claude_session", "codex_text", "empty", "unknown", None)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -106,6 +110,10 @@ def categorize(rel: str) -> str:
     if rel in TRANSCRIPT_NAMES or rel == "codex_session.jsonl":
         return "transcript"
     if rel.startswith("agent_home/") and (rel.endswith(".jsonl") and ("sessions/" in rel)):
+        return "session_store"
+    if rel.startswith(CLAUDE_STORE) and rel.endswith(".jsonl"):
+        return "session_store"
+    if rel.startswith("agent_home/.gemini/") and "/chats/" in rel and rel.endswith(".json"):
         return "session_store"
     if rel.startswith("grok_session/"):
         return "session_store"
@@ -196,7 +204,28 @@ def transcript_sources(files: dict[str, Any]) -> list[str]:
                           key=lambda p: (-files[p].size, p))
         if rollouts:
             out.append(rollouts[0])
+    out.extend(claude_store_sources(files))
+    out.extend(store_fallback_sources(files))
     return out
+
+
+def claude_store_sources(files: dict[str, Any]) -> list[str]:
+    """The Claude session-store copy (``agent_home/.claude/projects/**/*.jsonl``): session files,
+    the largest first, then subagent files (``.../subagents/agent-*.jsonl``)."""
+    return sorted((p for p in files if p.startswith(CLAUDE_STORE) and p.endswith(".jsonl")),
+                  key=lambda p: ("/subagents/" in p, -files[p].size, p))
+
+
+def store_fallback_sources(files: dict[str, Any]) -> list[str]:
+    """Other session-store copies whose tool calls are used only when the run's tool source has
+    none: Kimi ``agent_home/.kimi/sessions/**/{context,wire}.jsonl`` and Gemini chat recordings
+    ``agent_home/.gemini/tmp/*/chats/*.json`` (their call ids need not match the transcript's,
+    so they are never merged with it)."""
+    kimi = sorted((p for p in files if p.startswith("agent_home/.kimi/") and p.rsplit("/", 1)[-1] in
+                   ("context.jsonl", "wire.jsonl")), key=lambda p: (-files[p].size, p))
+    gem = sorted((p for p in files if p.startswith("agent_home/.gemini/") and "/chats/" in p and p.endswith(".json")),
+                 key=lambda p: (-files[p].size, p))
+    return kimi + gem
 
 
 def _tool_and_end_sources(sources: list[str]) -> tuple[str | None, str | None]:
@@ -210,7 +239,8 @@ def _tool_and_end_sources(sources: list[str]) -> tuple[str | None, str | None]:
         return codex, codex
     if chat:
         return chat, main or chat
-    return main or sources[0], main or sources[0]
+    first = main or sources[0]
+    return first, first
 
 
 # --------------------------------------------------------------------------- per-run parse
@@ -398,9 +428,17 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
     tool_src, end_src = _tool_and_end_sources(sources)
     if not sources:
         perr("transcript.jsonl", None, "missing_file", "run has no transcript.jsonl / agent.log / session store")
+    elif not any(s in TRANSCRIPT_NAMES for s in sources) and sources[0] in claude_store_sources(files):
+        perr("transcript.jsonl", None, "missing_file",
+             f"run has no transcript.jsonl / agent.log; the session is read from the session-store copy {sources[0]}")
     calls: list[ToolCall] = []
     results: list[ToolResult] = []
     id_to_seq: dict[str, int] = {}
+    result_ids: set[str] = set()
+    claude_store = set(claude_store_sources(files))
+    fallback = set(store_fallback_sources(files))
+    held: dict[str, tuple[list, list]] = {}     # fallback source -> (calls, results), used if no calls
+    msg_usage: dict[str, dict] = {}             # Claude message id -> usage, over transcript + store copy
     ends: dict[str, SessionEnd] = {}
     hashes: dict[str, tuple[str, int]] = {}
     n_records = 0
@@ -408,6 +446,13 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
     fmt_by_source: dict[str, tuple[str | None, str | None]] = {}
     for source in sources:
         is_tool = source == tool_src
+        # the session-store copy adds the calls the transcript lacks (a short or cut-off transcript);
+        # a call (and a result) is kept once per tool-use id, whichever source holds it first
+        merge = source in claude_store and not is_tool and \
+            fmt_by_source.get(tool_src, (None,))[0] in CLAUDE_MERGE_FORMATS
+        hold = source in fallback and not is_tool
+        if hold:
+            held[source] = ([], [])
         try:
             raw = src.open(pre + source)
         except (OSError, FileNotFoundError, PermissionError) as e:
@@ -423,16 +468,24 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
                 elif tev is Record:
                     n_records += 1
                     sink.add_record(ev)
+                    if ev.usage is not None and claude_store and ev.msg_id and ev.format in ("claude", "claude_session"):
+                        msg_usage[ev.msg_id] = ev.usage
                 elif tev is ToolCall:
-                    if is_tool:
+                    if is_tool or (merge and ev.call_id and ev.call_id not in id_to_seq):
                         ev.call_seq = len(calls) + 1
                         calls.append(ev)
                         if ev.call_id:
                             id_to_seq.setdefault(ev.call_id, ev.call_seq)
+                    elif hold:
+                        held[source][0].append(ev)
                 elif tev is ToolResult:
-                    if is_tool:
+                    if is_tool or (merge and ev.call_id and ev.call_id not in result_ids):
                         ev.call_seq = id_to_seq.get(ev.call_id) if ev.call_id else None
                         results.append(ev)
+                        if ev.call_id:
+                            result_ids.add(ev.call_id)
+                    elif hold:
+                        held[source][1].append(ev)
                 elif tev is ParseError:
                     perr(ev.source, ev.line, ev.reason, ev.detail, ev.excerpt, ev.byte_offset)
                 elif tev is Heartbeat:  # HEARTBEAT_SPANS off
@@ -453,11 +506,27 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             except OSError:
                 pass
 
+    if not calls:
+        # no call in the tool source: a Kimi / Gemini session-store copy is the evidence
+        for source in sorted(held, key=sources.index):
+            hc, hres = held[source]
+            if hc:
+                tool_src = source
+                for c in hc:
+                    c.call_seq = len(calls) + 1
+                    calls.append(c)
+                    if c.call_id:
+                        id_to_seq.setdefault(c.call_id, c.call_seq)
+                for r in hres:
+                    r.call_seq = id_to_seq.get(r.call_id) if r.call_id else None
+                    results.append(r)
+                break
     for c in calls:
         sink.add("tool_calls", {
             "run_id": rid, "call_seq": c.call_seq, "source": c.source, "line": c.line, "call_id": c.call_id,
             "tool": c.tool, "kind": c.kind, "command": c.command, "paths": list(c.paths or []), "cwd": c.cwd,
-            "args": c.args, "ts": c.ts, "parent_id": c.parent_id, "background": c.background})
+            "args": c.args, "ts": c.ts, "parent_id": c.parent_id, "background": c.background,
+            "agent_id": c.agent_id, "parent_call_id": c.parent_call_id})
     for r in results:
         sink.add("tool_results", {
             "run_id": rid, "call_seq": r.call_seq, "call_id": r.call_id, "source": r.source, "line": r.line,
@@ -480,6 +549,20 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
 
     # ---- session end
     end = ends.get(end_src) if end_src else None
+    if end is not None and msg_usage and end.usage_source in ("dedup_messages", "none") and \
+            any(s in ends for s in claude_store):
+        # no terminal usage: Claude tokens once per message id over the transcript and the store copy
+        acc: dict[str, int] = {}
+        for u in msg_usage.values():
+            for col, key in (("input", "input_tokens"), ("output", "output_tokens"),
+                             ("cache_read", "cache_read_input_tokens"), ("cache_write", "cache_creation_input_tokens")):
+                v = u.get(key)
+                if isinstance(v, int) and not isinstance(v, bool):
+                    acc[col] = acc.get(col, 0) + v
+        if acc:
+            end.input_tokens, end.output_tokens = acc.get("input"), acc.get("output")
+            end.cache_read_tokens, end.cache_creation_tokens = acc.get("cache_read"), acc.get("cache_write")
+            end.usage_source = "dedup_messages_sources"
     if end is not None:
         row = {k: getattr(end, k) for k in S.TABLE_BY_NAME["session_end"].column_names() if hasattr(end, k)}
         row["run_id"] = rid

@@ -10,7 +10,8 @@ to find references to other runs.
 
 Resolution (`forensics.analyze.shell` parses, `forensics.analyze.shell_paths` says which operands
 are paths): ``cd`` / ``pushd`` / ``popd`` within a command and, for harnesses with a persistent
-shell (Claude Code's ``Bash``), across calls;
+shell (Claude Code's ``Bash``), across calls (one shell per agent: a subagent's ``cd`` does not
+move the main agent's shell);
 subshells ``( )``, ``$( )`` and ``bash -c`` do not leak their ``cd``; relative paths, ``~``,
 ``$HOME``, ``$PWD`` and variables assigned earlier in the command (``X=/p; cat $X/f``,
 ``for f in a b; do cat $f; done``); env prefixes and wrappers (``timeout``, ``uv run``, ``env``);
@@ -627,7 +628,8 @@ def _glob_arg(call: Any) -> str | None:
 def extract_accesses(ctx: RunContext, calls: Sequence[Any], results: Sequence[Any]) -> list[dict[str, Any]]:
     """Rows of `file_accesses` for one run (see the module docstring for the rules)."""
     em = _Emitter(ctx)
-    persistent_cwd: str | None = None
+    # a persistent shell's cwd, per agent: a Claude subagent (ToolCall.agent_id) has its own shell
+    persistent_cwds: dict[str | None, str | None] = {}
     by_seq: dict[int, Any] = {}
     for call in calls:
         seq = call.call_seq
@@ -638,14 +640,15 @@ def extract_accesses(ctx: RunContext, calls: Sequence[Any], results: Sequence[An
         kind = call.kind
         if kind in EXEC_KINDS and call.command:
             persist = ctx.persistent_shell if ctx.persistent_shell is not None else call.tool in PERSISTENT_SHELL_TOOLS
-            start = (persistent_cwd or base_cwd) if persist else base_cwd
+            agent = getattr(call, "agent_id", None)
+            start = (persistent_cwds.get(agent) or base_cwd) if persist else base_cwd
             shell = _Shell(start)
             try:
                 _interpret(em, ctx, call.command, shell, seq, line, {})
             except RecursionError:  # pathological nesting: keep what was found
                 pass
             if persist:
-                persistent_cwd = shell.cwd
+                persistent_cwds[agent] = shell.cwd
             _scan_mentions(em, call.command, seq, line, "shell", "command text", shell.cwd, skip_self=True)
             continue
         acc = STRUCT_ACCESS.get(kind)

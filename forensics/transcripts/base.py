@@ -187,6 +187,19 @@ def parse_args(v: Any) -> dict[str, Any]:
 _MISSING = object()
 
 
+def _sid(v: Any) -> str | None:
+    """An id field as a string (None stays None; numbers are stringified)."""
+    if v is None or isinstance(v, str):
+        return v or None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(v)
+    return None
+
+
+def sid(v: Any) -> str | None:
+    return _sid(v)
+
+
 class Parser:
     """Base class: one instance per source.  Subclasses implement ``handle``."""
 
@@ -226,6 +239,7 @@ class Parser:
         self.n_assistant = 0
         self.sessions: set[str] = set()
         self.call_tools: dict[str, str] = {}
+        self.context_tokens: int | None = None
 
     # ---- helpers used by subclasses -------------------------------------------------
     def see_ts(self, ts: datetime | None) -> None:
@@ -247,7 +261,8 @@ class Parser:
             self.rate_limited = True
 
     def call(self, line: int, call_id: Any, tool: Any, args: Any, ts: datetime | None = None,
-             parent_id: str | None = None) -> ToolCall:
+             parent_id: str | None = None, agent_id: str | None = None,
+             parent_call_id: str | None = None) -> ToolCall:
         name = tool if isinstance(tool, str) else ("" if tool is None else str(tool))
         a = parse_args(args)
         kind, command, paths, cwd, bg = kinds.normalize(name, a)
@@ -256,7 +271,7 @@ class Parser:
             self.call_tools[cid] = name
         self.last_activity = line
         return ToolCall(self.source, line, cid, name, kind, a, command, paths, cwd or self.cwd, ts,
-                        parent_id, bg)
+                        parent_id, bg, 0, _sid(agent_id), _sid(parent_call_id))
 
     def unknown(self, o: dict, rtype: Any, line: int, off: int, nb: int, what: str = "type",
                 subtype: Any = None) -> list:
@@ -298,7 +313,8 @@ class Parser:
             se.cache_creation_tokens = u.get("cache_write")
             se.reasoning_tokens = u.get("reasoning")
         se.cost_usd = self.cost
-        se.usage_source = self.usage_source if u or self.cost is not None else "none"
+        se.usage_source = self.usage_source if u or self.cost is not None or self.context_tokens is not None else "none"
+        se.context_tokens = self.context_tokens
         se.truncated_last_line = truncated
         has_term = self.term_line is not None
         se.cut_off = truncated or (self.has_marker and not has_term)

@@ -4,6 +4,15 @@ sessionId / timestamp / isSidechain / toolUseResult; also the HF-converted trace
 Usage: the CLI repeats the same ``message.usage`` on every content-block line of one message,
 so tokens are kept once per ``message.id`` (last seen wins); the last terminal ``result``
 record's usage and ``total_cost_usd`` are preferred when present, as the runner does (§3.4).
+
+Subagents (Claude Code 2.1): a subagent's messages arrive wrapped in ``{"type":"progress","data":
+{"type":"agent_progress","agentId","message":{"type":"assistant"|"user","message":{...}}},
+"parentToolUseID"}`` records.  Their ``tool_use`` / ``tool_result`` blocks become ToolCalls /
+ToolResults of the run, with ``agent_id`` and ``parent_call_id`` (the Agent/Task call that
+started the subagent); their usage counts once per message id like any other.  A tool-use id
+repeated by a progress record (re-sent, or also written as a sidechain line) is kept once; lines
+of the main stream are never dropped.
+A ``result`` row carrying ``agentId`` is the subagent's result, not the session's end.
 """
 
 from __future__ import annotations
@@ -24,7 +33,10 @@ _STREAM_TYPES = frozenset(("system", "assistant", "user", "result", "tool_progre
                            "control_response", "auth_status"))
 _SESSION_TYPES = frozenset(("summary", "file-history-snapshot", "custom-title", "ai-title", "mode",
                             "queue-operation", "attachment", "progress", "agent-name",
-                            "last-prompt", "tag"))
+                            "last-prompt", "tag",
+                            # Claude Code 2.1.x session-store metadata rows
+                            "worktree-state", "relocated", "frame-link", "bridge-session", "atis-latch",
+                            "started", "permission-mode", "pr-link"))
 
 
 class ClaudeParser(Parser):
@@ -48,6 +60,12 @@ class ClaudeParser(Parser):
         self.term_cost: float | None = None
         self.assistant_ids: set[str] = set()
         self.n_anon_assistant = 0
+        # tool-use ids emitted; a subagent's call or result repeated in a progress record (or also
+        # written as a sidechain line) is kept once.  Main-stream lines are never dropped.
+        self.seen_calls: set[str] = set()
+        self.seen_results: set[str] = set()
+        self.progress_ids: set[str] = set()
+        self._in_progress = False
 
     def handle(self, o: dict, ln: int, off: int, nb: int):
         t = o.get("type")
@@ -67,7 +85,11 @@ class ClaudeParser(Parser):
         if t == "tool_progress" or t == "stream_event" or t == "keep_alive":
             return Record(self.source, ln, off, nb, self.fmt, t, None, None, None, self._ts(o))
         if t == "result":
+            if o.get("agentId") is not None:
+                return self._subagent_result(o, ln, off, nb)
             return self._result(o, ln, off, nb)
+        if t == "progress":
+            return self._progress(o, ln, off, nb)
         if t == "rate_limit_event":
             return self._rate(o, ln, off, nb)
         if t in _STREAM_TYPES or t in _SESSION_TYPES:
@@ -129,8 +151,21 @@ class ClaudeParser(Parser):
         return Record(self.source, ln, off, nb, self.fmt, "system",
                       st if isinstance(st, str) else None, "system", None, ts, text, 0, 0, parent, side)
 
-    def _assistant(self, o: dict, ln: int, off: int, nb: int):
+    def _call_block(self, b: dict, ln: int, ts, parent, agent, parent_call):
+        """A tool_use block as a ToolCall, or None when its id was already emitted."""
+        cid = b.get("id")
+        if isinstance(cid, str) and cid:
+            if cid in self.seen_calls and (self._in_progress or cid in self.progress_ids):
+                return None
+            self.seen_calls.add(cid)
+            if self._in_progress:
+                self.progress_ids.add(cid)
+        return self.call(ln, cid, b.get("name"), b.get("input"), ts, parent, agent, parent_call)
+
+    def _assistant(self, o: dict, ln: int, off: int, nb: int, agent=None, parent_call=None, ts_parent=None):
         ts, parent, side = self._common(o)
+        if ts is None:
+            ts = ts_parent
         if self.session_form:
             cwd = o.get("cwd")
             if isinstance(cwd, str):
@@ -163,8 +198,13 @@ class ClaudeParser(Parser):
                 elif bt == "redacted_thinking":
                     pass
                 elif bt == "tool_use" or bt == "server_tool_use":
-                    out.append(self.call(ln, b.get("id"), b.get("name"), b.get("input"), ts, parent))
-                    ncalls += 1
+                    if agent is None and not self._in_progress:   # a sidechain / subagent line
+                        agent = o.get("agentId")
+                        parent_call = o.get("parent_tool_use_id")
+                    c = self._call_block(b, ln, ts, parent, agent, parent_call)
+                    if c is not None:
+                        out.append(c)
+                        ncalls += 1
         text = "\n".join(texts) if texts else None
         usage = m.get("usage")
         if not isinstance(usage, dict):
@@ -197,8 +237,10 @@ class ClaudeParser(Parser):
             return out
         return rec
 
-    def _user(self, o: dict, ln: int, off: int, nb: int):
+    def _user(self, o: dict, ln: int, off: int, nb: int, ts_parent=None):
         ts, parent, side = self._common(o)
+        if ts is None:
+            ts = ts_parent
         if self.session_form:
             cwd = o.get("cwd")
             if isinstance(cwd, str):
@@ -223,6 +265,13 @@ class ClaudeParser(Parser):
                     if isinstance(s, str):
                         texts.append(s)
                 elif bt == "tool_result":
+                    rid = b.get("tool_use_id")
+                    if isinstance(rid, str) and rid:
+                        if rid in self.seen_results and (self._in_progress or rid in self.progress_ids):
+                            continue
+                        self.seen_results.add(rid)
+                        if self._in_progress:
+                            self.progress_ids.add(rid)
                     out.append(self._tool_result(b, tur, ln, ts))
                     nres += 1
         rec = Record(self.source, ln, off, nb, self.fmt, "user", None, "user", None, ts,
@@ -274,6 +323,64 @@ class ClaudeParser(Parser):
         if status is None and is_error is not None:
             status = "error" if is_error else None
         return ToolResult(self.source, ln, cid, env.text, env.exit_code, env.is_error, status, ts, running)
+
+    def _progress(self, o: dict, ln: int, off: int, nb: int):
+        """A ``progress`` record; ``agent_progress`` ones carry a subagent's message (see module doc)."""
+        ts = self._ts(o)
+        data = o.get("data")
+        sub = data.get("type") if isinstance(data, dict) else None
+        sub = sub if isinstance(sub, str) else None
+        parent = o.get("parentUuid") if self.session_form else o.get("parent_tool_use_id")
+        parent = parent if isinstance(parent, str) else None
+        sid = o.get("sessionId") or o.get("session_id")
+        if isinstance(sid, str):
+            self.sessions.add(sid)
+        if self.session_form:
+            cwd = o.get("cwd")
+            if isinstance(cwd, str):
+                self.cwd = cwd
+        if sub != "agent_progress" or not isinstance(data.get("message"), dict):
+            return Record(self.source, ln, off, nb, self.fmt, "progress", sub, None, None, ts, None, 0, 0,
+                          parent, bool(o.get("isSidechain")))
+        agent = data.get("agentId")
+        if agent is None:
+            agent = o.get("agentId")
+        parent_call = o.get("parentToolUseID")
+        if parent_call is None:
+            parent_call = data.get("parentToolUseID")
+        wrapper = data["message"]
+        inner = wrapper if isinstance(wrapper.get("message"), dict) else {"message": wrapper}
+        role = inner["message"].get("role") or wrapper.get("type")
+        if "type" not in inner:
+            inner = dict(inner, type=role)
+        self._in_progress = True
+        try:
+            if role == "assistant":
+                evs = self._assistant(inner, ln, off, nb, agent, parent_call, ts)
+            elif role == "user":
+                evs = self._user(inner, ln, off, nb, ts)
+            else:
+                evs = None
+        finally:
+            self._in_progress = False
+        if evs is None:
+            return Record(self.source, ln, off, nb, self.fmt, "progress", sub, None, None, ts, None, 0, 0,
+                          parent, True)
+        evs = evs if isinstance(evs, list) else [evs]
+        rec = evs[0]
+        rec.rtype = "progress"
+        rec.subtype = sub
+        rec.parent_id = parent
+        rec.is_sidechain = True
+        return evs if len(evs) > 1 else rec
+
+    def _subagent_result(self, o: dict, ln: int, off: int, nb: int):
+        """``{"type":"result","agentId":..}`` inside the file: a subagent finished (not the session)."""
+        ts, parent, side = self._common(o)
+        res = o.get("result")
+        st = o.get("subtype")
+        return Record(self.source, ln, off, nb, self.fmt, "result", st if isinstance(st, str) else "subagent",
+                      None, None, ts, res if isinstance(res, str) else None, 0, 0, parent, True)
 
     def _result(self, o: dict, ln: int, off: int, nb: int):
         ts, parent, side = self._common(o)

@@ -8,13 +8,21 @@ exec_command_begin/end, ...) are kept as Records and never as tool events.  Term
 
 A ``write_stdin`` result continues a running process: its ToolResult.running_session is the
 process session id the call wrote to, so the output chain of a check run can be followed.
+
+Server-side and MCP tools (rollouts 0.125-0.146): ``response_item`` ``web_search_call``,
+``tool_search_call`` (its ``tool_search_output`` is the result) and ``image_generation_call`` are
+tool calls; MCP calls appear only as ``event_msg`` ``mcp_tool_call_begin`` (the call, tool
+``mcp__<server>__<tool>``) / ``mcp_tool_call_end`` (the result).  Newer metadata (top-level
+``world_state``, ``inter_agent_communication_metadata``; ``event_msg`` ``guardian_assessment``,
+``collab_*``, ``thread_*``, ``dynamic_tool_call_*``, ``sub_agent_activity``; ``response_item``
+``agent_message``) are records.
 """
 
 from __future__ import annotations
 
 
 from . import envelope
-from .base import Parser, add_usage, dumps_text, text_of, ts_iso
+from .base import Parser, add_usage, dumps_text, parse_args, text_of, ts_iso
 from .events import Record, ToolResult
 
 _EVENT_TYPES = frozenset((
@@ -27,12 +35,16 @@ _EVENT_TYPES = frozenset((
     "session_configured", "shutdown_complete", "conversation_path", "list_custom_prompts_response",
     "view_image_tool_call", "item_started", "item_completed", "context_compacted", "warning",
     "deprecation_notice", "undo_started", "undo_completed", "turn_context",
+    "guardian_assessment", "thread_goal_updated", "sub_agent_activity",
 ))
+_EVENT_PREFIXES = ("collab_", "thread_", "dynamic_tool_call_")
 _ITEM_TYPES = frozenset(("message", "reasoning", "function_call", "function_call_output",
                          "custom_tool_call", "custom_tool_call_output", "local_shell_call",
                          "web_search_call", "ghost_snapshot", "compaction", "compaction_summary",
-                         "other", "tool_search_call", "tool_search_output", "image_generation_call"))
+                         "other", "tool_search_call", "tool_search_output", "image_generation_call",
+                         "agent_message"))
 _TOP_TYPES = frozenset(("session_meta", "turn_context", "response_item", "event_msg", "compacted"))
+_TOP_META = frozenset(("world_state", "inter_agent_communication_metadata"))
 
 
 class CodexParser(Parser):
@@ -66,6 +78,8 @@ class CodexParser(Parser):
                 sid = p.get("id") if t == "session_meta" else None
                 if isinstance(sid, str):
                     self.sessions.add(sid)
+            return Record(self.source, ln, off, nb, self.fmt, t, None, None, None, ts)
+        if t in _TOP_META:
             return Record(self.source, ln, off, nb, self.fmt, t, None, None, None, ts)
         if t == "compacted":
             text = p.get("message") if isinstance(p, dict) else None
@@ -150,9 +164,56 @@ class CodexParser(Parser):
                 status = "exited"
             return [Record(src, ln, off, nb, fmt, "response_item", pt, "tool", None, ts, None, 0, 1),
                     ToolResult(src, ln, cid, env.text, env.exit_code, is_error, status, ts, running)]
+        if pt == "web_search_call":
+            action = p.get("action")
+            args = action if isinstance(action, dict) else ({"query": p["query"]} if isinstance(p.get("query"), str) else {})
+            return self._server_call(p, ln, off, nb, ts, pt, "web_search", args)
+        if pt == "tool_search_call":
+            args = p.get("arguments")
+            if args is None:
+                args = {k: p[k] for k in ("query", "execution") if k in p}
+            return self._server_call(p, ln, off, nb, ts, pt, "tool_search", args)
+        if pt == "image_generation_call":
+            rp = p.get("revised_prompt")
+            return self._server_call(p, ln, off, nb, ts, pt, "image_generation",
+                                     {"prompt": rp} if isinstance(rp, str) else {})
+        if pt == "tool_search_output":
+            cid = p.get("call_id")
+            cid = cid if isinstance(cid, str) or cid is None else str(cid)
+            out = p.get("output")
+            if out is None:
+                out = p.get("tools")
+            text = out if isinstance(out, str) else ("" if out is None else dumps_text(out))
+            st = p.get("status")
+            st = st if isinstance(st, str) else None
+            return [Record(src, ln, off, nb, fmt, "response_item", pt, "tool", None, ts, None, 0, 1),
+                    ToolResult(src, ln, cid, text, None, True if st in ("failed", "error") else None, st, ts)]
+        if pt == "agent_message":
+            text = text_of(p.get("content"))
+            if text is None:
+                m = p.get("message") if p.get("message") is not None else p.get("text")
+                text = m if isinstance(m, str) else text_of(m)
+            return Record(src, ln, off, nb, fmt, "response_item", pt, "assistant", None, ts, text)
         if pt in _ITEM_TYPES:
             return Record(src, ln, off, nb, fmt, "response_item", pt, None, None, ts)
         return self.unknown(p, "response_item", ln, off, nb, "payload type", pt)
+
+    def _server_call(self, p: dict, ln: int, off: int, nb: int, ts, pt: str, tool: str, args):
+        """A server-side tool (web search, tool search, image generation): the call, and its outcome
+        as a result when the item says it finished (these items carry no separate output item,
+        except tool_search_call whose tool_search_output links by call_id)."""
+        cid = p.get("call_id") or p.get("id")
+        call = self.call(ln, cid, tool, args, ts)
+        out = [Record(self.source, ln, off, nb, self.fmt, "response_item", pt, "assistant", None, ts, None, 1), call]
+        st = p.get("status")
+        if pt != "tool_search_call" and isinstance(st, str) and st not in ("in_progress", "searching", "generating"):
+            text = ""
+            if pt == "image_generation_call" and isinstance(p.get("result"), str):
+                text = f"<image: {len(p['result'])} base64 characters>"
+            out[0].n_tool_results = 1
+            out.append(ToolResult(self.source, ln, call.call_id, text, None, st in ("failed", "error", "incomplete"),
+                                  st, ts))
+        return out
 
     def _event(self, p: dict, ln: int, off: int, nb: int, ts):
         pt = p.get("type")
@@ -192,7 +253,9 @@ class CodexParser(Parser):
         elif pt == "turn_aborted":
             r = p.get("reason")
             text = r if isinstance(r, str) else None
-        elif pt not in _EVENT_TYPES:
+        elif pt == "mcp_tool_call_begin" or pt == "mcp_tool_call_end":
+            return self._mcp(p, pt, ln, off, nb, ts)
+        elif pt not in _EVENT_TYPES and not pt.startswith(_EVENT_PREFIXES):
             return self.unknown(p, "event_msg", ln, off, nb, "payload type", pt)
         role = None
         if pt == "user_message":
@@ -201,6 +264,47 @@ class CodexParser(Parser):
             role = "assistant"
         return Record(src, ln, off, nb, fmt, "event_msg", pt if isinstance(pt, str) else None, role, None,
                       ts, text, 0, 0, None, False, is_err)
+
+    def _mcp(self, p: dict, pt: str, ln: int, off: int, nb: int, ts):
+        """MCP tool calls: ``mcp_tool_call_begin`` is the call, ``mcp_tool_call_end`` its result."""
+        src, fmt = self.source, self.fmt
+        cid = p.get("call_id")
+        cid = cid if isinstance(cid, str) or cid is None else str(cid)
+        inv = p.get("invocation") if isinstance(p.get("invocation"), dict) else {}
+        server, tool = inv.get("server"), inv.get("tool")
+        name = f"mcp__{server}__{tool}" if isinstance(server, str) and isinstance(tool, str) else \
+            (tool if isinstance(tool, str) else "mcp")
+        if pt == "mcp_tool_call_begin":
+            if cid and cid in self.call_tools:   # also written as a response_item call
+                return Record(src, ln, off, nb, fmt, "event_msg", pt, None, None, ts)
+            call = self.call(ln, cid, name, inv.get("arguments"), ts)
+            return [Record(src, ln, off, nb, fmt, "event_msg", pt, "assistant", None, ts, None, 1), call]
+        if cid and cid not in self.call_tools:   # an end without its begin: the call is known from it
+            call = self.call(ln, cid, name, inv.get("arguments"), ts)
+            pre = [call]
+        else:
+            pre = []
+        res = p.get("result")
+        is_err = None
+        if isinstance(res, dict) and ("Ok" in res or "Err" in res):
+            if "Err" in res:
+                is_err = True
+                res = res["Err"]
+            else:
+                res = res["Ok"]
+                is_err = False
+        if isinstance(res, dict):
+            ie = res.get("isError", res.get("is_error"))
+            if isinstance(ie, bool):
+                is_err = ie
+            c = res.get("content")
+            text = text_of(c) if c is not None else dumps_text(res)
+            if text is None:
+                text = dumps_text(c)
+        else:
+            text = res if isinstance(res, str) else ("" if res is None else dumps_text(res))
+        rec = Record(src, ln, off, nb, fmt, "event_msg", pt, "tool", None, ts, None, len(pre), 1)
+        return [rec, *pre, ToolResult(src, ln, cid, text, None, is_err, "error" if is_err else "completed", ts)]
 
     def finish(self, se, truncated):
         if self.tok is not None:
@@ -232,3 +336,158 @@ class CodexTextParser(Parser):
         if ln <= self._banner_until:
             return Record(self.source, ln, off, nb, self.fmt, "banner", None, None, None, None, text)
         return Record(self.source, ln, off, nb, self.fmt, "text", None, None, None, None, text)
+
+
+# ------------------------------------------------------------------------- codex exec --json
+_EXEC_TOP = frozenset(("thread.started", "turn.started", "turn.completed", "turn.failed",
+                       "item.started", "item.updated", "item.completed", "error"))
+_EXEC_TOOL_ITEMS = frozenset(("command_execution", "file_change", "mcp_tool_call", "web_search", "todo_list"))
+_EXEC_TEXT_ITEMS = frozenset(("agent_message", "reasoning", "error"))
+
+
+class CodexExecParser(Parser):
+    """``codex exec --json`` (the JSONL event stream on stdout).
+
+    * ``thread.started{thread_id}``; ``turn.started``; ``turn.completed{usage:{input_tokens,
+      cached_input_tokens, output_tokens, reasoning_output_tokens}}`` (terminal marker; usage
+      summed over turns); ``turn.failed{error}`` (terminal, an error); top-level ``error{message}``
+      (a provider/stream error).  A ``turn.started`` after the last completion re-opens the
+      session: a stream that ends inside a turn is cut off.
+    * ``item.started`` / ``item.updated`` / ``item.completed`` carry ``item{id, type, ...}``.  Tool
+      items, one ToolCall per item id (at its first event) and one ToolResult (at ``item.completed``):
+      ``command_execution{command, aggregated_output, exit_code, status}`` (exec),
+      ``file_change{changes[{path, kind}], status}`` (edit), ``mcp_tool_call{server, tool,
+      arguments, result, error, status}`` (``mcp__<server>__<tool>``), ``web_search{query}``,
+      ``todo_list{items}``.  ``agent_message{text}``, ``reasoning{text}`` and ``error{message}``
+      items are records with their text.
+    """
+
+    fmt = "codex_exec"
+    has_marker = True
+
+    def __init__(self, source, harness=None):
+        super().__init__(source, harness)
+        self.items: set[str] = set()       # item ids whose call was emitted
+        self.done: set[str] = set()        # item ids whose result was emitted
+        self.tok: dict | None = None
+
+    def handle(self, o, ln, off, nb):
+        t = o.get("type")
+        if t.__class__ is not str:
+            return self.unknown(o, t, ln, off, nb)
+        src, fmt = self.source, self.fmt
+        if t.startswith("item."):
+            if t not in _EXEC_TOP:
+                return self.unknown(o, t, ln, off, nb)
+            it = o.get("item")
+            return self._item(it if isinstance(it, dict) else {}, t, ln, off, nb)
+        if t == "thread.started":
+            th = o.get("thread_id")
+            if isinstance(th, str):
+                self.sessions.add(th)
+            return Record(src, ln, off, nb, fmt, t)
+        if t == "turn.started":
+            self.term_line = None
+            self.term_type = "none"
+            return Record(src, ln, off, nb, fmt, t)
+        if t == "turn.completed":
+            u = o.get("usage")
+            if isinstance(u, dict):
+                self.tok = add_usage(self.tok, input=u.get("input_tokens"), output=u.get("output_tokens"),
+                                     cache_read=u.get("cached_input_tokens"),
+                                     reasoning=u.get("reasoning_output_tokens"))
+            self.term_line, self.term_type, self.term_is_error, self.term_subtype = ln, "turn.completed", False, None
+            return Record(src, ln, off, nb, fmt, t, None, None, None, None, None, 0, 0, None, False, False,
+                          u if isinstance(u, dict) else None)
+        if t == "turn.failed" or t == "error":
+            e = o.get("error") if t == "turn.failed" else o
+            m = e.get("message") if isinstance(e, dict) else e
+            text = m if isinstance(m, str) else dumps_text(e)
+            self.api_error(ln, text)
+            if t == "turn.failed":
+                self.term_line, self.term_type, self.term_is_error, self.term_subtype = ln, "turn.failed", True, "error"
+            return Record(src, ln, off, nb, fmt, t, None, None, None, None, text, 0, 0, None, False, True)
+        return self.unknown(o, t, ln, off, nb)
+
+    def _item(self, it, t, ln, off, nb):
+        src, fmt = self.source, self.fmt
+        ity = it.get("type")
+        if ity.__class__ is not str:
+            return self.unknown(it, t, ln, off, nb, "item type", ity)
+        iid = it.get("id")
+        iid = iid if isinstance(iid, str) or iid is None else str(iid)
+        if ity in _EXEC_TEXT_ITEMS:
+            text = it.get("text") if ity != "error" else it.get("message")
+            text = text if isinstance(text, str) else None
+            role = "assistant" if ity != "error" else None
+            if ity == "agent_message" and t == "item.completed":
+                self.n_assistant += 1
+                self.last_activity = ln
+            return Record(src, ln, off, nb, fmt, t, ity, role, iid, None, text)
+        if ity not in _EXEC_TOOL_ITEMS:
+            return self.unknown(it, t, ln, off, nb, "item type", ity)
+        out: list = [Record(src, ln, off, nb, fmt, t, ity, "assistant", iid)]
+        if iid is None or iid not in self.items:
+            if iid is not None:
+                self.items.add(iid)
+            name, args = self._tool(it, ity)
+            out.append(self.call(ln, iid, name, args))
+            out[0].n_tool_calls = 1
+        if t == "item.completed" and (iid is None or iid not in self.done):
+            if iid is not None:
+                self.done.add(iid)
+            out.append(self._result(it, ity, iid, ln))
+            out[0].n_tool_results = 1
+        return out if len(out) > 1 else out[0]
+
+    @staticmethod
+    def _tool(it: dict, ity: str) -> tuple[str, dict]:
+        if ity == "command_execution":
+            return "command_execution", {"command": it.get("command")}
+        if ity == "file_change":
+            ch = it.get("changes")
+            return "file_change", {"changes": ch if isinstance(ch, list) else []}
+        if ity == "mcp_tool_call":
+            server, tool = it.get("server"), it.get("tool")
+            name = f"mcp__{server}__{tool}" if isinstance(server, str) and isinstance(tool, str) else \
+                (tool if isinstance(tool, str) else "mcp_tool_call")
+            a = it.get("arguments")
+            return name, parse_args(a)
+        if ity == "web_search":
+            q = it.get("query")
+            return "web_search", {"query": q} if isinstance(q, str) else {}
+        items = it.get("items")
+        return "todo_list", {"items": items if isinstance(items, list) else []}
+
+    def _result(self, it: dict, ity: str, iid, ln: int) -> ToolResult:
+        st = it.get("status")
+        st = st if isinstance(st, str) else "completed"
+        if ity == "command_execution":
+            out = it.get("aggregated_output")
+            ec = it.get("exit_code")
+            ec = ec if isinstance(ec, int) and not isinstance(ec, bool) else None
+            err = (ec is not None and ec != 0) or st in ("failed", "declined")
+            return ToolResult(self.source, ln, iid, out if isinstance(out, str) else "", ec, err, st)
+        if ity == "mcp_tool_call":
+            e = it.get("error")
+            if e:
+                m = e.get("message") if isinstance(e, dict) else e
+                return ToolResult(self.source, ln, iid, m if isinstance(m, str) else dumps_text(e), None, True,
+                                  st if st != "completed" else "failed")
+            r = it.get("result")
+            text = text_of(r.get("content")) if isinstance(r, dict) and r.get("content") is not None else None
+            if text is None:
+                text = "" if r is None else dumps_text(r)
+            return ToolResult(self.source, ln, iid, text, None, st == "failed", st)
+        if ity == "file_change":
+            ch = it.get("changes")
+            text = "\n".join(f"{c.get('kind')} {c.get('path')}" for c in ch if isinstance(c, dict)) \
+                if isinstance(ch, list) else ""
+            return ToolResult(self.source, ln, iid, text, None, st == "failed", st)
+        return ToolResult(self.source, ln, iid, "", None, st == "failed", st)
+
+    def finish(self, se, truncated):
+        if self.tok is not None:
+            self.usage = self.tok
+            self.usage_source = "turn_completed"
+        super().finish(se, truncated)

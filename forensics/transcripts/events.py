@@ -84,6 +84,10 @@ class ToolCall:
     parent_id: str | None = None
     background: bool = False
     call_seq: int = 0  # assigned by the ingest
+    # a call made by a subagent: the subagent's id (Claude ``agentId``) and the tool-use id of the
+    # call that started it (Claude ``parentToolUseID`` / ``parent_tool_use_id``)
+    agent_id: str | None = None
+    parent_call_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -135,6 +139,9 @@ class SessionEnd:
     format: str | None = None
     format_evidence: str | None = None
     n_sessions: int | None = None
+    # tokens in the model context at the end (Kimi context ``_usage.token_count``, last value):
+    # a context size, not tokens consumed, so kept apart from input/output tokens
+    context_tokens: int | None = None
 
 
 @dataclass(slots=True)

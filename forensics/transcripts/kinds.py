@@ -35,10 +35,11 @@ _reg("write", "Write", "write", "write_file", "WriteFile", "Create", "create_fil
      "delete_file", "remove_file", "new_file", "write_to_file")
 _reg("edit", "Edit", "MultiEdit", "NotebookEdit", "edit", "replace", "StrReplaceFile",
      "search_replace", "apply_patch", "ApplyPatch", "str_replace", "edit_file", "multi_edit",
-     "patch", "str_replace_based_edit_tool", "str_replace_editor", "insert", "MultiEditFile")
+     "patch", "str_replace_based_edit_tool", "str_replace_editor", "insert", "MultiEditFile",
+     "file_change")
 _reg("exec", "Bash", "bash", "shell", "Shell", "exec_command", "run_shell_command",
      "run_terminal_cmd", "run_command", "Execute", "Monitor", "write_stdin", "local_shell",
-     "terminal", "run_terminal_command", "exec", "command", "PowerShell")
+     "terminal", "run_terminal_command", "exec", "command", "PowerShell", "command_execution")
 _reg("list", "Glob", "glob", "LS", "ls", "list", "list_directory", "list_dir", "listdir",
      "find_files", "file_search", "list_files", "FindFiles", "find")
 _reg("search", "Grep", "grep", "search_file_content", "grep_search", "codebase_search",
@@ -50,12 +51,12 @@ _reg("task", "Agent", "Task", "TaskCreate", "TaskUpdate", "TaskOutput", "TaskSto
 _reg("other", "TodoWrite", "todowrite", "todoread", "updateTodos", "SetTodoList", "update_plan",
      "skill", "Skill", "webfetch", "WebFetch", "WebSearch", "web_search", "web_fetch",
      "google_web_search", "ToolSearch", "invalid", "readLints", "ExitPlanMode", "save_memory",
-     "think", "SlashCommand")
+     "think", "SlashCommand", "tool_search", "image_generation", "todo_list")
 
 _PATH_KEYS = ("file_path", "filePath", "path", "notebook_path", "absolute_path", "target_file",
               "targetFile", "target_directory", "targetDirectory", "directory_path", "dir_path",
               "folder", "file", "filename", "source_path", "destination", "new_path", "old_path")
-_LIST_KEYS = ("paths", "file_paths", "filePaths", "files", "targets")
+_LIST_KEYS = ("paths", "file_paths", "filePaths", "files", "targets", "changes")
 _CWD_KEYS = ("workdir", "cwd", "working_directory", "workingDirectory", "directory", "dir")
 _PATTERN_KEYS = ("pattern", "globPattern", "glob_pattern", "patterns")
 

@@ -26,20 +26,21 @@ import orjson
 from . import reader
 from .base import Parser, text_of
 from .claude import ClaudeParser
-from .codex import CodexParser, CodexTextParser
+from .codex import CodexExecParser, CodexParser, CodexTextParser
 from .cursor import CursorParser
 from .droid import DroidParser
 from .events import Heartbeat, HeartbeatRun, ParseError, Record, SessionEnd
-from .gemini import GeminiParser
+from .gemini import GeminiChatParser, GeminiParser
 from .grok import GrokChatParser, GrokStreamParser
-from .kimi import KimiParser
+from .kimi import KimiParser, KimiWireParser
 from .opencode import OpenCodeParser
-from .sniff import FORMATS, detect_format, expected_format
+from .sniff import DOCUMENT_FORMATS, FORMATS, RUNNER_LINE, SNIFF_OBJECTS, detect_format, document_head, expected_format
 
 Event = object
 
 SNIFF_LINES = 400      # non-blank lines looked at for detection
-SNIFF_JSON = 8         # JSON-looking lines looked at for detection
+SNIFF_JSON = SNIFF_OBJECTS   # JSON-looking lines looked at for detection
+DOC_MAX = 256 << 20    # bytes of a one-document format (Gemini chat recording) decoded at most
 SNIFF_BATCHES = 128     # read batches held for detection (<= 8 MiB)
 RUN_MAX = 1 << 16       # heartbeat lines held in one HeartbeatRun at most (checked per read batch)
 
@@ -69,9 +70,10 @@ def make_parser(fmt: str, source: str, harness: str | None) -> Parser:
         return ClaudeParser(source, harness)
     if fmt == "claude_session":
         return ClaudeParser(source, harness, session_form=True)
-    cls = {"codex": CodexParser, "codex_text": CodexTextParser, "opencode": OpenCodeParser,
-           "cursor": CursorParser, "gemini": GeminiParser, "kimi": KimiParser, "droid": DroidParser,
-           "grok_stream": GrokStreamParser, "grok_chat": GrokChatParser}.get(fmt, GenericParser)
+    cls = {"codex": CodexParser, "codex_text": CodexTextParser, "codex_exec": CodexExecParser,
+           "opencode": OpenCodeParser, "cursor": CursorParser, "gemini": GeminiParser,
+           "gemini_chat": GeminiChatParser, "kimi": KimiParser, "kimi_wire": KimiWireParser,
+           "droid": DroidParser, "grok_stream": GrokStreamParser, "grok_chat": GrokChatParser}.get(fmt, GenericParser)
     return cls(source, harness)
 
 
@@ -89,9 +91,14 @@ def parse_source(stream: IO[bytes] | bytes, source: str = "transcript.jsonl", ha
             st.ended = True
             yield from ctx
             return
-        it, parser, fmt, evidence = ctx
+        it, parser, fmt, evidence, doc = ctx
+        if fmt == "unknown" and not evidence.startswith("format given"):
+            # never a misleading format: say why nothing known matched (the records are still kept)
+            yield ParseError(source, None, "unknown_format", evidence[:2000])
         if fmt == "codex_text" or fmt == "empty":
             yield from _text_loop(it, parser, source, st)
+        elif doc:
+            yield from _doc_loop(it, parser, source, st)
         else:
             yield from _json_loop(it, parser, source, st, heartbeat_runs)
         se = _session_end(parser, fmt, evidence, source, harness, st)
@@ -153,7 +160,9 @@ def _open(stream, source: str, harness: str | None, fmt: str | None):
     parser = make_parser(fmt if fmt != "empty" else "unknown", source, harness)
     if fmt == "empty":
         parser.fmt = "empty"
-    return chain(consumed, batches), parser, fmt, evidence
+    doc = fmt in DOCUMENT_FORMATS or (fmt == "unknown" and document_head(
+        [r for r in sample if not RUNNER_LINE.match(r.lstrip())][:2]))
+    return chain(consumed, batches), parser, fmt, evidence, doc
 
 
 def _session_end(parser: Parser, fmt: str, evidence: str, source: str, harness: str | None, st):
@@ -229,7 +238,9 @@ def _slow(raw: bytes, ln: int, off: int, n: int, last: bool, st: _State, source:
             return json.loads(text), evs   # stdlib: also accepts NaN/Infinity, lone surrogates
         except Exception as e:  # noqa: BLE001
             err = e
-    if not st.started and not looks_json:
+    if (not st.started and not looks_json) or (s[:1] == "[" and RUNNER_LINE.match(raw.lstrip())):
+        # the container banner, or a runner's log line ("[2026-08-14 14:08:40] iter 1: spawning grok")
+        # before or between the agent's streams: text kept, not an error
         evs.append(Record(source, ln, off, n, fmt, "banner", None, None, None, None, text.rstrip("\r")))
         return NO_OBJECT, evs
     if last:
@@ -381,6 +392,77 @@ def _json_loop(it, parser: Parser, source: str, st: _State, runs: bool = False) 
         yield HBR(source, fmt, "system", r_sub, r_first, r_offs, r_end)
     st.ln = ln
     st.off = off
+
+
+def _doc_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
+    """One-document formats (Gemini chat recording, an unknown multi-line JSON document): the
+    whole stream is decoded at once (at most DOC_MAX bytes) and handed to the parser's
+    ``handle_document`` (a GenericParser gets one Record of the document)."""
+    parts: list[bytes] = []
+    size = 0
+    ln = 0
+    too_big = False
+    errs: list = []
+    for kind, payload in it:
+        if kind == reader.LINES or kind == reader.LAST:
+            for raw in payload:
+                ln += 1
+                if not too_big:
+                    parts.append(raw)
+                    size += len(raw) + 1
+                    if size > DOC_MAX:
+                        too_big = True
+                        parts = []
+            if kind == reader.LAST:
+                st.truncated = True   # a document's last line normally ends with a newline; checked below
+        elif kind == reader.HUGE:
+            ln += 1
+            too_big = True
+            parts = []
+            size += payload.nbytes + 1
+        else:
+            reason, detail = payload
+            errs.append(ParseError(source, ln + 1, reason, detail, "", size))
+            st.truncated = True
+    st.ln = ln
+    st.content = True
+    st.started = True
+    yield from errs
+    if too_big:
+        st.truncated = False
+        yield ParseError(source, 1, "huge_document", f"document of {size} bytes exceeds {DOC_MAX} bytes; not decoded")
+        yield Record(source, 1, 0, size, parser.fmt, "oversize")
+        return
+    data = b"\n".join(parts)
+    st.off = len(data)
+    try:
+        doc = orjson.loads(data)
+        st.truncated = False
+    except Exception:  # noqa: BLE001
+        try:
+            doc = json.loads(data.decode("utf-8", "replace"))
+            st.truncated = False
+        except Exception as e:  # noqa: BLE001
+            end = data.rstrip()[-1:]
+            cut = end not in (b"}", b"]")
+            st.truncated = cut
+            yield ParseError(source, 1, "truncated_document" if cut else "invalid_json",
+                             f"the JSON document does not decode ({type(e).__name__}: {str(e)[:200]})"
+                             + ("; it ends before its closing brace (cut off)" if cut else ""),
+                             reader.excerpt(data), 0)
+            yield Record(source, 1, 0, len(data), parser.fmt, "invalid")
+            return
+    handle_doc = getattr(parser, "handle_document", None)
+    if handle_doc is None:
+        keys = ", ".join(list(doc)[:8]) if isinstance(doc, dict) else type(doc).__name__
+        yield Record(source, 1, 0, len(data), parser.fmt, "document", None, None, None, None, f"keys: {keys}")
+        return
+    try:
+        evs = handle_doc(doc, data)
+    except Exception as e:  # noqa: BLE001 - a document shape we did not foresee
+        evs = [Record(source, 1, 0, len(data), parser.fmt, "document"),
+               ParseError(source, 1, "bad_field", f"{type(e).__name__}: {e}"[:300], reader.excerpt(data), 0)]
+    yield from evs
 
 
 def _rtype(o: dict):

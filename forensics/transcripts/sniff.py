@@ -11,19 +11,25 @@ Both signals are used and recorded in the evidence string:
    a rule decides.
 
 A content match that contradicts the harness wins, and the evidence says so.  When no rule
-matches, the harness decides; with no harness either, the viewer's default (claude).  A file
-with no JSON line at all is ``codex_text``; a file with no non-blank line is ``empty``.
+matches, weak evidence (Claude session-store metadata rows, Claude heartbeat lines) decides;
+without any, the file is ``unknown`` - never the harness's format nor the viewer's default - and
+the parse reports it (ParseError ``unknown_format``).  A file with no JSON line at all is
+``codex_text``; a file with no non-blank line is ``empty``.  A JSON document spread over several
+lines (not JSON Lines) is ``gemini_chat`` when its head has ``sessionId`` and ``messages`` (the
+Gemini CLI chat recording), else ``unknown``.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+import re
 
 import orjson
 
-FORMATS = ("claude", "claude_session", "codex", "codex_text", "opencode", "cursor", "gemini", "kimi",
-           "droid", "grok_stream", "grok_chat", "empty", "unknown")
+FORMATS = ("claude", "claude_session", "codex", "codex_text", "codex_exec", "opencode", "cursor", "gemini",
+           "gemini_chat", "kimi", "kimi_wire", "droid", "grok_stream", "grok_chat", "empty", "unknown")
+DOCUMENT_FORMATS = ("gemini_chat",)   # one JSON document, not JSON Lines
 
 _CLAUDE_H = {"claude", "zai-claude", "minimax-claude", "kimi-claude", "kinetic-claude", "deepseek-claude",
              "qwen-claude", "longcat-claude", "or-fable", "openrouter-fable", "or-opus", "openrouter-opus",
@@ -31,22 +37,48 @@ _CLAUDE_H = {"claude", "zai-claude", "minimax-claude", "kimi-claude", "kinetic-c
 _OPENCODE_H = {"opencode", "opencode-nemotron", "nvcf-nemotron", "hy3", "hy3-claude", "tinker", "inkling",
                "opencode-inkling", "lfm-opencode", "opencode-or"}
 _FAMILY = {"claude": {"claude", "claude_session"}, "claude_session": {"claude", "claude_session"},
-           "codex": {"codex", "codex_text"}, "codex_text": {"codex", "codex_text"},
+           "codex": {"codex", "codex_text", "codex_exec"}, "codex_text": {"codex", "codex_text", "codex_exec"},
+           "codex_exec": {"codex", "codex_text", "codex_exec"},
+           "gemini": {"gemini", "gemini_chat"}, "gemini_chat": {"gemini", "gemini_chat"},
+           "kimi": {"kimi", "kimi_wire"}, "kimi_wire": {"kimi", "kimi_wire"},
            "grok_stream": {"grok_stream", "grok_chat"}, "grok_chat": {"grok_stream", "grok_chat"}}
 
 _CLAUDE_INIT_KEYS = ("claude_code_version", "mcp_servers", "slash_commands", "agents", "skills")
 _CODEX_TYPES = {"session_meta", "event_msg", "response_item", "task_started", "turn_context"}
 _OPENCODE_TYPES = {"step_start", "step_finish", "tool_use", "text", "text_delta", "error", "reasoning"}
 _CURSOR_TYPES = {"tool_call", "result", "user", "assistant"}
+_KIMI_WIRE_TYPES = {"config.update", "turn.prompt", "context.append_message", "context.append_loop_event",
+                    "usage.record", "context.apply_compaction"}
+_CODEX_EXEC_TYPES = {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started",
+                     "item.updated", "item.completed"}
+# weak evidence, used only when no rule matches: Claude session-store metadata rows and heartbeats
+_CLAUDE_SESSION_META = {"summary", "file-history-snapshot", "custom-title", "ai-title", "mode", "queue-operation",
+                        "attachment", "progress", "agent-name", "last-prompt", "tag", "worktree-state", "relocated",
+                        "frame-link", "bridge-session", "atis-latch", "started", "permission-mode", "pr-link"}
+_CLAUDE_SESSION_KEYS = ("sessionId", "leafUuid", "messageId", "uuid", "parentUuid")
+_CLAUDE_HEARTBEATS = {"task_progress", "status", "task_started", "task_notification", "hook_response",
+                      "hook_started", "hook_progress", "api_retry", "compact_boundary"}
+SNIFF_OBJECTS = 32   # JSON objects looked at for detection
+# a runner's log line before (or between) agent streams: "[2026-08-14 14:08:40] iter 1: spawning grok"
+RUNNER_LINE = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d)?[^\]\n]{0,40}\]\s")
+_DOC_SESSION = re.compile(rb'"sessionId"\s*:')
+_DOC_MESSAGES = re.compile(rb'"messages"\s*:\s*\[')
 
 
 def expected_format(harness: str | None, source: str | None) -> tuple[str | None, str]:
     """Format the harness (and the file name) implies, with the reason."""
-    name = posixpath.basename((source or "").replace("\\", "/")).lower()
-    if name.startswith("codex_session") or name.startswith("rollout-") or "/.codex/sessions/" in (source or ""):
+    path = (source or "").replace("\\", "/")
+    name = posixpath.basename(path).lower()
+    if name.startswith("codex_session") or name.startswith("rollout-") or "/.codex/sessions/" in path:
         return "codex", f"file {name} is a Codex rollout"
     if name.startswith("chat_history"):
         return "grok_chat", f"file {name} is a Grok chat_history"
+    if "/.claude/projects/" in "/" + path and name.endswith(".jsonl"):
+        return "claude_session", f"file {name} is in a Claude session store"
+    if name == "wire.jsonl":
+        return "kimi_wire", f"file {name} is a Kimi wire log"
+    if "/.gemini/" in "/" + path and "/chats/" in path and name.endswith(".json"):
+        return "gemini_chat", f"file {name} is a Gemini CLI chat recording"
     h = (harness or "").strip().lower()
     if not h:
         return None, "no harness"
@@ -68,6 +100,12 @@ def expected_format(harness: str | None, source: str | None) -> tuple[str | None
 def sniff_obj(o: dict) -> tuple[str, str] | None:
     """Apply the §5.0 rule order to one JSON object; (format, reason) or None."""
     t = o.get("type")
+    if t is None and isinstance(o.get("messages"), list) and ("sessionId" in o or "projectHash" in o):
+        return "gemini_chat", "one JSON object with sessionId/projectHash and messages[] (Gemini chat recording)"
+    if t in _KIMI_WIRE_TYPES or (isinstance(t, str) and t.startswith("permission.")):
+        return "kimi_wire", f"type={t} (Kimi wire event)"
+    if t in _CODEX_EXEC_TYPES:
+        return "codex_exec", f"type={t} (codex exec --json event)"
     if t == "reasoning" and ("encrypted_content" in o or isinstance(o.get("summary"), list)):
         return "grok_chat", "type=reasoning with encrypted_content/summary list"
     if t == "tool_result" and "tool_call_id" in o:
@@ -97,6 +135,12 @@ def sniff_obj(o: dict) -> tuple[str, str] | None:
         return "opencode", f"type={t} with sessionID/part"
     if t in ("thought", "text", "end") and ("data" in o or "stopReason" in o):
         return "grok_stream", f"type={t} with data/stopReason"
+    if t in ("tool_call", "tool_call_update") and "toolCallId" in o:
+        return "grok_stream", f"type={t} with toolCallId"
+    if t in ("available_commands", "available_commands_update"):
+        return "grok_stream", f"type={t}"
+    if t == "backend_tool_call" and isinstance(o.get("kind"), dict):
+        return "grok_chat", "type=backend_tool_call with kind"
     # beyond the viewer's rules: shapes it would have mislabeled as claude
     if t in ("system", "user", "assistant") and "content" in o and "message" not in o and "session_id" not in o:
         return "grok_chat", f"type={t} with top-level content (chat_history row)"
@@ -106,6 +150,37 @@ def sniff_obj(o: dict) -> tuple[str, str] | None:
     if t in ("assistant", "user", "result") and ("message" in o or "parent_tool_use_id" in o or "num_turns" in o):
         return "claude", f"type={t} with message/parent_tool_use_id"
     return None
+
+
+def weak_obj(o: dict) -> tuple[str, str] | None:
+    """Evidence too weak to override a rule but better than nothing: (format, reason) or None."""
+    t = o.get("type")
+    if t in _CLAUDE_SESSION_META and any(k in o for k in _CLAUDE_SESSION_KEYS):
+        return "claude_session", f"type={t} Claude session-store metadata row"
+    if t == "system" and o.get("subtype") in _CLAUDE_HEARTBEATS:
+        return "claude", f"system/{o.get('subtype')} (Claude heartbeat)"
+    return None
+
+
+def document_head(first_lines: list[bytes]) -> bool:
+    """The sample starts a JSON document spread over several lines (a lone ``{`` / ``[`` line, or an
+    object line that does not parse followed by a ``"key":`` line)."""
+    lines = [ln.strip() for ln in first_lines if ln.strip()]
+    if len(lines) < 2:
+        return False
+    a, b = lines[0], lines[1]
+    if a in (b"{", b"["):
+        return True
+    return a.startswith(b"{") and b.startswith(b'"') and _loads(a) is None
+
+
+def _document(first_lines: list[bytes], exp: str | None, why: str) -> tuple[str, str]:
+    head = b"\n".join(first_lines[:400])
+    if _DOC_SESSION.search(head) and _DOC_MESSAGES.search(head):
+        ev = "one JSON document over several lines with sessionId and messages[] (Gemini CLI chat recording)"
+        return "gemini_chat", ev + (f"; {why}" if exp else "")
+    return "unknown", ("a JSON document over several lines (not JSON Lines) of no known format"
+                       + (f"; {why}" if exp else ""))
 
 
 def _loads(raw: bytes):
@@ -142,15 +217,18 @@ def _detect(first_lines: list[bytes], harness: str | None, source: str) -> tuple
         return "empty", "no non-blank line" + (f"; {why}" if exp else "")
     objs = []
     n_lead = 0
-    for raw in nonblank:
+    for i, raw in enumerate(nonblank):
         s = raw.lstrip()
-        if not objs and not s.startswith((b"{", b"[")):
+        if not objs and (not s.startswith((b"{", b"[")) or RUNNER_LINE.match(s)):
             n_lead += 1
             continue
+        if not objs and document_head(nonblank[i:i + 2]):
+            fmt, ev = _document(nonblank[i:], exp, why)
+            return fmt, ev + (f"; skipped {n_lead} leading non-JSON lines" if n_lead else "")
         o = _loads(raw)
         if isinstance(o, dict):
             objs.append(o)
-        if len(objs) >= 8:
+        if len(objs) >= SNIFF_OBJECTS:
             break
     if not objs:
         ev = f"no JSON object in the first {len(nonblank)} non-blank lines{_banner_note(nonblank)}"
@@ -165,10 +243,15 @@ def _detect(first_lines: list[bytes], harness: str | None, source: str) -> tuple
             hit = (hit[0], f"JSON line {i + 1}: {hit[1]}")
             break
     if hit is None:
-        t0 = objs[0].get("type", objs[0].get("role"))
-        if exp is not None:
-            return exp, f"{why}; content inconclusive (first type={t0!r}){lead}"
-        return "claude", f"no sniff rule matched (first type={t0!r}); default claude (§5.0 rule 11){lead}"
+        for i, o in enumerate(objs):
+            hit = weak_obj(o)
+            if hit:
+                hit = (hit[0], f"JSON line {i + 1}: {hit[1]} (weak; no rule matched)")
+                break
+    if hit is None:
+        types = sorted({str(o.get("type", o.get("role"))) for o in objs})[:6]
+        return "unknown", (f"no known format matches the first {len(objs)} JSON lines (types {', '.join(types)})"
+                           + (f"; {why}, not read as that" if exp else "") + lead)
     fmt, reason = hit
     if exp is None:
         return fmt, f"content: {reason}; {why}{lead}"

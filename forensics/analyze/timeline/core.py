@@ -299,7 +299,8 @@ def _summary(run, sol, vs, crow, end, calls, final_sha, have_final, n_anchored, 
     edits_after_pass = [v for v in vs if last_pass and (v.call_seq or 0) > last_pass["call_seq"]]
     s = {
         "run_id": run["run_id"], "problem": run.get("problem"), "harness": run.get("harness"),
-        "transcript_format": run.get("transcript_format"), "solution_path": sol,
+        "transcript_format": run.get("transcript_format"), "format_evidence": run.get("format_evidence"),
+        "solution_path": sol,
         "n_versions": len(vs), "n_gaps": sum(1 for v in vs if v.gap), "n_anchored": n_anchored,
         "n_other_files": len([k for k in reb.versions if k != sol]),
         "final_sha256": final_sha, "have_final": have_final,
@@ -321,7 +322,8 @@ def _summary(run, sol, vs, crow, end, calls, final_sha, have_final, n_anchored, 
     }
     if end:
         e = {k: end.get(k) for k in ("end_reason", "api_error_status", "api_error_text", "api_error_line",
-                                      "terminal_line", "terminal_type", "cut_off", "last_line", "rate_limited")}
+                                      "terminal_line", "terminal_type", "cut_off", "last_line", "rate_limited",
+                                      "source")}
         e["last_ts"] = _ts(end.get("last_ts"))
         e["session_complete"] = run.get("session_complete")
         e["harness_exit_code"] = run.get("harness_exit_code")
@@ -366,6 +368,21 @@ def _findings(run_id, source, s, vs, crow, reb, calls) -> list[Finding]:
             f"The transcript (format {fmt}) has no tool calls, so no solution version, check run or PASS can be "
             "placed in time; the archived solution.py cannot be tied to the session.",
             [Evidence(file=source, sha256=final_sha, note="no tool calls")], {"transcript_format": fmt})
+        # what can still be said without calls: the transcript is unreadable, or the session was cut off
+        e = s.get("end") or {}
+        esrc = e.get("source") or source
+        if fmt == "unknown":
+            add("transcript-format-unknown", "provenance", "medium",
+                f"The transcript {esrc} matches no known format ({s.get('format_evidence') or 'no evidence'}); "
+                "its tool calls, if any, cannot be read, so the session cannot be audited from it.",
+                [Evidence(file=esrc, note=(s.get("format_evidence") or "")[:300] or None)],
+                {"transcript_format": fmt, "format_evidence": s.get("format_evidence")})
+        if e.get("end_reason") == "cut_off" or e.get("cut_off"):
+            add("session-cut-off", "provenance", "medium",
+                f"The session has no terminal record (cut off); its last line is {e.get('last_line')}, and the "
+                "transcript has no tool calls.",
+                [Evidence(file=esrc, transcript_line=e.get("last_line"))],
+                {"end_reason": e.get("end_reason"), "terminal_type": e.get("terminal_type")})
         return F
     # which version is the archived file
     if final_sha and vs:
