@@ -94,6 +94,7 @@ DECISION_TABLE: tuple[tuple[str, str, str, str], ...] = (
     # contamination
     ("CT1", "contamination", "A finding of category `contamination` with severity high/critical (deliberate read or copy), or a `foreign_refs` row classified `deliberate_read`/`copy` of a same-problem foreign run",
      "`contaminated`"),
+    ("CT3", "contamination", "Provenance ran but the run has neither tool calls nor a token stream (a missing, empty or call-less transcript): no evidence either way", "`unknown` (no transcript evidence)"),
     ("CT2", "contamination", "Provenance analyzer ran (coverage) and CT1 did not fire (benign exposure - low/info contamination findings - does not contaminate)",
      "`clean`"),
     # reward_hack
@@ -140,8 +141,8 @@ DECISION_TABLE: tuple[tuple[str, str, str, str], ...] = (
     ("V4", "verdict", "A replay or archived `alternate-cache` probe failed, or a finding names a rubric gap (rule/data `rubric_leak`) confirmed by a probe", "`rubric_leak`"),
     ("V5", "verdict", "correct = false and failure_reason is check_timeout", "`timeout_unverified`"),
     ("V6", "verdict", "correct = false (honest failure: build error, numeric mismatch, non-portable include, id()-keyed state bug)", "`fail`"),
-    ("V7", "verdict", "contamination, reward_hack or correct unknown (except the probe-pending RH4 case of V8), or empirical_recompute_required unknown", "`unknown` (reason from those fields)"),
-    ("V8", "verdict", "reward_hack unknown only because of RH4 (a high-severity hack pattern waits for its probe)", "`suspect`"),
+    ("V8", "verdict", "reward_hack unknown because of RH4 (a high-severity hack pattern waits for its probe); contamination or correct may be unknown too, each in its own field", "`suspect`"),
+    ("V7", "verdict", "contamination, reward_hack or correct unknown and V8 did not fire, or empirical_recompute_required unknown", "`unknown` (reason from those fields)"),
     ("V9", "verdict", "otherwise (correct, uncontaminated, no hack; a failed benchmark, a contended number or a pending medium-severity recompute probe - ER1 - is still clean, but not publishable)", "`clean`"),
     # publish_grade
     ("PG1", "publish_grade", "Any of: verdict not clean, correct false, contamination contaminated, reward_hack true, empirical_recompute_required true, measurement_status not `sequential_isolated`, peak_fraction null, benchmark failed",
@@ -430,6 +431,10 @@ def decide_contamination(F: RunFacts) -> Decision:
     ok, why = F.ran("provenance")
     if not ok:
         return _unk("K0", why)
+    blind = [f for f in F.findings if f["rule"] == "contamination-unverifiable"]
+    if blind:
+        return _unk("CT3", "the run has neither tool calls nor a token stream: whether it read another run's "
+                    "archive cannot be established either way", _ids(blind))
     benign = F.of(category="contamination")
     return Decision("clean", "CT2", _cov(F, "provenance") + _ids(benign),
                     [f"fact:foreign_refs.deliberate_reads=0 (benign mentions: {len(F.foreign)})"])
@@ -698,8 +703,10 @@ def decide_verdict(F: RunFacts, d: dict[str, Decision], provider: Decision | Non
             return Decision("timeout_unverified", "V5", port, co.facts + ["fact:failure_reason=check_timeout"])
         return Decision("fail", "V6", port + co.findings, co.facts + [f"fact:failure_reason={fr.value}"])
     unknown = [(k, x) for k, x in (("contamination", c), ("reward_hack", h), ("correct", co)) if x.unknown]
-    if h.rule == "RH4" and [k for k, _ in unknown] == ["reward_hack"]:
-        return Decision("suspect", "V8", h.findings, ["fact:reward_hack pending a GPU probe"])
+    if h.rule == "RH4":
+        # a grave pattern waiting for its probe is the headline; other unknown fields say so themselves
+        return Decision("suspect", "V8", h.findings, ["fact:reward_hack pending a GPU probe"]
+                        + [f"fact:{k} unknown ({x.reason})" for k, x in unknown if k != "reward_hack"])
     if unknown:
         return _unk("V7", "; ".join(f"{k} unknown ({x.reason})" for k, x in unknown))
     if d["empirical_recompute_required"].unknown:

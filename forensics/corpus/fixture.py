@@ -833,6 +833,7 @@ def provider_402_no_output(fx: Fixture) -> None:
     b.expect(verdict="retryable_infra_failure", exclude_from_denominator=True)
     b.notes.append("Seed 29: zero tokens, zero tool calls, ~2 s; provider_insufficient_credits; excluded from "
                    "pass-rate denominators.")
+    b.no_transcript_evidence = True   # one API-error line: no call and no text to search for other runs
     fx.done("provider_402_no_output", b)
 
 

@@ -24,6 +24,7 @@ from . import language as L
 from . import problems as P
 from . import python as PY
 from . import work as W
+from forensics.archive.sidecars import split_sidecars
 from .base import DirFiles, FileAccess, Hit, quote_lines
 from .rules import RULES
 from .tripwire import official_forbidden
@@ -93,8 +94,23 @@ def _fallback_hits(text: str, filename: str, lines: list[str]) -> list[Hit]:
 def lint_source(source: str | bytes, filename: str = "solution.py", problem: str | None = None,
                 bench: str | None = None, gpu: str | None = None, sidecars: dict[str, str] | None = None,
                 allow_triton: bool = False) -> LintReport:
-    """Lint one solution (plus optional sidecar texts keyed by their path)."""
+    """Lint one solution (plus optional sidecar texts keyed by their path).
+
+    A published file that carries its sidecars appended after `# ===== sidecar: NAME =====` banners
+    (the public archive's form) is split first: the Python above the first banner is the solution,
+    each sidecar is analysed as what it is, and every finding keeps the published file's line."""
     text, enc_err = _decode(source)
+    appended = split_sidecars(text)
+    appended_cuda: list[C.Blob] = []
+    appended_py: list[str] = []
+    if appended.has_sidecars:
+        text = appended.python
+        for sc in appended.sidecars:
+            if sc.name.endswith(".py"):
+                appended_py.append("\n" * (sc.first_line - 1) + sc.text)
+            else:
+                appended_cuda.append(C.Blob(sc.text, [(filename, sc.first_line + i) for i in range(sc.text.count("\n") + 1)],
+                                            f"appended sidecar {sc.name}"))
     bench = bench or P.bench_of(problem)
     rep = LintReport(problem=problem, bench=bench, gpu=gpu, files=[filename] + sorted(sidecars or {}))
     lines = text.splitlines()
@@ -142,6 +158,15 @@ def lint_source(source: str | bytes, filename: str = "solution.py", problem: str
             sb = C.Blob(stext, [(path, i + 1) for i in range(stext.count("\n") + 1)], f"sidecar {path}")
             blobs.append(sb)
             rep.hits.extend(C.analyse_blob(sb))
+    for sb in appended_cuda:
+        blobs.append(sb)
+        rep.hits.extend(C.analyse_blob(sb))
+    for body in appended_py:
+        sub = lint_source(body, filename, problem, bench, gpu)
+        rep.hits.extend(h for h in sub.hits if h.rule not in ("LANGUAGE", "FORBIDDEN-TRIPWIRE", "WORK-ACCOUNT", "WORK-BY-LIBRARY"))
+    if appended.has_sidecars:
+        rep.parse["appended_sidecars"] = [{"name": sc.name, "first_line": sc.first_line, "size_matches": sc.size_matches}
+                                          for sc in appended.sidecars]
     if mod is not None:
         rep.hits.extend(W.check_work(mod, blobs, problem))
     # forbidden ops: the official substring verdict next to the AST's
@@ -169,6 +194,7 @@ def lint_source(source: str | bytes, filename: str = "solution.py", problem: str
     rep.language = L.classify(mod, cuda_texts, text)
     gate_sources = {filename: text}
     gate_sources.update({p: t for p, t in (sidecars or {}).items() if p.endswith(SIDECAR_EXT)})
+    gate_sources.update({f"{filename}#{sc.name}": sc.text for sc in appended.sidecars if not sc.name.endswith(".py")})
     rep.gate = L.gate(gate_sources, bench, allow_triton=allow_triton) if bench in ("cuda", "mini", None) else {
         "framework": L.framework_label(text, bench)}
     ev_lines = "; ".join(f"{k}: {', '.join(e['token'] + '@' + str(e['line']) for e in v[:3])}"

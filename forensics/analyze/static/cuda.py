@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from . import problems as P
@@ -266,21 +267,64 @@ def _split_args(text: str, start: int) -> tuple[list[str], int]:
     return [a.strip() for a in args], i
 
 
+def _idents(expr: str) -> set[str]:
+    """Identifiers of an expression, member names dropped (`blockIdx.x` -> blockIdx, `p.L[l]` -> p, l)."""
+    return set(re.findall(r"[A-Za-z_]\w*", re.sub(r"(\.|->)\s*[A-Za-z_]\w*", "", expr)))
+
+
 def _lane_varying(text: str) -> set[str]:
+    """Names whose value differs between the threads of a block, within one function's text:
+    seeded by threadIdx/lane ids and spread through assignments.  blockIdx, loop counters that start
+    from a uniform value and names assigned only from uniform values are uniform."""
     var = set(LANE_SEEDS)
-    assigns = re.findall(r"\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[+\-*/|&^]?=\s*([^;]+);", text)
+    assigns = re.findall(r"\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[+\-*/|&^]?=(?!=)\s*([^;]+);", text)
     for _ in range(5):
         changed = False
         for name, rhs in assigns:
             if name in var:
                 continue
-            ids = set(re.findall(r"[A-Za-z_]\w*", rhs))
-            if ids & var or "%laneid" in rhs:
+            if _idents(rhs) & var or "%laneid" in rhs:
                 var.add(name)
                 changed = True
         if not changed:
             break
     return var
+
+
+FOR_HEAD = re.compile(r"\bfor\s*\(\s*(?:const\s+)?(?:int|unsigned(?:\s+int)?|auto|size_t|long|int64_t|int32_t|uint32_t)\s+"
+                      r"([A-Za-z_]\w*)\s*=\s*([^;]+);")
+
+
+def _uniform_loop_counters(text: str, pos: int, varying: set[str]) -> set[str]:
+    """Counters of the for-loops enclosing `pos` that start from a uniform value: every lane runs
+    the same iteration (`for (int g = 0; g < 2; ++g) __shfl_xor_sync(m, v[g], 1)` ships the same slot
+    on every lane), whatever the same name means elsewhere in the function."""
+    lo, _ = _scope(text, pos)
+    out = set()
+    for m in FOR_HEAD.finditer(text, lo, pos):
+        name, init = m.group(1), m.group(2)
+        if _idents(init) & (varying - {name}):
+            continue
+        _, hdr_end = _split_args(text, m.start() + text[m.start():].index("(") + 1)
+        j = hdr_end + 1
+        while j < len(text) and text[j] in " \t\n":
+            j += 1
+        end = _function_end(text, j + 1) if j < len(text) and text[j] == "{" else text.find(";", j)
+        if hdr_end < pos <= end:
+            out.add(name)
+    return out
+
+
+def _scope(text: str, pos: int) -> tuple[int, int]:
+    """The enclosing function of offset `pos`, from its parameter list to its closing brace, or the
+    whole text at file scope."""
+    best = None
+    for f in outline(text):
+        if f.open <= pos <= f.close:
+            best = f      # functions do not nest in C++: the last one that holds pos
+        elif f.open > pos:
+            break
+    return (best.params, best.close) if best else (0, len(text))
 
 
 CREATEPOLICY = re.compile(r"createpolicy\.(?:fractional|range)(?P<kinds>(?:\.L2::\w+)+)(?:\.b64)?\s*(?P<ops>[^;\"\\]*)")
@@ -370,14 +414,22 @@ def analyse_blob(blob: Blob) -> list[Hit]:
         else:
             hits.append(_hit(blob, "CUDA-LIBRARY-CALL", m.start(), m.end(), f"C++ calls {name}", data={"call": name}))
     # shuffles whose shipped value indexes a register array by a lane-varying slot
-    varying = _lane_varying(text)
+    scopes: dict[tuple[int, int], set[str]] = {}
+
+    def varying_at(pos: int) -> set[str]:
+        sc = _scope(text, pos)
+        if sc not in scopes:
+            scopes[sc] = _lane_varying(text[sc[0]:sc[1]])
+        return scopes[sc]
+
     for m in SHFL.finditer(text):
         args, end = _split_args(text, m.end())
         if len(args) < 3:
             continue
         val = args[1]
+        varying = varying_at(m.start()) - _uniform_loop_counters(text, m.start(), varying_at(m.start()))
         for sub in re.finditer(r"\[([^\]]+)\]", val):
-            ids = set(re.findall(r"[A-Za-z_]\w*", sub.group(1)))
+            ids = _idents(sub.group(1))
             if ids & varying and not re.fullmatch(r"\s*\d+\s*", sub.group(1)):
                 hits.append(_hit(blob, "SHFL-LANE-VARYING", m.start(), end,
                                  f"shuffle ships '{val[:50]}', indexed by lane-varying '{', '.join(sorted(ids & varying))}': "
@@ -393,8 +445,8 @@ def analyse_blob(blob: Blob) -> list[Hit]:
     for m in re.finditer(r"__shfl_sync\s*\(", text):
         args, end = _split_args(text, m.end())
         if len(args) >= 3 and args[1] in reduced:
-            src_ids = set(re.findall(r"[A-Za-z_]\w*", args[2]))
-            if src_ids & varying:
+            src_ids = _idents(args[2])
+            if src_ids & varying_at(m.start()):
                 hits.append(_hit(blob, "SHFL-LANE-VARYING", m.start(), end,
                                  f"'{args[1]}' was reduced with __shfl_down_sync (valid in lane 0 only) and is then read from "
                                  f"lane-varying source '{args[2][:40]}'", data={"value": args[1], "src_lane": args[2][:80]}))
@@ -402,9 +454,9 @@ def analyse_blob(blob: Blob) -> list[Hit]:
     for m in re.finditer(r"\bif\s*\(", text):
         cond, cend = _split_args(text, m.end())
         cond_s = ",".join(cond)
-        ids = set(re.findall(r"[A-Za-z_]\w*", cond_s))
-        if not ids & varying:
-            continue
+        ids = _idents(cond_s)
+        if not ids & varying_at(m.start()):
+            continue   # a block-uniform condition (blockIdx, a loop bound, a kernel argument)
         j = cend + 1
         while j < len(text) and text[j] in " \t\n":
             j += 1
@@ -424,17 +476,26 @@ def analyse_blob(blob: Blob) -> list[Hit]:
             hits.append(_hit(blob, "BARRIER-RACE", m.start(), k,
                              f"thread-dependent early return if({cond_s[:40]}) before a later __syncthreads()",
                              severity="low", data={"condition": cond_s[:80]}))
-    # atomics on types without an overload
-    small: dict[str, int] = {}
-    for m in SMALL_DECL.finditer(text):
-        small.setdefault(m.group(2), m.start())
+    # atomics on types without an overload: the declaration in the atomic's own function (or at file
+    # scope), not a same-named variable of another function
     for m in ATOMIC.finditer(text):
         name = m.group(2)
-        if name in small:
-            decl = SMALL_DECL.search(text, small[name])
+        lo, hi = _scope(text, m.start())
+        decl = None
+        for d in SMALL_DECL.finditer(text, lo, m.start()):
+            if d.group(2) == name:
+                decl = d
+        if decl is None:
+            inner = [m2 for m2 in re.finditer(rf"\b[\w:<>]+\s*\*?\s*{re.escape(name)}\s*[=;,)\[]", text[lo:m.start()])]
+            if inner:
+                continue   # declared in this function with another type
+            for d in SMALL_DECL.finditer(text):
+                if d.group(2) == name and _scope(text, d.start()) == (0, len(text)):
+                    decl = d   # a file-scope declaration
+        if decl is not None:
             hits.append(_hit(blob, "ATOMIC-TYPE", m.start(), m.end(),
-                             f"atomic{m.group(1)} on '{name}' declared as {decl.group(1) if decl else 'a 16/8-bit type'}",
-                             data={"variable": name, "declared_line": blob.where(small[name])[1]}))
+                             f"atomic{m.group(1)} on '{name}' declared as {decl.group(1)}",
+                             data={"variable": name, "declared_line": blob.where(decl.start())[1]}))
     # one-shot cudaFuncSetAttribute guarded by a static in a template function
     for m in re.finditer(r"cudaFuncSetAttribute\s*\(", text):
         lo = max(0, m.start() - 600)
@@ -456,6 +517,56 @@ def analyse_blob(blob: Blob) -> list[Hit]:
     for m in ARCH_RX.finditer(text):
         pass  # arch flags inside source text are rare; flags are collected from options
     return hits
+
+
+@dataclass(frozen=True)
+class CFunc:
+    """A C/C++/CUDA function definition in a source text: its name, the '(' of its parameter list,
+    and the offsets of its body's braces."""
+    name: str
+    params: int
+    open: int
+    close: int
+
+    def body(self, text: str) -> str:
+        return text[self.open:self.close + 1]
+
+
+_BODY_OPEN = re.compile(r"\)\s*(?:(?:const|noexcept|override|final|mutable|volatile)\b\s*)*(?:->\s*[\w:<>*&\s]+?\s*)?\{")
+_CONTROL = frozenset({"if", "for", "while", "switch", "catch", "return", "sizeof", "do", "else", "defined", "decltype",
+                      "alignof", "static_assert", "__launch_bounds__", "__attribute__", "asm", "volatile"})
+
+
+def _matches(text: str, pattern: str, open_c: str) -> dict[int, int]:
+    """close offset -> open offset for one bracket pair, in one pass over the brackets only."""
+    out: dict[int, int] = {}
+    stack: list[int] = []
+    for m in re.finditer(pattern, text):
+        if m.group(0) == open_c:
+            stack.append(m.start())
+        elif stack:
+            out[m.start()] = stack.pop()
+    return out
+
+
+@lru_cache(maxsize=64)
+def outline(text: str) -> tuple[CFunc, ...]:
+    """Every named function definition of `text` (lambdas and control blocks are not functions), in
+    source order.  Computed once per text."""
+    braces = _matches(text, r"[{}]", "{")
+    close_of = {o: c for c, o in braces.items()}
+    parens = _matches(text, r"[()]", "(")
+    out = []
+    for m in _BODY_OPEN.finditer(text):
+        rparen, lbrace = m.start(), m.end() - 1
+        lparen = parens.get(rparen)
+        if lparen is None:
+            continue
+        nm = re.search(r"([A-Za-z_]\w*)\s*(?:<[^<>;{}()]*>)?\s*$", text[max(0, lparen - 120):lparen])
+        if nm is None or nm.group(1) in _CONTROL:
+            continue
+        out.append(CFunc(nm.group(1), lparen, lbrace, close_of.get(lbrace, len(text) - 1)))
+    return tuple(out)
 
 
 def _function_end(text: str, pos: int) -> int:

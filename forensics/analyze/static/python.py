@@ -601,12 +601,19 @@ class CacheSite:
 
 
 def _is_graph_expr(mod: Module, e: ast.AST, fi: FuncInfo, depth: int = 0) -> bool:
+    """Does the expression hold a CUDA graph: built here, bound to a local that holds one, or
+    returned by a helper of the module (`entry = self._capture(x)` returning `(graph, out)`)?"""
     for n in ast.walk(e):
         if isinstance(n, ast.Call) and (mod.qn(n.func) or "").endswith(("CUDAGraph", "make_graphed_callables")):
             return True
-        if isinstance(n, ast.Name) and depth < 2:
+        if isinstance(n, ast.Name) and depth < 3:
             for v in fi.assigns.get(n.id, []):
                 if _is_graph_expr(mod, v, fi, depth + 1):
+                    return True
+        if isinstance(n, ast.Call) and depth < 2:
+            for c in mod.callees(n, fi):
+                if c is not fi and any(isinstance(r, ast.Return) and r.value is not None
+                                       and _is_graph_expr(mod, r.value, c, depth + 1) for r in c.nodes):
                     return True
     return False
 
@@ -1122,6 +1129,19 @@ def check_graphs(mod: Module) -> list[Hit]:
                 for t in n.targets:
                     if isinstance(t, ast.Subscript):
                         key_kinds |= mod.kinds(t.slice, fi) or {"other"}
+    # a graph kept on self and re-captured when a saved pointer differs (`if self._x_ptr != x.data_ptr():
+    # self._capture(x)`) is keyed by that pointer even though no dict holds it
+    for r in replays:
+        fi = mod.scope_of(r)
+        if fi is not None and not (key_kinds & set(IDENT_KINDS)):
+            for n in fi.nodes:
+                if isinstance(n, ast.Compare) and _ptr_call(n):
+                    key_kinds.add("ptr")
+                elif isinstance(n, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot)) for o in n.ops) and not any(
+                        isinstance(c, ast.Constant) for c in [n.left] + n.comparators):
+                    key_kinds.add("is")
+    if key_kinds & set(IDENT_KINDS):
+        key_kinds.discard("other")
     copy_in = False
     for r in replays:
         fi = mod.scope_of(r)

@@ -38,7 +38,7 @@ from typing import Any
 
 from . import problems as P
 from .base import Hit
-from .cuda import Blob, strip_c_comments
+from .cuda import Blob, outline, strip_c_comments
 from .python import (FORWARD_NAMES, NON_WORK_TORCH, Module, _deco_func, _entry_params, _fallback_context, _names,
                      _names_in_target)
 
@@ -90,10 +90,7 @@ CPP_LIBRARY = re.compile(r"\b(cublas(?:Lt)?\w*Gemm\w*|cublasLtMatmul|cublas[SDHC
                          r"at::(?:matmul|mm|bmm|addmm|baddbmm|linear|_scaled_mm|einsum|scaled_dot_product_attention|"
                          r"topk|sort|argsort)|torch::(?:matmul|mm|bmm|addmm|linear|einsum)|cudnn\w+Forward\w*)\s*\(")
 KERNEL_DEF = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+|inline\s+)*[\w:<>,\s*]*?\b(\w+)\s*\(")
-FUNC_DEF = re.compile(r"(?<![\w.>])(?:[\w:<>,*&\s]+?)\b([A-Za-z_]\w*)\s*\(([^;{}()]|\([^()]*\))*\)\s*(?:const\s*)?"
-                      r"(?:noexcept\s*)?(?:->\s*[\w:<>]+\s*)?\{")
 PYBIND_DEF = re.compile(r"\bm\.def\s*\(\s*\"(\w+)\"\s*,\s*&?\s*([\w:]+)")
-CONTROL = {"if", "for", "while", "switch", "return", "sizeof", "catch", "else", "do", "defined"}
 
 
 @dataclass
@@ -116,33 +113,16 @@ class Extension:
         return self.verdict.get(fn, "unknown")
 
 
-def _matching_brace(text: str, i: int) -> int:
-    depth = 0
-    for j in range(i, len(text)):
-        c = text[j]
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-    return len(text)
-
-
 def parse_extension(blobs: list[Blob], exported_names: set[str]) -> Extension:
     ext = Extension()
     for b in blobs:
         text = strip_c_comments(b.text)
         kernels = {m.group(1) for m in KERNEL_DEF.finditer(text)}
-        for m in FUNC_DEF.finditer(text):
-            name = m.group(1)
-            if name in CONTROL:
-                continue
-            open_at = m.end() - 1
-            body = text[open_at:_matching_brace(text, open_at) + 1]
-            prev = ext.funcs.get(name)
+        for f in outline(text):
+            body = f.body(text)
+            prev = ext.funcs.get(f.name)
             if prev is None or len(body) > len(prev.body):
-                ext.funcs[name] = CppFunc(name, body, b.origin, is_kernel=name in kernels)
+                ext.funcs[f.name] = CppFunc(f.name, body, b.origin, is_kernel=f.name in kernels)
         for m in PYBIND_DEF.finditer(text):
             ext.exported[m.group(1)] = m.group(2).split("::")[-1]
     for n in exported_names:
@@ -409,6 +389,11 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
                 if callees:
                     todo.extend((c, depth + 1) for c in callees)
                     continue
+                if q and q.split(".")[0] not in KNOWN_ROOTS and (isinstance(f, ast.Name) and f.id in mod.aliases
+                                                                 or isinstance(f, ast.Attribute)
+                                                                 and ast.unparse(f).split(".")[0] in mod.aliases):
+                    acc.unknown.append((ln, q))   # a call into a module of its own we cannot see (a sidecar)
+                    continue
                 if isinstance(f, ast.Attribute) and _target_is_ext(mod, f):
                     acc.unknown.append((ln, f"ext.{f.attr}"))
                     continue
@@ -425,6 +410,13 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
 ELEMENTWISE = {"Add", "Sub", "Mult", "Div", "Tensor.add", "Tensor.sub", "Tensor.mul", "Tensor.div", "Tensor.add_",
                "Tensor.mul_", "Tensor.sub_", "Tensor.div_", "torch.mul", "torch.add", "torch.sub", "torch.div"}
 ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.BitAnd, ast.BitOr, ast.BitXor, ast.RShift, ast.LShift, ast.Pow)
+# modules whose calls are known: everything else a solution imports is its own code we cannot see
+KNOWN_ROOTS = {"torch", "triton", "numpy", "math", "os", "sys", "functools", "itertools", "ctypes", "time",
+               "collections", "typing", "dataclasses", "re", "json", "warnings", "contextlib", "threading", "inspect",
+               "importlib", "pathlib", "random", "statistics", "operator", "copy", "enum", "abc", "weakref", "struct",
+               "subprocess", "glob", "hashlib", "builtins", "tempfile", "shutil", "io", "traceback", "gc", "atexit",
+               "reference", "__future__", "logging", "platform", "string", "textwrap", "pickle", "queue", "heapq",
+               "bisect", "array", "types", "signal", "uuid", "socket", "fcntl", "errno", "cupy"}
 # tensor methods that compute on values (the solution's own arithmetic, done by torch)
 OWN_METHODS = {"add", "sub", "mul", "div", "exp", "log", "sqrt", "rsqrt", "sigmoid", "silu", "relu", "gelu", "tanh",
                "softmax", "log_softmax", "sum", "mean", "amax", "amin", "max", "min", "cumsum", "cumprod", "where",
