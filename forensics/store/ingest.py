@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from forensics import __version__
 from forensics.archive import logs as L
-from forensics.archive.discover import DiscoveredRun, discover_runs
+from forensics.archive.discover import RUN_MARKERS, DiscoveredRun, discover_runs
 from forensics.archive.result import infer_era, read_result, result_fields
 from forensics.archive.runid import bench_of_problem
 from forensics.archive.source import ArchiveError, ArchiveSource, open_source
@@ -56,6 +56,7 @@ SPAN_BATCH_LINES = 1 << 20   # heartbeat lines per record_spans Arrow batch
 HEARTBEAT_SPANS = os.environ.get("FORENSICS_INGEST_HEARTBEAT_SPANS", "1") != "0"
 HASH_SKIP_PREFIXES = ("cache/", "tmp/", "repo/.venv/", ".venv/")
 TRANSCRIPT_NAMES = ("transcript.jsonl", "transcript.jsonl.gz", "agent.log")
+RUN_FILE_NAMES = RUN_MARKERS | {"result.regrade.json", "codex_session.jsonl"}  # a dir by these names is a parse error
 NO_TOOL_FORMATS = ("grok_stream", "codex_text", "empty", "unknown")  # formats that carry no tool events
 
 
@@ -372,6 +373,11 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         if limit is None:
             whole[rel] = data
         return data
+
+    # ---- runner files that are not files (a directory, a fifo named result.json ...): said, not skipped
+    for e in run.entries:
+        if e.is_dir and e.path in RUN_FILE_NAMES:
+            perr(e.path, None, "not_a_file", f"{e.path} is a directory, not a file; not read")
 
     # ---- result.json
     res, res_err = None, None
