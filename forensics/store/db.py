@@ -365,14 +365,29 @@ class RowBuffer:
         self.problems = []
 
 
+# The connection `Store(locked=True)` opens: the store file is attached read-only when the connection
+# is made; after that DuckDB refuses every file-system operation (enable_external_access=false
+# covers COPY TO, EXPORT, ATTACH, INSTALL, read_* / glob table functions and secrets), community and
+# unsigned extensions, and any change of setting (lock_configuration=true covers profiling_output,
+# enable_profiling, log_query_path, temp_directory, and turning the two above back on).
+LOCKED_CONFIG = {"enable_external_access": False, "allow_community_extensions": False,
+                 "allow_unsigned_extensions": False, "autoinstall_known_extensions": False,
+                 "autoload_known_extensions": False, "lock_configuration": True}
+
+
 class Store:
     """A DuckDB file (or ':memory:') holding the schema of `forensics.store.schema`."""
 
-    def __init__(self, path: str | os.PathLike = DEFAULT_DB, read_only: bool = False):
+    def __init__(self, path: str | os.PathLike = DEFAULT_DB, read_only: bool = False, locked: bool = False):
+        """`locked` (implies read_only) is the connection for SQL typed by a user (`forensics sql`,
+        `forensics query`): no file or network access at all and the configuration frozen, so no
+        statement can write a file (COPY ... TO, EXPORT DATABASE, ATTACH, profiling or log output),
+        read one outside the store (read_csv, glob, ...) or load an extension (see LOCKED_CONFIG)."""
         self.path = str(path)
-        if self.path != ":memory:":
+        read_only = read_only or locked
+        if self.path != ":memory:" and not read_only:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(self.path, read_only=read_only)
+        self.con = duckdb.connect(self.path, read_only=read_only, config=dict(LOCKED_CONFIG) if locked else {})
         if not read_only:
             self.init_schema()
 
