@@ -411,3 +411,38 @@ def test_named_queries_work_on_the_locked_connection(sql_store):
         assert r.exit_code == 0, (name, r.output)
     r = _sql(db, "select run_id from runs")
     assert r.exit_code == 0 and json.loads(r.output) == [{"run_id": RID}]
+
+
+# ------------------------------------------------------------------------------ the fuzz benchmark
+def test_fuzz_mutations_reach_every_field_and_class():
+    import random
+    from forensics.bench.fuzz import CLASSES, field_paths, mutate_line
+    line = _j({"type": "assistant", "message": {"id": "m", "content": [
+        {"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": "ls", "timeout": 5}}]}}).encode()
+    n = len(field_paths(json.loads(line)))
+    assert n == 11
+    seen: set = set()
+    rng = random.Random(0)
+    classes = set()
+    for rnd in range(n * len(CLASSES)):
+        new, cls = mutate_line(line, 0, rnd, rng, 1000, seen)
+        classes.add(cls)
+        assert new != line
+        if cls in ("deep_nesting", "huge_int", "null", "wrong_type", "negative_int", "long_string"):
+            try:
+                json.loads(new)  # still valid JSON
+            except RecursionError:  # 3,000 levels: deeper than the stdlib parser goes
+                assert cls == "deep_nesting" and new.count(b"[") + new.count(b"{") > 2000
+    assert classes == set(CLASSES)
+    assert len({f for f, _c in seen if f != "<line>"}) == n  # every field path was mutated
+
+
+def test_fuzz_bench_small(tmp_path):
+    """A small sample of `forensics bench fuzz`: 10 runs of the fixture covering its formats, one
+    round; every line in records or parse_errors, no stub, every analyzer ran for every run."""
+    from forensics.bench.fuzz import default_archive, run_fuzz
+    res = run_fuzz(default_archive(), tmp_path, rounds=1, seed=3, rate=0.6, long_bytes=4000, runs=10)
+    assert res["problems"] == [], res["problems"]
+    assert res["runs_per_round"] == 10 and res["lines_tried"] > 100
+    assert res["runs_lost"] == 0 and res["lines_lost"] == 0 and res["analyzers_failed"] == 0
+    assert {"lone_surrogate", "huge_int", "wrong_type", "deep_nesting", "invalid_utf8", "truncation"} <= set(res["classes"])

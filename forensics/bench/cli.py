@@ -13,6 +13,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "timeline": ("forensics.bench.timeline:bench_timeline", "Timeline rebuild of a 50k-record transcript vs bare parse."),
     "lint": ("forensics.bench.lint:bench_lint", "Lint 10k solutions vs bare read + ast.parse."),
     "scan": ("forensics.bench.scan:bench_scan", "Scan (no replay) of a 1,000-run archive vs ingest only."),
+    "fuzz": ("forensics.bench.fuzz:bench_fuzz", "Mutate every field of every transcript format; ingest+scan lose nothing."),
     "kernels": ("forensics.bench.kernels:bench_kernels", "Triton references vs the best library op (GPU)."),
 }
 

@@ -500,6 +500,8 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             sink.add("file_accesses", row)
     except ImportError as e:  # the access resolver is part of the package; its absence is a defect
         perr(None, None, "internal", f"file access resolver unavailable: {e}")
+    except Exception as e:  # noqa: BLE001 - the run keeps its records and calls; the gap is said
+        perr(None, None, "internal", f"file access resolver failed: {type(e).__name__}: {e}"[:2000])
 
     # ---- session end
     end = ends.get(end_src) if end_src else None
