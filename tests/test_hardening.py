@@ -446,3 +446,14 @@ def test_fuzz_bench_small(tmp_path):
     assert res["runs_per_round"] == 10 and res["lines_tried"] > 100
     assert res["runs_lost"] == 0 and res["lines_lost"] == 0 and res["analyzers_failed"] == 0
     assert {"lone_surrogate", "huge_int", "wrong_type", "deep_nesting", "invalid_utf8", "truncation"} <= set(res["classes"])
+
+
+def test_non_finite_token_counts_do_not_stop_the_parser():
+    from forensics.transcripts import parse_source
+    from forensics.transcripts.events import ParseError
+    L = claude_lines(RID)
+    L[1] = L[1].replace('"input_tokens":10', '"input_tokens":NaN', 1)
+    L[-1] = L[-1].replace('"output_tokens":50', '"output_tokens":Infinity', 1)
+    ev = list(parse_source(("\n".join(L) + "\n").encode(), harness="claude"))
+    assert not [e for e in ev if isinstance(e, ParseError)], [e for e in ev if isinstance(e, ParseError)]
+    assert ev[-1].end_reason == "success" and ev[-1].format == "claude"
