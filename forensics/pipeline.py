@@ -20,6 +20,11 @@ store, runs the analyzer there and hands the rows it wrote back; the parent reop
 writes them.  Cross-run analysis (similarity) runs once in the parent.  Report pages are rendered
 in a process pool.
 
+Isolation.  A per-run analyzer that raises on a chunk is re-run on halves of it until each failure
+is pinned to one run (`_run_isolated`): that run's coverage finding names the analyzer and the
+error and its fields fail closed (unknown with the reason); every other run of the chunk is
+analysed normally.  A cross-run analyzer is all or nothing (a subset would be silently incomplete).
+
 Exit codes: 0 ok; 1 with ``--strict`` when any run is flagged (verdict reward_hack, contamination,
 rubric_leak, suspect or unknown) or disagrees with its archived verdict; 2 usage or input error
 (archive missing or unreadable, ingest failed).
@@ -148,18 +153,37 @@ def _err(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:300]}{where}"
 
 
+def _run_isolated(fn, store: Store, run_ids: Sequence[str]) -> dict[str, str]:
+    """Run a per-run analyzer over `run_ids`; if it raises, bisect the runs until each failure is
+    pinned to one run, so one bad run fails only its own fields and the others are analysed
+    normally.  Returns {run_id: error} of the runs it failed on (empty when all ran)."""
+    try:
+        fn(store, list(run_ids))
+        return {}
+    except Exception as e:  # noqa: BLE001 - an analyzer crash fails its run's fields closed
+        try:
+            store.con.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001 - no transaction was open
+            pass
+        if len(run_ids) == 1:
+            return {run_ids[0]: _err(e)}
+        mid = len(run_ids) // 2
+        return {**_run_isolated(fn, store, run_ids[:mid]), **_run_isolated(fn, store, run_ids[mid:])}
+
+
 # ---------------------------------------------------------------------------------------------
 # Worker side of parallel per-run analysis.
-def _analyze_chunk(args) -> tuple[str, list[str], dict[str, Any], str | None]:
+def _analyze_chunk(args) -> tuple[str, list[str], dict[str, Any], dict[str, str]]:
     """In a worker: copy the chunk's rows from the (read-only) store into memory, run one analyzer,
-    return the rows it wrote as Arrow IPC bytes per table (or the error, never an exception)."""
+    return the rows it wrote as Arrow IPC bytes per table and {run_id: error} of the runs it failed
+    on (never an exception)."""
     try:
         return _analyze_chunk_inner(args)
     except Exception as e:  # noqa: BLE001 - the chunk's fields fail closed in the parent
-        return args[1], list(args[2]), {}, _err(e)
+        return args[1], list(args[2]), {}, {rid: _err(e) for rid in args[2]}
 
 
-def _analyze_chunk_inner(args) -> tuple[str, list[str], dict[str, Any], str | None]:
+def _analyze_chunk_inner(args) -> tuple[str, list[str], dict[str, Any], dict[str, str]]:
     db_path, module, chunk = args
     import duckdb  # noqa: F401
     from forensics.store import schema as S
@@ -177,15 +201,11 @@ def _analyze_chunk_inner(args) -> tuple[str, list[str], dict[str, Any], str | No
             else:
                 mem.con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM src.{t.name}")
         mem.con.execute("DETACH src")
-        before = {t: mem.scalar(f"select count(*) from {t}") for t in ANALYZER_OUTPUT_TABLES}
-        err = None
-        try:
-            _import_analyzer(module)(mem, list(chunk))
-        except Exception as e:  # noqa: BLE001
-            err = _err(e)
+        errs = _run_isolated(_import_analyzer(module), mem, list(chunk))
+        ok = [r for r in chunk if r not in errs]  # a failed run's partial rows are not handed back
         out: dict[str, bytes] = {}
         for t in ANALYZER_OUTPUT_TABLES:
-            ids = ", ".join("'" + r.replace("'", "''") + "'" for r in chunk)
+            ids = ", ".join("'" + r.replace("'", "''") + "'" for r in ok) or "NULL"
             rel = mem.con.sql(f"select * from {t} where run_id in ({ids})")
             tbl = (getattr(rel, "to_arrow_table", None) or getattr(rel, "arrow"))()
             import pyarrow as pa
@@ -193,8 +213,7 @@ def _analyze_chunk_inner(args) -> tuple[str, list[str], dict[str, Any], str | No
             with pa.ipc.new_stream(sink, tbl.schema) as w:
                 w.write_table(tbl)
             out[t] = sink.getvalue().to_pybytes()
-        del before
-        return module, list(chunk), out, err
+        return module, list(chunk), out, errs
     finally:
         mem.close()
 
@@ -253,23 +272,27 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
                             bar.update(len(res[1]))
             finally:
                 store = Store(db_path)
-            for _mod, chunk, tables, err in results:
-                if err:
-                    for rid in chunk:
-                        failed.setdefault(name, {})[rid] = err
-                else:
-                    _apply_chunk_rows(store, chunk, tables)
+            for _mod, chunk, tables, errs in results:
+                for rid, err in errs.items():
+                    failed.setdefault(name, {})[rid] = err
+                ok = [r for r in chunk if r not in errs]
+                if ok and tables:
+                    _apply_chunk_rows(store, ok, tables)
         else:
             for c in chunks:
-                try:
-                    fn(store, list(c))
-                except Exception as e:  # noqa: BLE001 - an analyzer crash fails its fields closed
+                if cross:  # a cross-run analysis of a subset would be silently incomplete: all or none
                     try:
-                        store.con.execute("ROLLBACK")
-                    except Exception:  # noqa: BLE001
-                        pass
-                    for rid in c:
-                        failed.setdefault(name, {})[rid] = _err(e)
+                        fn(store, list(c))
+                    except Exception as e:  # noqa: BLE001 - an analyzer crash fails its fields closed
+                        try:
+                            store.con.execute("ROLLBACK")
+                        except Exception:  # noqa: BLE001
+                            pass
+                        for rid in c:
+                            failed.setdefault(name, {})[rid] = _err(e)
+                else:
+                    for rid, err in _run_isolated(fn, store, list(c)).items():
+                        failed.setdefault(name, {})[rid] = err
                 if bar:
                     bar.update(len(c))
         if bar:

@@ -143,7 +143,8 @@ def _written_texts(call: dict[str, Any]) -> list[tuple[str, str]]:
         v = args.get(k)
         if isinstance(v, str) and len(v) > 40:
             out.append((str(target), v))
-    for e in args.get("edits") or []:
+    edits = args.get("edits")
+    for e in edits if isinstance(edits, list) else []:
         if isinstance(e, dict):
             v = e.get("new_string") or e.get("newString")
             if isinstance(v, str) and len(v) > 40:

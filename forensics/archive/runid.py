@@ -92,3 +92,27 @@ def parse_run_id(name: str) -> RunId | None:
 
 def bench_of_problem(problem: str | None) -> str | None:
     return PROBLEM_BENCH.get(problem or "")
+
+
+# --------------------------------------------------------------------------- per-run file names
+_UNSAFE = re.compile(r"[^a-z0-9._@-]")   # what a file name keeps as is (lower case: case-folding file systems)
+FILE_NAME_MAX = 150
+
+
+def run_file_name(run_id: str) -> str:
+    """The file-name stem of a run's per-run files (report page, annotation YAML, timeline plot).
+
+    Injective over run ids, also on case-insensitive file systems: an id made only of
+    ``[a-z0-9._@-]`` (not starting with '.', at most FILE_NAME_MAX characters) is its own name;
+    any other id has its unsafe characters replaced by '_', is cut to FILE_NAME_MAX characters
+    and gets ``~`` and 12 hex digits of the SHA-256 of the exact id appended - '~' never occurs in
+    an unchanged name, so a changed name cannot equal an unchanged one, and two changed names differ
+    by their hashes (``a‹b`` and ``a>b`` both fold to ``a_b`` but keep distinct names)."""
+    import hashlib
+    base = _UNSAFE.sub("_", run_id)
+    if base.startswith("."):
+        base = "_" + base[1:]
+    if base == run_id and 0 < len(base) <= FILE_NAME_MAX:
+        return base
+    h = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{base[:FILE_NAME_MAX]}~{h}"

@@ -71,8 +71,12 @@ class DirSource(ArchiveSource):
     kind = "dir"
 
     def __init__(self, root: Path):
+        # `location` names the archive as given (a symlinked path stays the name the user knows);
+        # containment is checked against the real directory it resolves to, so a file of the
+        # archive is never refused as "outside" because the path to the archive is a link.
         self.root = root.resolve() if not root.is_symlink() else root.absolute()
         self.location = str(self.root)
+        self._real_root = os.path.realpath(self.root)
         self._entries: list[Entry] | None = None
         self._real_dirs: dict[str, str] = {}
 
@@ -132,8 +136,8 @@ class DirSource(ArchiveSource):
             rp = os.path.join(rd, name)
             if os.path.islink(rp):
                 rp = os.path.realpath(rp)
-        root = self.location
-        if not (rp == root or rp.startswith(root + os.sep)):
+        root = self._real_root
+        if not (rp == root or rp.startswith(root.rstrip(os.sep) + os.sep)):
             raise PermissionError(f"{path} resolves outside the archive")
         return p
 

@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "lint": ("forensics.bench.lint:bench_lint", "Lint 10k solutions vs bare read + ast.parse."),
     "scan": ("forensics.bench.scan:bench_scan", "Scan (no replay) of a 1,000-run archive vs ingest only."),
     "real": ("forensics.bench.real:bench_real", "Verdicts on real audited solutions vs the auditors' labels and the deck tripwire."),
+    "fuzz": ("forensics.bench.fuzz:bench_fuzz", "Mutate every field of every transcript format; ingest+scan lose nothing."),
     "kernels": ("forensics.bench.kernels:bench_kernels", "Triton references vs the best library op (GPU)."),
 }
 

@@ -38,31 +38,42 @@ def run_files(store: Store, run_id: str):
 
 
 def _read_lines(rf, path: str, wanted: set[int], max_line: int) -> dict[int, str]:
-    """Stream `path` and keep the wanted 1-based lines (exact text without the newline)."""
+    """Stream `path` and keep the wanted 1-based lines (exact text without the newline).
+
+    Read with the transcript reader (forensics.transcripts.reader), so the line numbers are the
+    ingest's (gzip by magic bytes, a leading BOM skipped) and a damaged file - a truncated .gz, an
+    I/O error - yields the lines decoded before the damage instead of an exception."""
+    from forensics.transcripts import reader as R
     out: dict[int, str] = {}
     try:
         fh = rf.open(path)
-    except (FileNotFoundError, OSError):
+    except (FileNotFoundError, OSError, ValueError):
         return out
     try:
-        head = fh.read(2)
-        import gzip
-        import io
-        rest = fh.read()
-        data = head + rest
-        if head == b"\x1f\x8b":
-            try:
-                data = gzip.decompress(data)
-            except OSError:
-                return out
-        stream = io.BytesIO(data)
-        for i, raw in enumerate(stream, 1):
+        i = 0
+        for kind, payload in R.iter_batches(R.Source(fh)):
+            if kind == R.LINES or kind == R.LAST:
+                for raw in payload:
+                    i += 1
+                    if i > max_line:
+                        return out
+                    if i in wanted:
+                        out[i] = raw.rstrip(b"\r").decode("utf-8", "replace")
+            elif kind == R.HUGE:
+                i += 1
+                if i in wanted:  # never assembled: its first characters (a prefix, still verbatim)
+                    out[i] = payload.head.decode("utf-8", "replace").rstrip("\ufffd")
+            else:  # FAIL: the damage; what came before it is kept
+                break
             if i > max_line:
                 break
-            if i in wanted:
-                out[i] = raw.rstrip(b"\r\n").decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - a quote is optional; a report is not
+        return out
     finally:
-        fh.close()
+        try:
+            fh.close()
+        except Exception:  # noqa: BLE001
+            pass
     return out
 
 

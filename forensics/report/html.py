@@ -8,7 +8,6 @@ from disk, offline.
 from __future__ import annotations
 
 import html
-import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -54,7 +53,10 @@ document.body.setAttribute('data-js','ready');});
 
 
 def safe_name(run_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._@-]", "_", run_id)[:200]
+    """The file-name stem of a run's page and annotation: injective over run ids (see
+    forensics.archive.runid.run_file_name)."""
+    from forensics.archive.runid import run_file_name
+    return run_file_name(run_id)
 
 
 def fmt(v: Any) -> str:

@@ -36,12 +36,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import click
+import duckdb
 import orjson
 import pyarrow as pa
 
 from forensics import __version__
 from forensics.archive import logs as L
-from forensics.archive.discover import DiscoveredRun, discover_runs
+from forensics.archive.discover import RUN_MARKERS, DiscoveredRun, discover_runs
 from forensics.archive.result import infer_era, read_result, result_fields
 from forensics.archive.runid import bench_of_problem
 from forensics.archive.source import ArchiveError, ArchiveSource, open_source
@@ -55,6 +56,7 @@ SPAN_BATCH_LINES = 1 << 20   # heartbeat lines per record_spans Arrow batch
 HEARTBEAT_SPANS = os.environ.get("FORENSICS_INGEST_HEARTBEAT_SPANS", "1") != "0"
 HASH_SKIP_PREFIXES = ("cache/", "tmp/", "repo/.venv/", ".venv/")
 TRANSCRIPT_NAMES = ("transcript.jsonl", "transcript.jsonl.gz", "agent.log")
+RUN_FILE_NAMES = RUN_MARKERS | {"result.regrade.json", "codex_session.jsonl"}  # a dir by these names is a parse error
 # formats that may carry no tool events (older Grok streams have none): with no call, no tool_source
 NO_TOOL_FORMATS = ("grok_stream", "codex_text", "empty", "unknown")
 CLAUDE_STORE = "agent_home/.claude/projects/"   # Claude Code session-store copy inside the run folder
@@ -271,6 +273,7 @@ class _Sink:
     def __init__(self, out: RunRows):
         self.out = out
         self.bufs = {t: RowBuffer(t) for t in S.INGEST_TABLES if t not in _RECORDS_TABLES}
+        self.n_coerced = 0     # parse_errors rows written for values coerced to fit their column
         self.records: list[Any] = []
         self.spans: list[Any] = []
         self.span_lines = 0
@@ -326,13 +329,16 @@ class _Sink:
         recs = self.records
         if not recs:
             return
-        from forensics.store.db import arrow_schema
+        from forensics.store.db import arrow_schema, table_from_columns
         if self._rschema is None:
             self._rschema = arrow_schema("record_rows")
-        cols: dict[str, Any] = {"run_id": pa.array([self.out.run_id] * len(recs), pa.string())}
+        cols: dict[str, Any] = {"run_id": [self.out.run_id] * len(recs)}
         for c in _RECORD_COLS:  # map(attrgetter) runs the per-record loop in C
-            cols[c] = pa.array(list(map(attrgetter(c), recs)), self._rschema.field(c).type)
-        self.out.batches.setdefault("record_rows", []).append(pa.Table.from_pydict(cols, schema=self._rschema))
+            cols[c] = list(map(attrgetter(c), recs))
+        problems: list = []
+        tbl = table_from_columns("record_rows", cols, self._rschema, problems)
+        self.out.batches.setdefault("record_rows", []).append(tbl)
+        self._report(problems)
         self.out.counts["record_rows"] += len(recs)
         self.out.counts["records"] += len(recs)
         self.records = []
@@ -342,13 +348,25 @@ class _Sink:
         if b.n:
             self.out.batches.setdefault(table, []).append(b.to_arrow())
             self.out.counts[table] += b.n
+            problems = b.problems
             b.clear()
+            if table != "parse_errors":  # a parse_errors value is coerced silently (no error about an error)
+                self._report(problems)
+
+    def _report(self, problems: list) -> None:
+        """One parse_errors row per value that had to be changed to fit its column."""
+        for p in problems:
+            self.n_coerced += 1
+            self.add("parse_errors", {"run_id": self.out.run_id, "source": p.source, "line": p.line,
+                                      "reason": "value_coerced", "detail": p.detail()[:2000]})
 
     def close(self) -> None:
         self.flush_records()
         self.flush_spans()
         for t in self.bufs:
-            self.flush(t)
+            if t != "parse_errors":
+                self.flush(t)
+        self.flush("parse_errors")  # last: the others add a row per coerced value
 
 
 def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
@@ -385,6 +403,11 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         if limit is None:
             whole[rel] = data
         return data
+
+    # ---- runner files that are not files (a directory, a fifo named result.json ...): said, not skipped
+    for e in run.entries:
+        if e.is_dir and e.path in RUN_FILE_NAMES:
+            perr(e.path, None, "not_a_file", f"{e.path} is a directory, not a file; not read")
 
     # ---- result.json
     res, res_err = None, None
@@ -546,6 +569,8 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             sink.add("file_accesses", row)
     except ImportError as e:  # the access resolver is part of the package; its absence is a defect
         perr(None, None, "internal", f"file access resolver unavailable: {e}")
+    except Exception as e:  # noqa: BLE001 - the run keeps its records and calls; the gap is said
+        perr(None, None, "internal", f"file access resolver failed: {type(e).__name__}: {e}"[:2000])
 
     # ---- session end
     end = ends.get(end_src) if end_src else None
@@ -644,16 +669,30 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         "n_records": n_records, "n_tool_calls": len(calls), "n_parse_errors": n_parse_errors,
         "fingerprint": out.fingerprint, "ingested_at": None,
     }
-    sink.close()
-    out.batches["runs"] = [_runs_row(runs_row)]
+    sink.close()  # values coerced to fit their columns leave parse_errors rows, counted here
+    runs_row["n_parse_errors"] = n_parse_errors + sink.n_coerced
+    problems: list = []
+    tbl = _runs_row(runs_row, problems)
+    if problems:  # a runs value (result.json's) that did not fit: its rows, and the count, again
+        for p in problems:
+            if p.column in rf or p.column in ("result_json", "result_error", "has_result"):
+                p.source = "result.json"
+        sink._report(problems)
+        sink.flush("parse_errors")
+        runs_row["n_parse_errors"] = n_parse_errors + sink.n_coerced
+        tbl = _runs_row(runs_row)
+    out.batches["runs"] = [tbl]
     return out
 
 
-def _runs_row(row: dict[str, Any]) -> pa.Table:
-    """A one-row Arrow table of the runs table."""
+def _runs_row(row: dict[str, Any], problems: list | None = None) -> pa.Table:
+    """A one-row Arrow table of the runs table (values that do not fit are coerced, see RowBuffer)."""
     b = RowBuffer("runs")
     b.add(row)
-    return b.to_arrow()
+    t = b.to_arrow()
+    if problems is not None:
+        problems.extend(b.problems)
+    return t
 
 
 # --------------------------------------------------------------------------- writing
@@ -683,14 +722,33 @@ class _Writer:
     def flush(self) -> None:
         if not self.pending:
             return
-        now = pa.array([datetime.now(timezone.utc)] * len(self.pending), type=pa.timestamp("us", tz="UTC"))
-        ids = [r.run_id for r in self.pending]
+        pending = self.pending
+        self.pending = []
+        self.rows = 0
+        self.nbytes = 0
+        try:
+            self._commit(pending)
+        except duckdb.Error:
+            if len(pending) == 1 and set(pending[0].batches) <= {"runs", "parse_errors"}:
+                raise
+            # one run's rows the store refused must not lose the group: commit run by run, and a
+            # run refused on its own keeps its runs row and a parse_errors row saying why
+            for r in pending:
+                try:
+                    self._commit([r])
+                except duckdb.Error as e:
+                    self._commit([_refused_rows(r, e)])
+
+    def _commit(self, pending: list[RunRows]) -> None:
+        now = pa.array([datetime.now(timezone.utc)] * len(pending), type=pa.timestamp("us", tz="UTC"))
+        ids = [r.run_id for r in pending]
         per_table: dict[str, list[pa.Table]] = {}
         runs_tbls = []
-        for r in self.pending:
-            runs_tbls.append(r.batches.pop("runs")[0])
+        for r in pending:
+            runs_tbls.append(r.batches["runs"][0])
             for t, batches in r.batches.items():
-                per_table.setdefault(t, []).extend(batches)
+                if t != "runs":
+                    per_table.setdefault(t, []).extend(batches)
         runs_tbl = pa.concat_tables(runs_tbls)
         runs_tbl = runs_tbl.set_column(runs_tbl.schema.get_field_index("ingested_at"), "ingested_at", now)
         # A run's rows are only ever committed together with its runs row, so a run absent from
@@ -704,9 +762,18 @@ class _Writer:
             for t, batches in per_table.items():
                 self.store.insert_arrow(t, pa.concat_tables(batches) if len(batches) > 1 else batches[0])
             self.store.insert_arrow("runs", runs_tbl)  # last: a runs row marks its run complete
-        self.pending = []
-        self.rows = 0
-        self.nbytes = 0
+
+
+def _refused_rows(rows: RunRows, err: Exception) -> RunRows:
+    """A run whose rows the store refused: its runs row and one parse_errors row with the reason."""
+    out = RunRows(rows.run_id, "error:" + rows.fingerprint)
+    b = RowBuffer("parse_errors")
+    b.add({"run_id": rows.run_id, "reason": "internal", "detail": f"store refused the run's rows: {type(err).__name__}: {err}"[:2000]})
+    out.batches["parse_errors"] = [b.to_arrow()]
+    runs = rows.batches["runs"][0]
+    runs = runs.set_column(runs.schema.get_field_index("fingerprint"), "fingerprint", pa.array([out.fingerprint], pa.string()))
+    out.batches["runs"] = [runs]
+    return out
 
 
 # --------------------------------------------------------------------------- orchestration

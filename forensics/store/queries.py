@@ -112,7 +112,7 @@ def _emit(cols: list[str], rows: list[tuple], as_json: bool, max_width: int = 60
 def _open_ro(db: str) -> Store:
     if not Path(db).exists():
         raise click.ClickException(f"no store at {db}; run `forensics ingest ARCHIVE --db {db}` first")
-    return Store(db, read_only=True)
+    return Store(db, locked=True)  # user SQL: read-only, no file access, settings frozen
 
 
 @click.command("query")

@@ -603,17 +603,18 @@ def _emit_python(em: _Emitter, ctx: RunContext, pu: sp.PathUse, cwd: str | None,
 
 
 def _arg_strings(v: Any, out: list[str], budget: list[int]) -> None:
-    if budget[0] <= 0:
-        return
-    if isinstance(v, str):
-        budget[0] -= 1
-        out.append(v)
-    elif isinstance(v, dict):
-        for x in v.values():
-            _arg_strings(x, out, budget)
-    elif isinstance(v, (list, tuple)):
-        for x in v:
-            _arg_strings(x, out, budget)
+    """The strings inside an argument value, depth-first, at most budget[0] of them (iterative: an
+    argument nested thousands of levels deep is evidence, not a reason to crash)."""
+    stack = [v]
+    while stack and budget[0] > 0:
+        x = stack.pop()
+        if isinstance(x, str):
+            budget[0] -= 1
+            out.append(x)
+        elif isinstance(x, dict):
+            stack.extend(reversed(list(x.values())))
+        elif isinstance(x, (list, tuple)):
+            stack.extend(reversed(x))
 
 
 def _glob_arg(call: Any) -> str | None:

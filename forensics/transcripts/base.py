@@ -339,10 +339,10 @@ class Parser:
 
 
 def add_usage(acc: dict[str, int] | None, **vals: Any) -> dict[str, int]:
-    """Add integer token counts into acc (None values and non-ints ignored)."""
+    """Add integer token counts into acc (None values, non-numbers, NaN and infinities ignored)."""
     if acc is None:
         acc = {}
     for k, v in vals.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and (v.__class__ is not float or v - v == 0):
             acc[k] = acc.get(k, 0) + int(v)
     return acc

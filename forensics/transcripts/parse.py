@@ -17,6 +17,7 @@ Nothing raises out of ``parse_source``: an unexpected internal error becomes a P
 from __future__ import annotations
 
 import json
+import re
 from array import array
 from itertools import chain
 from typing import IO, Iterator
@@ -91,7 +92,11 @@ def parse_source(stream: IO[bytes] | bytes, source: str = "transcript.jsonl", ha
             st.ended = True
             yield from ctx
             return
-        it, parser, fmt, evidence, doc = ctx
+        it, parser, fmt, evidence, doc, bom = ctx
+        if bom:  # offsets stay offsets into the file: line 1 starts after the mark
+            st.off = bom
+            yield ParseError(source, 1, "utf8_bom", f"UTF-8 byte order mark ({bom} bytes) at the start of the "
+                             "file; skipped", "", 0)
         if fmt == "unknown" and not evidence.startswith("format given"):
             # never a misleading format: say why nothing known matched (the records are still kept)
             yield ParseError(source, None, "unknown_format", evidence[:2000])
@@ -157,12 +162,14 @@ def _open(stream, source: str, harness: str | None, fmt: str | None):
             evidence = f"no content in the first {len(consumed)} blocks; {why}; reading as {fmt}"
     if src.compressed:
         evidence += "; gzip-compressed"
+    if src.bom:
+        evidence += "; UTF-8 BOM skipped"
     parser = make_parser(fmt if fmt != "empty" else "unknown", source, harness)
     if fmt == "empty":
         parser.fmt = "empty"
     doc = fmt in DOCUMENT_FORMATS or (fmt == "unknown" and document_head(
         [r for r in sample if not RUNNER_LINE.match(r.lstrip())][:2]))
-    return chain(consumed, batches), parser, fmt, evidence, doc
+    return chain(consumed, batches), parser, fmt, evidence, doc, src.bom
 
 
 def _session_end(parser: Parser, fmt: str, evidence: str, source: str, harness: str | None, st):
@@ -235,9 +242,18 @@ def _slow(raw: bytes, ln: int, off: int, n: int, last: bool, st: _State, source:
     err: Exception | None = None
     if looks_json or st.started:
         try:
-            return json.loads(text), evs   # stdlib: also accepts NaN/Infinity, lone surrogates
+            o = json.loads(text)   # stdlib: also accepts NaN/Infinity, lone surrogates
         except Exception as e:  # noqa: BLE001
             err = e
+        else:
+            if _SURROGATE_ESC.search(text):
+                o, n_bad = _escape_surrogates(o)
+                if n_bad:
+                    evs.append(ParseError(source, ln, "lone_surrogate",
+                                          f"{n_bad} string(s) hold a lone surrogate escape (valid JSON, not "
+                                          "encodable as UTF-8); stored with the escape as text",
+                                          reader.excerpt(raw), off))
+            return o, evs
     if (not st.started and not looks_json) or (s[:1] == "[" and RUNNER_LINE.match(raw.lstrip())):
         # the container banner, or a runner's log line ("[2026-08-14 14:08:40] iter 1: spawning grok")
         # before or between the agent's streams: text kept, not an error
@@ -256,6 +272,37 @@ def _slow(raw: bytes, ln: int, off: int, n: int, last: bool, st: _State, source:
     evs.append(Record(source, ln, off, n, fmt, "invalid", None, None, None, None,
                       None if looks_json else text.rstrip("\r")[:65536]))
     return NO_OBJECT, evs
+
+
+_SURROGATE_ESC = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _escape_surrogates(o):
+    """`o` with every string (and key) holding a lone surrogate written with the escape as text
+    ('\\ud83d'), and how many strings changed; valid pairs were already joined by json.loads."""
+    n = 0
+
+    def fix(s: str) -> str:
+        nonlocal n
+        try:
+            s.encode("utf-8")
+            return s
+        except UnicodeEncodeError:
+            n += 1
+            return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+    def walk(x, depth=0):
+        if x.__class__ is str:
+            return fix(x)
+        if depth > 500:  # deeper strings are escaped by the store writer (forensics.store.db)
+            return x
+        if x.__class__ is dict:
+            return {fix(k) if k.__class__ is str else k: walk(v, depth + 1) for k, v in x.items()}
+        if x.__class__ is list:
+            return [walk(v, depth + 1) for v in x]
+        return x
+
+    return walk(o), n
 
 
 def _non_object(o, ln, off, n, source, fmt) -> list:
@@ -474,7 +521,7 @@ def _text_loop(it, parser, source: str, st: _State) -> Iterator[Event]:
     handle_text = getattr(parser, "handle_text", None)
     fmt = parser.fmt
     ln = 0
-    off = 0
+    off = st.off
     for kind, payload in it:
         if kind == reader.LINES or kind == reader.LAST:
             for raw in payload:

@@ -8,7 +8,9 @@ not per line.  Properties:
 * memory stays bounded: a line longer than ``HUGE_LINE`` bytes is never assembled — it is
   measured while being skipped, keeping only an excerpt of its first bytes;
 * read errors (a corrupt gzip member, an I/O error) end the stream with an error batch instead
-  of an exception.
+  of an exception;
+* a UTF-8 byte order mark at the start of the (decompressed) stream is skipped, and
+  ``Source.bom`` says how many bytes were (the parser starts its byte offsets there).
 
 Batch kinds yielded by :func:`iter_batches`:
 
@@ -33,6 +35,7 @@ EXCERPT = 200              # characters kept from a bad / oversize line
 LINES, LAST, HUGE, FAIL = 0, 1, 2, 3
 
 GZIP_MAGIC = b"\x1f\x8b"
+BOM = b"\xef\xbb\xbf"    # a UTF-8 byte order mark: skipped at the start of a (decompressed) stream
 
 
 @dataclass(slots=True)
@@ -60,6 +63,7 @@ class Source:
 
     def __init__(self, stream: IO[bytes] | bytes):
         self.compressed = False
+        self.bom = 0            # bytes of a leading UTF-8 BOM skipped (known once blocks() started)
         if isinstance(stream, (bytes, bytearray, memoryview)):
             stream = io.BytesIO(bytes(stream))
         raw_read = stream.read
@@ -69,10 +73,22 @@ class Source:
             self.compressed = True
 
     def blocks(self) -> Iterator[bytes]:
-        """Yields non-empty blocks; raises on read errors (handled by iter_batches)."""
-        if self.compressed:
-            yield from self._gunzip()
-            return
+        """Yields non-empty blocks, a leading BOM removed; raises on read errors (handled by
+        iter_batches)."""
+        it = self._gunzip() if self.compressed else self._plain()
+        head = b""
+        for b in it:
+            head += b
+            if len(head) >= len(BOM):
+                break
+        if head.startswith(BOM):
+            self.bom = len(BOM)
+            head = head[len(BOM):]
+        if head:
+            yield head
+        yield from it
+
+    def _plain(self) -> Iterator[bytes]:
         if self._first:
             b, self._first = self._first, b""
             yield b

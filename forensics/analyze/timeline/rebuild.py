@@ -233,6 +233,8 @@ class Rebuilder:
                 command = _get(args, ("command", "cmd"))
                 if isinstance(command, list):
                     command = " ".join(str(x) for x in command)
+                elif not isinstance(command, str):  # a number, an object: no shell command to follow
+                    command = None
             if command:
                 self._exec(call, command, cwd, order, bg)
         return self.out
