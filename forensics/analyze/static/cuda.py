@@ -309,7 +309,7 @@ def _uniform_loop_counters(text: str, pos: int, varying: set[str]) -> set[str]:
         j = hdr_end + 1
         while j < len(text) and text[j] in " \t\n":
             j += 1
-        end = _function_end(text, j + 1) if j < len(text) and text[j] == "{" else text.find(";", j)
+        end = brace_close(text).get(j, len(text)) if j < len(text) and text[j] == "{" else text.find(";", j)
         if hdr_end < pos <= end:
             out.add(name)
     return out
@@ -450,29 +450,31 @@ def analyse_blob(blob: Blob) -> list[Hit]:
                 hits.append(_hit(blob, "SHFL-LANE-VARYING", m.start(), end,
                                  f"'{args[1]}' was reduced with __shfl_down_sync (valid in lane 0 only) and is then read from "
                                  f"lane-varying source '{args[2][:40]}'", data={"value": args[1], "src_lane": args[2][:80]}))
-    # divergent barriers
-    for m in re.finditer(r"\bif\s*\(", text):
+    # divergent barriers (only where a barrier exists at all; the branch body is read before the
+    # lane-variance of its condition, which costs more)
+    for m in (re.finditer(r"\bif\s*\(", text) if "__syncthreads" in text else ()):
         cond, cend = _split_args(text, m.end())
-        cond_s = ",".join(cond)
-        ids = _idents(cond_s)
-        if not ids & varying_at(m.start()):
-            continue   # a block-uniform condition (blockIdx, a loop bound, a kernel argument)
         j = cend + 1
         while j < len(text) and text[j] in " \t\n":
             j += 1
         if j < len(text) and text[j] == "{":
-            depth, k = 1, j + 1
-            while k < len(text) and depth:
-                depth += {"{": 1, "}": -1}.get(text[k], 0)
-                k += 1
+            k = brace_close(text).get(j, len(text) - 1) + 1
             body = text[j:k]
         else:
             k = text.find(";", j)
             body = text[j:k + 1]
-        if "__syncthreads" in body and not re.search(r"\b(for|while)\b", body):
+        barrier_in = "__syncthreads" in body and not re.search(r"\b(for|while)\b", body)
+        early_return = not barrier_in and re.match(r"\s*return\s*;", body.strip("{} \n")) \
+            and "__syncthreads" in text[k:_scope(text, k)[1]]
+        if not (barrier_in or early_return):
+            continue
+        cond_s = ",".join(cond)
+        if not _idents(cond_s) & varying_at(m.start()):
+            continue   # a block-uniform condition (blockIdx, a loop bound, a kernel argument)
+        if barrier_in:
             hits.append(_hit(blob, "BARRIER-RACE", m.start(), k, f"__syncthreads() inside thread-dependent branch if({cond_s[:40]})",
                              data={"condition": cond_s[:80]}))
-        elif re.match(r"\s*return\s*;", body.strip("{} \n")) and "__syncthreads" in text[k:_function_end(text, k)]:
+        else:
             hits.append(_hit(blob, "BARRIER-RACE", m.start(), k,
                              f"thread-dependent early return if({cond_s[:40]}) before a later __syncthreads()",
                              severity="low", data={"condition": cond_s[:80]}))
@@ -550,11 +552,36 @@ def _matches(text: str, pattern: str, open_c: str) -> dict[int, int]:
 
 
 @lru_cache(maxsize=64)
+def brace_close(text: str) -> dict[int, int]:
+    """'{' offset -> its matching '}' offset, computed once per text."""
+    return {o: c for c, o in _matches(text, r"[{}]", "{").items()}
+
+
+def _name_before(text: str, i: int) -> str:
+    """The identifier right before offset i, skipping blanks and one template argument list
+    (`name <T> (`); '' when the token before is not an identifier (a lambda's `]`, a cast's `)`)."""
+    j = i - 1
+    while j >= 0 and text[j] in " \t\n\r":
+        j -= 1
+    if j >= 0 and text[j] == ">":
+        k = text.rfind("<", max(0, j - 200), j)
+        if k < 0:
+            return ""
+        j = k - 1
+        while j >= 0 and text[j] in " \t\n\r":
+            j -= 1
+    e = j + 1
+    while j >= 0 and (text[j].isalnum() or text[j] == "_"):
+        j -= 1
+    name = text[j + 1:e]
+    return name if name and not name[0].isdigit() else ""
+
+
+@lru_cache(maxsize=64)
 def outline(text: str) -> tuple[CFunc, ...]:
     """Every named function definition of `text` (lambdas and control blocks are not functions), in
     source order.  Computed once per text."""
-    braces = _matches(text, r"[{}]", "{")
-    close_of = {o: c for c, o in braces.items()}
+    close_of = brace_close(text)
     parens = _matches(text, r"[()]", "(")
     out = []
     for m in _BODY_OPEN.finditer(text):
@@ -562,10 +589,10 @@ def outline(text: str) -> tuple[CFunc, ...]:
         lparen = parens.get(rparen)
         if lparen is None:
             continue
-        nm = re.search(r"([A-Za-z_]\w*)\s*(?:<[^<>;{}()]*>)?\s*$", text[max(0, lparen - 120):lparen])
-        if nm is None or nm.group(1) in _CONTROL:
+        name = _name_before(text, lparen)
+        if not name or name in _CONTROL:
             continue
-        out.append(CFunc(nm.group(1), lparen, lbrace, close_of.get(lbrace, len(text) - 1)))
+        out.append(CFunc(name, lparen, lbrace, close_of.get(lbrace, len(text) - 1)))
     return tuple(out)
 
 

@@ -153,7 +153,7 @@ class Module:
                     self.aliases[a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
         for st in self.tree.body:
             if isinstance(st, ast.If) and _is_main_test(st.test):
-                for n in ast.walk(st):
+                for n in walk(st):
                     if hasattr(n, "lineno"):
                         self.main_block_lines.add(n.lineno)
             targets: list[ast.AST] = []
@@ -247,18 +247,26 @@ class Module:
         # helper summaries, fixpoints over intra-module calls: identity kinds a function returns ...
         rets = {fi.qualname: [n.value for n in fi.nodes if isinstance(n, ast.Return) and n.value is not None
                               and id(n.value) in self.ident_marked] for fi in self.funcs.values()}
+        callers: dict[str, set[str]] = {}
+        for fi in self.funcs.values():
+            for c in fi.nodes:
+                if isinstance(c, ast.Call) and id(c) in self.ident_marked:
+                    for callee in self.callees(c, fi):
+                        callers.setdefault(callee.qualname, set()).add(fi.qualname)
         for _ in range(4):
-            changed = False
+            changed: set[str] = set()
             for fi in self.funcs.values():
                 rk = set()
                 for v in rets[fi.qualname]:
                     rk |= self.kinds(v, fi)
                 if rk != fi.returns_kinds:
-                    fi.returns_kinds, changed = rk, True
+                    fi.returns_kinds = rk
+                    changed.add(fi.qualname)
             if not changed:
                 break
-            for fi in self.funcs.values():
-                self._local_env(fi)
+            # only a function that calls a changed helper can see new kinds in its locals
+            for q in set().union(*[callers.get(c, set()) for c in changed]):
+                self._local_env(self.funcs[q])
         # ... and whether it (transitively) launches work
         callee_map: dict[str, list[FuncInfo]] = {}
         for fi in self.funcs.values():
@@ -297,12 +305,18 @@ class Module:
                     lst = fi.assigns.setdefault(name, [])
                     if value not in lst:
                         lst.append(value)
+        marked = self.ident_marked
         for _ in range(2):
+            before = sum(len(v) for v in fi.env.values())
             for _targets, value, names in al:
+                if id(value) not in marked and not (fi.env and _names(value) & fi.env.keys()):
+                    continue   # what kinds() would say without walking: nothing
                 k = self.kinds(value, fi)
                 if k:
                     for name in names:
                         fi.env[name] = fi.env.get(name, set()) | k
+            if sum(len(v) for v in fi.env.values()) == before:
+                break          # a second pass only matters when the first one added kinds
 
     def of(self, *types: type) -> list[ast.AST]:
         """Nodes of the given exact AST types (one pass built them all)."""
@@ -369,7 +383,7 @@ class Module:
             return out
         if id(expr) not in self.ident_marked and not (fi is not None and fi.env and _names(expr) & fi.env.keys()):
             return out
-        for n in ast.walk(expr):
+        for n in walk(expr):
             if isinstance(n, ast.Call):
                 f = n.func
                 if isinstance(f, ast.Attribute) and f.attr in _PTR_ATTRS:
@@ -406,7 +420,7 @@ class Module:
             return ident, versioned
         # `for t in (self.w, self.s)` inside the key: t stands for each listed tensor
         each: dict[str, list[str]] = {}
-        for n in ast.walk(expr):
+        for n in walk(expr):
             if isinstance(n, ast.comprehension) and isinstance(n.target, ast.Name) and isinstance(n.iter, (ast.Tuple, ast.List)):
                 each[n.target.id] = [_tensor_text(e) for e in n.iter.elts]
 
@@ -414,7 +428,7 @@ class Module:
             t = _tensor_text(e)
             return each.get(t, [t])
 
-        for n in ast.walk(expr):
+        for n in walk(expr):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _PTR_ATTRS:
                 ident.update(named(n.func.value))
             elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "id" and n.args \
@@ -565,8 +579,22 @@ def _declared_global(fn: ast.AST, name: str) -> bool:
     return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in _walk_func(fn))
 
 
-def _names(expr: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+def walk(node: ast.AST) -> tuple[ast.AST, ...]:
+    """walk(node) as a tuple, computed once per node (kept on the node): the rules walk the same
+    expressions many times (keys, cached values, branch tests)."""
+    r = node.__dict__.get("_fx_walk")
+    if r is None:
+        r = node.__dict__["_fx_walk"] = tuple(ast.walk(node))
+    return r
+
+
+def _names(expr: ast.AST) -> frozenset[str]:
+    """Names read or written anywhere in `expr`; computed once per node (kept on the node)."""
+    r = expr.__dict__.get("_fx_names")
+    if r is None:
+        r = frozenset(n.id for n in walk(expr) if n.__class__ is ast.Name)
+        expr.__dict__["_fx_names"] = r
+    return r
 
 
 def _tensor_text(e: ast.AST) -> str:
@@ -603,7 +631,7 @@ class CacheSite:
 def _is_graph_expr(mod: Module, e: ast.AST, fi: FuncInfo, depth: int = 0) -> bool:
     """Does the expression hold a CUDA graph: built here, bound to a local that holds one, or
     returned by a helper of the module (`entry = self._capture(x)` returning `(graph, out)`)?"""
-    for n in ast.walk(e):
+    for n in walk(e):
         if isinstance(n, ast.Call) and (mod.qn(n.func) or "").endswith(("CUDAGraph", "make_graphed_callables")):
             return True
         if isinstance(n, ast.Name) and depth < 3:
@@ -625,7 +653,7 @@ def classify_value(mod: Module, e: ast.AST, fi: FuncInfo, depth: int = 0, seen: 
     if depth > 3:
         return out
     returned = fi.returned
-    for n in ast.walk(e):
+    for n in walk(e):
         if isinstance(n, ast.Call):
             q = mod.qn(n.func) or ""
             last = q.split(".")[-1] if q else (n.func.attr if isinstance(n.func, ast.Attribute) else "")
@@ -708,7 +736,7 @@ def _hit_polarity(mod: Module, test: ast.AST, fi: FuncInfo, container: str, look
         elif isinstance(test.left, ast.Name) and test.left.id in lookup_vars and isinstance(test.comparators[0], ast.Constant) \
                 and test.comparators[0].value is None:
             pol = "miss" if isinstance(op, (ast.Is, ast.Eq)) else "hit"
-        elif any(_lookup_parts(mod, x, fi) and _lookup_parts(mod, x, fi)[0] == container for x in ast.walk(test.left)) \
+        elif any(_lookup_parts(mod, x, fi) and _lookup_parts(mod, x, fi)[0] == container for x in walk(test.left)) \
                 and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
             pol = "miss" if isinstance(op, (ast.Is, ast.Eq)) else "hit"
     elif isinstance(test, ast.Name) and test.id in lookup_vars:
@@ -720,7 +748,7 @@ def _hit_polarity(mod: Module, test: ast.AST, fi: FuncInfo, container: str, look
 
 def _refs_cache(mod: Module, e: ast.AST, fi: FuncInfo, container: str, lookup_vars: set[str],
                 aux: set[str] | frozenset = frozenset()) -> bool:
-    for n in ast.walk(e):
+    for n in walk(e):
         parts = _lookup_parts(mod, n, fi) if isinstance(n, (ast.Subscript, ast.Call)) else None
         if parts and parts[0] == container:
             return True
@@ -742,7 +770,7 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
 
     def launches(stmts: Iterable[ast.stmt]) -> bool:
         for st in stmts:
-            for n in ast.walk(st):
+            for n in walk(st):
                 if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
                     return True
                 if isinstance(n, ast.Call) and mod.is_launch(n, fi) and not (
@@ -830,7 +858,7 @@ def _live_names(fi: FuncInfo) -> set[str]:
 def _calls_with_live_inputs(e: ast.AST, fi: FuncInfo) -> bool:
     """Does the expression call something with one of the current call's inputs as an argument?"""
     live = _live_names(fi)
-    for n in ast.walk(e):
+    for n in walk(e):
         if isinstance(n, ast.Call):
             args = list(n.args) + [k.value for k in n.keywords]
             if any(_names(a) & live for a in args):
@@ -965,7 +993,7 @@ def check_caches(mod: Module) -> list[Hit]:
 
 def _ptr_call(e: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _PTR_ATTRS
-               for n in ast.walk(e))
+               for n in walk(e))
 
 
 def check_ptr_compare(mod: Module) -> list[Hit]:
@@ -988,7 +1016,7 @@ def check_ptr_compare(mod: Module) -> list[Hit]:
             p = mod.parent.get(c)
             while isinstance(p, (ast.BoolOp, ast.UnaryOp)):   # `a and saved[0] == x.data_ptr()`
                 p = mod.parent.get(p)
-            if not isinstance(p, (ast.If, ast.IfExp, ast.While)) or not any(n is c for n in ast.walk(p.test)):
+            if not isinstance(p, (ast.If, ast.IfExp, ast.While)) or not any(n is c for n in walk(p.test)):
                 continue
             hits.append(mod.hit("PTR-KEYED-CACHE", c,
                                 f"{fi.qualname} picks stored state when a tensor's data_ptr() equals a saved "
@@ -1012,8 +1040,8 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
                 return False
             if isinstance(e, ast.Name):
                 return any(sampled(v, depth + 1) for v in fi.assigns.get(e.id, []))
-            for n in ast.walk(e):
-                if isinstance(n, ast.Subscript) and any(isinstance(s, ast.Slice) for s in ast.walk(n.slice)):
+            for n in walk(e):
+                if isinstance(n, ast.Subscript) and any(isinstance(s, ast.Slice) for s in walk(n.slice)):
                     if _names(n.value) & (inputs | {v for v in fi.assigns if _names_derived(fi, v, inputs)}):
                         return True
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("narrow", "index_select") \
@@ -1036,9 +1064,9 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
             a, b = pair
             for x, y in ((a, b), (b, a)):
                 stored = mod.persistent(y, fi) or any(
-                    mod.persistent(m, fi) for m in ast.walk(y) if isinstance(m, (ast.Attribute, ast.Name)))
+                    mod.persistent(m, fi) for m in walk(y) if isinstance(m, (ast.Attribute, ast.Name)))
                 if not stored:
-                    stored = any(_from_persistent(mod, fi, m.id) for m in ast.walk(y) if isinstance(m, ast.Name))
+                    stored = any(_from_persistent(mod, fi, m.id) for m in walk(y) if isinstance(m, ast.Name))
                 if stored and sampled(x):
                     hits.append(mod.hit("SAMPLED-VALIDATION", n,
                                         f"{fi.qualname} validates cached input by comparing only a slice of the "
@@ -1080,7 +1108,7 @@ def _from_persistent(mod: Module, fi: FuncInfo, name: str, depth: int = 0) -> bo
 
 
 def _refs_persistent(mod: Module, e: ast.AST, fi: FuncInfo) -> bool:
-    return any(mod.persistent(m, fi) for m in ast.walk(e) if isinstance(m, (ast.Attribute, ast.Name)))
+    return any(mod.persistent(m, fi) for m in walk(e) if isinstance(m, (ast.Attribute, ast.Name)))
 
 
 def check_persistent_output(mod: Module) -> list[Hit]:
@@ -1188,19 +1216,23 @@ def check_graphs(mod: Module) -> list[Hit]:
 def check_call_counter(mod: Module) -> list[Hit]:
     hits = []
     counters: dict[str, ast.AST] = {}
-    for fi in mod.funcs.values():
-        for n in fi.nodes:
-            tgt = None
-            if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Add, ast.Sub)) and isinstance(n.value, ast.Constant):
-                tgt = n.target
-            elif isinstance(n, ast.Assign) and len(n.targets) == 1 and any(
-                    isinstance(b, ast.BinOp) and isinstance(b.op, ast.Add) and ast.unparse(b.left) == ast.unparse(n.targets[0])
-                    for b in ast.walk(n.value)):   # n = n + 1, or n = n + 1 if same else 0
-                tgt = n.targets[0]
-            if tgt is not None:
-                c = mod.persistent(tgt, fi)
-                if c:
-                    counters.setdefault(c, n)
+    candidates: list[tuple[ast.AST, ast.AST]] = []
+    for n in mod.of(ast.AugAssign):
+        if isinstance(n.op, (ast.Add, ast.Sub)) and isinstance(n.value, ast.Constant):
+            candidates.append((n, n.target))
+    for b in mod.of(ast.BinOp):      # n = n + 1, or n = n + 1 if same else 0
+        if not isinstance(b.op, ast.Add) or not isinstance(b.left, (ast.Attribute, ast.Name)):
+            continue
+        st = mod.parent.get(b)
+        while st is not None and not isinstance(st, ast.stmt):
+            st = mod.parent.get(st)
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and _target_key(st.targets[0]) == _target_key(b.left) != "":
+            candidates.append((st, st.targets[0]))
+    for n, tgt in candidates:
+        fi = mod.scope_of(n)
+        c = mod.persistent(tgt, fi) if fi is not None else None
+        if c:
+            counters.setdefault(c, n)
     if not counters:
         return hits
     for fi in mod.funcs.values():
@@ -1208,7 +1240,7 @@ def check_call_counter(mod: Module) -> list[Hit]:
             test = n.test if isinstance(n, (ast.If, ast.While, ast.IfExp)) else None
             if test is None:
                 continue
-            for m in ast.walk(test):
+            for m in walk(test):
                 if not isinstance(m, (ast.Attribute, ast.Name)):
                     continue
                 c = mod.persistent(m, fi)
@@ -1235,7 +1267,7 @@ GRAPH_CAPTURE = ("torch.cuda.graph", "torch.cuda.graphs.graph", "torch.cuda.CUDA
 
 def _captures_graph(mod: Module, stmts: list[ast.stmt]) -> bool:
     for st in stmts:
-        for n in ast.walk(st):
+        for n in walk(st):
             if isinstance(n, ast.Call) and ((mod.qn(n.func) or "") in GRAPH_CAPTURE or (
                     isinstance(n.func, ast.Attribute) and n.func.attr == "capture_begin")):
                 return True
@@ -1264,7 +1296,7 @@ def _code_shape(stmts: list[ast.stmt]) -> str:
     """The arms' code with every constant replaced: equal shapes differ only in tile sizes or flags."""
     out = []
     for st in stmts:
-        for n in ast.walk(st):
+        for n in walk(st):
             if isinstance(n, ast.Constant):
                 out.append("C")
             elif isinstance(n, ast.Name):
@@ -1292,7 +1324,7 @@ def _counter_branch_effect(mod: Module, fi: FuncInfo, node: ast.AST) -> tuple[st
         return "the branch captures a CUDA graph of the calls it otherwise launches directly", "low"
     for st in body:
         if isinstance(st, ast.Return) and st.value is not None and _refs_persistent(mod, st.value, fi) \
-                and not any(isinstance(c, ast.Call) and mod.is_launch(c, fi) for c in ast.walk(st.value)):
+                and not any(isinstance(c, ast.Call) and mod.is_launch(c, fi) for c in walk(st.value)):
             return "after the threshold it returns stored state without launching work", "high"
     return "the two arms run different code (the repeated-calls probe shows whether the outputs differ)", "medium"
 
@@ -1342,7 +1374,7 @@ def _retained_param(e: ast.AST, params: set[str]) -> tuple[str, bool] | None:
 
 def _guard_reads(mod: Module, test: ast.AST, fi: FuncInfo, state: str) -> bool:
     """The if-test reads `state` (self.x is None, getattr(self, 'x', None), hasattr(self, 'x'), ...)."""
-    for m in ast.walk(test):
+    for m in walk(test):
         if isinstance(m, (ast.Attribute, ast.Name, ast.Call)) and mod.persistent(m, fi) == state:
             return True
         if isinstance(m, ast.Call) and isinstance(m.func, ast.Name) and m.func.id == "hasattr" and len(m.args) == 2 \
@@ -1366,12 +1398,12 @@ def check_retained_input(mod: Module) -> list[Hit]:
                     continue
                 guard = mod.parent.get(n)
                 while guard is not None and guard is not fi.node and not (
-                        isinstance(guard, ast.If) and any(n is b or n in ast.walk(b) for b in guard.body)
+                        isinstance(guard, ast.If) and any(n is b or n in walk(b) for b in guard.body)
                         and _guard_reads(mod, guard.test, fi, state)):
                     guard = mod.parent.get(guard)
                 if not isinstance(guard, ast.If):
                     continue
-                inside = {id(m) for m in ast.walk(guard)}
+                inside = {id(m) for m in walk(guard)}
                 outside = [m for m in fi.nodes if id(m) not in inside]
                 reads = [m for m in outside if isinstance(m, (ast.Attribute, ast.Name))
                          and isinstance(getattr(m, "ctx", None), ast.Load) and mod.persistent(m, fi) == state]
@@ -1431,7 +1463,7 @@ def check_input_dispatch(mod: Module) -> list[Hit]:
 
 
 def _value_reduction(mod: Module, e: ast.AST, inputs: set[str]) -> bool:
-    for n in ast.walk(e):
+    for n in walk(e):
         if isinstance(n, ast.Call):
             f = n.func
             name = f.attr if isinstance(f, ast.Attribute) else ""
@@ -1618,7 +1650,7 @@ def check_reference(mod: Module, bench: str | None) -> list[Hit]:
             if b.startswith("reference."):
                 cls_node = next(x for x in mod.of(ast.ClassDef) if isinstance(x, ast.ClassDef) and x.name == cname)
                 overrides = {f.name for f in cls_node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
-                supers = [x for x in ast.walk(cls_node) if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute)
+                supers = [x for x in walk(cls_node) if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute)
                           and x.func.attr == "forward" and isinstance(x.func.value, ast.Call)
                           and isinstance(x.func.value.func, ast.Name) and x.func.value.func.id == "super"]
                 if "forward" not in overrides or supers:
@@ -2043,7 +2075,7 @@ def _pid_coordinates(mod: Module, fi: FuncInfo) -> tuple[dict[str, set[str]], di
                 continue
             for v in vals:
                 if isinstance(v, ast.BinOp) and isinstance(v.op, (ast.FloorDiv, ast.Mod)):
-                    src = [m.id for m in ast.walk(v.left) if isinstance(m, ast.Name) and (m.id in base or m.id in parent_of)]
+                    src = [m.id for m in walk(v.left) if isinstance(m, ast.Name) and (m.id in base or m.id in parent_of)]
                     if len(src) == 1:
                         parent_of[name] = src[0]
                         changed = True

@@ -39,7 +39,7 @@ from typing import Any
 from . import problems as P
 from .base import Hit
 from .cuda import Blob, outline, strip_c_comments
-from .python import (FORWARD_NAMES, NON_WORK_TORCH, Module, _deco_func, _entry_params, _fallback_context, _names,
+from .python import (FORWARD_NAMES, walk, NON_WORK_TORCH, Module, _deco_func, _entry_params, _fallback_context, _names,
                      _names_in_target)
 
 # the main operation of each problem, as library calls that would compute it
@@ -191,6 +191,7 @@ class Account:
     unknown: list[tuple[int, str]] = field(default_factory=list)
     library: list[tuple[int, str]] = field(default_factory=list)
     own: list[tuple[int, str]] = field(default_factory=list)
+    no_library: bool = False     # nothing in the file can compute the main operation for it
 
     def substantial_own(self) -> list[tuple[int, str]]:
         """The solution's own torch work beyond elementwise scaling: bit unpacking, exp/softmax, scans,
@@ -295,7 +296,7 @@ def tensor_attrs(mod: Module) -> set[str]:
 
 def _tensorish(mod: Module, e: ast.AST, live: set[str]) -> bool:
     """An operand that is (derived from) a tensor input or parameter, not a shape or a count."""
-    for n in ast.walk(e):
+    for n in walk(e):
         if isinstance(n, ast.Attribute) and n.attr in ("shape", "dtype", "device", "ndim", "is_cuda"):
             return False
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("size", "stride", "numel", "dim",
@@ -303,7 +304,7 @@ def _tensorish(mod: Module, e: ast.AST, live: set[str]) -> bool:
             return False
     attrs = tensor_attrs(mod)
     return bool(_names(e) & live) or any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                                         and n.value.id == "self" and n.attr in attrs for n in ast.walk(e))
+                                         and n.value.id == "self" and n.attr in attrs for n in walk(e))
 
 
 def _live_tensors(mod: Module, fi) -> set[str]:
@@ -316,17 +317,39 @@ def _live_tensors(mod: Module, fi) -> set[str]:
                 continue
             for v in vals:
                 if _names(v) & live or any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                                           and n.value.id == "self" and n.attr in attrs for n in ast.walk(v)):
-                    if not any(isinstance(n, ast.Attribute) and n.attr in ("shape", "dtype", "device") for n in ast.walk(v)):
+                                           and n.value.id == "self" and n.attr in attrs for n in walk(v)):
+                    if not any(isinstance(n, ast.Attribute) and n.attr in ("shape", "dtype", "device") for n in walk(v)):
                         live.add(name)
                         break
     return live
+
+
+def _library_candidates(mod: Module, blobs: list[Blob], ops: tuple[str, ...]) -> bool:
+    """Is there anything at all that could be a library doing the main operation?  (Most solutions
+    have none: their accounting is then decided without walking the entry points.)"""
+    if "gemm" in ops and mod.of(ast.BinOp) and any(isinstance(b.op, ast.MatMult) for b in mod.of(ast.BinOp)):
+        return True
+    for c in mod.of(ast.Call):
+        if _library_call(mod, c, ops):
+            return True
+        q = mod.qn(c.func) or ""
+        if q in COMPILE or q.startswith("reference."):
+            return True
+    if any(isinstance(d, (ast.Name, ast.Attribute, ast.Call)) and (mod.qn(_deco_func(d)) or "") in COMPILE
+           for fi in mod.funcs.values() for d in fi.node.decorator_list):
+        return True
+    return any(CPP_LIBRARY.search(b.text) for b in blobs)
 
 
 def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account]:
     ops = MAIN_OP.get(problem or "")
     if not ops:
         return []
+    if not _library_candidates(mod, blobs, ops):
+        names = PRIMARY_ENTRY.get(problem or "", ("forward", "__call__"))
+        entries = [fi for fi in mod.funcs.values() if fi.node.name in names and not fi.is_triton] or \
+            [fi for fi in mod.funcs.values() if fi.node.name in FORWARD_NAMES and not fi.is_triton]
+        return [Account(fi.qualname, no_library=True) for fi in entries[:4]]
     ext = parse_extension(blobs, _exported_names(mod))
     tcore = _triton_core(mod)
     compiled = _compiled_names(mod)
@@ -438,6 +461,10 @@ def check_work(mod: Module, blobs: list[Blob], problem: str | None) -> list[Hit]
     for acc in account(mod, blobs, problem):
         fi = mod.funcs[acc.entry]
         data = acc.to_dict()
+        if acc.no_library:
+            hits.append(mod.hit("WORK-ACCOUNT", fi.node, f"{acc.entry}: no library call or reference entry in the file "
+                                "can compute the main operation", data={"entry": acc.entry, "no_library": True}))
+            continue
         hits.append(mod.hit("WORK-ACCOUNT", fi.node,
                             f"{acc.entry}: authored kernels with core math {len(acc.authored_core)}, token kernels "
                             f"{len(acc.authored_token)}, unresolved launches {len(acc.unknown)}, library calls doing the "
