@@ -36,7 +36,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import problems as P
 from .base import Hit
 from .cuda import Blob, outline, strip_c_comments
 from .python import (FORWARD_NAMES, walk, NON_WORK_TORCH, Module, _deco_func, _entry_params, _fallback_context, _names,

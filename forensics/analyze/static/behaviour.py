@@ -1,0 +1,210 @@
+"""Behaviour that changes with the caller: call counters, ignored arguments, dispatch on input
+values, and the branch-arm comparison they share.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .base import Hit
+from .caches import _refs_persistent
+from .model import (
+    REDUCTIONS,
+    FuncInfo,
+    Module,
+    _entries,
+    _entry_params,
+    _names,
+    _target_key,
+    walk,
+)
+
+
+def check_call_counter(mod: Module) -> list[Hit]:
+    hits = []
+    counters: dict[str, ast.AST] = {}
+    candidates: list[tuple[ast.AST, ast.AST]] = []
+    for n in mod.of(ast.AugAssign):
+        if isinstance(n.op, (ast.Add, ast.Sub)) and isinstance(n.value, ast.Constant):
+            candidates.append((n, n.target))
+    for b in mod.of(ast.BinOp):      # n = n + 1, or n = n + 1 if same else 0
+        if not isinstance(b.op, ast.Add) or not isinstance(b.left, (ast.Attribute, ast.Name)):
+            continue
+        st = mod.parent.get(b)
+        while st is not None and not isinstance(st, ast.stmt):
+            st = mod.parent.get(st)
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and _target_key(st.targets[0]) == _target_key(b.left) != "":
+            candidates.append((st, st.targets[0]))
+    for n, tgt in candidates:
+        fi = mod.scope_of(n)
+        c = mod.persistent(tgt, fi) if fi is not None else None
+        if c:
+            counters.setdefault(c, n)
+    if not counters:
+        return hits
+    for fi in mod.funcs.values():
+        for n in fi.nodes:
+            test = n.test if isinstance(n, (ast.If, ast.While, ast.IfExp)) else None
+            if test is None:
+                continue
+            for m in walk(test):
+                if not isinstance(m, (ast.Attribute, ast.Name)):
+                    continue
+                c = mod.persistent(m, fi)
+                if c not in counters:
+                    continue
+                # first-call lazy init (`== 0`, `not n`, `< 1`) is not behaviour switching
+                cmp = mod.parent.get(m)
+                trivial = isinstance(cmp, ast.Compare) and all(isinstance(x, ast.Constant) and x.value in (0, 1) for x in cmp.comparators) \
+                    and all(isinstance(o, (ast.Eq, ast.Lt, ast.LtE, ast.NotEq)) for o in cmp.ops)
+                if trivial or (isinstance(cmp, ast.UnaryOp)) or cmp is n:
+                    continue
+                effect, sev = _counter_branch_effect(mod, fi, n)
+                hits.append(mod.hit("CALL-COUNTER", n,
+                                    f"branch in {fi.qualname} depends on call counter {c} (incremented at line "
+                                    f"{getattr(counters[c], 'lineno', '?')}): {effect}", severity=sev,
+                                    data={"counter": c, "effect": effect}))
+                break
+    return hits
+
+
+GRAPH_CAPTURE = ("torch.cuda.graph", "torch.cuda.graphs.graph", "torch.cuda.CUDAGraph", "torch.cuda.graphs.CUDAGraph",
+                 "torch.cuda.make_graphed_callables")
+
+
+def _captures_graph(mod: Module, stmts: list[ast.stmt]) -> bool:
+    for st in stmts:
+        for n in walk(st):
+            if isinstance(n, ast.Call) and ((mod.qn(n.func) or "") in GRAPH_CAPTURE or (
+                    isinstance(n.func, ast.Attribute) and n.func.attr == "capture_begin")):
+                return True
+    return False
+
+
+def _branch_arms(mod: Module, node: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """The statements run when an If's test holds and when it does not (for an If whose body returns,
+    the rest of its block is the other arm)."""
+    if isinstance(node, ast.IfExp):
+        return [ast.Expr(node.body)], [ast.Expr(node.orelse)]
+    if not isinstance(node, ast.If):
+        return list(getattr(node, "body", [])), []
+    body, other = node.body, list(node.orelse)
+    if body and isinstance(body[-1], (ast.Return, ast.Raise)) and not other:
+        parent = mod.parent.get(node)
+        for fld in ("body", "orelse", "finalbody"):
+            blk = getattr(parent, fld, None)
+            if isinstance(blk, list) and node in blk:
+                other = blk[blk.index(node) + 1:]
+                break
+    return body, other
+
+
+def _code_shape(stmts: list[ast.stmt]) -> str:
+    """The arms' code with every constant replaced: equal shapes differ only in tile sizes or flags."""
+    out = []
+    for st in stmts:
+        for n in walk(st):
+            if isinstance(n, ast.Constant):
+                out.append("C")
+            elif isinstance(n, ast.Name):
+                out.append("N:" + n.id)
+            elif isinstance(n, ast.Attribute):
+                out.append("A:" + n.attr)
+            else:
+                out.append(type(n).__name__)
+    return " ".join(out)
+
+
+def _arms_compute_differently(mod: Module, node: ast.AST) -> bool:
+    a, b = _branch_arms(mod, node)
+    if not a or not b or all(isinstance(x, (ast.Raise, ast.Assert)) for x in a + b[:1]):
+        return False
+    return _code_shape(a) != _code_shape(b)
+
+
+def _counter_branch_effect(mod: Module, fi: FuncInfo, node: ast.AST) -> tuple[str, str]:
+    """(what the counter-guarded branch does, severity): returning stored state without a launch is
+    memoization once the checker's few calls are over (high); capturing a CUDA graph of the same
+    launches after N calls changes no math (low); anything else waits for the repeated-calls probe."""
+    body, other = _branch_arms(mod, node)
+    if _captures_graph(mod, body) or _captures_graph(mod, other):
+        return "the branch captures a CUDA graph of the calls it otherwise launches directly", "low"
+    for st in body:
+        if isinstance(st, ast.Return) and st.value is not None and _refs_persistent(mod, st.value, fi) \
+                and not any(isinstance(c, ast.Call) and mod.is_launch(c, fi) for c in walk(st.value)):
+            return "after the threshold it returns stored state without launching work", "high"
+    return "the two arms run different code (the repeated-calls probe shows whether the outputs differ)", "medium"
+
+
+def check_arg_ignored(mod: Module) -> list[Hit]:
+    hits = []
+    for fi in _entries(mod):
+        body = fi.node.body
+        if len(body) == 1 and isinstance(body[0], (ast.Pass, ast.Raise, ast.Expr)):
+            continue
+        params = _entry_params(fi)
+        loads: dict[str, list[ast.Name]] = {}
+        lo, hi = fi.node.lineno, fi.node.end_lineno or fi.node.lineno
+        for n in mod.of(ast.Name):  # every Name in the def's line span: nested closures read params too
+            if lo <= n.lineno <= hi and isinstance(n.ctx, ast.Load):
+                loads.setdefault(n.id, []).append(n)
+        for p in params:
+            if p.startswith("_") or p in ("args", "kwargs"):
+                continue
+            uses = loads.get(p, [])
+            only_returned = uses and all(_inside_return(mod, u) for u in uses)
+            if not uses or only_returned:
+                hits.append(mod.hit("ARG-IGNORED", fi.node,
+                                    f"{fi.qualname} {'only returns' if only_returned else 'never reads'} its argument '{p}'",
+                                    data={"function": fi.qualname, "parameter": p, "only_returned": bool(only_returned)}))
+    return hits
+
+
+def _inside_return(mod: Module, n: ast.AST) -> bool:
+    p = mod.parent.get(n)
+    while p is not None and not isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(p, ast.Return):
+            return True
+        if isinstance(p, (ast.Tuple, ast.List)):
+            p = mod.parent.get(p)
+            continue
+        return False
+    return False
+
+
+def check_input_dispatch(mod: Module) -> list[Hit]:
+    hits = []
+    for fi in _entries(mod):
+        inputs = set(_entry_params(fi))
+        stat_vars = set()
+        for name, vals in fi.assigns.items():
+            for v in vals:
+                if _value_reduction(mod, v, inputs):
+                    stat_vars.add(name)
+        for n in fi.nodes:
+            if isinstance(n, (ast.If, ast.IfExp, ast.While)):
+                if _value_reduction(mod, n.test, inputs) or (_names(n.test) & stat_vars):
+                    differ = _arms_compute_differently(mod, n)
+                    hits.append(mod.hit("INPUT-DISPATCH", n,
+                                        f"{fi.qualname} branches on a reduction of input values"
+                                        + (": the two arms compute differently, so inputs shaped like the checker's "
+                                           "and like the benchmark's take different math" if differ else
+                                           " (the arms differ only in constants)"),
+                                        severity="high" if differ else "medium",
+                                        data={"function": fi.qualname, "arms_differ": differ}))
+    return hits
+
+
+def _value_reduction(mod: Module, e: ast.AST, inputs: set[str]) -> bool:
+    for n in walk(e):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else ""
+            q = mod.qn(f) or ""
+            if name in REDUCTIONS or q.split(".")[-1] in REDUCTIONS and q.startswith("torch."):
+                src = _names(f.value) if isinstance(f, ast.Attribute) else set()
+                for a in n.args:
+                    src |= _names(a)
+                if src & inputs and name not in ("abs",):
+                    return True
+    return False

@@ -1,0 +1,616 @@
+"""The solution model the Python rules read: import aliases, constants, functions with their
+local assignments and identity kinds, extension handles, parent links, per-scope node lists, and
+the small AST helpers every rule family shares.  The solution is parsed, never imported or executed.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from .base import Hit, quote_lines
+
+_PTR_ATTRS = ("data_ptr", "storage_ptr", "_cdata")     # tensor methods that return its address
+FORWARD_NAMES = {"forward", "__call__", "step", "decode_steps", "prefill", "run", "decode", "train", "policy_forward"}
+IDENT_KINDS = ("ptr", "version", "id", "is")
+GRADER_FILES = ("check.py", "benchmark.py", "shapes.py", "problem.yaml", "reference.py", "sota.py",
+                "PROMPT.txt", "numeric_stress", "property_stress", "correctness.py", "timing.py",
+                "roofline.py", "trusted_entrypoint", "src/eval", "baseline.py", "check.log", "benchmark.log")
+GRADER_MODULES = {"check", "benchmark", "shapes", "src.eval", "src", "eval.correctness", "eval.timing",
+                  "eval.numeric_stress", "numeric_stress", "property_stress", "trusted_entrypoint"}
+ALLOC_FUNCS = {"torch.empty", "torch.empty_like", "torch.zeros", "torch.zeros_like", "torch.ones",
+               "torch.ones_like", "torch.full", "torch.empty_strided", "torch.full_like"}
+NON_WORK_TORCH = ALLOC_FUNCS | {"torch.tensor", "torch.as_tensor", "torch.device", "torch.dtype",
+                                "torch.cuda.current_stream", "torch.cuda.synchronize", "torch.cuda.current_device",
+                                "torch.cuda.get_device_capability", "torch.cuda.is_available", "torch.is_tensor",
+                                "torch.no_grad", "torch.inference_mode", "torch.cuda.stream", "torch.cuda.Stream",
+                                "torch.cuda.get_device_properties", "torch.cuda.CUDAGraph", "torch.cuda.graph",
+                                "torch.Size", "torch.finfo", "torch.iinfo", "torch.cuda.device",
+                                "torch.cuda.Event", "torch.get_default_dtype"}
+WORK_METHODS = {"copy_", "matmul", "mm", "bmm", "sum", "mean", "softmax", "addmm", "mul", "add", "sub",
+                "div", "exp", "float", "half", "bfloat16", "to", "contiguous", "clone", "t", "transpose",
+                "permute", "index_select", "gather", "scatter", "zero_", "fill_", "run", "launch",
+                "forward", "__call__", "apply", "relu", "sigmoid", "silu", "reshape", "view"}
+DERIVE_METHODS = {"contiguous", "clone", "to", "float", "half", "bfloat16", "t", "transpose", "permute",
+                  "view", "reshape", "copy_", "flatten", "pad", "narrow", "expand", "repeat", "cat", "stack",
+                  "T", "mT", "detach", "cuda", "int", "long", "char", "byte"}
+CONTENT_METHODS = {"tolist", "item", "cpu", "numpy", "nonzero", "bincount", "unique", "argsort", "sort", "cumsum",
+                   "max", "min"}
+REDUCTIONS = {"max", "min", "mean", "std", "var", "sum", "amax", "amin", "norm", "item", "median", "abs"}
+
+
+@dataclass
+class FuncInfo:
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    qualname: str
+    cls: str | None
+    params: list[str]
+    env: dict[str, set[str]] = field(default_factory=dict)      # local name -> identity kinds
+    assigns: dict[str, list[ast.AST]] = field(default_factory=dict)  # local name -> assigned values
+    returns_kinds: set[str] = field(default_factory=set)
+    has_launch: bool = False
+    is_triton: bool = False
+    nodes: list = field(default_factory=list)          # body nodes, nested defs excluded (computed once)
+    globals_: set = field(default_factory=set)         # names declared global/nonlocal
+    returned: set = field(default_factory=set)         # names appearing in return values
+
+
+_SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "kind", "type_comment", "level", "module",
+                            "asname", "conversion", "is_async", "n", "s", "type_ignores"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+class Module:
+    def __init__(self, tree: ast.Module, text: str, filename: str = "solution.py") -> None:
+        self.tree = tree
+        self.text = text
+        self.lines = text.splitlines()
+        self.filename = filename
+        self.aliases: dict[str, str] = {}
+        self.consts: dict[str, ast.AST] = {}
+        self.module_assigned: set[str] = set()
+        self.mutable_globals: set[str] = set()
+        self.funcs: dict[str, FuncInfo] = {}
+        self.by_name: dict[str, list[FuncInfo]] = {}
+        self.ext_names: set[str] = set()          # names/attrs bound to compiled extensions
+        self.class_bases: dict[str, list[str]] = {}
+        self.main_block_lines: set[int] = set()
+        self.parent: dict[ast.AST, ast.AST] = {}
+        self._qn_memo: dict[int, str | None] = {}
+        self._launch_memo: dict[int, bool] = {}
+        self._collect()
+
+    # ------------------------------------------------------------------ collection
+    def _collect(self) -> None:
+        self.all_nodes: list[ast.AST] = []
+        self.by_type: dict[type, list[ast.AST]] = {}
+        self._by_scope: dict[int, list[ast.AST]] = {}
+        excluded = object()
+        stack: list[tuple[ast.AST, Any]] = [(self.tree, None)]
+        parent = self.parent
+        by_type = self.by_type
+        by_scope = self._by_scope
+        fdefs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        AST = ast.AST
+        fields_of = _FIELDS
+        all_nodes = self.all_nodes
+        while stack:
+            node, scope = stack.pop()
+            all_nodes.append(node)
+            t = type(node)
+            lst = by_type.get(t)
+            if lst is None:
+                lst = by_type[t] = []
+            lst.append(node)
+            if scope is not None and scope is not excluded:
+                sl = by_scope.get(id(scope))
+                if sl is None:
+                    sl = by_scope[id(scope)] = []
+                sl.append(node)
+            fl = fields_of.get(t)
+            if fl is None:
+                fl = fields_of[t] = tuple(f for f in t._fields if f not in _SCALAR_FIELDS) if t is not ast.Constant else ()
+            if t in fdefs:
+                inner = node
+            elif t is ast.ClassDef or t is ast.Lambda:
+                inner = None if scope is None else excluded
+            else:
+                inner = scope
+            for f in fl:
+                v = getattr(node, f, None)
+                if v is None:
+                    continue
+                # a def's decorators, defaults and annotations belong to the enclosing scope, its body to itself
+                cs = inner if (f == "body" or inner is scope or t is ast.ClassDef or t is ast.Lambda) else scope
+                if type(v) is list:
+                    for ch in v:
+                        if isinstance(ch, AST):
+                            parent[ch] = node
+                            stack.append((ch, cs))
+                elif isinstance(v, AST):
+                    parent[v] = node
+                    stack.append((v, cs))
+        for lst in by_type.values():
+            lst.reverse()
+        self.all_nodes.reverse()
+        for node in self.of(ast.Import, ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.aliases[a.asname] = a.name
+                    else:
+                        root = a.name.split(".")[0]
+                        self.aliases.setdefault(root, root)
+            elif isinstance(node, ast.ImportFrom):
+                mod = ("." * node.level) + (node.module or "")
+                for a in node.names:
+                    if a.name == "*":
+                        continue
+                    self.aliases[a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
+        for st in self.tree.body:
+            if isinstance(st, ast.If) and _is_main_test(st.test):
+                for n in walk(st):
+                    if hasattr(n, "lineno"):
+                        self.main_block_lines.add(n.lineno)
+            targets: list[ast.AST] = []
+            value = None
+            if isinstance(st, ast.Assign):
+                targets, value = st.targets, st.value
+            elif isinstance(st, ast.AnnAssign) and st.value is not None:
+                targets, value = [st.target], st.value
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    self.module_assigned.add(t.id)
+                    self.consts[t.id] = value
+                    if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp)) or (
+                            isinstance(value, ast.Call) and (self.qn(value.func) or "").split(".")[-1] in
+                            ("dict", "OrderedDict", "defaultdict", "WeakValueDictionary", "WeakKeyDictionary", "list", "set")):
+                        self.mutable_globals.add(t.id)
+                    q = self.qn(value) if isinstance(value, (ast.Attribute, ast.Name, ast.Call)) else None
+                    if q and q.split(".")[0] in {v.split(".")[0] for v in self.aliases.values()} and not isinstance(value, ast.Call):
+                        self.aliases[t.id] = q
+                    elif isinstance(value, ast.Call) and _getattr_call(value):
+                        q2 = self.qn(value)
+                        if q2:
+                            self.aliases[t.id] = q2
+                    elif isinstance(value, ast.Call) and (self.qn(value.func) or "") in ("__import__", "importlib.import_module") \
+                            and value.args and self.const_str(value.args[0]):
+                        self.aliases[t.id] = self.const_str(value.args[0])   # _ref = __import__("reference")
+        self._qn_memo.clear()  # aliases are final from here on
+        # functions
+        def visit(body: list[ast.stmt], prefix: str, cls: str | None) -> None:
+            for st in body:
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    params = [a.arg for a in st.args.posonlyargs + st.args.args + st.args.kwonlyargs]
+                    fi = FuncInfo(st, prefix + st.name, cls, params)
+                    fi.is_triton = any((self.qn(_deco_func(d)) or "").startswith(("triton.jit", "triton.autotune", "triton.heuristics"))
+                                       for d in st.decorator_list)
+                    self.funcs[fi.qualname] = fi
+                    self.by_name.setdefault(st.name, []).append(fi)
+                    visit(st.body, prefix + st.name + ".", cls)
+                elif isinstance(st, ast.ClassDef):
+                    self.class_bases[st.name] = [self.qn(b) or "" for b in st.bases]
+                    visit(st.body, prefix + st.name + ".", st.name)
+                elif isinstance(st, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+                    for sub in ("body", "orelse", "finalbody"):
+                        visit(getattr(st, sub, []) or [], prefix, cls)
+                    for h in getattr(st, "handlers", []) or []:
+                        visit(h.body, prefix, cls)
+        visit(self.tree.body, "", None)
+        # per-function node lists, computed once
+        self.scope: dict[int, FuncInfo] = {}
+        for fi in self.funcs.values():
+            fi.nodes = self._by_scope.get(id(fi.node), [])
+            for n in fi.nodes:
+                self.scope[id(n)] = fi
+                if isinstance(n, (ast.Global, ast.Nonlocal)):
+                    fi.globals_.update(n.names)
+                elif isinstance(n, ast.Return) and n.value is not None:
+                    fi.returned |= _names(n.value)
+        self._sites: list | None = None
+        # nodes that can carry an identity kind (sources, local helper calls) and all their ancestors:
+        # kinds() skips every other expression without walking it
+        self.ident_marked: set[int] = set()
+        for n in self.of(ast.Call, ast.Attribute):
+            src = False
+            if isinstance(n, ast.Call):
+                f = n.func
+                if isinstance(f, ast.Attribute) and f.attr in ("data_ptr", "storage_ptr", "_cdata", "size", "stride"):
+                    src = True
+                elif isinstance(f, ast.Name) and (f.id == "id" or f.id in self.by_name):
+                    src = True
+                elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls") \
+                        and f.attr in self.by_name:
+                    src = True
+            elif isinstance(n, ast.Attribute) and n.attr in ("_version", "shape", "dtype", "__cuda_array_interface__", "data_ptr"):
+                src = True
+            if src:
+                m = n
+                while m is not None and id(m) not in self.ident_marked:
+                    self.ident_marked.add(id(m))
+                    m = self.parent.get(m)
+        # extension handles: x = load_inline(...) / self._ext = load(...)
+        for node in self.of(ast.Assign):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                fq = self.qn(node.value.func) or ""
+                # `load` only from torch.utils.cpp_extension: tl.load / np.load / json.load bind no extension
+                if fq.split(".")[-1] in ("load_inline", "RawKernel", "RawModule", "get_function",
+                                         "ElementwiseKernel", "compile_inline") or fq.endswith("cpp_extension.load"):
+                    for t in node.targets:
+                        self.ext_names.add(_target_key(t))
+        for fi in self.funcs.values():
+            self._local_env(fi)
+        # helper summaries, fixpoints over intra-module calls: identity kinds a function returns ...
+        rets = {fi.qualname: [n.value for n in fi.nodes if isinstance(n, ast.Return) and n.value is not None
+                              and id(n.value) in self.ident_marked] for fi in self.funcs.values()}
+        callers: dict[str, set[str]] = {}
+        for fi in self.funcs.values():
+            for c in fi.nodes:
+                if isinstance(c, ast.Call) and id(c) in self.ident_marked:
+                    for callee in self.callees(c, fi):
+                        callers.setdefault(callee.qualname, set()).add(fi.qualname)
+        for _ in range(4):
+            changed: set[str] = set()
+            for fi in self.funcs.values():
+                rk = set()
+                for v in rets[fi.qualname]:
+                    rk |= self.kinds(v, fi)
+                if rk != fi.returns_kinds:
+                    fi.returns_kinds = rk
+                    changed.add(fi.qualname)
+            if not changed:
+                break
+            # only a function that calls a changed helper can see new kinds in its locals
+            for q in set().union(*[callers.get(c, set()) for c in changed]):
+                self._local_env(self.funcs[q])
+        # ... and whether it (transitively) launches work
+        callee_map: dict[str, list[FuncInfo]] = {}
+        for fi in self.funcs.values():
+            cl: list[FuncInfo] = []
+            for c in fi.nodes:
+                if isinstance(c, ast.Call):
+                    if not fi.has_launch and self._launch_direct(c):
+                        fi.has_launch = True
+                    cl.extend(self.callees(c, fi))
+            callee_map[fi.qualname] = cl
+        changed = True
+        while changed:
+            changed = False
+            for fi in self.funcs.values():
+                if not fi.has_launch and any(c.has_launch for c in callee_map[fi.qualname]):
+                    fi.has_launch = changed = True
+
+    def _local_env(self, fi: FuncInfo) -> None:
+        """Local assignments (built once) and the identity kinds each local name carries."""
+        al = fi.__dict__.get("_assign_list")
+        if al is None:
+            al = []
+            for n in fi.nodes:
+                if isinstance(n, ast.Assign):
+                    al.append((n.lineno, n.targets, n.value))
+                elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+                    al.append((n.lineno, [n.target], n.value))
+                elif isinstance(n, ast.NamedExpr):
+                    al.append((n.lineno, [n.target], n.value))
+            al.sort(key=lambda a: a[0])
+            al = [(targets, value, [nm for t in targets for nm in _names_in_target(t)]) for _ln, targets, value in al]
+            fi.__dict__["_assign_list"] = al
+            fi.assigns = {}
+            for _targets, value, names in al:
+                for name in names:
+                    lst = fi.assigns.setdefault(name, [])
+                    if value not in lst:
+                        lst.append(value)
+        marked = self.ident_marked
+        for _ in range(2):
+            before = sum(len(v) for v in fi.env.values())
+            for _targets, value, names in al:
+                if id(value) not in marked and not (fi.env and _names(value) & fi.env.keys()):
+                    continue   # what kinds() would say without walking: nothing
+                k = self.kinds(value, fi)
+                if k:
+                    for name in names:
+                        fi.env[name] = fi.env.get(name, set()) | k
+            if sum(len(v) for v in fi.env.values()) == before:
+                break          # a second pass only matters when the first one added kinds
+
+    def of(self, *types: type) -> list[ast.AST]:
+        """Nodes of the given exact AST types (one pass built them all)."""
+        if len(types) == 1:
+            return self.by_type.get(types[0], [])
+        out: list[ast.AST] = []
+        for t in types:
+            out.extend(self.by_type.get(t, []))
+        return out
+
+    # ------------------------------------------------------------------ resolution helpers
+    def qn(self, node: ast.AST | None, depth: int = 0) -> str | None:
+        """Dotted name of an expression, through import aliases and getattr(x, 'const')."""
+        if node is None or depth > 40:
+            return None
+        key = id(node)
+        memo = self._qn_memo
+        if key in memo:
+            return memo[key]
+        r = self._qn(node, depth)
+        memo[key] = r
+        return r
+
+    def _qn(self, node: ast.AST, depth: int) -> str | None:
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id, node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.qn(node.value, depth + 1)
+            return f"{base}.{node.attr}" if base else None
+        if isinstance(node, ast.Call) and _getattr_call(node):
+            s = self.const_str(node.args[1])
+            base = self.qn(node.args[0], depth + 1)
+            if s is not None and base:
+                return f"{base}.{s}"
+        return None
+
+    def const_str(self, node: ast.AST | None, depth: int = 0) -> str | None:
+        if node is None or depth > 20:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            a, b = self.const_str(node.left, depth + 1), self.const_str(node.right, depth + 1)
+            return a + b if a is not None and b is not None else None
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for v in node.values:
+                if isinstance(v, ast.Constant):
+                    parts.append(str(v.value))
+                elif isinstance(v, ast.FormattedValue):
+                    s = self.const_str(v.value, depth + 1)
+                    if s is None:
+                        return None
+                    parts.append(s)
+            return "".join(parts)
+        if isinstance(node, ast.Name) and node.id in self.consts:
+            return self.const_str(self.consts[node.id], depth + 1)
+        return None
+
+    def kinds(self, expr: ast.AST | None, fi: FuncInfo | None = None, depth: int = 0) -> set[str]:
+        """Identity kinds (ptr / version / id / shape) an expression is built from."""
+        out: set[str] = set()
+        if expr is None:
+            return out
+        if id(expr) not in self.ident_marked and not (fi is not None and fi.env and _names(expr) & fi.env.keys()):
+            return out
+        for n in walk(expr):
+            if isinstance(n, ast.Call):
+                f = n.func
+                if isinstance(f, ast.Attribute) and f.attr in _PTR_ATTRS:
+                    out.add("ptr")
+                elif isinstance(f, ast.Name) and f.id == "id" and "id" not in self.aliases:
+                    out.add("id")
+                elif isinstance(f, ast.Attribute) and f.attr in ("size", "stride"):
+                    out.add("shape")
+                elif depth < 3:
+                    for callee in self.callees(n, fi):
+                        out |= callee.returns_kinds
+            elif isinstance(n, ast.Attribute):
+                if n.attr == "_version":
+                    out.add("version")
+                elif n.attr in ("shape", "dtype"):
+                    out.add("shape")
+                elif n.attr in ("__cuda_array_interface__", "data_ptr"):
+                    out.add("ptr")
+            elif isinstance(n, ast.Name) and fi is not None and n.id in fi.env:
+                out |= fi.env[n.id]
+        return out
+
+    def unversioned(self, expr: ast.AST | None, fi: FuncInfo | None = None, depth: int = 0) -> set[str]:
+        """Tensors a key identifies by pointer or id() without also reading their _version (source
+        text: `self.scales`): their contents can change under the same key.  Only what the key
+        expression (and the locals it is built from) spells out; keys built inside helpers give {}."""
+        ident, versioned = self._key_tensors(expr, fi, depth)
+        return ident - versioned
+
+    def _key_tensors(self, expr: ast.AST | None, fi: FuncInfo | None, depth: int) -> tuple[set[str], set[str]]:
+        ident: set[str] = set()
+        versioned: set[str] = set()
+        if expr is None or depth > 3:
+            return ident, versioned
+        # `for t in (self.w, self.s)` inside the key: t stands for each listed tensor
+        each: dict[str, list[str]] = {}
+        for n in walk(expr):
+            if isinstance(n, ast.comprehension) and isinstance(n.target, ast.Name) and isinstance(n.iter, (ast.Tuple, ast.List)):
+                each[n.target.id] = [_tensor_text(e) for e in n.iter.elts]
+
+        def named(e: ast.AST) -> list[str]:
+            t = _tensor_text(e)
+            return each.get(t, [t])
+
+        for n in walk(expr):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _PTR_ATTRS:
+                ident.update(named(n.func.value))
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "id" and n.args \
+                    and "id" not in self.aliases:
+                ident.update(named(n.args[0]))
+            elif isinstance(n, ast.Attribute) and n.attr == "_version":
+                versioned.update(named(n.value))
+            elif isinstance(n, ast.Name) and fi is not None and not isinstance(n.ctx, ast.Store):
+                for v in fi.assigns.get(n.id, [])[:4]:   # key = (...); ... self._key != key
+                    i2, v2 = self._key_tensors(v, fi, depth + 1)
+                    ident |= i2
+                    versioned |= v2
+        return ident, versioned
+
+    def callees(self, call: ast.Call, fi: FuncInfo | None) -> list[FuncInfo]:
+        f = call.func
+        if isinstance(f, ast.Name):
+            return [x for x in self.by_name.get(f.id, []) if x.cls is None or x.node.name == f.id][:3]
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls"):
+            cands = self.by_name.get(f.attr, [])
+            if fi is not None and fi.cls:
+                same = [x for x in cands if x.cls == fi.cls]
+                if same:
+                    return same
+            return cands[:3]
+        return []
+
+    def is_launch(self, call: ast.Call, fi: FuncInfo | None = None, shallow: bool = False) -> bool:
+        """Does this call plausibly launch GPU work on current data?"""
+        if self._launch_direct(call):
+            return True
+        return any(c.has_launch for c in self.callees(call, fi))
+
+    def _launch_direct(self, call: ast.Call) -> bool:
+        key = id(call)
+        r = self._launch_memo.get(key)
+        if r is None:
+            r = self._launch_memo[key] = self._launch_direct_uncached(call)
+        return r
+
+    def _launch_direct_uncached(self, call: ast.Call) -> bool:
+        f = call.func
+        if isinstance(f, ast.Subscript):  # triton kernel[grid](...)
+            return True
+        q = self.qn(f) or ""
+        last = q.split(".")[-1] if q else (f.attr if isinstance(f, ast.Attribute) else "")
+        if last == "replay":
+            return True
+        if q.startswith("torch.") and q not in NON_WORK_TORCH and not q.startswith(("torch.backends", "torch.cuda.graph")):
+            return True
+        key = _target_key(f.value) if isinstance(f, ast.Attribute) else None
+        if key and (key in self.ext_names or any(key.endswith(e.split(".")[-1]) for e in self.ext_names if e)):
+            return True
+        if isinstance(f, ast.Attribute) and (f.attr in WORK_METHODS) and not (
+                isinstance(f.value, ast.Name) and f.value.id in self.aliases):
+            return True
+        if isinstance(f, ast.Name) and self.aliases.get(f.id, "").startswith("torch.") and self.aliases[f.id] not in NON_WORK_TORCH:
+            return True
+        if isinstance(f, ast.Name) and f.id in self.ext_names:
+            return True
+        return False
+
+    def persistent(self, node: ast.AST, fi: FuncInfo | None) -> str | None:
+        """Name of persistent state an expression denotes: self.x, cls.x, Class.x, a module global."""
+        if isinstance(node, ast.Attribute):
+            base = node.value
+            if isinstance(base, ast.Name) and (base.id in ("self", "cls") or base.id in self.class_bases
+                                               or base.id in self.by_name):
+                return f"{base.id}.{node.attr}"
+            inner = self.persistent(base, fi)
+            if inner:
+                return f"{inner}.{node.attr}"
+        if isinstance(node, ast.Name):
+            if fi is not None and node.id in fi.params:
+                return None
+            if fi is not None and node.id in fi.assigns and node.id not in fi.globals_:
+                return None
+            if node.id in self.module_assigned or (fi is not None and node.id in fi.globals_):
+                return node.id
+        if isinstance(node, ast.Subscript):
+            return self.persistent(node.value, fi)
+        if isinstance(node, ast.Call) and _getattr_call(node) and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id in ("self", "cls"):
+            attr = self.const_str(node.args[1])
+            if attr:
+                return f"{node.args[0].id}.{attr}"
+        return None
+
+    def in_main(self, node: ast.AST) -> bool:
+        return getattr(node, "lineno", -1) in self.main_block_lines
+
+    def scope_of(self, node: ast.AST) -> FuncInfo | None:
+        return self.scope.get(id(node))
+
+    def hit(self, rule: str, node: ast.AST, message: str, **kw: Any) -> Hit:
+        ls = getattr(node, "lineno", None)
+        le = getattr(node, "end_lineno", ls)
+        if ls and le and le - ls > 12:
+            le = ls
+        return Hit(rule, ls, le, message, file=self.filename, quote=quote_lines(self.lines, ls, le), **kw)
+
+
+# ---------------------------------------------------------------------- small AST helpers
+def _is_main_test(test: ast.AST) -> bool:
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+
+
+def _getattr_call(n: ast.Call) -> bool:
+    return isinstance(n.func, ast.Name) and n.func.id == "getattr" and len(n.args) >= 2
+
+
+def _deco_func(d: ast.AST) -> ast.AST:
+    return d.func if isinstance(d, ast.Call) else d
+
+
+def _target_key(t: ast.AST) -> str:
+    if isinstance(t, ast.Name):
+        return t.id
+    if isinstance(t, ast.Attribute):
+        inner = _target_key(t.value)
+        return f"{inner}.{t.attr}" if inner else t.attr
+    return ""
+
+
+def _names_in_target(t: ast.AST) -> Iterator[str]:
+    if isinstance(t, ast.Name):
+        yield t.id
+    elif isinstance(t, (ast.Tuple, ast.List)):
+        for e in t.elts:
+            yield from _names_in_target(e)
+    elif isinstance(t, ast.Starred):
+        yield from _names_in_target(t.value)
+
+
+def _walk_func(fn: ast.AST) -> Iterator[ast.AST]:
+    """Walk a function body without descending into nested function or class definitions."""
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+
+
+def _declared_global(fn: ast.AST, name: str) -> bool:
+    return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in _walk_func(fn))
+
+
+def walk(node: ast.AST) -> tuple[ast.AST, ...]:
+    """walk(node) as a tuple, computed once per node (kept on the node): the rules walk the same
+    expressions many times (keys, cached values, branch tests)."""
+    r = node.__dict__.get("_fx_walk")
+    if r is None:
+        r = node.__dict__["_fx_walk"] = tuple(ast.walk(node))
+    return r
+
+
+def _names(expr: ast.AST) -> frozenset[str]:
+    """Names read or written anywhere in `expr`; computed once per node (kept on the node)."""
+    r = expr.__dict__.get("_fx_names")
+    if r is None:
+        r = frozenset(n.id for n in walk(expr) if n.__class__ is ast.Name)
+        expr.__dict__["_fx_names"] = r
+    return r
+
+
+def _tensor_text(e: ast.AST) -> str:
+    """`self.w` for `self.w`, `self.w.untyped_storage()` or `self.w.detach()`: the tensor a key part names."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args and e.func.attr in (
+            "untyped_storage", "storage", "detach", "contiguous"):
+        e = e.func.value
+    return ast.unparse(e)
+
+
+def _entries(mod: Module) -> Iterator[FuncInfo]:
+    """The solution's entry points (forward/step/decode_steps/...), Triton kernels excluded."""
+    return (fi for fi in mod.funcs.values() if fi.node.name in FORWARD_NAMES and not fi.is_triton)
+
+
+def _entry_params(fi: FuncInfo) -> list[str]:
+    """An entry's caller-supplied parameters (a method's self/cls left out)."""
+    return fi.params[1:] if fi.cls else fi.params
+
+
+def _module_scope(mod: Module, n: ast.AST) -> bool:
+    return mod.scope_of(n) is None
