@@ -107,6 +107,15 @@ RULES_LIST: tuple[Rule, ...] = (
        "at new addresses do not (a caller's next batch; the fresh-inputs probe).",
        "the guarded store, its guard, and the later read of the stored tensor",
        "fresh input pointers"),
+    _R("UNJOINED-STREAM", "static", "measurement", "high",
+       "Work launched on a side stream the caller's stream never waits for",
+       "The benchmark records its CUDA events on the caller's stream; an entry point that launches its "
+       "work inside `with torch.cuda.stream(side):` and returns without `current_stream().wait_stream`, "
+       "`wait_event` or a synchronize lets the end event close before the work runs: the timing measures "
+       "nothing. Look-alikes: a side stream joined before returning (the graph-capture warm-up), a stream "
+       "block that launches nothing.",
+       "the stream block, its launches, and the path from the entry point without a join",
+       "timing"),
     _R("INPUT-DISPATCH", "static", "reward_hack", "medium",
        "Branch on statistics of the input values",
        "Choosing a code path from reductions of input values (max, mean, std, item()) can detect "
