@@ -750,3 +750,39 @@ def test_grid_env_step_inputs_continue_the_policy_draws():
     torch.manual_seed(42)
     torch.randn(64, 4), torch.randn(64, cuda_04_mingru._REF.N_LAYERS, cuda_04_mingru._REF.HIDDEN)
     assert torch.equal(e[0], torch.randint(0, cuda_04_mingru._REF.GRID, (64, 2)).float())
+
+
+def test_glm_device_build_draws_one_expert_at_a_time():
+    """exact_init=False (the GPU path): weights drawn in place per expert in bf16 (no fp32 copy of
+    the whole (E, 2I, H) tensor, which ran the replay out of memory at the deck's shape)."""
+    spec = registry.get("01_glm52_fused_moe")
+    shape = TINY["01_glm52_fused_moe"]
+    m = spec.build_reference(shape, "cpu", exact_init=False)
+    exact = spec.build_reference(shape, "cpu", exact_init=True)
+    for (k, v), (k2, v2) in zip(m.state_dict().items(), exact.state_dict().items()):
+        assert k == k2 and v.shape == v2.shape and v.dtype == v2.dtype == torch.bfloat16
+        assert float(v.float().std()) == pytest.approx(0.02, rel=0.15)
+    x = spec.make_inputs(shape, 1)
+    assert spec.reference_forward(m, x).shape == (shape["T"], shape["H"])
+    # its own seeded device generator: the same weights on every build (not the global RNG's)
+    again = spec.build_reference(shape, "cpu", exact_init=False)
+    assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), again.state_dict().values()))
+
+
+def test_check_tensor_in_chunks_is_the_same_as_one_pass(monkeypatch):
+    """The statistics are taken in chunks (a whole multi-GB output's fp32 temporaries ran the
+    replay out of memory); any chunk size gives the one-pass result, worst index included."""
+    from kernels import common
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(37, 53, generator=g).to(torch.bfloat16)
+    sol = ref.clone()
+    sol[5, 7] += 1.0
+    sol[30, 2] -= 3.0
+    sol[30, 3] -= 3.0
+    whole = common.check_tensor(ref, sol, 1e-2, 1e-2)
+    exact_whole = common.check_tensor(ref, sol, 0.0, 0.0)
+    for chunk in (1, 7, 64, 1000):
+        monkeypatch.setattr(common, "CHECK_CHUNK", chunk)
+        assert common.check_tensor(ref, sol, 1e-2, 1e-2) == whole
+        assert common.check_tensor(ref, sol, 0.0, 0.0) == exact_whole
+    assert whole["n_bad"] == 3 and whole["worst_index"] == [30, 2] and not whole["ok"]

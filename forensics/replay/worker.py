@@ -665,9 +665,16 @@ class Worker:
         return {"slots": {k: self.meta(self.slots[k]) for k in data}}
 
     def op_write(self, req):
-        """Overwrite existing tensors in place: same storage, same data_ptr (A3's restore)."""
+        """Overwrite existing tensors in place: same storage, same data_ptr.
+
+        `_version`: a module's parameters and buffers ("<obj>::<name>") are written with `copy_`
+        under no_grad, which bumps their `_version` as the deck's own weight mutation does
+        (numeric_stress's state_scales); inputs and state tensors through a `.data` alias, which
+        keeps it (the deck's same-storage property mutation).  `version: "bump" | "keep"` in the
+        request overrides both."""
         data = load_any(req["file"])
         targets = req.get("targets") or {}
+        force = req.get("version")
         out = {}
         for k, v in data.items():
             if k in targets:  # a tensor inside a slot: {"slot": s, "index": [1, 0, "S"]}
@@ -683,8 +690,9 @@ class Worker:
             if not _is_tensor(dst):
                 raise TypeError(f"write target {k} is {type(dst).__name__}, not a tensor")
             ptr, ver = _data_ptr(dst), int(dst._version)
+            bump = force == "bump" or (force != "keep" and "::" in k and k not in targets)
             with _no_grad():
-                _copy(dst.data, _to(v, dst.device))
+                _copy(dst if bump else dst.data, _to(v, dst.device))
             if "::" not in k:
                 self._remember(targets[k]["slot"] if k in targets else k)
             out[k] = {"ptr_before": ptr, "ptr_after": _data_ptr(dst), "version_before": ver,
@@ -954,7 +962,52 @@ def _tb() -> str:
     return s.getvalue()[-6000:]
 
 
+def _session_members() -> list[int]:
+    """Processes of this worker's session but itself (its builds: ninja puts each compiler command
+    in a process group of its own, which the parent's killpg does not reach)."""
+    me, sid, out = os.getpid(), os.getsid(0), []
+    if sid != me:   # not a session of its own (a runner without start_new_session): touch nothing
+        return out
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for n in names:
+        if not n.isdigit() or int(n) == me:
+            continue
+        try:
+            with open(f"/proc/{n}/stat", "rb") as f:
+                data = f.read()
+            if int(data[data.rindex(b")") + 2:].split()[3]) == sid:
+                out.append(int(n))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _watch_parent(ppid: int, period: float = 0.5) -> None:
+    """If the replay's process dies (killed from outside, even by SIGKILL, which it cannot catch),
+    end this worker's whole session: the solution and any compiler it started must not outlive it."""
+    import signal
+    import threading
+
+    def watch():
+        while True:
+            time.sleep(period)
+            if os.getppid() != ppid:
+                for _ in range(3):
+                    for pid in _session_members():
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                os._exit(137)
+
+    threading.Thread(target=watch, name="forensics-parent-watch", daemon=True).start()
+
+
 def main() -> int:
+    _watch_parent(os.getppid())
     fds = os.environ.pop("FORENSICS_WORKER_FDS")
     device = os.environ.pop("FORENSICS_WORKER_DEVICE", "cpu")
     rfd, wfd = (int(x) for x in fds.split(","))
