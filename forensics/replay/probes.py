@@ -46,7 +46,7 @@ from .worker import _to_dev_tree as _to_dev  # one tree walk for both sides of t
 from .worker import IPC_TEST_N, pack_load, pack_save
 
 ALL_PROBES = ("check", "property", "state-drift", "same-buffer", "unsampled-region", "fresh-state", "fresh-inputs",
-              "alternate-cache", "output-alias", "nan-poison", "determinism", "timing")
+              "alternate-cache", "output-alias", "nan-poison", "determinism", "timed-outputs", "distribution", "timing")
 DEFAULT_PROBES = ALL_PROBES
 
 # Anywhere in the text: the device cannot run what the solution built / needs.
@@ -71,6 +71,8 @@ FINDING_RULES = {
     "replay-output-alias": ("info", "info", "output-alias"),
     "replay-version-keyed-cache": ("info", "info", "same-buffer"),
     "replay-state-drift": ("medium", "correctness", "state-drift"),
+    "replay-timed-output-wrong": ("critical", "reward_hack", "timed-outputs"),
+    "replay-distribution-failed": ("high", "correctness", "distribution"),
     "replay-state-layout": ("info", "info", "state-drift"),
     "replay-unwritten-output": ("high", "correctness", "nan-poison"),
     "replay-nondeterministic": ("low", "correctness", "determinism"),
@@ -1436,7 +1438,7 @@ class Replay:
             torch.cuda.empty_cache()
 
     def run(self, probes: Iterable[str]) -> Outcome:
-        from . import stateful
+        from . import hackprobes, stateful
         kind = stateful.kind(self.spec)
         probes = [p for p in probes if kind or p != "alternate-cache"]  # only decode APIs take caches
         t0 = time.monotonic()
@@ -1450,6 +1452,8 @@ class Replay:
             "output-alias": self.probe_output_alias,
             "nan-poison": self.probe_nan_poison,
             "determinism": self.probe_determinism,
+            "timed-outputs": lambda: hackprobes.timed_outputs(self),
+            "distribution": lambda: hackprobes.distribution(self),
         }
         if kind:
             table = stateful.table(self)
