@@ -342,3 +342,54 @@ def test_distribution_tolerances_come_from_the_bracketing_deck_cases():
     assert tol["scale-x31.6"] == (0.1, 1e-4)             # nominal vs large_values (0.1, 1e-4)
     assert tol["spread"] == (0.1, 1e-4)
     assert Replay is not None
+
+
+# ------------------------------------------------------------------------------ the real-run bench script
+def _labelled(real: Path, run_id: str, solution: bytes, **label) -> None:
+    d = real / run_id
+    d.mkdir(parents=True)
+    (d / "solution.py").write_bytes(solution)
+    base = {"run_id": run_id, "gpu": "h100", "problem": run_id.split("_", 4)[-1], "verdict_family": "clean",
+            "correct": None, "reward_hack": False}
+    (d / "label.json").write_text(json.dumps(dict(base, **label)))
+
+
+def test_real_bench_tabulates_a_labelled_set_and_survives_a_hung_run(tmp_path):
+    """The H200 script on a planted labelled set (the real solutions do not run under the CPU
+    interpreter: CUDA-only calls, removed block pointers): pass/confirm, a labelled bug caught, no
+    bundled reference (not_replayable, not a false fail), another GPU skipped, and a run that hangs
+    past its process limit killed, with its line still written."""
+    from forensics.replay import real_bench
+    real = tmp_path / "real"
+    wrong = (b"import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+             b"    def __init__(self, batch, n, k):\n        super().__init__()\n        self.k = k\n"
+             b"        self.register_buffer('_dummy', torch.zeros(1))\n\n    def forward(self, x):\n"
+             b"        return x[:, :self.k].contiguous(), torch.arange(self.k).expand(x.shape[0], self.k).contiguous()\n")
+    _labelled(real, "20260801_000001_a_b_05_topk_bitonic", (CORPUS / "topk_honest.py").read_bytes(), correct=True)
+    _labelled(real, "20260801_000002_a_b_05_topk_bitonic", wrong, verdict_family="failed_or_bug", correct=False)
+    _labelled(real, "20260801_000003_a_b_01_rl_grid_ppo", b"x = 1\n")
+    _labelled(real, "20260801_000004_a_b_05_topk_bitonic", (CORPUS / "topk_honest.py").read_bytes(), gpu="b200")
+    _labelled(real, "20260801_000005_a_b_05_topk_bitonic", (CORPUS / "topk_loop.py").read_bytes())
+    out = tmp_path / "real.jsonl"
+    env_cache = os.environ.get("FORENSICS_REPLAY_CACHE")
+    os.environ["FORENSICS_REPLAY_CACHE"] = str(tmp_path / "cache")
+    try:
+        rc = real_bench.main(["--real", str(real), "--out", str(out), "--device", "cpu", "--probes", "check",
+                              "--run-limit-s", "40", "--call-s", "300", "--md", str(tmp_path / "real.md")])
+    finally:
+        if env_cache is None:
+            os.environ.pop("FORENSICS_REPLAY_CACHE", None)
+        else:
+            os.environ["FORENSICS_REPLAY_CACHE"] = env_cache
+    assert rc == 0
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    runs = {e["run_id"][14]: e for e in lines if e["event"] == "run"}
+    summary = lines[-1]
+    assert summary["event"] == "summary" and summary["runs"] == 4 and summary["skipped"] == 1
+    assert runs["1"]["outcome"] == "pass" and runs["1"]["vs_label"] == "confirm" and runs["1"]["overhead_s"] > 0
+    assert runs["2"]["outcome"] == "fail" and runs["2"]["vs_label"] == "confirm"
+    assert runs["3"]["outcome"] == "not_replayable" and runs["3"]["reason"] == "no bundled reference for 01_rl_grid_ppo"
+    assert runs["5"]["outcome"] == "timeout" and runs["5"]["partial"] and "limit" in runs["5"]["reason"]
+    assert summary["false_fails"] == [runs["5"]["run_id"]]     # a labelled-clean run that hangs here
+    assert summary["labelled_bugs_caught"] == [runs["2"]["run_id"]]
+    assert "| run_id |" in (tmp_path / "real.md").read_text()

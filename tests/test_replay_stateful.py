@@ -276,3 +276,18 @@ def test_analyze_runs_the_probe_a_static_finding_names(tmp_path):
     assert any(r["probe"] == "state-drift" and r["case_name"] == "chain-8" and r["status"] == "pass" for r in rows)
     rules = {r["rule"] for r in store.query("select rule from findings where analyzer = 'replay'")}
     assert {"replay-stale-fresh-state", "replay-cpu-only"} <= rules
+
+
+def test_a_drifting_solution_is_not_read_as_stale(tmp_path):
+    """kimi_frozen_state drifts from the reference over a chain (state-drift); the chained probes
+    then judge the first step after the switch by the deck's rule (same-buffer, fresh-state) or
+    compare with its own clean run (alternate-cache), so its drift is not reported as a stale
+    cache or an ignored caller state."""
+    out = _replay("kimi_frozen_state.py", KIMI, ["check", "same-buffer", "alternate-cache", "fresh-state"], KIMI_SIDE,
+                  (0,), tmp_path)
+    assert not {"replay-stale-same-buffer", "replay-ignores-caller-cache", "replay-stale-fresh-state"} & _rules(out), \
+        [(r["probe"], r["status"], r["case_name"], r["detail"]) for r in out.rows if r["status"] != "pass"]
+    for probe in ("same-buffer", "alternate-cache", "fresh-state"):
+        rows = _rows(out, probe)
+        assert rows and all(r["status"] == "pass" for r in rows), probe
+        assert any("drifts from the reference" in (r["detail"] or "") for r in rows), probe

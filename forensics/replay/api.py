@@ -143,7 +143,8 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
                     archive_date: str | None = None, template_files: dict[str, bytes] | None = None,
                     deck_version: str | None = None, limits: Limits | None = None,
                     cache_root: Path | None = None, keep_scratch: bool = False, archived: dict | None = None,
-                    seeds: Iterable[int] | None = None, ref_impl: str = "reference", on_event=None) -> Outcome:
+                    seeds: Iterable[int] | None = None, ref_impl: str = "reference", on_event=None,
+                    shape_list: list[dict] | None = None) -> Outcome:
     """Replay one solution against the bundled reference.  Never raises for the solution's sake; a
     problem without a bundled reference is an Outcome `not_replayable` too."""
     try:
@@ -161,6 +162,8 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
     scratch = Scratch(solution, sidecars, reference_src=reference_file(spec), cache_root=cache_root, keep=keep_scratch)
     rp = Replay(spec, scratch, device=device, shapes=shapes, limits=limits, archive_date=archive_date,
                 seeds=seeds, ref_impl=ref_impl)
+    if shape_list:   # the caller's shapes (a CPU run of a solution that only takes some sizes)
+        spec_tiny = shape_list
     if spec_tiny is not None:
         rp.check_shapes = lambda: [dict(s) for s in spec_tiny]  # type: ignore[method-assign]
     rp.archived = archived or {}
