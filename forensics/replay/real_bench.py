@@ -30,6 +30,9 @@ Per run, one JSON line is appended to `--out` as soon as the run ends:
     whose check here is neither pass nor not_replayable)
 
 then a summary line (`"event": "summary"`), and `--md` writes the same table in Markdown.
+
+`--prepare-carry DIR` (on a machine with the labelled set) copies the runs to replay, and the
+CUTLASS headers of an nvidia-cutlass wheel, into DIR for a device call to carry.
 `--device cpu` (tiny shapes, TRITON_INTERPRET=1) checks the script itself on runs whose Triton
 or torch code runs under the interpreter.
 """
@@ -235,6 +238,43 @@ def _read_events(path: Path) -> list[dict]:
     return out
 
 
+def prepare_carry(real: Path, dest: Path, gpu: str | None, wheel: str | None) -> dict:
+    """What a device call carries (the repository is copied there, ../shared is not): the labelled
+    runs of `gpu` (solution.py and label.json only) under dest/real-dev, and, from an nvidia-cutlass
+    wheel (`pip download nvidia-cutlass --no-deps`), its CUTLASS headers under dest/cutlass
+    (include/ and tools/util/include/, the layout --cutlass-include takes).  dest must be a path git
+    ignores (/.carry/ is)."""
+    import shutil
+    import zipfile
+    runs, _ = discover(real, gpu)
+    out = dest / "real-dev"
+    n = 0
+    for r in runs:
+        d = out / r["run_id"]
+        d.mkdir(parents=True, exist_ok=True)
+        for f in ("solution.py", "label.json"):
+            shutil.copyfile(Path(r["dir"]) / f, d / f)
+        n += 1
+    done: dict = {"runs": n, "real_dev": str(out)}
+    if wheel:
+        prefix = "cutlass_library/source/"
+        with zipfile.ZipFile(wheel) as z:
+            names = [m for m in z.namelist() if m.startswith(prefix + "include/")
+                     or m.startswith(prefix + "tools/util/include/")]
+            for m in names:
+                if m.endswith("/"):
+                    continue
+                target = dest / "cutlass" / m[len(prefix):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(m) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        done["cutlass"] = str(dest / "cutlass")
+        done["cutlass_files"] = len(names)
+    size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
+    done["bytes"] = size
+    return done
+
+
 def markdown(rows: list[dict], summary: dict) -> str:
     cols = ("run_id", "problem", "label_verdict", "label_correct", "outcome", "vs_label", "reason", "findings",
             "wall_s", "overhead_s")
@@ -274,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="replay PROBLEM on this one shape instead (a CPU run of a solution that asserts its sizes)")
     ap.add_argument("--cutlass-include", default=None)
     ap.add_argument("--cuda-include", default=None)
+    ap.add_argument("--prepare-carry", default=None, metavar="DIR",
+                    help="copy the --gpu runs of --real (and, with --cutlass-wheel, CUTLASS headers) into DIR for a "
+                         "device call to carry, then stop")
+    ap.add_argument("--cutlass-wheel", default=None, help="an nvidia-cutlass wheel to take the headers from")
     # internal: one run in this process
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--problem", default=None, help=argparse.SUPPRESS)
@@ -291,6 +335,11 @@ def main(argv: list[str] | None = None) -> int:
         args.shapes = "canonical" if args.device == "cuda" else "tiny"
     if args.one:
         return one(args)
+    if args.prepare_carry:
+        if not args.real:
+            ap.error("--prepare-carry needs --real")
+        print(json.dumps(prepare_carry(Path(args.real), Path(args.prepare_carry), args.gpu or None, args.cutlass_wheel)))
+        return 0
     if not args.real or not args.out:
         ap.error("--real and --out are required")
     t_start = time.monotonic()
