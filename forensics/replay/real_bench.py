@@ -96,7 +96,7 @@ def expected(label: dict) -> tuple[Any, str]:
 # ------------------------------------------------------------------------------ one run, in its own process
 def one(args: argparse.Namespace) -> int:
     """Replay one run folder, streaming JSON lines to args.events (the parent reads them)."""
-    from .cli import JsonLines, failure_doc
+    from .stream import JsonLines, failure_doc
     from .probes import Limits, install_signal_handlers
     install_signal_handlers()
     stream = JsonLines(args.events)
