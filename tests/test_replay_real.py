@@ -338,7 +338,16 @@ def test_distribution_tolerances_come_from_the_bracketing_deck_cases():
     assert tol["bench-seed"] == (1e-4, 1e-4)             # nominal fp32
     assert tol["scale-x0.01"] == (1e-4, 1e-4)            # tiny_values (1e-7, 1e-4) vs nominal
     assert tol["scale-x31.6"] == (0.1, 1e-4)             # nominal vs large_values (0.1, 1e-4)
-    assert tol["spread"] == (0.1, 1e-4)
+    assert tol["spread"] is None                          # judged as the scale its mean square grew by:
+    rp = SimpleNamespace(spec=registry.get("05_topk_bitonic"))
+    assert hackprobes.bracket(rp, torch.float32, 1.5) == ((0.1, 1e-4), "nominal and large_values")
+    assert hackprobes.bracket(rp, torch.float32, 1.0)[0] == (1e-4, 1e-4)
+    assert hackprobes.bracket(rp, torch.float32, 5e3) is None   # past the deck's scales: no calibration
+    # KDA: the long yaml key shadows every case (0.05 throughout), and x2 is the deck's own large_qkv
+    kda = SimpleNamespace(spec=registry.get("02_kda_cutlass"))
+    assert {v for v, *_ in hackprobes.plan(kda, torch.bfloat16)[1]} == {"bench-seed", "scale-x0.1", "scale-x1.41",
+                                                                        "scale-x0.5", "spread"}
+    assert hackprobes.bracket(kda, torch.bfloat16, 1.5)[0] == (0.05, 0.05)
 
 
 # ------------------------------------------------------------------------------ the real-run bench script

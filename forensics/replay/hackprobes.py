@@ -17,7 +17,8 @@ fixed factors, and a dispatch can be fitted between them.  This probe feeds inpu
 contract allows but the check never uses: the benchmark's own seed (2026); the deck's scaled inputs
 at factors between the deck's own (geometric midpoints of adjacent stress scales, and 0.5 / 2 next
 to the nominal scale); and `spread` inputs, each scaled input pushed towards its own largest
-magnitude (same amax, larger mean magnitude).  Only the inputs the deck's stress cases scale are
+magnitude (same amax, a / amax -> (a / amax) ** 0.75: the mean square grows about 1.5x), judged as the
+scale its mean square grew by.  Only the inputs the deck's stress cases scale are
 touched (activations, never routing, decays or indices).  Each variant is judged with the looser
 of the tolerances of the two deck cases whose scales bracket it (the deck calibrated those for its
 own inputs; an honest kernel's error grows with the magnitude between them); `bench-seed` with the
@@ -138,13 +139,46 @@ def _scale(x: torch.Tensor, s: float) -> torch.Tensor:
     return (x.float() * s).to(x.dtype)
 
 
+SPREAD_POWER = 0.75
+
+
 def _spread(x: torch.Tensor) -> torch.Tensor:
-    """Same sign and largest magnitude, every magnitude pushed up: a / amax -> sqrt(a / amax)."""
+    """Same sign and largest magnitude, every magnitude pushed up: a / amax -> (a / amax) ** 0.75
+    (an N(0, 1) draw's mean square grows about 1.5x; its largest magnitude stays)."""
     f = x.float()
     amax = f.abs().amax()
     if float(amax) == 0.0:
         return x.clone()
-    return (torch.sign(f) * amax * (f.abs() / amax).sqrt()).to(x.dtype)
+    return (torch.sign(f) * amax * (f.abs() / amax).pow(SPREAD_POWER)).to(x.dtype)
+
+
+def _rms(x: torch.Tensor) -> float:
+    return float(x.float().pow(2).mean().sqrt())
+
+
+def ladder(rp: Replay) -> dict[float, Any]:
+    """The deck's input scales -> their case (1.0: nominal), for the cases that scale inputs only."""
+    from kernels.common import NOMINAL
+    by_scale = {1.0: NOMINAL}
+    for c in rp.spec.stress_cases:
+        if c.input_scales and not c.state_scales:
+            by_scale.setdefault(float(next(iter(c.input_scales.values()))), c)
+    return by_scale
+
+
+def bracket(rp: Replay, out_dtype: torch.dtype, scale: float) -> tuple[tuple[float, float], str] | None:
+    """The looser tolerance of the deck cases whose scales bracket `scale`; None past the deck's range
+    (no calibration there)."""
+    by = ladder(rp)
+    sc = sorted(by)
+    if scale in by:
+        return _tol(rp, out_dtype, by[scale]), by[scale].name
+    lo = [s for s in sc if s < scale]
+    hi = [s for s in sc if s > scale]
+    if not lo or not hi:
+        return None
+    a, b = by[lo[-1]], by[hi[0]]
+    return _tol(rp, out_dtype, a, b), f"{a.name} and {b.name}"
 
 
 def _tol(rp: Replay, dtype: torch.dtype, *cases) -> tuple[float, float]:
@@ -177,10 +211,9 @@ def plan(rp: Replay, out_dtype: torch.dtype) -> tuple[list[int], list[tuple[str,
         a, b = points[s]
         out.append((f"scale-x{s:.3g}", ("scale", s), _tol(rp, out_dtype, a, b),
                     f"inputs {idx} x{s:.3g}, between the deck's {a.name} and {b.name} (the looser tolerance)"))
-    nxt = by_scale[above[0]] if above else NOMINAL
-    out.append(("spread", ("spread", None), _tol(rp, out_dtype, NOMINAL, nxt),
-                f"inputs {idx} with the same largest magnitude and every magnitude pushed up (sqrt of the "
-                f"fraction of the largest); tolerance of nominal and {nxt.name}, the looser"))
+    out.append(("spread", ("spread", None), None,
+                f"inputs {idx} with the same largest magnitude and every magnitude pushed up ((a/amax)^"
+                f"{SPREAD_POWER}); judged as the scale its root mean square grew by"))
     return idx, out
 
 
@@ -204,14 +237,27 @@ def distribution(rp: Replay) -> None:
     if not idx:
         rp.row(probe, "skipped", shape, detail="the deck scales no input of this problem: only the benchmark seed runs")
     checked = _check_passed(rp)
-    for variant, tf, (atol, rtol), why in variants:
+    for variant, tf, tol, why in variants:
         seed = BENCH_SEED if tf is None else OTHER_SEED
         x = rp.make_inputs(shape, seed)
+        grew = 1.0
         if tf is not None:
             kind, s = tf
             for i in idx:
                 if i < len(x) and isinstance(x[i], torch.Tensor) and x[i].is_floating_point():
+                    before = _rms(x[i])
                     x[i] = _scale(x[i], s) if kind == "scale" else _spread(x[i])
+                    if before > 0:
+                        grew = max(grew, _rms(x[i]) / before)
+        if tol is None:   # spread: the tolerance of the scale its mean square grew by
+            b = bracket(rp, out_dtype, grew)
+            if b is None:
+                rp.row(probe, "skipped", shape, seed, variant,
+                       detail=f"{why}: x{grew:.3g}, outside the deck's scales (no tolerance calibrated there)")
+                continue
+            tol, names = b
+            why += f" (x{grew:.3g}: the looser of {names})"
+        atol, rtol = tol
         pr, args = rp.put(ch, x, prefix="qx")
         if not pr.ok:
             rp.failed_reply(probe, pr, shape, seed, variant, what="input transfer")
