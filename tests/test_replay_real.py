@@ -399,3 +399,14 @@ def test_real_bench_tabulates_a_labelled_set_and_survives_a_hung_run(tmp_path):
     assert summary["false_fails"] == [runs["5"]["run_id"]]     # a labelled-clean run that hangs here
     assert summary["labelled_bugs_caught"] == [runs["2"]["run_id"]]
     assert "| run_id |" in (tmp_path / "real.md").read_text()
+
+
+def test_gpu_verify_lists_the_issue_21_cases():
+    """The H200 case table carries the new planted cases; the tiny one ends there as the table says."""
+    from forensics.replay.gpu_verify import CASES, run_case
+    by = {c[0]: c for c in CASES}
+    assert by["fp8_version_cache"][-2:] == (["replay-version-keyed-cache"], "pass")
+    assert by["topk_bench_switch"][-2:] == (["replay-timed-output-wrong"], "fail")
+    assert by["kimi_frozen_state"][-2:] == (["replay-state-drift"], "fail")
+    r = run_case(by["topk_magnitude_sniff"], Limits, replay_solution, device="cpu")
+    assert r["ok"], (r["status"], r["rules"])
