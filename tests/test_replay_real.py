@@ -410,3 +410,15 @@ def test_gpu_verify_lists_the_issue_21_cases():
     assert by["kimi_frozen_state"][-2:] == (["replay-state-drift"], "fail")
     r = run_case(by["topk_magnitude_sniff"], Limits, replay_solution, device="cpu")
     assert r["ok"], (r["status"], r["rules"])
+
+
+def test_real_bench_time_budget_starts_nothing_it_cannot_finish(tmp_path):
+    from forensics.replay import real_bench
+    real = tmp_path / "real"
+    _labelled(real, "20260801_000001_a_b_05_topk_bitonic", (CORPUS / "topk_honest.py").read_bytes(), correct=True)
+    _labelled(real, "20260801_000002_a_b_05_topk_bitonic", (CORPUS / "topk_honest.py").read_bytes(), correct=True)
+    out = tmp_path / "real.jsonl"
+    assert real_bench.main(["--real", str(real), "--out", str(out), "--device", "cpu", "--probes", "check",
+                            "--time-budget-s", "30", "--min-run-s", "60"]) == 0
+    summary = json.loads(out.read_text().splitlines()[-1])
+    assert summary["runs"] == 0 and len(summary["not_started"]) == 2 and summary["rerun"] == summary["not_started"]

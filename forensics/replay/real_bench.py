@@ -13,10 +13,10 @@ runs) are replayed; the others are skipped.  Nothing of the labelled set is writ
 Each run is replayed in its own process (`--one`), in a session of its own, under `--run-limit-s`
 of wall time: a replay that hangs, dies or is killed costs that run only, and whatever it had
 streamed (one JSON line per finished probe) is kept.  With `--jobs N` (N <= the visible GPUs) N
-runs go at once, each on its own GPU (CUDA_VISIBLE_DEVICES).  `--time-budget-s` stops starting new
-runs when less than one run's limit is left, so a command bounded from outside (a device call of
-10 minutes) ends with its table written; the runs it did not start are listed `not_started`, and
-`--only` or `--shard` picks them up in the next command.
+runs go at once, each on its own GPU (CUDA_VISIBLE_DEVICES).  `--time-budget-s` bounds the whole
+command (a device call of 10 minutes): a run's limit shrinks to what is left, no run starts with
+less than `--min-run-s`, and the summary lists `rerun` (not started, or cut short by the budget)
+for `--only` or `--shard` in the next command.
 
 Per run, one JSON line is appended to `--out` as soon as the run ends:
 
@@ -306,7 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probes", default=",".join(DEFAULT_PROBES))
     ap.add_argument("--jobs", type=int, default=1, help="runs at once, each on its own GPU")
     ap.add_argument("--run-limit-s", type=float, default=420.0, help="wall time of one run's process")
-    ap.add_argument("--time-budget-s", type=float, default=None, help="start no run that could end after this")
+    ap.add_argument("--time-budget-s", type=float, default=None,
+                    help="the whole command's wall time: each run's limit shrinks to what is left, and no run starts "
+                         "with less than --min-run-s left (those are listed not_started)")
+    ap.add_argument("--min-run-s", type=float, default=90.0)
     ap.add_argument("--build-s", type=float, default=300.0)
     ap.add_argument("--call-s", type=float, default=120.0)
     ap.add_argument("--probe-s", type=float, default=300.0)
@@ -362,28 +365,34 @@ def main(argv: list[str] | None = None) -> int:
     pending = list(runs)
     active: dict[int, tuple] = {}    # slot -> (run, proc, events path, t0)
     not_started: list[str] = []
+    cut: list[str] = []
     try:
         while pending or active:
             for slot, g in enumerate(gpus):
                 if slot in active or not pending:
                     continue
-                if args.time_budget_s is not None and \
-                        time.monotonic() - t_start + args.run_limit_s > args.time_budget_s:
-                    not_started.extend(r["run_id"] for r in pending)
-                    pending = []
-                    break
+                limit = args.run_limit_s
+                if args.time_budget_s is not None:   # a run may not outlast the budget: its limit shrinks
+                    limit = min(limit, args.time_budget_s - (time.monotonic() - t_start) - 5.0)
+                    if limit < args.min_run_s:
+                        not_started.extend(r["run_id"] for r in pending)
+                        pending = []
+                        break
                 run = pending.pop(0)
                 ev = Path(work) / f"{run['run_id']}.jsonl"
-                active[slot] = (run, _spawn(run, args, g, ev), ev, time.monotonic())
+                active[slot] = (run, _spawn(run, args, g, ev), ev, time.monotonic(), limit)
             for slot in list(active):
-                run, proc, ev, t0 = active[slot]
+                run, proc, ev, t0, limit = active[slot]
                 elapsed = time.monotonic() - t0
                 why = None
                 if proc.poll() is None:
-                    if elapsed < args.run_limit_s:
+                    if elapsed < limit:
                         continue
                     _kill(proc)
-                    why = f"the run's process passed its {args.run_limit_s:.0f} s limit and was killed"
+                    why = f"the run's process passed its {limit:.0f} s limit and was killed"
+                    if limit < args.run_limit_s:
+                        why += " (cut short by --time-budget-s: run it again)"
+                        cut.append(run["run_id"])
                 elif proc.returncode != 0:
                     why = f"the run's process ended with status {proc.returncode}"
                 _kill(proc)   # whatever it left behind (its session)
@@ -395,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                 del active[slot]
             time.sleep(0.2)
     except KeyboardInterrupt:
-        for run, proc, ev, t0 in active.values():
+        for run, proc, ev, t0, _ in active.values():
             _kill(proc)
             row = summarize_run(run, _read_events(ev), time.monotonic() - t0, "the bench was interrupted")
             table.append(row)
@@ -403,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         not_started.extend(r["run_id"] for r in pending)
     by = lambda key: {v: sum(1 for r in table if r.get(key) == v) for v in sorted({str(r.get(key)) for r in table})}  # noqa: E731
     summary = {"event": "summary", "runs": len(table), "skipped": len(skipped), "not_started": not_started,
+               "cut_by_budget": cut, "rerun": not_started + cut,
                "outcome": by("outcome"), "vs_label": by("vs_label"),
                "false_fails": [r["run_id"] for r in table if r["false_fail"]],
                "labelled_bugs_caught": [r["run_id"] for r in table if r["label_verdict"] == "failed_or_bug"
