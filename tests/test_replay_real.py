@@ -422,3 +422,11 @@ def test_real_bench_time_budget_starts_nothing_it_cannot_finish(tmp_path):
                             "--time-budget-s", "30", "--min-run-s", "60"]) == 0
     summary = json.loads(out.read_text().splitlines()[-1])
     assert summary["runs"] == 0 and len(summary["not_started"]) == 2 and summary["rerun"] == summary["not_started"]
+
+
+def test_a_gpu_scan_checks_the_timed_calls_too():
+    from forensics.replay import required_probes
+    from kernels import registry
+    assert required_probes([], "cuda") == ["check", "timed-outputs", "timing"]
+    assert required_probes([], "cpu") == ["check"]
+    assert required_probes([], "cpu", registry.get("02_kimi_linear_decode")) == ["check", "state-drift"]

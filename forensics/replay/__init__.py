@@ -25,7 +25,8 @@ def _device() -> str:
 
 def required_probes(static_probes: Iterable[str], device: str, spec: Any = None) -> list[str]:
     """check always (and, for a step API, the chained state-drift probe that used to be part of it);
-    the probes the static findings call for; timing on a GPU."""
+    the probes the static findings call for; on a GPU timing, and the outputs of the timed calls
+    under the benchmark's calling pattern (timed-outputs)."""
     from .api import static_probe
     from .probes import ALL_PROBES
     want = ["check"]
@@ -37,8 +38,10 @@ def required_probes(static_probes: Iterable[str], device: str, spec: Any = None)
         for q in static_probe(p):
             if q in ALL_PROBES and q not in want:
                 want.append(q)
-    if device.startswith("cuda") and "timing" not in want:
-        want.append("timing")
+    if device.startswith("cuda"):   # on a GPU: timed, and the timed calls' outputs checked (issue 21)
+        for p in ("timed-outputs", "timing"):
+            if p not in want:
+                want.append(p)
     return [p for p in ALL_PROBES if p in want]
 
 
