@@ -321,7 +321,7 @@ def test_analyze_writes_replay_results_and_findings(tmp_path):
     store = Store(str(tmp_path / "a.duckdb"))
     ingest_path(store, tmp_path / "outputs")
     assert required_probes(["same-buffer"], "cpu") == ["check", "same-buffer"]
-    assert required_probes([], "cuda") == ["check", "timing"]
+    assert required_probes([], "cuda") == ["check", "timed-outputs", "timing"]   # issue 21: the timed calls checked
     n = analyze(store, probes=["same-buffer"], device="cpu", limits=FAST)
     rows = store.query("select probe, status, case_name, n_bad from replay_results")
     assert any(r["probe"] == "same-buffer" and r["status"] == "fail" and r["n_bad"] for r in rows)
