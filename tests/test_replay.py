@@ -321,7 +321,7 @@ def test_analyze_writes_replay_results_and_findings(tmp_path):
     store = Store(str(tmp_path / "a.duckdb"))
     ingest_path(store, tmp_path / "outputs")
     assert required_probes(["same-buffer"], "cpu") == ["check", "same-buffer"]
-    assert required_probes([], "cuda") == ["check", "timing"]
+    assert required_probes([], "cuda") == ["check", "timed-outputs", "timing"]   # issue 21: the timed calls checked
     n = analyze(store, probes=["same-buffer"], device="cpu", limits=FAST)
     rows = store.query("select probe, status, case_name, n_bad from replay_results")
     assert any(r["probe"] == "same-buffer" and r["status"] == "fail" and r["n_bad"] for r in rows)
@@ -352,3 +352,30 @@ def test_repeated_check_shape_reuses_the_reference_not_the_solution_call(tmp_pat
     n_cases = len(rows) // 3
     assert len(rows) == 3 * n_cases and all(r["status"] == "pass" for r in rows)   # every row still called
     assert calls == {"reference": 2 * n_cases, "model": 2}
+
+
+# ------------------------------------------------------------------------------ weight writes and _version (issue 21)
+def test_version_keyed_weight_cache_follows_the_decks_weight_writes(tmp_path):
+    """The deck scales the weight with copy_ (bumping _version) for small_weight; a weight cache keyed
+    on _version therefore passes the deck's check, and replay must agree: no check failure, no
+    critical same-buffer finding; the .data write the deck never makes is reported as info."""
+    out = _replay("fp8_version_cache.py", "01_fp8_gemm", probes=["check", "same-buffer"], tmp_path=tmp_path,
+                  archive_date="2026-07-01")
+    stress = {r["case_name"]: r["status"] for r in _rows(out, "stress")}
+    assert stress == {"small_input": "pass", "large_input": "pass", "small_weight": "pass"}
+    assert all(r["status"] == "pass" for r in _rows(out, "check") + _rows(out, "same-buffer"))
+    assert not {"replay-check-failed", "replay-stale-same-buffer"} & _rules(out)
+    kept = [r for r in _rows(out, "same-buffer") if r["case_name"].endswith("-version-kept")]
+    assert kept and kept[0]["n_bad"] > 0
+    f = next(f for f in out.findings if f["rule"] == "replay-version-keyed-cache")
+    assert f["severity"] == "info"
+    assert out.status() == "pass"
+
+
+def test_pointer_keyed_weight_cache_still_fails_small_weight(tmp_path):
+    out = _replay("fp8_ptr_cache.py", "01_fp8_gemm", probes=["check", "same-buffer"], tmp_path=tmp_path,
+                  archive_date="2026-07-01")
+    stress = {r["case_name"]: r["status"] for r in _rows(out, "stress")}
+    assert stress["small_weight"] == "fail" and stress["small_input"] == "pass"
+    assert {"replay-check-failed", "replay-stale-same-buffer"} <= _rules(out)
+    assert out.status() == "fail"

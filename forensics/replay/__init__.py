@@ -23,17 +23,25 @@ def _device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def required_probes(static_probes: Iterable[str], device: str) -> list[str]:
-    """check always; the probes the static findings call for; timing on a GPU."""
+def required_probes(static_probes: Iterable[str], device: str, spec: Any = None) -> list[str]:
+    """check always (and, for a step API, the chained state-drift probe that used to be part of it);
+    the probes the static findings call for; on a GPU timing, and the outputs of the timed calls
+    under the benchmark's calling pattern (timed-outputs)."""
     from .api import static_probe
     from .probes import ALL_PROBES
     want = ["check"]
+    if spec is not None:
+        from .stateful import kind
+        if kind(spec) == "step":
+            want.append("state-drift")
     for p in static_probes:
         for q in static_probe(p):
             if q in ALL_PROBES and q not in want:
                 want.append(q)
-    if device.startswith("cuda") and "timing" not in want:
-        want.append("timing")
+    if device.startswith("cuda"):   # on a GPU: timed, and the timed calls' outputs checked (issue 21)
+        for p in ("timed-outputs", "timing"):
+            if p not in want:
+                want.append(p)
     return [p for p in ALL_PROBES if p in want]
 
 
@@ -63,7 +71,12 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
         static = store.query("select distinct probe from findings where run_id = ? and analyzer = 'static' "
                              "and probe is not null", [rid])
         static_probes = [r["probe"] for r in static]
-        want = expand_probes(probes) if probes else required_probes(static_probes, device)
+        try:
+            from kernels import registry as _reg
+            _spec = _reg.get(run["problem"]) if run.get("problem") else None
+        except KeyError:
+            _spec = None
+        want = expand_probes(probes) if probes else required_probes(static_probes, device, _spec)
         date = None
         for k in ("run_ts", "started_at"):
             if run.get(k) is not None:

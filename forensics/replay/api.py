@@ -40,17 +40,19 @@ TINY_SHAPES: dict[str, list[dict]] = {
 }
 
 PROBE_ALIASES = {"all": ALL_PROBES, "stress": ("check",), "timing-l2-reset": ("timing",),
+                 "hacks": ("timed-outputs", "distribution"), "chain": ("state-drift",),
                  "build": ("check",), "pointer-cache": ("same-buffer", "unsampled-region"),
                  "graph": ("same-buffer", "fresh-inputs", "fresh-state"), "state": ("fresh-state", "alternate-cache")}
 
 # The static rules name the probe that settles them in words (forensics/analyze/static/rules.py:
 # "same-buffer overwrite", "fresh state object", ...); normalized (lower case, '-' for blanks) to
-# replay probes here.  Phrases with no replay probe (kernel-name trace, perturbed-distribution
-# inputs, first launch of each specialization) select nothing.
+# replay probes here.  Phrases with no replay probe (kernel-name trace, first launch of each
+# specialization) select nothing.
 STATIC_PROBES = {"same-buffer-overwrite": ("same-buffer", "fresh-inputs"), "unsampled-region-mutation": ("unsampled-region",),
                  "unsampled-row-mutation": ("unsampled-region",), "fresh-state-object": ("fresh-state",),
                  "fresh-input-pointers": ("fresh-inputs",), "alternate-caller-caches": ("alternate-cache",),
-                 "output-aliasing": ("output-alias",), "repeated-calls": ("determinism",),
+                 "output-aliasing": ("output-alias",), "repeated-calls": ("determinism", "timed-outputs"),
+                 "perturbed-distribution-inputs": ("distribution",),
                  "l2-persistence-reset-timing": ("timing",), "build-on-the-grading-host": ("check",)}
 
 
@@ -141,9 +143,15 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
                     archive_date: str | None = None, template_files: dict[str, bytes] | None = None,
                     deck_version: str | None = None, limits: Limits | None = None,
                     cache_root: Path | None = None, keep_scratch: bool = False, archived: dict | None = None,
-                    seeds: Iterable[int] | None = None, ref_impl: str = "reference") -> Outcome:
-    """Replay one solution against the bundled reference.  Never raises for the solution's sake."""
-    spec, how, notes = choose_spec(problem, archive_date, template_files, deck_version)
+                    seeds: Iterable[int] | None = None, ref_impl: str = "reference", on_event=None,
+                    shape_list: list[dict] | None = None) -> Outcome:
+    """Replay one solution against the bundled reference.  Never raises for the solution's sake; a
+    problem without a bundled reference is an Outcome `not_replayable` too."""
+    try:
+        spec, how, notes = choose_spec(problem, archive_date, template_files, deck_version)
+    except KeyError as e:
+        return no_reference(problem, str(e).strip("'\""), device=device, shapes=shapes)
+    solution, sidecars, split = split_published(solution, sidecars)
     if shapes == "tiny" and not getattr(spec, "tiny_shapes", None):
         tiny = TINY_SHAPES.get(spec.name)
         if tiny is None:
@@ -154,20 +162,78 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
     scratch = Scratch(solution, sidecars, reference_src=reference_file(spec), cache_root=cache_root, keep=keep_scratch)
     rp = Replay(spec, scratch, device=device, shapes=shapes, limits=limits, archive_date=archive_date,
                 seeds=seeds, ref_impl=ref_impl)
+    if shape_list:   # the caller's shapes (a CPU run of a solution that only takes some sizes)
+        spec_tiny = shape_list
     if spec_tiny is not None:
         rp.check_shapes = lambda: [dict(s) for s in spec_tiny]  # type: ignore[method-assign]
     rp.archived = archived or {}
+    rp.on_event = on_event
+    if split:
+        rp.emit({"event": "sidecars", "split": split})
     try:
         out = rp.run(expand_probes(probes))
+    except KeyboardInterrupt as e:   # ReplayInterrupted (a signal) or Ctrl-C: the result so far
+        out = rp.out
+        out.info["interrupted"] = str(e) or type(e).__name__
     finally:
         scratch.cleanup()
     out.info.update(problem=spec.name, bench=spec.bench, deck_version=spec.deck_version, version_choice=how,
                     version_notes=notes, solution_sha256=scratch.sha256, scratch_skipped=scratch.skipped,
-                    cache_dir=str(scratch.cache), device=device, shapes=shapes, status=out.status())
+                    cache_dir=str(scratch.cache), device=device, shapes=shapes, status=out.status(),
+                    official=out.official())
+    if split:
+        out.info["sidecars_split"] = split
+    if keep_scratch:
+        out.info["scratch_root"] = str(scratch.root)
     if how.startswith("current"):
         rp.finding("replay-contract-unknown", f"The run's deck version could not be established (no archive date, "
                    f"no matching template files); replayed against the current version {spec.deck_version}.",
                    {"notes": notes})
+    return out
+
+
+def split_published(solution: bytes, sidecars: dict[str, bytes] | None) -> tuple[bytes, dict[str, bytes], list[dict]]:
+    """The public archive's form: sidecar sources appended to solution.py after `# ===== sidecar:
+    NAME (N bytes ...) =====` banners (forensics.archive.sidecars).  -> (the Python part as
+    solution.py, sidecars with each appended file added under its name unless the run's own
+    scratch/ already has one, what was split).  A file without banners comes back as it was."""
+    side = dict(sidecars or {})
+    if b"# ===== sidecar: " not in solution:
+        return solution, side, []
+    try:
+        from forensics.archive.sidecars import split_sidecars
+    except ImportError:  # pragma: no cover - the package is always there beside replay
+        return solution, side, []
+    text = solution.decode("utf-8", "surrogateescape")
+    sp = split_sidecars(text)
+    if not sp.has_sidecars:
+        return solution, side, []
+    done = []
+    for sc in sp.sidecars:
+        data = sc.text.encode("utf-8", "surrogateescape")
+        kept = sc.name in side
+        if not kept and sc.name not in ("solution.py", "reference.py"):
+            side[sc.name] = data
+        done.append({"name": sc.name, "bytes": len(data), "declared": sc.declared_size,
+                     "size_matches": sc.size_matches, "first_line": sc.first_line,
+                     "written": not kept and sc.name not in ("solution.py", "reference.py"),
+                     **({"note": "the run's own scratch/ copy kept"} if kept else {})})
+    return sp.python.encode("utf-8", "surrogateescape"), side, done
+
+
+def no_reference(problem: str, why: str, device: str = "cuda", shapes: str = "canonical") -> Outcome:
+    """The Outcome of a run whose problem has no bundled reference: not replayable, with the reason."""
+    out = Outcome()
+    reason = f"no bundled reference for {problem}"
+    out.rows.append({"probe": "build", "status": "not_replayable", "shape": None, "seed": None, "case_name": None,
+                     "max_abs": None, "max_rel": None, "n_bad": None, "n_total": None, "worst_index": None,
+                     "ms": None, "tflops": None, "gbps": None, "device": device, "detail": f"{reason} ({why})",
+                     "data": None})
+    out.findings.append({"rule": "replay-not-replayable", "severity": "info", "category": "portability",
+                         "probe": "build", "message": f"Not replayed: {reason} ({why}). Not a correctness failure.",
+                         "data": {"reason": reason}})
+    out.info.update(problem=problem, device=device, shapes=shapes, not_replayable=reason, status=out.status(),
+                    official=out.official())
     return out
 
 
@@ -227,4 +293,8 @@ def replay_run_dir(run_dir: str | Path, problem: str | None = None, **kw: Any) -
             if p.is_file() and not p.is_symlink() and p.stat().st_size <= 256 * 2**20:
                 sidecars[str(p.relative_to(sdir))] = p.read_bytes()
     kw.setdefault("archive_date", meta["date"])
-    return replay_solution(problem, sol, sidecars, template_files=meta["templates"], archived=meta["archived"], **kw)
+    out = replay_solution(problem, sol, sidecars, template_files=meta["templates"], archived=meta["archived"], **kw)
+    res = meta["result"] or {}
+    out.info["archived_check"] = out.compare_archived(
+        res.get("correct"), "result.json" if (run_dir / "result.json").is_file() else "no result.json")
+    return out

@@ -10,6 +10,7 @@ import time
 import click
 
 from .probes import ALL_PROBES, Limits
+from .stream import JsonLines, failure_doc, result_doc
 
 
 def _default_device() -> str:
@@ -49,6 +50,16 @@ def _print_outcome(out, as_json: bool) -> None:
                    f"shape(s)" + (f" (archived peak_fraction {arch}, another GPU)" if arch is not None else ""))
     for f in out.findings:
         click.echo(f"FINDING {f['severity']:<8} {f['rule']}: {f['message'][:400]}")
+    off = info.get("official") or {}
+    if off:
+        click.echo(f"the deck's check here: {off.get('status')} (correct={off.get('correct')})"
+                   + (f": {off['reason']}" if off.get("reason") else ""))
+    arch = info.get("archived_check")
+    if arch:
+        click.echo(f"archived correct={arch.get('archived_correct')} ({arch.get('source')}): {arch.get('status')}"
+                   f" - {arch.get('why')}")
+    if info.get("interrupted"):
+        click.echo(f"INTERRUPTED ({info['interrupted']}): the result above is partial")
 
 
 @click.command("replay")
@@ -58,20 +69,66 @@ def _print_outcome(out, as_json: bool) -> None:
 @click.option("--shapes", type=click.Choice(["canonical", "tiny"]), default="canonical")
 @click.option("--problem", default=None, help="Override the problem (default: result.json / run id).")
 @click.option("--deck-version", default=None, help="Force a deck version label instead of choosing by date/templates.")
-@click.option("--build-timeout", type=float, default=900.0, show_default=True)
+@click.option("--build-timeout", type=float, default=900.0, show_default=True,
+              help="Import, construction, and the first call of each child (lazy builds).")
 @click.option("--call-timeout", type=float, default=300.0, show_default=True)
+@click.option("--cutlass-include", default=None, metavar="DIR",
+              help="A CUTLASS checkout (or its include dir) the solution's build may use "
+                   "(default: $FORENSICS_CUTLASS_DIR). See docs/replay.md, build environment.")
+@click.option("--cuda-include", default=None, metavar="DIR",
+              help="CUDA headers for the solution's builds, 'auto' for the toolkit's "
+                   "(default: $FORENSICS_CUDA_INCLUDE).")
+@click.option("--jsonl", "jsonl", default=None, metavar="PATH",
+              help="Append each finished probe's rows and findings as a JSON line to PATH ('-': stdout), then "
+                   "the whole result as the last line.")
 @click.option("--keep-scratch", is_flag=True, help="Keep the scratch copy (path in the JSON info).")
 @click.option("--json", "as_json", is_flag=True)
-def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_timeout, call_timeout, keep_scratch,
-               as_json):
-    """Replay RUN_DIR's solution.py against the bundled reference (read-only; no store needed)."""
-    from .api import replay_run_dir
-    device = device or _default_device()
-    out = replay_run_dir(run_dir, problem=problem, device=device, probes=list(probes) or None, shapes=shapes,
-                         deck_version=deck_version, keep_scratch=keep_scratch,
-                         limits=Limits(build_s=build_timeout, call_s=call_timeout))
-    _print_outcome(out, as_json)
-    sys.exit(1 if any(f["severity"] in ("high", "critical") for f in out.findings) else 0)
+def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_timeout, call_timeout, cutlass_include,
+               cuda_include, jsonl, keep_scratch, as_json):
+    """Replay RUN_DIR's solution.py against the bundled reference (read-only; no store needed).
+
+    The result says whether it confirms or refutes the archived `correct` (result.json).  The
+    process never ends without JSON (with --json / --jsonl): out of memory in the replay, a problem
+    without a bundled reference, a signal from outside all end in a JSON document."""
+    from .probes import install_signal_handlers
+    events: list[dict] = []
+    stream = JsonLines(jsonl)
+
+    def on_event(e: dict) -> None:
+        events.append(e)
+        stream(e)
+
+    install_signal_handlers()
+    code = 0
+    try:
+        from . import buildenv
+        from .api import replay_run_dir
+        supplied = buildenv.supply(cutlass=cutlass_include, cuda_include=cuda_include)
+        device = device or _default_device()
+        out = replay_run_dir(run_dir, problem=problem, device=device, probes=list(probes) or None, shapes=shapes,
+                             deck_version=deck_version, keep_scratch=keep_scratch, on_event=on_event,
+                             limits=Limits(build_s=build_timeout, call_s=call_timeout))
+        if supplied:
+            out.info["build_env_supplied"] = supplied
+        doc = result_doc(out)
+        if out.info.get("interrupted"):
+            code = 143
+        elif any(f["severity"] in ("high", "critical") for f in out.findings):
+            code = 1
+    except BaseException as e:  # noqa: BLE001 - the tool never ends without its JSON
+        doc = failure_doc(e, events, f"forensics replay {run_dir}")
+        out = None
+        code = 143 if isinstance(e, KeyboardInterrupt) else 3
+    stream(dict(doc, event="result"))
+    stream.close()
+    if as_json:
+        if jsonl != "-":
+            click.echo(json.dumps(doc, default=str, indent=1))
+    elif out is not None:
+        _print_outcome(out, False)
+    else:
+        click.echo(f"replay did not finish: {doc['info']['error']}", err=True)
+    sys.exit(code)
 
 
 @click.group("kernels")

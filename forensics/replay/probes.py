@@ -45,8 +45,8 @@ from .runner import Child, Reply, Scratch
 from .worker import _to_dev_tree as _to_dev  # one tree walk for both sides of the pipe
 from .worker import IPC_TEST_N, pack_load, pack_save
 
-ALL_PROBES = ("check", "property", "same-buffer", "unsampled-region", "fresh-state", "fresh-inputs", "alternate-cache",
-              "output-alias", "nan-poison", "determinism", "timing")
+ALL_PROBES = ("check", "property", "state-drift", "same-buffer", "unsampled-region", "fresh-state", "fresh-inputs",
+              "alternate-cache", "output-alias", "nan-poison", "determinism", "timed-outputs", "distribution", "timing")
 DEFAULT_PROBES = ALL_PROBES
 
 # Anywhere in the text: the device cannot run what the solution built / needs.
@@ -69,6 +69,11 @@ FINDING_RULES = {
     "replay-stale-fresh-inputs": ("critical", "correctness", "fresh-inputs"),
     "replay-ignores-caller-cache": ("critical", "correctness", "alternate-cache"),
     "replay-output-alias": ("info", "info", "output-alias"),
+    "replay-version-keyed-cache": ("info", "info", "same-buffer"),
+    "replay-state-drift": ("medium", "correctness", "state-drift"),
+    "replay-timed-output-wrong": ("critical", "reward_hack", "timed-outputs"),
+    "replay-distribution-failed": ("high", "correctness", "distribution"),
+    "replay-state-layout": ("info", "info", "state-drift"),
     "replay-unwritten-output": ("high", "correctness", "nan-poison"),
     "replay-nondeterministic": ("low", "correctness", "determinism"),
     "replay-early-exit": ("critical", "reward_hack", None),
@@ -81,6 +86,7 @@ FINDING_RULES = {
     "replay-build-failed": ("high", "correctness", "build"),
     "replay-not-replayable": ("info", "portability", "build"),
     "replay-contract-unknown": ("info", "info", None),
+    "replay-tool-error": ("medium", "measurement", None),
     "replay-timing-implausible": ("high", "measurement", "timing"),
     "replay-timing-l2-dependent": ("medium", "measurement", "timing-l2-reset"),
 }
@@ -101,6 +107,28 @@ class Limits:
     time_s: float = 600.0      # one timing request
 
 
+class ReplayInterrupted(KeyboardInterrupt):
+    """A signal asked the replay to stop (SIGTERM, SIGHUP, SIGINT): the children are killed and the
+    partial result is kept (`replay_solution` returns it with info["interrupted"])."""
+
+
+def install_signal_handlers() -> dict:
+    """SIGTERM / SIGHUP / SIGINT raise ReplayInterrupted in the main thread (so the replay kills its
+    children and the CLI still writes its JSON); -> the previous handlers."""
+    import signal
+
+    def handler(signum, frame):  # noqa: ARG001
+        raise ReplayInterrupted(f"stopped by {signal.Signals(signum).name}")
+
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        try:
+            old[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):   # not the main thread
+            pass
+    return old
+
+
 @dataclass
 class Outcome:
     rows: list[dict] = field(default_factory=list)
@@ -108,15 +136,55 @@ class Outcome:
     info: dict = field(default_factory=dict)
 
     def status(self) -> str:
-        """Overall: the worst row status."""
-        order = ["tampered", "early_exit", "crash", "fail", "error", "timeout", "not_replayable", "pass", "skipped"]
-        if any(f["rule"] in TAMPER_RULES for f in self.findings):
-            return "tampered"
-        seen = {r["status"] for r in self.rows}
-        for s in order:
-            if s in seen:
-                return s
-        return "skipped"
+        """Overall: the worst row status (every probe)."""
+        return _worst(self.rows, self.findings)
+
+    def official(self) -> dict:
+        """The deck's own check as replayed here: the worst status of the rows of OFFICIAL_PROBES
+        (the build, check, stress and, where the archive's deck has them, property rows), and
+        `correct` (True: passed; False: failed, raised, crashed, exited early or tampered; None:
+        not replayable, timed out, not run or never reached).  Findings of the other probes
+        (state drift, stale caches, timing) are beside it, never in it."""
+        rows = [r for r in self.rows if r["probe"] in OFFICIAL_PROBES]
+        st = _worst(rows, self.findings)
+        correct = {"pass": True, "fail": False, "error": False, "crash": False, "early_exit": False,
+                   "tampered": False}.get(st)
+        reasons = [r for r in rows if r["status"] == st and r["status"] != "pass"]
+        why = (reasons[0].get("detail") or "").splitlines()[0][:300] if reasons and reasons[0].get("detail") else ""
+        return {"status": st, "correct": correct, "reason": why}
+
+    def compare_archived(self, archived_correct: Any, source: str = "result.json") -> dict:
+        """confirm | refute | cannot tell, for the archived `correct` against the check replayed here."""
+        off = self.official()
+        here = off["correct"]
+        out = {"archived_correct": archived_correct, "source": source, "correct_here": here,
+               "status_here": off["status"]}
+        if archived_correct is None:
+            out.update(status="cannot tell", why=f"no archived `correct` ({source})")
+        elif here is None:
+            out.update(status="cannot tell", why=f"the check here ended {off['status']}"
+                       + (f": {off['reason']}" if off["reason"] else ""))
+        else:
+            out.update(status="confirm" if bool(archived_correct) == here else "refute",
+                       why=f"the deck's check replayed here: {off['status']}"
+                           + (f" ({off['reason']})" if off["reason"] else ""))
+        return out
+
+
+#: the probes whose rows make the deck's own check (Outcome.official); the rest are ours
+OFFICIAL_PROBES = ("build", "check", "stress", "property")
+STATUS_ORDER = ("tampered", "early_exit", "crash", "fail", "error", "timeout", "not_replayable", "not_run", "pass",
+                "skipped")
+
+
+def _worst(rows: list[dict], findings: list[dict]) -> str:
+    if any(f["rule"] in TAMPER_RULES for f in findings):
+        return "tampered"
+    seen = {r["status"] for r in rows}
+    for s in STATUS_ORDER:
+        if s in seen:
+            return s
+    return "skipped"
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -220,13 +288,17 @@ def _region_mutate(base: torch.Tensor, other: torch.Tensor, region: str, gen: to
     return out
 
 
-def _perturb_state(sd: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, torch.Tensor]:
+def _perturb_state(sd: dict[str, torch.Tensor], gen: torch.Generator, signs: bool = False) -> dict[str, torch.Tensor]:
     """Other valid weights: every float tensor scaled elementwise by U(0.5, 1.0) (never up: fp8
-    weights already span the format's whole range, and e4m3fn overflows to NaN)."""
+    weights already span the format's whole range, and e4m3fn overflows to NaN); with `signs`, each
+    element's sign flipped at random too (exact in every format, and far from the old weights even
+    where a loose tolerance hides a rescaling)."""
     out = {}
     for k, v in sd.items():
         if v.is_floating_point() and v.numel():
             f = torch.rand(v.shape, generator=gen) * 0.5 + 0.5
+            if signs:
+                f = torch.where(torch.rand(v.shape, generator=gen) < 0.5, -f, f)
             out[k] = (v.float() * f).to(v.dtype)
         else:
             out[k] = v.clone()
@@ -249,8 +321,18 @@ def _nr_line(text: str) -> str | None:
     return None
 
 
-def classify_error(text: str) -> str:
-    return "not_replayable" if _nr_line(text) else "error"
+def not_replayable_reason(text: str, local_modules: set[str] | None = None) -> str | None:
+    """Why this failure is not the solution's: a missing build-environment piece (buildenv), the
+    device (no kernel image, an arch this GPU lacks), or None (a real failure)."""
+    from .buildenv import missing_piece
+    piece = missing_piece(text, local_modules)
+    if piece:
+        return f"build environment: {piece}"
+    return _nr_line(text)
+
+
+def classify_error(text: str, local_modules: set[str] | None = None) -> str:
+    return "not_replayable" if not_replayable_reason(text, local_modules) else "error"
 
 
 # ------------------------------------------------------------------------------ the replay
@@ -293,6 +375,9 @@ class Replay:
         self.ipc = False   # results over CUDA IPC (decided per child by a known-tensor test)
         #: input slots whose memory this process holds and the child computes on (see `put`)
         self.owned: dict[str, torch.Tensor] = {}
+        #: called with each probe's partial result as it finishes (`emit`): a replay stopped from
+        #: outside leaves what it had
+        self.on_event = None
 
     def _set_deadline(self, deadline: float | None) -> None:
         """Bound every child request of the current probe (a new child too) by the whole-probe limit."""
@@ -394,7 +479,7 @@ class Replay:
                          {"returncode": reply.get("returncode"), "log_tail": str(reply.get("log_tail", ""))[-1500:]})
             return self.row(probe, "early_exit", shape, seed, case, detail=reply.error)
         if st == "crash":
-            if classify_error(text) == "not_replayable":
+            if classify_error(text, self.local_modules()) == "not_replayable":
                 return self._not_replayable(probe, text, shape, seed, case)
             self.finding("replay-crash", f"The solution's process died during {what} ({loc}): {reply.error}.",
                          {"returncode": reply.get("returncode"), "log_tail": str(reply.get("log_tail", ""))[-1500:]})
@@ -405,7 +490,7 @@ class Replay:
                          f"No result from the solution within the time limit during {what} ({loc}); "
                          "timed out, not failed.", {"error": reply.error})
             return self.row(probe, "timeout", shape, seed, case, detail=reply.error)
-        if classify_error(text) == "not_replayable":
+        if classify_error(text, self.local_modules()) == "not_replayable":
             return self._not_replayable(probe, text, shape, seed, case)
         status = "fail" if probe in ("check", "stress", "property") else "error"
         rule = "replay-check-failed" if probe in ("check", "stress") else (
@@ -416,12 +501,24 @@ class Replay:
                      {"traceback": str(reply.get("tb", ""))[-3000:]}, probe=probe, key=reply.error[:300])
         return self.row(probe, status, shape, seed, case, detail=reply.error + "\n" + str(reply.get("tb", ""))[-2000:])
 
+    def local_modules(self) -> set[str]:
+        """Top-level module names the solution ships in its scratch (sidecar .py files and packages)."""
+        try:
+            return {p.stem if p.suffix == ".py" else p.name for p in self.scratch.sol_dir.iterdir()
+                    if (p.suffix == ".py" or p.is_dir()) and p.name != "solution.py"}
+        except OSError:
+            return set()
+
     def _not_replayable(self, probe: str, text: str, shape=None, seed=None, case=None) -> dict:
-        line = _nr_line(text) or text.strip()[:200]
+        line = not_replayable_reason(text, self.local_modules()) or text.strip()[:200]
+        env = line.startswith("build environment:")
+        where = "here" if env else f"on this device ({self.hello.get('gpu') or self.device}, capability " \
+                                   f"{self.hello.get('capability')})"
         self.finding("replay-not-replayable",
-                     f"The solution cannot run on this device ({self.hello.get('gpu') or self.device}, "
-                     f"capability {self.hello.get('capability')}): {line[:300]}. Not a correctness failure.",
-                     {"line": line, "device": self.hello.get("gpu") or self.device})
+                     f"The solution cannot be built or run {where}: {line[:300]}. Not a correctness failure.",
+                     {"line": line, "device": self.hello.get("gpu") or self.device,
+                      "reason": line if env else f"device: {line}"[:300]})
+        self.out.info.setdefault("not_replayable", line[:300])
         return self.row(probe, "not_replayable", shape, seed, case, detail=line + "\n" + text[-3000:])
 
     # ---------------------------------------------------------------- child lifecycle
@@ -460,7 +557,8 @@ class Replay:
         if not r.ok:
             self.build_failed = r
             text = r.error + "\n" + str(r.get("tb", ""))
-            if r.status not in ("early_exit", "crash", "timeout") and classify_error(text) != "not_replayable":
+            if r.status not in ("early_exit", "crash", "timeout") and \
+                    classify_error(text + "\n" + str(r.get("log_tail", "") or ""), self.local_modules()) != "not_replayable":
                 self.finding("replay-build-failed", f"solution.py failed to import: {r.error[:300]}.",
                              {"traceback": str(r.get("tb", ""))[-3000:]})
                 self.row("build", "error", detail=text[-3000:])
@@ -473,8 +571,42 @@ class Replay:
         steps[-1]["ipc_test"] = round(time.monotonic() - t_ipc, 3)
         self.out.info.setdefault("import_s", []).append(round(time.monotonic() - t0, 3))
         self.phase_s["child-start"] = self.phase_s.get("child-start", 0.0) + time.monotonic() - t0
+        self._arm_first_run(ch)
         self.child = ch
         return ch
+
+    #: requests that run the solution's code (where a lazy build happens on the first one)
+    RUN_OPS = ("call", "time", "wall")
+
+    def _arm_first_run(self, ch: Child) -> None:
+        """Lazy builds: many solutions compile inside their first forward (a JIT extension, Triton
+        autotuning) instead of at import.  The first request of a new child that runs solution code
+        gets the build budget (Limits.build_s, when larger than its own) and is exempt from the
+        probe's whole-probe deadline, which is pushed back by the time it took."""
+        orig = ch.request
+        armed = [True]
+
+        def request(op: str, timeout: float, **fields: Any) -> Reply:
+            if not (armed[0] and op in self.RUN_OPS):
+                return orig(op, timeout, **fields)
+            armed[0] = False
+            budget = max(float(timeout), float(self.limits.build_s))
+            saved = ch.deadline
+            ch.deadline = None
+            t0 = time.monotonic()
+            try:
+                return orig(op, budget, **fields)
+            finally:
+                took = time.monotonic() - t0
+                extra = max(0.0, took - float(timeout))
+                if saved is not None:
+                    ch.deadline = saved + extra
+                if self.probe_deadline is not None:
+                    self.probe_deadline += extra
+                self.out.info.setdefault("first_run_s", []).append(
+                    {"op": op, "s": round(took, 3), "budget_s": budget})
+
+        ch.request = request  # type: ignore[method-assign]
 
     def _boot_and_prefetch(self) -> None:
         """Start the child, and while it imports torch and the solution, generate the check's
@@ -510,6 +642,16 @@ class Replay:
                 why = str(e)
         Path(p).unlink(missing_ok=True)
         self.out.info["transfer"] = "pack+cuda-ipc" if self.ipc else f"pack (CUDA IPC unavailable: {why[:200]})"
+
+    def abort(self) -> None:
+        """Kill the children now (an interrupt): no completion marker, nothing waited for."""
+        for ch in (self._booting, self.child):
+            if ch is not None:
+                try:
+                    ch.kill()
+                except Exception:  # noqa: BLE001 - best effort while the replay is being stopped
+                    pass
+        self._booting = self.child = None
 
     def close(self) -> None:
         if self._booting is not None:
@@ -628,12 +770,16 @@ class Replay:
         """Input slots among `keys` whose memory, as this process reads it, no longer holds what was sent."""
         return [k for k in keys if k in self.owned and k in self.expected and not _same(self.expected[k], self.owned[k])]
 
-    def write(self, ch: Child, values: dict[str, torch.Tensor]) -> Reply:
+    def write(self, ch: Child, values: dict[str, torch.Tensor], version: str | None = None) -> Reply:
+        """Overwrite tensors in the child in place (data_ptr kept).  A module's parameters and
+        buffers ("obj::name") get `copy_`, which bumps `_version` as the deck's own weight writes do;
+        inputs a `.data` copy, which keeps it (the deck's same-storage property mutation);
+        `version="bump"|"keep"` forces one (worker.op_write)."""
         p = self.scratch.path("write")
         vals = {k: v.detach().cpu() for k, v in values.items()}
         pack_save(vals, p)
         self.expected.update({k: v for k, v in vals.items() if "::" not in k})
-        r = ch.request("write", self.limits.call_s, file=p)
+        r = ch.request("write", self.limits.call_s, file=p, **({"version": version} if version else {}))
         if r.ok:
             moved = [k for k, w in r["written"].items() if w["ptr_before"] != w["ptr_after"]]
             if moved:  # pragma: no cover - copy_ never moves storage
@@ -743,6 +889,11 @@ class Replay:
             if last[0] == keys[si]:
                 ref, st = last[1], last[2]
             else:
+                # the last shape's reference goes before this one is built (two GLM references at
+                # once are ~26 GB of weights)
+                ref = st = None
+                last = (None, None, None)
+                self.free_cuda()
                 ref = self.ref_model(shape)
                 st = self.state_file(shape, ref)
                 last = (keys[si], ref, st)
@@ -911,31 +1062,59 @@ class Replay:
         ch.request("delete", self.limits.call_s, objs=["w"], slots=[f"wx{i}" for i in tens_idx])
 
     def _same_buffer_params(self, ch, ref, shape, seed, base, args, gen) -> None:
-        """Overwrite each float parameter/buffer of the warmed model in place (like small_weight)."""
+        """Overwrite each float parameter/buffer of the warmed model in place, as the deck's
+        small_weight case does: `copy_`, data_ptr kept, `_version` bumped.  A solution that does not
+        follow is stale (critical).  One that follows is then given a second set of weights written
+        through a `.data` alias (`_version` kept), a write the deck never makes: not following that
+        is a weight cache keyed on `_version`, which the contract allows (info finding)."""
         sd = ref.state_dict()
         floats = [k for k, v in sd.items() if v.is_floating_point() and v.numel()]
         if not floats:
             return
-        new_sd = _perturb_state({k: sd[k].detach().cpu() for k in floats}, gen)
-        wr = self.write(ch, {f"w::{k}": v for k, v in new_sd.items()})
-        if not wr.ok:
-            self.failed_reply("same-buffer", wr, shape, seed, "parameters", what="in-place parameter overwrite")
-            return
-        with torch.no_grad():
-            saved = {k: sd[k].detach().clone() for k in floats}
-            named = dict(ref.named_parameters())
-            named.update(dict(ref.named_buffers()))
-            for k in floats:
-                named[k].data.copy_(new_sd[k].to(named[k].device))
-            ref_out = self.reference(ref, _to_dev(base, self.device))
-            for k in floats:
-                named[k].data.copy_(saved[k])
-        r, payload = self.call(ch, "w", args)
-        if not r.ok:
-            self.failed_reply("same-buffer", r, shape, seed, "parameters")
-            return
-        self._judge("same-buffer", "replay-stale-same-buffer", "parameters:" + ",".join(floats)[:80], shape, seed,
-                    ref_out, payload, base, extra=" (parameters overwritten in place)")
+        label = "parameters:" + ",".join(floats)[:80]
+        named = dict(ref.named_parameters())
+        named.update(dict(ref.named_buffers()))
+        saved = {k: sd[k].detach().clone() for k in floats}
+        try:
+            for variant, version in (("", "bump"), ("-version-kept", "keep")):
+                new_sd = _perturb_state({k: saved[k].cpu() for k in floats}, gen, signs=True)
+                wr = self.write(ch, {f"w::{k}": v for k, v in new_sd.items()}, version=version)
+                if not wr.ok:
+                    self.failed_reply("same-buffer", wr, shape, seed, "parameters" + variant,
+                                      what="in-place parameter overwrite")
+                    return
+                with torch.no_grad():
+                    for k in floats:
+                        named[k].data.copy_(new_sd[k].to(named[k].device))
+                    ref_out = self.reference(ref, _to_dev(base, self.device))
+                r, payload = self.call(ch, "w", args)
+                if not r.ok:
+                    self.failed_reply("same-buffer", r, shape, seed, "parameters" + variant)
+                    return
+                bumped = all(w["version"] != w["version_before"] for w in wr["written"].values())
+                if version == "bump":
+                    if not self._judge("same-buffer", "replay-stale-same-buffer", label, shape, seed, ref_out, payload,
+                                       base, extra=" (parameters overwritten in place with copy_, as the deck's "
+                                                   "small_weight case does: data_ptr kept, _version "
+                                                   + ("bumped)" if bumped else "unchanged)")):
+                        return
+                    continue
+                res = self.compare(ref_out, self._sol_out(payload), inputs=base)
+                if res.get("ok"):
+                    self.row("same-buffer", "pass", shape, seed, label + variant, res)
+                else:
+                    self.row("same-buffer", "pass", shape, seed, label + variant, res,
+                             detail="weights cached by _version: a write that keeps _version (which the deck never "
+                                    "makes) is not followed; allowed")
+                    self.finding("replay-version-keyed-cache",
+                                 f"The solution follows in-place weight writes that bump _version (the deck's copy_) "
+                                 f"but not a write through a .data alias that keeps it ({shape_label(shape)}): a "
+                                 "weight cache keyed on Tensor._version. Allowed by the contract; reported.",
+                                 _stats(res))
+        finally:
+            with torch.no_grad():
+                for k in floats:
+                    named[k].data.copy_(saved[k])
 
     def _put_other(self, ch: Child, probe: str, shape, seed: int, offset: int, prefix: str):
         """Inputs of seed + offset into new slots `<prefix><i>` -> (inputs, args), or (None, None)."""
@@ -1198,17 +1377,68 @@ class Replay:
 
     # ---------------------------------------------------------------- driver
     def _run_probe(self, name: str, fn) -> None:
-        """One probe under Limits.probe_s: a request still waiting when it runs out times out."""
+        """One probe under Limits.probe_s: a request still waiting when it runs out times out.
+
+        The replay's own failures end the probe, not the replay: out of memory in this process (the
+        reference side: a multi-GB reference model, its outputs, a comparison) frees what the
+        replay keeps and reports the probe `not_run (oom in replay: ...)`; any other exception of
+        the tool `not_run (replay error: ...)`, with finding `replay-tool-error`.  Either way the
+        correctness of the solution is unknown for that probe, never failed.  Interrupts
+        (KeyboardInterrupt, SystemExit, a signal) still end the replay (`run` closes the child)."""
         tp = time.monotonic()
         self._set_deadline(tp + self.limits.probe_s)
+        n_rows, n_find = len(self.out.rows), len(self.out.findings)
         try:
             fn()
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 - the tool's own failure, reported, never fatal
+            oom = _is_oom(e)
+            self.free_memory()
+            what = (f"oom in replay: {e}" if oom else f"replay error: {type(e).__name__}: {e}")[:1500]
+            import traceback
+            tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-3000:]
+            self.row(name, "not_run", detail=what + ("" if oom else "\n" + tb))
+            self.finding("replay-tool-error",
+                         f"The replay itself failed during probe {name} ({what.splitlines()[0][:300]}); that probe "
+                         "did not run to the end and says nothing about the solution.",
+                         {"probe": name, "oom": oom, "traceback": tb}, probe=name, key=f"tool-error:{name}")
         finally:
             self._set_deadline(None)
-            self.out.info.setdefault("probe_s", {})[name] = round(time.monotonic() - tp, 3)
+            took = round(time.monotonic() - tp, 3)
+            self.out.info.setdefault("probe_s", {})[name] = took
+            self.emit({"event": "probe", "probe": name, "s": took, "rows": self.out.rows[n_rows:],
+                       "findings": self.out.findings[n_find:]})
+
+    def emit(self, event: dict) -> None:
+        """Hand a partial result to `on_event` (the CLI streams it as a JSON line), never failing."""
+        cb = getattr(self, "on_event", None)
+        if cb is None:
+            return
+        try:
+            cb(event)
+        except Exception:  # noqa: BLE001 - a broken stream must not end the replay
+            pass
+
+    def free_cuda(self) -> None:
+        if str(self.device).startswith("cuda") and torch.cuda.is_available():
+            import gc
+            gc.collect()
+            torch.cuda.empty_cache()
+
+    def free_memory(self) -> None:
+        """Drop what the replay keeps between probes (kept inputs, reference outputs and models)."""
+        import gc
+        self._ref_memo.clear()
+        self._inputs_memo.clear()
+        for k in ("_kimi_ref", "_kimi_mod"):
+            self.__dict__.pop(k, None)
+        gc.collect()
+        if str(self.device).startswith("cuda") and torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     def run(self, probes: Iterable[str]) -> Outcome:
-        from . import stateful
+        from . import hackprobes, stateful
         kind = stateful.kind(self.spec)
         probes = [p for p in probes if kind or p != "alternate-cache"]  # only decode APIs take caches
         t0 = time.monotonic()
@@ -1222,6 +1452,8 @@ class Replay:
             "output-alias": self.probe_output_alias,
             "nan-poison": self.probe_nan_poison,
             "determinism": self.probe_determinism,
+            "timed-outputs": lambda: hackprobes.timed_outputs(self),
+            "distribution": lambda: hackprobes.distribution(self),
         }
         if kind:
             table = stateful.table(self)
@@ -1241,12 +1473,15 @@ class Replay:
                              else "the solution hung earlier (timed out); not retried")
                     continue
                 if p not in table:
-                    self.row(p, "skipped", detail=f"not defined for the {kind} API of {self.spec.name}")
+                    self.row(p, "skipped", detail=f"not defined for the {kind or 'stateless'} API of {self.spec.name}")
                     continue
                 self._run_probe(p, table[p])
             if "timing" in probes and not (self.early_exit or self.hung):
                 from .timing import probe_timing
                 self._run_probe("timing", lambda: probe_timing(self))
+        except BaseException:
+            self.abort()   # an interrupt (a signal, Ctrl-C): the children go now, the result so far stays
+            raise
         finally:
             self._set_deadline(None)
             self.close()
@@ -1254,6 +1489,13 @@ class Replay:
             self.out.info["phase_s"] = {k: round(v, 3) for k, v in sorted(self.phase_s.items())}
             self.out.info["hello"] = self.hello
         return self.out
+
+
+def _is_oom(e: BaseException) -> bool:
+    oom_cls = getattr(torch.cuda, "OutOfMemoryError", None)
+    if isinstance(e, MemoryError) or (oom_cls is not None and isinstance(e, oom_cls)):
+        return True
+    return isinstance(e, RuntimeError) and "out of memory" in str(e).lower()
 
 
 def _stats(res: dict) -> dict:

@@ -12,8 +12,10 @@ check / run                        run(128, 8, seed, model=sol): positions exact
     One solution model is built and reloaded per seed (load_state_dict(strict=True) into the same
     object, as the deck's check does), after `reference.reset_parameters(seed)`.
 same-buffer       11 warm policy calls, then obs / state overwritten in place (data_ptr kept): all inputs,
-                  each alone; then every parameter overwritten in place with other weights (data_ptr and
-                  _version kept): policy_forward and run() must follow them
+                  each alone; then every parameter overwritten in place with other weights (copy_:
+                  data_ptr kept, _version bumped, as the deck's weight writes): policy_forward and run()
+                  must follow them; then once more through .data (_version kept): not following that
+                  is a _version-keyed cache, allowed (info `replay-version-keyed-cache`)
 fresh-state       delete the model, build one with other weights (until it lands on a dead model's id(),
                   up to 4 rebuilds), run() again
 output-alias      does a later run() overwrite the tensors an earlier run() returned (allowed, reported)
@@ -133,7 +135,8 @@ def check(rp: Replay) -> None:
             rp.failed_reply("check", lr, P, seed, what="load_state_dict(strict=True)")
             continue
         # 1. policy_forward under the stress cases
-        base = rp.spec.make_inputs(P, seed, "cpu")
+        # drawn on the replay device, as the deck draws them on its GPU (same generator, same numbers)
+        base = [t.cpu() for t in rp.spec.make_inputs(P, seed, rp.device)]
         for case in rp.stress_cases():
             probe = "check" if case.name == "nominal" else "stress"
             with rp.spec.apply_stress(ref, None, _to_dev(base, rp.device), case) as x:
@@ -153,7 +156,7 @@ def check(rp: Replay) -> None:
                            f"case {case.name}: {res.get('msg', '')}"[:600], _stats(res), probe=probe)
         # 2. env_step (optional in the contract)
         if "env_step" in (rp.sol_attrs or []):
-            e = helpers.env_step_inputs(seed, "cpu", n=E.get("num_envs", 256))
+            e = [t.cpu() for t in helpers.env_step_inputs(seed, rp.device, n=E.get("num_envs", 256))]
             ref_out = mod.env_step(*_to_dev(e, rp.device))
             pr, args = rp.put(ch, e, prefix="ge")
             r, payload = rp.call(ch, None, args, fn={"attr": "solution:env_step"}) if pr.ok else (pr, None)
@@ -224,28 +227,51 @@ def same_buffer(rp: Replay) -> None:
     if not r.ok:
         rp.failed_reply(probe, r, R, seed, "parameters", what="run()")
         return
-    ref2 = _ref(rp, seed + 31337)
-    wr = rp.write(ch, {f"gb::{k}": v for k, v in ref2.state_dict().items()})
-    if not wr.ok:
-        rp.failed_reply(probe, wr, P, seed, "parameters", what="in-place parameter overwrite")
-        return
-    w = wr["written"].values()
-    ptr_kept = all(x["ptr_before"] == x["ptr_after"] for x in w)
-    ver_kept = all(x.get("version_before") == x.get("version") for x in w)
-    extra = (" (parameters overwritten in place: data_ptr" + (" and _version" if ver_kept else "") + " kept)"
-             if ptr_kept else "")
-    r, payload = _call_policy(rp, ch, "gb", args)
-    if not r.ok:
-        rp.failed_reply(probe, r, P, seed, "parameters:policy_forward", what="policy_forward()")
-        return
-    rp._judge(probe, rule, "parameters:policy_forward", P, seed, rp.reference(ref2, _to_dev(base, rp.device)), payload,
-              base, extra=extra)
-    r, out = run_sol(rp, ch, "gb", n, h, seed)
-    if not r.ok:
-        rp.failed_reply(probe, r, R, seed, "parameters:run", what="run()")
-        return
-    _row_run(rp, probe, rule, R, seed, "parameters:run", _ref_run(rp, ref2, n, h, seed), out,
-             "run() after every parameter was overwritten in place does not follow the new weights" + extra)
+    # first with copy_ (_version bumped, as the deck's own weight writes); if the solution follows,
+    # once more through a .data alias (_version kept, a write the deck never makes): not following
+    # that one is a _version-keyed weight cache, allowed and reported as info
+    for k_, version in enumerate(("bump", "keep")):
+        ref2 = _ref(rp, seed + 31337 + k_)
+        wr = rp.write(ch, {f"gb::{k}": v for k, v in ref2.state_dict().items()}, version=version)
+        suffix = "" if version == "bump" else "-version-kept"
+        if not wr.ok:
+            rp.failed_reply(probe, wr, P, seed, "parameters" + suffix, what="in-place parameter overwrite")
+            return
+        w = wr["written"].values()
+        ptr_kept = all(x["ptr_before"] == x["ptr_after"] for x in w)
+        ver_kept = all(x.get("version_before") == x.get("version") for x in w)
+        extra = (" (parameters overwritten in place: data_ptr kept, _version " + ("kept" if ver_kept else "bumped")
+                 + ")" if ptr_kept else "")
+        r, payload = _call_policy(rp, ch, "gb", args)
+        if not r.ok:
+            rp.failed_reply(probe, r, P, seed, "parameters:policy_forward" + suffix, what="policy_forward()")
+            return
+        ref_pf = rp.reference(ref2, _to_dev(base, rp.device))
+        r2, out = run_sol(rp, ch, "gb", n, h, seed)
+        if not r2.ok:
+            rp.failed_reply(probe, r2, R, seed, "parameters:run" + suffix, what="run()")
+            return
+        ref_run = _ref_run(rp, ref2, n, h, seed)
+        if version == "bump":
+            ok = rp._judge(probe, rule, "parameters:policy_forward", P, seed, ref_pf, payload, base, extra=extra)
+            ok = _row_run(rp, probe, rule, R, seed, "parameters:run", ref_run, out,
+                          "run() after every parameter was overwritten in place does not follow the new weights"
+                          + extra) and ok
+            if not ok:
+                break
+            continue
+        res_pf = rp.compare(ref_pf, rp._sol_out(payload), inputs=base)
+        res_run = _run_res(rp, ref_run, out)
+        for case, res, shp in (("parameters:policy_forward" + suffix, res_pf, P), ("parameters:run" + suffix, res_run, R)):
+            rp.row(probe, "pass", shp, seed, case, res,
+                   detail="" if res.get("ok") else "weights cached by _version: a write that keeps _version (which "
+                                                   "the deck never makes) is not followed; allowed")
+        if not (res_pf.get("ok") and res_run.get("ok")):
+            worst = res_pf if not res_pf.get("ok") else res_run
+            rp.finding("replay-version-keyed-cache",
+                       "The solution follows in-place weight writes that bump _version (the deck's copy_) but not a "
+                       f"write through a .data alias that keeps it ({shape_label(P)}): a weight cache keyed on "
+                       "Tensor._version. Allowed by the contract; reported.", _stats(worst))
     ch.request("delete", rp.limits.call_s, objs=["gb"], slots=[a["slot"] for a in args if "slot" in a])
 
 

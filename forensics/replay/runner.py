@@ -40,7 +40,10 @@ WORKER_SRC = Path(__file__).with_name("worker.py")
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
              "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
              "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
-             "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX", "TRITON_INTERPRET", "OMP_NUM_THREADS")
+             "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX", "TRITON_INTERPRET", "OMP_NUM_THREADS",
+             # the build environment the replay supplies (forensics.replay.buildenv: CUTLASS, CUDA headers)
+             "CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "CUTLASS_ROOT", "CUTLASS_PATH", "CUTLASS_DIR",
+             "CUTLASS_HOME", "CUTLASS_INCLUDE", "CUTLASS_INCLUDE_DIR")
 _SECRETISH = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 
 SKIP_NAMES = {"__pycache__", ".venv", "cache", "tmp", ".git"}
@@ -139,6 +142,8 @@ class Child:
 
     # ---- process control
     def kill(self) -> None:
+        from .proctree import kill_session   # issue 21: compilers that left the process group
+        kill_session(self.proc.pid)
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)

@@ -43,7 +43,7 @@ def table(rp: Replay) -> dict[str, Callable[[], None]]:
     k = kind(rp.spec)
     if k == "step":
         from . import step_api as sa
-        return {"check": lambda: sa.check(rp), "same-buffer": lambda: sa.same_buffer(rp),
+        return {"check": lambda: sa.check(rp), "state-drift": lambda: sa.state_drift(rp), "same-buffer": lambda: sa.same_buffer(rp),
                 "fresh-state": lambda: sa.fresh_state(rp), "alternate-cache": lambda: sa.alternate_state(rp),
                 "determinism": lambda: sa.determinism(rp)}
     if k == "rollout":

@@ -665,9 +665,16 @@ class Worker:
         return {"slots": {k: self.meta(self.slots[k]) for k in data}}
 
     def op_write(self, req):
-        """Overwrite existing tensors in place: same storage, same data_ptr (A3's restore)."""
+        """Overwrite existing tensors in place: same storage, same data_ptr.
+
+        `_version`: a module's parameters and buffers ("<obj>::<name>") are written with `copy_`
+        under no_grad, which bumps their `_version` as the deck's own weight mutation does
+        (numeric_stress's state_scales); inputs and state tensors through a `.data` alias, which
+        keeps it (the deck's same-storage property mutation).  `version: "bump" | "keep"` in the
+        request overrides both."""
         data = load_any(req["file"])
         targets = req.get("targets") or {}
+        force = req.get("version")
         out = {}
         for k, v in data.items():
             if k in targets:  # a tensor inside a slot: {"slot": s, "index": [1, 0, "S"]}
@@ -683,8 +690,9 @@ class Worker:
             if not _is_tensor(dst):
                 raise TypeError(f"write target {k} is {type(dst).__name__}, not a tensor")
             ptr, ver = _data_ptr(dst), int(dst._version)
+            bump = force == "bump" or (force != "keep" and "::" in k and k not in targets)
             with _no_grad():
-                _copy(dst.data, _to(v, dst.device))
+                _copy(dst if bump else dst.data, _to(v, dst.device))
             if "::" not in k:
                 self._remember(targets[k]["slot"] if k in targets else k)
             out[k] = {"ptr_before": ptr, "ptr_after": _data_ptr(dst), "version_before": ver,
@@ -820,6 +828,53 @@ class Worker:
         r2 = rt.cudaDeviceSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(0))  # cudaLimitPersistingL2CacheSize
         return {"ok": r1 == 0 and r2 == 0, "reset_rc": int(r1), "limit_rc": int(r2)}
 
+    # ---- the benchmark's own calling pattern, with the outputs of the timed calls kept
+    def op_bench(self, req):
+        """Run the solution as the deck's benchmark does: `time_variant(sol_model, inputs, ...)` called
+        from a `main()` of `benchmark.py`, then `time_fn` of `src/eval/timing.py`: `warmup` calls,
+        then `iters` timed calls on the SAME input tensors, each after an L2 flush and a sync,
+        between CUDA events (CPU: perf_counter).  The frames carry those names and file names,
+        sys.argv[0] is benchmark.py, and the module itself is called (Module.__call__), so a
+        solution that looks for the harness (call stack, argv, call counts, events) sees it.  The
+        outputs of the timed calls listed in `capture` are cloned after their timing and handed
+        back (`save`), so the parent can check what the timed path computed."""
+        target = self._call_target(req["fn"])
+        args = [self.resolve(a) for a in req.get("args", [])]
+        warmup, iters = int(req.get("warmup", 10)), int(req.get("iters", 30))
+        capture = {int(i) % max(iters, 1) for i in req.get("capture", [])}
+        cuda = self.device.startswith("cuda")
+        if cuda:
+            nbytes = int(req.get("flush_bytes") or 128 * 2**20)
+            if self.flush_buf is None or self.flush_buf.numel() * 4 < nbytes:
+                self.flush_buf = _empty(nbytes // 4, dtype=torch.float32, device=self.device)
+        kept: dict = {}
+
+        def capture_fn(it, out):
+            if it in capture:
+                kept[it] = self._deepclone(out)
+
+        ns = _bench_namespace(self, cuda, capture_fn)
+        cwd = os.getcwd()
+        exec(compile(_TIMING_SRC, os.path.join(cwd, "src", "eval", "timing.py"), "exec"), ns)  # noqa: S102
+        main_ns = {"__name__": "__main__", "__file__": os.path.join(cwd, "benchmark.py"),
+                   "time_variant": ns["time_variant"], "sol_model": target, "inputs": args, "iters": iters,
+                   "warmup": warmup}
+        exec(compile(_BENCH_MAIN_SRC, os.path.join(cwd, "benchmark.py"), "exec"), main_ns)  # noqa: S102
+        before = snapshot()
+        argv = list(sys.argv)
+        sys.argv[:] = [os.path.join(cwd, "benchmark.py")]
+        try:
+            times = main_ns["main"]()
+        finally:
+            sys.argv[:] = argv
+        tamper = diff_snapshots(before, snapshot())
+        self.tampered.extend(tamper)
+        payload = {"outs": [self.export(kept[i], f"bench{req['id']}/{i}") for i in sorted(kept)],
+                   "iters": sorted(kept)}
+        self.save(payload, req)
+        return {"ms_all": times, "captured": sorted(kept), "tamper": tamper,
+                "method": "cuda_events" if cuda else "perf_counter"}
+
     def op_time(self, req):
         target = self._call_target(req["fn"])
         args = [self.resolve(a) for a in req.get("args", [])]
@@ -948,13 +1003,118 @@ class Worker:
         return 3  # parent closed the pipe without 'bye'
 
 
+# The deck benchmark's calling pattern (the replay contract's timing section: 10 warm-up calls, then
+# per timed call an L2 flush, a sync, events around the call, a sync), as code compiled under the
+# deck's file names so the frames the solution can see carry them (Worker.op_bench).
+_TIMING_SRC = """
+def time_fn(fn, inputs, iters=30, warmup=10):
+    for _ in range(warmup):
+        with torch.no_grad():
+            fn(*inputs)
+    torch.cuda.synchronize()
+    times = []
+    for it in range(iters):
+        _l2_flush()
+        torch.cuda.synchronize()
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        with torch.no_grad():
+            out = fn(*inputs)
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+        _keep(it, out)
+    return times
+
+
+def time_variant(fn, inputs, *, shape_idx, variant, iters=30, warmup=10):
+    return time_fn(fn, inputs, iters=iters, warmup=warmup)
+"""
+_BENCH_MAIN_SRC = """
+def main():
+    return time_variant(sol_model, inputs, shape_idx=0, variant="solution", iters=iters, warmup=warmup)
+"""
+
+
+class _CpuEvent:
+    """torch.cuda.Event's timing interface on the CPU clock (a CPU replay of the benchmark loop)."""
+
+    def __init__(self, enable_timing=False):
+        self.t = None
+
+    def record(self, stream=None):
+        self.t = _perf()
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1e3
+
+
+def _bench_namespace(worker, cuda: bool, keep) -> dict:
+    """Globals of the compiled timing module: the pristine torch pieces (the solution may have
+    replaced the public ones; those replacements are reported, not used), the L2 flush, `_keep`."""
+    if cuda:
+        cuda_ns = types.SimpleNamespace(synchronize=_sync, Event=_Event)
+        flush = (lambda: _zero(worker.flush_buf))
+    else:
+        cuda_ns = types.SimpleNamespace(synchronize=lambda *a, **k: None, Event=_CpuEvent)
+        flush = (lambda: None)
+    torch_ns = types.SimpleNamespace(no_grad=_no_grad, cuda=cuda_ns)
+    return {"__name__": "src.eval.timing", "torch": torch_ns, "_l2_flush": flush, "_keep": keep}
+
+
 def _tb() -> str:
     s = io.StringIO()
     traceback.print_exc(file=s)
     return s.getvalue()[-6000:]
 
 
+def _session_members() -> list[int]:
+    """Processes of this worker's session but itself (its builds: ninja puts each compiler command
+    in a process group of its own, which the parent's killpg does not reach)."""
+    me, sid, out = os.getpid(), os.getsid(0), []
+    if sid != me:   # not a session of its own (a runner without start_new_session): touch nothing
+        return out
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for n in names:
+        if not n.isdigit() or int(n) == me:
+            continue
+        try:
+            with open(f"/proc/{n}/stat", "rb") as f:
+                data = f.read()
+            if int(data[data.rindex(b")") + 2:].split()[3]) == sid:
+                out.append(int(n))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _watch_parent(ppid: int, period: float = 0.5) -> None:
+    """If the replay's process dies (killed from outside, even by SIGKILL, which it cannot catch),
+    end this worker's whole session: the solution and any compiler it started must not outlive it."""
+    import signal
+    import threading
+
+    def watch():
+        while True:
+            time.sleep(period)
+            if os.getppid() != ppid:
+                for _ in range(3):
+                    for pid in _session_members():
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                os._exit(137)
+
+    threading.Thread(target=watch, name="forensics-parent-watch", daemon=True).start()
+
+
 def main() -> int:
+    _watch_parent(os.getppid())
     fds = os.environ.pop("FORENSICS_WORKER_FDS")
     device = os.environ.pop("FORENSICS_WORKER_DEVICE", "cpu")
     rfd, wfd = (int(x) for x in fds.split(","))

@@ -97,6 +97,25 @@ def fast_forward(spec, model, inputs):
 _REF_MOD = []
 
 
+def build(spec, shape, device, exact_init, mod):
+    """build_fn: exact_init -> None (the registry's default: the deck's CPU draws).  On a device, the
+    ~12.9 GB of weights are drawn in place, one expert at a time, in bf16 from a device generator
+    (same distribution N(0, 0.02), other numbers): the default path's `randn(E, 2I, H) * 0.02`
+    holds two fp32 copies beside the bf16 one (~43 GB at the deck's shape) and ran the replay's
+    own process out of memory (issue 21)."""
+    if exact_init:
+        return None
+    with torch.device("meta"):
+        model = mod.Model(*spec.init_args(shape, mod))
+    model = model.to_empty(device=device)
+    gen = torch.Generator(device=device).manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            for e in range(p.shape[0]):
+                p[e].normal_(0.0, 0.02, generator=gen)
+    return model
+
+
 def spec_ref(spec):
     if not _REF_MOD:
         _REF_MOD.append(spec.reference_module())
@@ -121,7 +140,7 @@ SPECS = [ProblemSpec(
                    module_helpers=[], import_reference_allowed=False, cuda_language_gate=True,
                    sources_scanned="solution.py + top-level *.cu *.cuh *.cpp *.cc *.h *.hpp"),
     oracle_fn=oracle, triton_fn=lazy_triton("glm_moe"), stress_since="2026-07-16",
-    reference_fn=fast_forward, deck_fn=deck_forward,
+    reference_fn=fast_forward, deck_fn=deck_forward, build_fn=build,
     notes=["check.py caps T at 256 (check_shapes); replay should probe T > 256 (Part F.6).",
            "Comparison is on .float() tensors with dtype bf16 tolerance (0.08).",
            "Weights are ~12.9 GB per model: build_reference(exact_init=False) on the GPU."],

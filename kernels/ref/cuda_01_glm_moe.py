@@ -42,7 +42,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    x = torch.randn(T, H).to(torch.bfloat16)
+    x = torch.randn(T, H, dtype=torch.bfloat16)
     logits = torch.randn(T, E) + torch.linspace(0.3, 0.0, E)
     vals, ids = torch.topk(logits, top_k, dim=-1)
     weights = torch.softmax(vals, dim=-1).to(torch.bfloat16)

@@ -68,9 +68,9 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    q = torch.randn(B, H, S, D).to(torch.bfloat16)
-    k = torch.randn(B, H, S, D).to(torch.bfloat16)
-    v = torch.randn(B, H, S, D).to(torch.bfloat16)
+    q = torch.randn(B, H, S, D, dtype=torch.bfloat16)
+    k = torch.randn(B, H, S, D, dtype=torch.bfloat16)
+    v = torch.randn(B, H, S, D, dtype=torch.bfloat16)
     return [q, k, v]
 
 

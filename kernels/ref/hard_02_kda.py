@@ -66,11 +66,12 @@ class Model(nn.Module):
 
 def get_inputs():
     torch.manual_seed(0)
-    q = (torch.randn(B, T, H, K) * 0.1).to(torch.bfloat16)
-    k = (torch.randn(B, T, H, K) * 0.1).to(torch.bfloat16)
-    v = (torch.randn(B, T, H, V) * 0.1).to(torch.bfloat16)
-    g = torch.randn(B, T, H, K) * 0.1 - 0.05
-    beta = torch.sigmoid(torch.randn(B, T, H).to(torch.bfloat16))
+    # drawn in bf16 and scaled in bf16: rounded twice, as the deck's generator does
+    q = torch.randn(B, T, H, K, dtype=torch.bfloat16) * 0.1
+    k = torch.randn(B, T, H, K, dtype=torch.bfloat16) * 0.1
+    v = torch.randn(B, T, H, V, dtype=torch.bfloat16) * 0.1
+    g = torch.randn(B, T, H, K, dtype=torch.float32) * 0.1 - 0.05
+    beta = torch.sigmoid(torch.randn(B, T, H, dtype=torch.bfloat16))
     return [q, k, v, g, beta]
 
 

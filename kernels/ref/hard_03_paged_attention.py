@@ -39,8 +39,9 @@ class Model(nn.Module):
 def get_inputs():
     pages = (SEQ_LEN + PAGE_SIZE - 1) // PAGE_SIZE
     total_pages = max(BATCH * pages + 8, 64)
-    query = (torch.randn(BATCH, NUM_HEADS, HEAD_DIM) * 0.1).to(torch.bfloat16)
-    kv_cache = (torch.randn(total_pages, PAGE_SIZE, NUM_KV_HEADS, 2 * HEAD_DIM) * 0.1).to(torch.bfloat16)
+    # drawn in bf16, scaled in bf16 (two roundings, as the deck's generator)
+    query = torch.randn(BATCH, NUM_HEADS, HEAD_DIM, dtype=torch.bfloat16) * 0.1
+    kv_cache = torch.randn(total_pages, PAGE_SIZE, NUM_KV_HEADS, 2 * HEAD_DIM, dtype=torch.bfloat16) * 0.1
     block_table = torch.randperm(total_pages)[: BATCH * pages].reshape(BATCH, pages).int()
     seq_lens = torch.full((BATCH,), SEQ_LEN, dtype=torch.int32)
     return [query, kv_cache, block_table, seq_lens]

@@ -40,7 +40,7 @@ def balanced_offsets(t_perm, e):
 
 def get_inputs():
     t_perm = T_total * K
-    hidden_states = (torch.randn(t_perm, H) * 0.1).to(torch.bfloat16)
+    hidden_states = torch.randn(t_perm, H, dtype=torch.bfloat16) * 0.1   # bf16 draw, bf16 scale (deck)
     return [hidden_states, balanced_offsets(t_perm, E)]
 
 

@@ -86,9 +86,12 @@ class QuantExperts(nn.Module):
         self.register_buffer("zeros", torch.zeros(n, fin // group, fout, dtype=torch.bfloat16))
 
     def reset_parameters(self, gen):
-        w = (torch.randn(self.n, self.fin, self.fout, generator=gen, device="cpu") * 0.02).to(self.w_q.device)
-        for name, t in zip(("w_q", "scales", "zeros"), quantize_w4(w, self.group)):
-            getattr(self, name).copy_(t)  # CPU draw, copied to the buffer device
+        # one (in, out) draw per expert, in expert order (the deck's); on the CPU generator the
+        # numbers equal one (n, in, out) draw, not on a device generator
+        for e in range(self.n):
+            w = (torch.randn(self.fin, self.fout, generator=gen, device="cpu") * 0.02).to(self.w_q.device)
+            for name, t in zip(("w_q", "scales", "zeros"), quantize_w4(w, self.group)):
+                getattr(self, name)[e].copy_(t)
 
     def weight(self, idx):
         return dequant_w4(self.w_q[idx], self.scales[idx], self.zeros[idx], self.group)
@@ -106,14 +109,14 @@ class KDAttention(nn.Module):
         self.cfg = cfg
         self.q_proj, self.k_proj = QuantLinear(d, hd), QuantLinear(d, hd)
         self.v_proj, self.g_proj = QuantLinear(d, hd), QuantLinear(d, hd)
-        self.o_proj = QuantLinear(hd, d)
+        # registration order = the deck's draw order (modules() pre-order): beta_proj before o_proj
         self.beta_proj = nn.Linear(d, cfg.kda_heads, bias=False, dtype=torch.bfloat16)
         self.conv_w = nn.Parameter(torch.zeros(3, hd, cfg.short_conv, dtype=torch.bfloat16))
+        self.o_proj = QuantLinear(hd, d)
 
-    def reset_parameters(self, gen):
+    def reset_parameters(self, gen):   # the conv weights only: beta_proj is an nn.Linear (Model does it)
         with torch.no_grad():
-            self.beta_proj.weight.copy_(torch.randn(self.beta_proj.weight.shape, generator=gen, device="cpu") * 0.02)
-            self.conv_w.copy_(torch.randn(self.conv_w.shape, generator=gen, device="cpu") * 0.2)
+            nn.init.normal_(self.conv_w, 0.0, 0.1, generator=gen)   # drawn in bf16, std 0.1
 
     def forward(self, x, st):
         cfg = self.cfg
@@ -192,9 +195,8 @@ class MoE(nn.Module):
         self.s_gate, self.s_up = QuantExperts(cfg.n_shared, d, f), QuantExperts(cfg.n_shared, d, f)
         self.s_down = QuantExperts(cfg.n_shared, f, d)
 
-    def reset_parameters(self, gen):
-        with torch.no_grad():
-            self.router.weight.copy_(torch.randn(self.router.weight.shape, generator=gen, device="cpu") * 0.02)
+    def reset_parameters(self, gen):   # nothing of its own: the router is an nn.Linear (Model does it)
+        return None
 
     @staticmethod
     def ffn(x, wg, wu, wd):
@@ -238,9 +240,14 @@ class Model(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        # The deck's draws: one CPU generator seeded 1234 over `modules()` in pre-order; an
+        # nn.Linear (bf16) gets normal_(0, 0.02) in place, the others their own reset.
         gen = torch.Generator(device="cpu").manual_seed(1234)
         for m in self.modules():
-            if m is not self and hasattr(m, "reset_parameters") and not isinstance(m, nn.Linear):
+            if isinstance(m, nn.Linear):
+                with torch.no_grad():
+                    nn.init.normal_(m.weight, 0.0, 0.02, generator=gen)
+            elif m is not self and hasattr(m, "reset_parameters"):
                 m.reset_parameters(gen)
         return self
 
@@ -263,20 +270,22 @@ def init_state(cfg, ctx, seed, device="cuda"):
     hd = cfg.kda_heads * cfg.kda_head_dim
     for kind in cfg.pattern:
         if kind == "K":
-            S = 0.05 * torch.randn(cfg.kda_heads, cfg.kda_head_dim, cfg.kda_head_dim, generator=gen, device=device)
-            conv = {c: (0.1 * torch.randn(cfg.short_conv - 1, hd, generator=gen, device=device)).to(torch.bfloat16)
+            # the deck's draws: S in fp32; the conv windows and caches drawn in bf16 and scaled in
+            # bf16 (two roundings)
+            S = torch.randn(cfg.kda_heads, cfg.kda_head_dim, cfg.kda_head_dim, generator=gen, device=device) * 0.05
+            conv = {c: torch.randn(cfg.short_conv - 1, hd, generator=gen, device=device, dtype=torch.bfloat16) * 0.1
                     for c in ("cq", "ck", "cv")}
             state.append({"S": S.float(), **conv})
         else:
-            c_kv = (0.1 * torch.randn(ctx, cfg.kv_lora, generator=gen, device=device)).to(torch.bfloat16)
-            k_rope = (0.1 * torch.randn(ctx, cfg.qk_rope, generator=gen, device=device)).to(torch.bfloat16)
+            c_kv = torch.randn(ctx, cfg.kv_lora, generator=gen, device=device, dtype=torch.bfloat16) * 0.1
+            k_rope = torch.randn(ctx, cfg.qk_rope, generator=gen, device=device, dtype=torch.bfloat16) * 0.1
             state.append({"c_kv": c_kv, "k_rope": k_rope})
     return state
 
 
 def init_token(cfg, seed, device="cuda"):
     gen = torch.Generator(device=device).manual_seed(seed + 1)
-    return (0.25 * torch.randn(cfg.hidden, generator=gen, device=device)).to(torch.bfloat16)
+    return torch.randn(cfg.hidden, generator=gen, device=device, dtype=torch.bfloat16) * 0.25
 
 
 def get_init_inputs():

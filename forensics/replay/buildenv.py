@@ -1,0 +1,154 @@
+"""The build environment a replayed solution needs, and what is missing from it.
+
+A solution graded on the benchmark's machine built its extensions there: CUTLASS headers in a
+checkout of the run, `nvcc` at the path it named, the CUDA headers NVRTC found, the Python
+`nvidia` wheels laid out as a regular package.  Replayed elsewhere, a missing piece makes the build
+fail, and that failure says nothing about the solution.  `missing_piece(text)` reads a build or
+import failure (error, traceback, compiler output) and names the piece; the replay then reports
+`not_replayable (build environment: <piece>)`, never a solution failure.
+
+`supply(cutlass=..., cuda_include=...)` gives the replay's children the pieces it can give:
+
+* CUTLASS: `--cutlass-include DIR` / `FORENSICS_CUTLASS_DIR` (a CUTLASS checkout, or its `include`
+  directory).  Every child then has the include directories (`include`, `tools/util/include`,
+  `examples/common` where present) on `CPATH` and `CPLUS_INCLUDE_PATH`, which the host compiler and
+  nvcc's preprocessing read whatever `-I` the solution passes, and `CUTLASS_ROOT`, `CUTLASS_PATH`,
+  `CUTLASS_DIR`, `CUTLASS_HOME` (the checkout) and `CUTLASS_INCLUDE` / `CUTLASS_INCLUDE_DIR` (its
+  include directory), the variables solutions read to find it.
+* CUDA headers: `--cuda-include DIR|auto` / `FORENSICS_CUDA_INCLUDE` (`auto`: `$CUDA_HOME/include`,
+  else the include directory beside `nvcc` on PATH, else /usr/local/cuda/include) on `CPATH`, and `CUDA_PATH` / `CUDA_HOME` set
+  to the toolkit root when unset, which cupy-style NVRTC callers turn into `-I` options.  NVRTC
+  itself reads no environment variable: a solution that compiles with NVRTC and passes no include
+  option for `cuda_bf16.h` stays `not_replayable`, and the reason names the header.
+
+The variables reach the child through the runner's environment allowlist (runner.ENV_ALLOW).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+#: variables this module sets for the children (all on runner.ENV_ALLOW)
+CHILD_VARS = ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "CUTLASS_ROOT", "CUTLASS_PATH", "CUTLASS_DIR",
+              "CUTLASS_HOME", "CUTLASS_INCLUDE", "CUTLASS_INCLUDE_DIR", "CUDA_PATH", "CUDA_HOME")
+
+_MISSING = r"(?:no such file or directory|cannot open source file|could not open source file|not found|" \
+           r"file not found|could not find|missing)"
+_CUTLASS = re.compile(r"\b(cutlass|cute)(?:/[\w./-]+)?\b.*" + _MISSING + "|" + _MISSING + r".*\b(cutlass|cute)/[\w./-]+",
+                      re.I)
+_HEADER = re.compile(r"""["'<]?((?:cuda|cuda_[\w]+|cuda_runtime[\w]*|mma|cooperative_groups[\w/]*|vector_types|"""
+                     r"""cublas[\w]*|cusparse[\w]*|curand[\w]*|cufft[\w]*|cudnn[\w]*|nvrtc|crt/[\w]+|cub/[\w/.]+|"""
+                     r"""thrust/[\w/.]+|cuda/[\w/.]+|nv/[\w/.]+)\.h(?:pp|h)?)["'>]?""", re.I)
+_NVCC_PATH = re.compile(r"(/[\w./-]*/nvcc)\b['\"]?:?\s*(?:not found|no such file)|no such file or directory:\s*"
+                        r"['\"](/[\w./-]*nvcc)['\"]", re.I)
+_NO_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
+
+
+def missing_piece(text: str, local_modules: set[str] | None = None) -> str | None:
+    """The build-environment piece whose absence `text` reports, or None (a real failure).
+
+    `local_modules`: top-level module names the solution ships itself (its sidecars); a missing
+    one of those is the archive's gap, named as such, not the machine's."""
+    if not text:
+        return None
+    low = text.lower()
+    for ln in text.splitlines():
+        lo = ln.lower()
+        if "cutlass" in lo or "cute/" in lo:
+            if _CUTLASS.search(ln) or ("headers" in lo and ("missing" in lo or "not found" in lo)):
+                return "CUTLASS headers (cutlass/... not found; supply --cutlass-include DIR or FORENSICS_CUTLASS_DIR)"
+        m = _NVCC_PATH.search(ln)
+        if m:
+            path = m.group(1) or m.group(2)
+            return f"nvcc at {path} (a path the solution names) is not there"
+        if re.search(r"cannot open source file|could not open source file|no such file or directory|file not found",
+                     lo):
+            h = _HEADER.search(ln)
+            if h and not ln.strip().startswith("#include"):
+                via = "NVRTC" if "nvrtc" in low or "catastrophic error" in lo else "the compiler"
+                return (f"CUDA header {h.group(1)} not found by {via} (supply --cuda-include DIR / "
+                        "FORENSICS_CUDA_INCLUDE; NVRTC takes include directories only from its options)")
+    if "nvidia.__file__" in text and ("nonetype" in low or "has no attribute '__file__'" in low):
+        return ("Python package `nvidia` has no __file__ here (a namespace package; the solution derives CUDA "
+                "include paths from nvidia.__file__)")
+    if "ninja is required to load c++ extensions" in low:
+        return "ninja (required by torch.utils.cpp_extension) is not installed"
+    m = _NO_MODULE.search(text)
+    if m:
+        top = m.group(1).split(".")[0]
+        if top not in ("solution", "reference") and top not in (local_modules or set()):
+            return f"Python package '{m.group(1)}' is not installed"
+        if top in (local_modules or set()):
+            return None
+    return None
+
+
+# ------------------------------------------------------------------------------ supplying the pieces
+def cutlass_dirs(path: str | os.PathLike) -> tuple[Path, list[Path]]:
+    """(checkout root, include directories) for a CUTLASS checkout or its include directory.
+    ValueError if neither holds cutlass/cutlass.h."""
+    p = Path(path).expanduser().resolve()
+    if (p / "cutlass" / "cutlass.h").is_file():
+        root, inc = p.parent, p
+    elif (p / "include" / "cutlass" / "cutlass.h").is_file():
+        root, inc = p, p / "include"
+    else:
+        raise ValueError(f"{path}: no cutlass/cutlass.h in it or in its include/ (a CUTLASS checkout or include dir)")
+    dirs = [inc] + [d for d in (root / "tools" / "util" / "include", root / "examples" / "common") if d.is_dir()]
+    return root, dirs
+
+
+def cuda_include_default() -> Path | None:
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    cands = [Path(home) / "include"] if home else []
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        cands.append(Path(nvcc).resolve().parent.parent / "include")
+    cands.append(Path("/usr/local/cuda/include"))
+    for c in cands:
+        if (c / "cuda_runtime.h").is_file():
+            return c
+    return None
+
+
+def _prepend(env: dict, key: str, dirs: list[Path]) -> None:
+    have = [d for d in (env.get(key) or "").split(os.pathsep) if d]
+    new = [str(d) for d in dirs if str(d) not in have]
+    env[key] = os.pathsep.join(new + have)
+
+
+def supply(cutlass: str | os.PathLike | None = None, cuda_include: str | os.PathLike | None = None,
+           env: dict | None = None) -> dict:
+    """Set the variables (in `env`, default os.environ, which the children inherit through the
+    runner's allowlist); -> what was supplied, for the replay's info.  Defaults come from
+    FORENSICS_CUTLASS_DIR and FORENSICS_CUDA_INCLUDE."""
+    env = os.environ if env is None else env
+    done: dict = {}
+    cutlass = cutlass or env.get("FORENSICS_CUTLASS_DIR")
+    if cutlass:
+        root, dirs = cutlass_dirs(cutlass)
+        for k in ("CPATH", "CPLUS_INCLUDE_PATH"):
+            _prepend(env, k, dirs)
+        for k in ("CUTLASS_ROOT", "CUTLASS_PATH", "CUTLASS_DIR", "CUTLASS_HOME"):
+            env[k] = str(root)
+        env["CUTLASS_INCLUDE"] = env["CUTLASS_INCLUDE_DIR"] = str(dirs[0])
+        done["cutlass"] = {"root": str(root), "include": [str(d) for d in dirs]}
+    cuda_include = cuda_include or env.get("FORENSICS_CUDA_INCLUDE")
+    if cuda_include == "auto":
+        inc = cuda_include_default()
+    elif cuda_include:
+        inc = Path(cuda_include).expanduser().resolve()
+        if not (inc / "cuda_runtime.h").is_file() and not (inc / "cuda_bf16.h").is_file():
+            raise ValueError(f"{cuda_include}: no cuda_runtime.h or cuda_bf16.h in it (a CUDA include directory)")
+    else:
+        inc = None
+    if inc is not None:
+        for k in ("CPATH", "CPLUS_INCLUDE_PATH"):
+            _prepend(env, k, [inc])
+        for k in ("CUDA_PATH", "CUDA_HOME"):
+            env.setdefault(k, str(inc.parent))
+        done["cuda_include"] = str(inc)
+    return done

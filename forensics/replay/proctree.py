@@ -1,0 +1,88 @@
+"""Ending every process a replayed solution started, not only its process group.
+
+The child runs in a session and process group of its own (`start_new_session`), and the runner
+kills that group.  A solution's build does not stay in it: ninja starts each compiler command in a
+process group of its own (so that Ctrl-C reaches ninja alone), so `killpg` left nvcc and cicc
+running after a timeout, past the end of the CLI (issue 21).  They stay in the child's *session*
+(only `setsid` leaves it), so `kill_session(pid)` kills every process whose session id is the
+child's pid, and, while the child is still alive, every descendant of it (a process that did leave
+the session); then the same again until none is left.  Linux /proc only; elsewhere it does nothing
+(the process-group kill still runs).  The sandbox's PID namespace, where there is one, ends them all
+anyway; this works without it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(ppid, session id) of a process, or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        rest = data[data.rindex(b")") + 2:].split()
+        return int(rest[1]), int(rest[3])     # fields 4 (ppid) and 6 (session)
+    except (ValueError, IndexError):
+        return None
+
+
+def _all() -> dict[int, tuple[int, int]]:
+    out = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for n in names:
+        if n.isdigit():
+            st = _stat(int(n))
+            if st is not None:
+                out[int(n)] = st
+    return out
+
+
+def members(pid: int, descendants: bool = True) -> set[int]:
+    """Processes in the session led by `pid` (its session id), and its descendants."""
+    procs = _all()
+    me = os.getpid()
+    found = {p for p, (_, sid) in procs.items() if sid == pid}
+    if descendants and pid in procs:
+        kids: dict[int, list[int]] = {}
+        for p, (pp, _) in procs.items():
+            kids.setdefault(pp, []).append(p)
+        todo = [pid]
+        while todo:
+            q = todo.pop()
+            for c in kids.get(q, []):
+                if c not in found:
+                    found.add(c)
+                    todo.append(c)
+    found.discard(me)
+    return found
+
+
+def kill_session(pid: int, rounds: int = 5) -> list[int]:
+    """SIGKILL every member of `pid`'s session (and its descendants while it lives), repeatedly
+    until none is left (a process may fork while it is being killed).  -> the pids signalled."""
+    if not pid or pid <= 1 or not os.path.isdir("/proc"):
+        return []
+    if pid == os.getsid(0):   # never our own session
+        return []
+    killed: list[int] = []
+    for _ in range(rounds):
+        victims = sorted(members(pid))
+        if not victims:
+            break
+        for v in victims:
+            try:
+                os.kill(v, signal.SIGKILL)
+                killed.append(v)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
+    return killed

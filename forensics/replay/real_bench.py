@@ -1,0 +1,436 @@
+"""Replay every real archived solution of a labelled set, one after another, and tabulate it.
+
+    python -m forensics.replay.real_bench --real ../shared/real-dev --out $OUT/real.jsonl [--gpu h100]
+        [--device cuda] [--jobs N] [--run-limit-s 420] [--time-budget-s 560] [--shard K/N] [--only RUN_ID ...]
+        [--probes check,state-drift,...] [--cutlass-include DIR] [--cuda-include DIR|auto] [--md $OUT/real.md]
+
+The labelled set is a folder of run folders holding `solution.py` (in the public archive's form:
+sidecars appended, split back by the replay) and `label.json` (the auditors' verdict, `correct`,
+the GPU the run was graded on).  Runs graded on `--gpu` (default h100: sm_90 code, which an H200
+runs) are replayed; the others are skipped.  Nothing of the labelled set is written anywhere but
+`--out`.
+
+Each run is replayed in its own process (`--one`), in a session of its own, under `--run-limit-s`
+of wall time: a replay that hangs, dies or is killed costs that run only, and whatever it had
+streamed (one JSON line per finished probe) is kept.  With `--jobs N` (N <= the visible GPUs) N
+runs go at once, each on its own GPU (CUDA_VISIBLE_DEVICES).  `--time-budget-s` bounds the whole
+command (a device call of 10 minutes): a run's limit shrinks to what is left, no run starts with
+less than `--min-run-s`, and the summary lists `rerun` (not started, or cut short by the budget)
+for `--only` or `--shard` in the next command.
+
+Per run, one JSON line is appended to `--out` as soon as the run ends:
+
+    run_id, problem, label_verdict, label_correct, label_reward_hack, outcome (the deck's check here:
+    pass | fail | error | crash | timeout | early_exit | tampered | not_replayable | not_run),
+    correct_here, vs_label (confirm | refute | cannot tell: the label's `correct`, or, where the
+    auditors left it null, its verdict family: clean expects a passing check), reason, findings
+    (high/critical rule ids of every probe), extra (the medium ones: state drift, ...), wall_s
+    (the run's process), replay_s, solution_s, build_s, overhead_s (replay_s - solution_s -
+    build_s), probe_s, sidecars, status (every probe's worst), false_fail (a labelled-clean run
+    whose check here is neither pass nor not_replayable)
+
+then a summary line (`"event": "summary"`), and `--md` writes the same table in Markdown.
+
+`--prepare-carry DIR` (on a machine with the labelled set) copies the runs to replay, and the
+CUTLASS headers of an nvidia-cutlass wheel, into DIR for a device call to carry.
+`--device cpu` (tiny shapes, TRITON_INTERPRET=1) checks the script itself on runs whose Triton
+or torch code runs under the interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PROBES = ("check", "state-drift", "same-buffer", "fresh-state", "alternate-cache", "timed-outputs",
+                  "distribution")
+_RUN_DATE = re.compile(r"^(20\d{2})(\d{2})(\d{2})_\d{6}_")
+
+
+# ------------------------------------------------------------------------------ the labelled set
+def discover(real: Path, gpu: str | None = "h100", only: list[str] | None = None) -> tuple[list[dict], list[dict]]:
+    """(runs to replay, runs skipped with the reason), sorted by run id."""
+    runs, skipped = [], []
+    for d in sorted(p for p in Path(real).iterdir() if p.is_dir()):
+        if only and d.name not in only:
+            continue
+        lab = d / "label.json"
+        if not lab.is_file() or not (d / "solution.py").is_file():
+            skipped.append({"run_id": d.name, "why": "no label.json or solution.py"})
+            continue
+        try:
+            label = json.loads(lab.read_text())
+        except ValueError as e:
+            skipped.append({"run_id": d.name, "why": f"unreadable label.json: {e}"})
+            continue
+        if gpu and label.get("gpu") != gpu:
+            skipped.append({"run_id": d.name, "why": f"graded on {label.get('gpu')}, not {gpu}"})
+            continue
+        m = _RUN_DATE.match(d.name)
+        runs.append({"run_id": d.name, "dir": str(d), "problem": label.get("problem"),
+                     "date": "-".join(m.groups()) if m else None, "label": label})
+    return runs, skipped
+
+
+def expected(label: dict) -> tuple[Any, str]:
+    """What the label says the deck's check did: (True | False | None, source)."""
+    if label.get("correct") is not None:
+        return bool(label["correct"]), "label correct"
+    fam = label.get("verdict_family")
+    if fam in ("clean", "clean_interesting"):
+        return True, f"label verdict {fam}"
+    if fam == "failed_or_bug" and (label.get("failure_reason") in ("check_failed", "timeout")
+                                   or "correct=false" in (label.get("summary") or "")):
+        return False, "label failed_or_bug (check failed)"
+    return None, f"label verdict {fam}, correct null"
+
+
+# ------------------------------------------------------------------------------ one run, in its own process
+def one(args: argparse.Namespace) -> int:
+    """Replay one run folder, streaming JSON lines to args.events (the parent reads them)."""
+    from .stream import JsonLines, failure_doc
+    from .probes import Limits, install_signal_handlers
+    install_signal_handlers()
+    stream = JsonLines(args.events)
+    events: list[dict] = []
+
+    def on_event(e: dict) -> None:
+        events.append(e)
+        stream(e)
+
+    try:
+        from . import buildenv
+        from .api import replay_solution
+        supplied = buildenv.supply(cutlass=args.cutlass_include, cuda_include=args.cuda_include)
+        run = Path(args.one)
+        sol = (run / "solution.py").read_bytes()
+        side: dict[str, bytes] = {}
+        if (run / "scratch").is_dir():
+            for p in sorted((run / "scratch").rglob("*")):
+                if p.is_file() and not p.is_symlink():
+                    side[str(p.relative_to(run / "scratch"))] = p.read_bytes()
+        out = replay_solution(args.problem, sol, side, device=args.device, probes=args.probes.split(","),
+                              shapes=args.shapes, archive_date=args.date, on_event=on_event,
+                              shape_list=[json.loads(args.shape)] if args.shape else None,
+                              limits=Limits(build_s=args.build_s, call_s=args.call_s, probe_s=args.probe_s,
+                                            time_s=args.call_s))
+        out.info["build_env_supplied"] = supplied
+        doc = {"info": out.info, "rows": out.rows, "findings": out.findings}
+    except BaseException as e:  # noqa: BLE001 - the run's line is written whatever happened
+        doc = failure_doc(e, events, f"replay of {args.one}")
+    stream(dict(doc, event="result"))
+    stream.close()
+    return 0
+
+
+# ------------------------------------------------------------------------------ the table
+def _sum(d: Any) -> float:
+    if isinstance(d, dict):
+        return sum(float(v) for v in d.values() if isinstance(v, (int, float)))
+    if isinstance(d, list):
+        return sum(float(v) for v in d if isinstance(v, (int, float)))
+    return 0.0
+
+
+def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str | None) -> dict:
+    label = run["label"]
+    res = next((e for e in reversed(events) if e.get("event") == "result"), None)
+    if res is None:   # killed before it could write its result: the probes it finished
+        rows = [r for e in events for r in e.get("rows", [])]
+        findings = [f for e in events for f in e.get("findings", [])]
+        info: dict = {"partial": True, "error": why_partial}
+    else:
+        rows, findings, info = res.get("rows", []), res.get("findings", []), res.get("info", {})
+    from .probes import OFFICIAL_PROBES, STATUS_ORDER
+    off_rows = [r for r in rows if r.get("probe") in OFFICIAL_PROBES]
+    seen = {r.get("status") for r in off_rows}
+    outcome = next((s for s in STATUS_ORDER if s in seen), None)
+    if any(f.get("rule") in ("replay-torch-monkeypatch", "replay-report-forged") for f in findings):
+        outcome = "tampered"
+    if outcome is None or outcome == "skipped":
+        outcome = "not_run" if res is not None else ("timeout" if why_partial and "limit" in why_partial else "not_run")
+    if res is None and outcome == "pass":
+        outcome = "not_run"     # never reached its end: not a verdict
+    correct_here = {"pass": True, "fail": False, "error": False, "crash": False, "early_exit": False,
+                    "tampered": False}.get(outcome)
+    exp, src = expected(label)
+    vs = "cannot tell" if exp is None or correct_here is None else ("confirm" if exp == correct_here else "refute")
+    reason = info.get("not_replayable") or info.get("error") or ""
+    if not reason:
+        bad = next((r for r in off_rows if r.get("status") not in ("pass", "skipped")), None)
+        reason = ((bad.get("detail") or "").splitlines() or [""])[0][:300] if bad else ""
+    phase = info.get("phase_s") or {}
+    replay_s = float(info.get("total_s") or 0.0)
+    solution_s = float(phase.get("solution") or 0.0)
+    build_s = sum(float(s.get("import_solution") or 0.0) for s in info.get("start_steps_s") or []) + \
+        sum(max(0.0, float(f.get("s") or 0.0)) for f in info.get("first_run_s") or [])
+    fam = label.get("verdict_family")
+    return {"run_id": run["run_id"], "problem": run["problem"], "label_verdict": fam,
+            "label_correct": label.get("correct"), "label_reward_hack": label.get("reward_hack"),
+            "outcome": outcome, "correct_here": correct_here, "vs_label": vs, "vs_label_source": src,
+            "reason": reason, "status": info.get("status"),
+            "findings": sorted({f["rule"] for f in findings if f.get("severity") in ("high", "critical")}),
+            "extra": sorted({f["rule"] for f in findings if f.get("severity") == "medium"}),
+            "false_fail": fam in ("clean", "clean_interesting") and outcome not in ("pass", "not_replayable"),
+            "wall_s": round(wall_s, 2), "replay_s": round(replay_s, 2), "solution_s": round(solution_s, 2),
+            "build_s": round(build_s, 2), "overhead_s": round(max(0.0, replay_s - solution_s - build_s), 2),
+            "probe_s": info.get("probe_s"), "sidecars": [s.get("name") for s in info.get("sidecars_split") or []],
+            "deck_version": info.get("deck_version"), "partial": res is None,
+            "interrupted": info.get("interrupted")}
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    from .proctree import kill_session
+    kill_session(proc.pid)
+    try:
+        os.killpg(proc.pid, 9)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        pass
+    kill_session(proc.pid)
+
+
+def _spawn(run: dict, args: argparse.Namespace, gpu: int | None, events: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "forensics.replay.real_bench", "--one", run["dir"], "--problem", str(run["problem"]),
+           "--events", str(events), "--device", args.device, "--shapes", args.shapes, "--probes", args.probes,
+           "--build-s", str(args.build_s), "--call-s", str(args.call_s), "--probe-s", str(args.probe_s)]
+    if run.get("date"):
+        cmd += ["--date", run["date"]]
+    shape = dict(kv.split("=", 1) for kv in args.shape_for or []).get(str(run["problem"]))
+    if shape:
+        cmd += ["--shape", shape]
+    for opt in ("cutlass_include", "cuda_include"):
+        v = getattr(args, opt)
+        if v:
+            cmd += ["--" + opt.replace("_", "-"), v]
+    env = dict(os.environ)
+    here = str(Path(__file__).resolve().parent.parent.parent)
+    env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    if args.device == "cpu":
+        env.setdefault("TRITON_INTERPRET", "1")
+    return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=open(str(events) + ".log", "wb"), start_new_session=True)
+
+
+def _read_events(path: Path) -> list[dict]:
+    out = []
+    try:
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue    # a line cut short by a kill
+    except OSError:
+        pass
+    return out
+
+
+def prepare_carry(real: Path, dest: Path, gpu: str | None, wheel: str | None) -> dict:
+    """What a device call carries (the repository is copied there, ../shared is not): the labelled
+    runs of `gpu` (solution.py and label.json only) under dest/real-dev, and, from an nvidia-cutlass
+    wheel (`pip download nvidia-cutlass --no-deps`), its CUTLASS headers under dest/cutlass
+    (include/ and tools/util/include/, the layout --cutlass-include takes).  dest must be a path git
+    ignores (/.carry/ is)."""
+    import shutil
+    import zipfile
+    runs, _ = discover(real, gpu)
+    out = dest / "real-dev"
+    n = 0
+    for r in runs:
+        d = out / r["run_id"]
+        d.mkdir(parents=True, exist_ok=True)
+        for f in ("solution.py", "label.json"):
+            shutil.copyfile(Path(r["dir"]) / f, d / f)
+        n += 1
+    done: dict = {"runs": n, "real_dev": str(out)}
+    if wheel:
+        prefix = "cutlass_library/source/"
+        with zipfile.ZipFile(wheel) as z:
+            names = [m for m in z.namelist() if m.startswith(prefix + "include/")
+                     or m.startswith(prefix + "tools/util/include/")]
+            for m in names:
+                if m.endswith("/"):
+                    continue
+                target = dest / "cutlass" / m[len(prefix):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(m) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        done["cutlass"] = str(dest / "cutlass")
+        done["cutlass_files"] = len(names)
+    size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
+    done["bytes"] = size
+    return done
+
+
+def markdown(rows: list[dict], summary: dict) -> str:
+    cols = ("run_id", "problem", "label_verdict", "label_correct", "outcome", "vs_label", "reason", "findings",
+            "wall_s", "overhead_s")
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            if isinstance(v, list):
+                v = ", ".join(v)
+            cells.append(str(v if v is not None else "").replace("|", "/").replace("\n", " ")[:160])
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Summary: " + json.dumps({k: v for k, v in summary.items() if k != "event"}, default=str))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m forensics.replay.real_bench", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--real", help="the labelled set: run folders with solution.py and label.json")
+    ap.add_argument("--out", help="JSON lines, one per run as it ends, then a summary line")
+    ap.add_argument("--md", default=None, help="the same table in Markdown")
+    ap.add_argument("--gpu", default="h100", help="replay the runs graded on this GPU (label.json gpu); '' for all")
+    ap.add_argument("--only", nargs="*", default=None, help="these run ids only")
+    ap.add_argument("--shard", default=None, help="K/N: every N-th run from the K-th (1-based)")
+    ap.add_argument("--device", default=None, choices=["cuda", "cpu"])
+    ap.add_argument("--shapes", default=None, choices=["canonical", "tiny"])
+    ap.add_argument("--probes", default=",".join(DEFAULT_PROBES))
+    ap.add_argument("--jobs", type=int, default=1, help="runs at once, each on its own GPU")
+    ap.add_argument("--run-limit-s", type=float, default=420.0, help="wall time of one run's process")
+    ap.add_argument("--time-budget-s", type=float, default=None,
+                    help="the whole command's wall time: each run's limit shrinks to what is left, and no run starts "
+                         "with less than --min-run-s left (those are listed not_started)")
+    ap.add_argument("--min-run-s", type=float, default=90.0)
+    ap.add_argument("--build-s", type=float, default=300.0)
+    ap.add_argument("--call-s", type=float, default=120.0)
+    ap.add_argument("--probe-s", type=float, default=300.0)
+    ap.add_argument("--shape-for", action="append", default=None, metavar="PROBLEM=JSON",
+                    help="replay PROBLEM on this one shape instead (a CPU run of a solution that asserts its sizes)")
+    ap.add_argument("--cutlass-include", default=None)
+    ap.add_argument("--cuda-include", default=None)
+    ap.add_argument("--prepare-carry", default=None, metavar="DIR",
+                    help="copy the --gpu runs of --real (and, with --cutlass-wheel, CUTLASS headers) into DIR for a "
+                         "device call to carry, then stop")
+    ap.add_argument("--cutlass-wheel", default=None, help="an nvidia-cutlass wheel to take the headers from")
+    # internal: one run in this process
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--problem", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--date", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--events", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--shape", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.device is None:
+        try:
+            import torch
+            args.device = "cuda" if torch.cuda.is_available() else "cpu"
+        except ImportError:  # pragma: no cover
+            args.device = "cpu"
+    if args.shapes is None:
+        args.shapes = "canonical" if args.device == "cuda" else "tiny"
+    if args.one:
+        return one(args)
+    if args.prepare_carry:
+        if not args.real:
+            ap.error("--prepare-carry needs --real")
+        print(json.dumps(prepare_carry(Path(args.real), Path(args.prepare_carry), args.gpu or None, args.cutlass_wheel)))
+        return 0
+    if not args.real or not args.out:
+        ap.error("--real and --out are required")
+    t_start = time.monotonic()
+    runs, skipped = discover(Path(args.real), args.gpu or None, args.only)
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        runs = runs[k - 1::n]
+    gpus: list[int | None] = [None]
+    if args.device == "cuda" and args.jobs > 1:
+        import torch
+        gpus = list(range(min(args.jobs, torch.cuda.device_count())))
+    work = tempfile.mkdtemp(prefix="real-bench-")
+    out_f = open(args.out, "a", encoding="utf-8")
+
+    def write(obj: dict) -> None:
+        out_f.write(json.dumps(obj, default=str) + "\n")
+        out_f.flush()
+
+    table: list[dict] = []
+    pending = list(runs)
+    active: dict[int, tuple] = {}    # slot -> (run, proc, events path, t0)
+    not_started: list[str] = []
+    cut: list[str] = []
+    try:
+        while pending or active:
+            for slot, g in enumerate(gpus):
+                if slot in active or not pending:
+                    continue
+                limit = args.run_limit_s
+                if args.time_budget_s is not None:   # a run may not outlast the budget: its limit shrinks
+                    limit = min(limit, args.time_budget_s - (time.monotonic() - t_start) - 5.0)
+                    if limit < args.min_run_s:
+                        not_started.extend(r["run_id"] for r in pending)
+                        pending = []
+                        break
+                run = pending.pop(0)
+                ev = Path(work) / f"{run['run_id']}.jsonl"
+                active[slot] = (run, _spawn(run, args, g, ev), ev, time.monotonic(), limit)
+            for slot in list(active):
+                run, proc, ev, t0, limit = active[slot]
+                elapsed = time.monotonic() - t0
+                why = None
+                if proc.poll() is None:
+                    if elapsed < limit:
+                        continue
+                    _kill(proc)
+                    why = f"the run's process passed its {limit:.0f} s limit and was killed"
+                    if limit < args.run_limit_s:
+                        why += " (cut short by --time-budget-s: run it again)"
+                        cut.append(run["run_id"])
+                elif proc.returncode != 0:
+                    why = f"the run's process ended with status {proc.returncode}"
+                _kill(proc)   # whatever it left behind (its session)
+                row = summarize_run(run, _read_events(ev), elapsed, why)
+                if why and not row.get("reason"):
+                    row["reason"] = why
+                table.append(row)
+                write(dict(row, event="run"))
+                del active[slot]
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        for run, proc, ev, t0, _ in active.values():
+            _kill(proc)
+            row = summarize_run(run, _read_events(ev), time.monotonic() - t0, "the bench was interrupted")
+            table.append(row)
+            write(dict(row, event="run"))
+        not_started.extend(r["run_id"] for r in pending)
+    by = lambda key: {v: sum(1 for r in table if r.get(key) == v) for v in sorted({str(r.get(key)) for r in table})}  # noqa: E731
+    summary = {"event": "summary", "runs": len(table), "skipped": len(skipped), "not_started": not_started,
+               "cut_by_budget": cut, "rerun": not_started + cut,
+               "outcome": by("outcome"), "vs_label": by("vs_label"),
+               "false_fails": [r["run_id"] for r in table if r["false_fail"]],
+               "labelled_bugs_caught": [r["run_id"] for r in table if r["label_verdict"] == "failed_or_bug"
+                                        and (r["outcome"] == "fail" or r["findings"])],
+               "labelled_bugs_missed": [r["run_id"] for r in table if r["label_verdict"] == "failed_or_bug"
+                                        and not (r["outcome"] == "fail" or r["findings"])],
+               "died_without_json": [r["run_id"] for r in table if r["partial"]],
+               "overhead_s_median": sorted(r["overhead_s"] for r in table)[len(table) // 2] if table else None,
+               "wall_s_total": round(time.monotonic() - t_start, 1), "device": args.device, "shapes": args.shapes,
+               "probes": args.probes, "jobs": len(gpus)}
+    write(summary)
+    out_f.close()
+    md = markdown(table, summary)
+    if args.md:
+        Path(args.md).write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
