@@ -267,7 +267,7 @@ def _norm_probe(p: str | None) -> str:
                "alternate-cache-probe": "alternate-cache", "l2-persistence-reset-timing": "timing-l2-reset",
                "unsampled-row": "unsampled-region", "same-buffer-probe": "same-buffer", "fresh-state-probe": "fresh-state",
                "cache-contract": "alternate-cache", "fresh-input-pointers": "fresh-inputs",
-               "timed-call-outputs": "timed-calls", "timed-outputs": "timed-calls"}
+               "timed-call-outputs": "timed-calls", "timed-outputs": "timed-calls", "kernel-trace": "kernel-name-trace"}
     return aliases.get(p, p)
 
 

@@ -46,13 +46,13 @@ PROBE_ALIASES = {"all": ALL_PROBES, "stress": ("check",), "timing-l2-reset": ("t
 
 # The static rules name the probe that settles them in words (forensics/analyze/static/rules.py:
 # "same-buffer overwrite", "fresh state object", ...); normalized (lower case, '-' for blanks) to
-# replay probes here.  Phrases with no replay probe (kernel-name trace, first launch of each
-# specialization) select nothing.
+# replay probes here.  Phrases with no replay probe (first launch of each specialization) select
+# nothing.
 STATIC_PROBES = {"same-buffer-overwrite": ("same-buffer", "fresh-inputs"), "unsampled-region-mutation": ("unsampled-region",),
                  "unsampled-row-mutation": ("unsampled-region",), "fresh-state-object": ("fresh-state",),
                  "fresh-input-pointers": ("fresh-inputs",), "alternate-caller-caches": ("alternate-cache",),
                  "output-aliasing": ("output-alias",), "repeated-calls": ("determinism", "timed-outputs"),
-                 "perturbed-distribution-inputs": ("distribution",),
+                 "perturbed-distribution-inputs": ("distribution",), "kernel-name-trace": ("kernel-trace",),
                  "l2-persistence-reset-timing": ("timing",), "build-on-the-grading-host": ("check",)}
 
 

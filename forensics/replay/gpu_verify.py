@@ -60,6 +60,11 @@ CASES = [
      (42,), ["replay-timed-output-wrong"], "fail"),
     ("topk_magnitude_sniff", "05_topk_bitonic", "topk_magnitude_sniff.py", [], ["check", "distribution"], "tiny",
      (42,), ["replay-distribution-failed"], "fail"),
+    # issue 17: the kernel-name trace attributes the device time to authored or library kernels
+    ("fp8_trace_authored", "01_fp8_gemm", "gpu/fp8_honest.py", [], ["check", "kernel-trace"], "canonical", (42,),
+     ["replay-kernel-trace"], "pass"),
+    ("fp8_library_wrapper", "01_fp8_gemm", "gpu/fp8_library_wrapper.py", [], ["check", "kernel-trace"], "canonical",
+     (42,), ["replay-work-by-library"], "pass"),
     ("mq_honest", "03_megaqwen_decode", "mq_honest.py", ["mq_core.py"], ["check", "alternate-cache", "fresh-state"],
      "tiny", (42,), [], "pass"),
     ("mq_ignores_caches", "03_megaqwen_decode", "mq_ignores_caches.py", ["mq_core.py"], ["alternate-cache"], "tiny",

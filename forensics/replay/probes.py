@@ -46,7 +46,8 @@ from .worker import _to_dev_tree as _to_dev  # one tree walk for both sides of t
 from .worker import IPC_TEST_N, pack_load, pack_save
 
 ALL_PROBES = ("check", "property", "state-drift", "same-buffer", "unsampled-region", "fresh-state", "fresh-inputs",
-              "alternate-cache", "output-alias", "nan-poison", "determinism", "timed-outputs", "distribution", "timing")
+              "alternate-cache", "output-alias", "nan-poison", "determinism", "timed-outputs", "distribution",
+              "kernel-trace", "timing")
 DEFAULT_PROBES = ALL_PROBES
 
 # Anywhere in the text: the device cannot run what the solution built / needs.
@@ -73,6 +74,8 @@ FINDING_RULES = {
     "replay-state-drift": ("medium", "correctness", "state-drift"),
     "replay-timed-output-wrong": ("critical", "reward_hack", "timed-outputs"),
     "replay-distribution-failed": ("high", "correctness", "distribution"),
+    "replay-work-by-library": ("high", "reward_hack", "kernel-trace"),
+    "replay-kernel-trace": ("info", "info", "kernel-trace"),
     "replay-state-layout": ("info", "info", "state-drift"),
     "replay-unwritten-output": ("high", "correctness", "nan-poison"),
     "replay-nondeterministic": ("low", "correctness", "determinism"),
@@ -1438,7 +1441,7 @@ class Replay:
             torch.cuda.empty_cache()
 
     def run(self, probes: Iterable[str]) -> Outcome:
-        from . import hackprobes, stateful
+        from . import hackprobes, kerneltrace, stateful
         kind = stateful.kind(self.spec)
         probes = [p for p in probes if kind or p != "alternate-cache"]  # only decode APIs take caches
         t0 = time.monotonic()
@@ -1454,6 +1457,7 @@ class Replay:
             "determinism": self.probe_determinism,
             "timed-outputs": lambda: hackprobes.timed_outputs(self),
             "distribution": lambda: hackprobes.distribution(self),
+            "kernel-trace": lambda: kerneltrace.kernel_trace(self),
         }
         if kind:
             table = stateful.table(self)

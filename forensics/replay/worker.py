@@ -54,6 +54,7 @@ _fill = torch.Tensor.fill_
 _zero = torch.Tensor.zero_
 _sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
+from torch.profiler import ProfilerActivity as _ProfilerActivity, profile as _profile  # noqa: E402 - kept before the solution loads
 _median = statistics.median
 _TensorType = torch.Tensor
 _frombuffer = torch.frombuffer
@@ -874,6 +875,43 @@ class Worker:
         self.save(payload, req)
         return {"ms_all": times, "captured": sorted(kept), "tamper": tamper,
                 "method": "cuda_events" if cuda else "perf_counter"}
+
+    # ---- which kernels a call launches (the kernel-name trace)
+    def op_trace(self, req):
+        """Call the target `warmup` times untraced (builds, autotuning), then `iters` times under the
+        torch profiler, and hand back every kernel (GPU) or operator (CPU) it ran with its count and
+        its own time: names and numbers only, judged by the parent."""
+        target = self._call_target(req["fn"])
+        args = [self.resolve(a) for a in req.get("args", [])]
+        warmup, iters = int(req.get("warmup", 1)), max(1, int(req.get("iters", 3)))
+        cuda = self.device.startswith("cuda")
+        acts = [_ProfilerActivity.CPU] + ([_ProfilerActivity.CUDA] if cuda else [])
+        with _profile(activities=acts):
+            pass   # the profiler's first use replaces torch.manual_seed: not the solution's doing
+        before = snapshot()
+        with _no_grad():
+            for _ in range(warmup):
+                target(*args)
+            self.sync()
+            with _profile(activities=acts) as prof:
+                for _ in range(iters):
+                    target(*args)
+                self.sync()
+        rows = []
+        for ev in prof.key_averages():
+            dev = getattr(ev, "self_device_time_total", None)
+            if dev is None:
+                dev = getattr(ev, "self_cuda_time_total", 0)
+            on_device = str(getattr(ev, "device_type", "")).endswith("CUDA")
+            if cuda and not on_device and not dev:
+                continue
+            t = float(dev or 0) if cuda else float(getattr(ev, "self_cpu_time_total", 0) or 0)
+            if t <= 0:
+                continue
+            rows.append({"name": str(ev.key)[:400], "calls": int(ev.count), "us": round(t, 3)})
+        rows.sort(key=lambda r: -r["us"])
+        return {"kernels": rows[:200], "iters": iters, "clock": "device" if cuda else "cpu",
+                "tamper": diff_snapshots(before, snapshot())}
 
     def op_time(self, req):
         target = self._call_target(req["fn"])

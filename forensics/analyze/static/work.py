@@ -36,6 +36,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from forensics.text.cuda import global_kernel_names
+
 from .base import Hit
 from .cuda import Blob, outline, strip_c_comments
 from .python import (FORWARD_NAMES, walk, NON_WORK_TORCH, Module, _deco_func, _entry_params, _fallback_context, _names,
@@ -88,7 +90,6 @@ CUTLASS = re.compile(r"\bcutlass::(gemm|conv|epilogue|arch)\b|\bGemmUniversal\w*
 CPP_LIBRARY = re.compile(r"\b(cublas(?:Lt)?\w*Gemm\w*|cublasLtMatmul|cublas[SDHCZ]gemm\w*|cublasGemm\w*|"
                          r"at::(?:matmul|mm|bmm|addmm|baddbmm|linear|_scaled_mm|einsum|scaled_dot_product_attention|"
                          r"topk|sort|argsort)|torch::(?:matmul|mm|bmm|addmm|linear|einsum)|cudnn\w+Forward\w*)\s*\(")
-KERNEL_DEF = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+|inline\s+)*[\w:<>,\s*]*?\b(\w+)\s*\(")
 PYBIND_DEF = re.compile(r"\bm\.def\s*\(\s*\"(\w+)\"\s*,\s*&?\s*([\w:]+)")
 
 
@@ -116,7 +117,7 @@ def parse_extension(blobs: list[Blob], exported_names: set[str]) -> Extension:
     ext = Extension()
     for b in blobs:
         text = strip_c_comments(b.text)
-        kernels = {m.group(1) for m in KERNEL_DEF.finditer(text)}
+        kernels = set(global_kernel_names(text))
         for f in outline(text):
             body = f.body(text)
             prev = ext.funcs.get(f.name)

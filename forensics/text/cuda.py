@@ -1,0 +1,27 @@
+"""Reading CUDA/C++ source text without a compiler."""
+
+from __future__ import annotations
+
+import re
+
+_GLOBAL = re.compile(r"\b__global__\b")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^()]*(?:\([^()]*\)[^()]*)*\)")
+_NAME_CALL = re.compile(r"([A-Za-z_]\w*)\s*\(")
+
+
+def global_kernel_names(text: str) -> list[str]:
+    """Names of the `__global__` functions defined or declared in `text`, in order: the identifier
+    before the parameter list, whatever sits between (`template <...>`, `extern "C"`, return type,
+    `__launch_bounds__(...)`, `static`, `inline`)."""
+    out: list[str] = []
+    for m in _GLOBAL.finditer(text):
+        end = len(text)
+        for stop in ("{", ";"):
+            j = text.find(stop, m.end())
+            if j != -1:
+                end = min(end, j)
+        head = _LAUNCH_BOUNDS.sub(" ", text[m.end():end])
+        c = _NAME_CALL.search(head)
+        if c and c.group(1) not in out:
+            out.append(c.group(1))
+    return out

@@ -1,0 +1,55 @@
+"""The kernel-name trace (issue 17): which kernels a call launches and whose they are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from forensics.replay.api import replay_solution  # noqa: E402
+from forensics.replay.kerneltrace import attribute, authored_kernels, classify  # noqa: E402
+from forensics.replay.probes import Limits  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "corpus" / "replay"
+FAST = Limits(build_s=300, call_s=240, probe_s=300, time_s=120)
+
+
+def test_device_kernels_are_attributed_to_the_solution_or_the_library():
+    authored = {"_gemm_kernel", "fp8_gemm_main"}
+    assert classify("_gemm_kernel", authored, False, "device") == "authored"
+    assert classify("void fp8_gemm_main<128, 64>(float const*, ...)", authored, False, "device") == "authored"
+    assert classify("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", authored, False, "device") == "library"
+    assert classify("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN", authored, False, "device") == "library"
+    assert classify("void cutlass::Kernel2<cutlass_80_tensorop>", authored, False, "device") == "library"
+    assert classify("void cutlass::Kernel2<cutlass_80_tensorop>", authored, True, "device") == "authored"
+    assert classify("triton_poi_fused_mul_0", authored, False, "device") == "library"   # torch.compile's
+    assert classify("Memset (Device)", authored, False, "device") == "other"
+    assert classify("_row_kernel_v2", {"_row_kernel"}, False, "device") == "other"       # a whole name only
+    att = attribute([{"name": "sm90_xmma_gemm_x", "us": 90.0, "calls": 3}, {"name": "_cast", "us": 2.0, "calls": 3},
+                     {"name": "Memcpy DtoD", "us": 8.0, "calls": 3}], {"_cast"}, False, "device")
+    assert att["share"] == {"authored": 0.02, "library": 0.9, "other": 0.08}
+
+
+def test_authored_kernel_names_come_from_the_scratch_copy(tmp_path):
+    (tmp_path / "solution.py").write_text("import triton\n@triton.jit\ndef _k(x):\n    pass\n"
+                                          "SRC = '__global__ void gemm_main(float* y) {}'\n")
+    (tmp_path / "k.cu").write_text("template <int B> __global__ void __launch_bounds__(256) side_kernel(int* p) {}\n"
+                                   "using G = cutlass::gemm::device::GemmUniversal<>;\n")
+    names, cutlass = authored_kernels(tmp_path)
+    assert {"gemm_main", "side_kernel"} <= names and cutlass   # '_k' is too short to match safely
+
+
+def test_trace_of_a_library_wrapper_on_the_cpu_is_reported_not_judged(tmp_path):
+    out = replay_solution("05_topk_bitonic", (CORPUS / "topk_library_wrapper.py").read_bytes(), None, device="cpu",
+                          shapes="tiny", probes=["check", "kernel-trace"], seeds=(42,), limits=FAST,
+                          cache_root=tmp_path / "cache")
+    rows = [r for r in out.rows if r["probe"] == "kernel-trace"]
+    assert rows and rows[0]["status"] == "pass"
+    f = [f for f in out.findings if f["rule"] == "replay-kernel-trace"]
+    assert f and "replay-work-by-library" not in {x["rule"] for x in out.findings}
+    att = f[0]["data"]["attribution"]
+    assert att["clock"] == "cpu" and att["share"]["library"] > 0.3
+    assert any("sort" in k["name"] for k in att["top"]["library"])
