@@ -141,8 +141,12 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
                     archive_date: str | None = None, template_files: dict[str, bytes] | None = None,
                     deck_version: str | None = None, limits: Limits | None = None,
                     cache_root: Path | None = None, keep_scratch: bool = False, archived: dict | None = None,
-                    seeds: Iterable[int] | None = None, ref_impl: str = "reference") -> Outcome:
-    """Replay one solution against the bundled reference.  Never raises for the solution's sake."""
+                    seeds: Iterable[int] | None = None, ref_impl: str = "reference", python: str | None = None,
+                    hide: Iterable[str | Path] = ()) -> Outcome:
+    """Replay one solution against the bundled reference.  Never raises for the solution's sake.
+
+    `python`: the child's interpreter (default this one); `hide`: paths the child's sandbox must
+    keep out of its view even where a bound tree holds them (the run folder, the archive)."""
     spec, how, notes = choose_spec(problem, archive_date, template_files, deck_version)
     if shapes == "tiny" and not getattr(spec, "tiny_shapes", None):
         tiny = TINY_SHAPES.get(spec.name)
@@ -151,9 +155,10 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
         spec_tiny = tiny
     else:
         spec_tiny = None
-    scratch = Scratch(solution, sidecars, reference_src=reference_file(spec), cache_root=cache_root, keep=keep_scratch)
+    scratch = Scratch(solution, sidecars, reference_src=reference_file(spec), cache_root=cache_root, keep=keep_scratch,
+                      hide=[str(h) for h in hide])
     rp = Replay(spec, scratch, device=device, shapes=shapes, limits=limits, archive_date=archive_date,
-                seeds=seeds, ref_impl=ref_impl)
+                seeds=seeds, ref_impl=ref_impl, python=python)
     if spec_tiny is not None:
         rp.check_shapes = lambda: [dict(s) for s in spec_tiny]  # type: ignore[method-assign]
     rp.archived = archived or {}
@@ -164,10 +169,36 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
     out.info.update(problem=spec.name, bench=spec.bench, deck_version=spec.deck_version, version_choice=how,
                     version_notes=notes, solution_sha256=scratch.sha256, scratch_skipped=scratch.skipped,
                     cache_dir=str(scratch.cache), device=device, shapes=shapes, status=out.status())
+    out.info["sandbox"] = sandbox_info(scratch.sandbox_reports)
+    sb = out.info["sandbox"]
+    if sb.get("missing"):
+        out.findings.append({
+            "rule": "replay-sandbox-partial", "severity": "info", "category": "info", "probe": None,
+            "message": "The replay's sandbox lacked layers on this machine: " + "; ".join(sb["missing"])[:600]
+                       + f". In force: {sb.get('summary', '')[:300]}.", "data": {"sandbox": sb}})
     if how.startswith("current"):
         rp.finding("replay-contract-unknown", f"The run's deck version could not be established (no archive date, "
                    f"no matching template files); replayed against the current version {spec.deck_version}.",
                    {"notes": notes})
+    return out
+
+
+def sandbox_info(reports: list[dict]) -> dict:
+    """What held for this replay's children (one report each): the first report's layers, every
+    layer missing in any child, the peak memory of the largest one."""
+    from .sandbox import summary
+    if not reports:
+        return {"missing": [], "children": 0, "summary": "no child started"}
+    out = {k: v for k, v in reports[0].items() if k not in ("peak_bytes", "oom_kill", "errors")}
+    out["missing"] = list(dict.fromkeys(m for r in reports for m in (r.get("missing") or [])))
+    errs = list(dict.fromkeys(e for r in reports for e in (r.get("errors") or [])))
+    if errs:
+        out["errors"] = errs
+    peaks = [r["peak_bytes"] for r in reports if r.get("peak_bytes")]
+    out["peak_bytes"] = max(peaks) if peaks else None
+    out["oom_kill"] = sum(r.get("oom_kill") or 0 for r in reports)
+    out["children"] = len(reports)
+    out["summary"] = summary(out)
     return out
 
 
@@ -227,4 +258,5 @@ def replay_run_dir(run_dir: str | Path, problem: str | None = None, **kw: Any) -
             if p.is_file() and not p.is_symlink() and p.stat().st_size <= 256 * 2**20:
                 sidecars[str(p.relative_to(sdir))] = p.read_bytes()
     kw.setdefault("archive_date", meta["date"])
+    kw.setdefault("hide", [str(run_dir.resolve())])
     return replay_solution(problem, sol, sidecars, template_files=meta["templates"], archived=meta["archived"], **kw)
