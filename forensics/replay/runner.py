@@ -401,16 +401,19 @@ class Scratch:
         self._n += 1
         p = self.io / f"{self._n:05d}-{stem}.pt"
         if self._owner is not None:
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o660)
             try:
-                os.fchown(fd, self._owner, self._owner)
+                os.fchown(fd, self._owner, 0)
+                os.fchmod(fd, 0o660)
             finally:
                 os.close(fd)
         return str(p)
 
     def prepare_owner(self, uid: int | None) -> None:
-        """Give the sandbox uid what the child writes: sol/ (its cwd), home/, io/, the build cache.
-        The scratch root stays root's, searchable (the child only passes through it)."""
+        """Give the sandbox uid what the child writes: sol/ (its cwd), home/, io/, the build cache,
+        owner uid and group 0 with group read-write (so a sandbox that had to fall back to root
+        without capabilities, which is group 0 but owns nothing, can still use them).  The
+        scratch root stays root's, searchable (the child only passes through it)."""
         if uid is None or self._owner == uid:
             return
         os.chmod(self.root, 0o711)
@@ -419,8 +422,13 @@ class Scratch:
                 for n in [dirpath] + [os.path.join(dirpath, f) for f in dirnames + filenames]:
                     try:
                         st = os.lstat(n)
-                        if st.st_uid != uid:
-                            os.lchown(n, uid, uid)
+                        if os.path.islink(n):
+                            continue
+                        if st.st_uid != uid or st.st_gid != 0:
+                            os.lchown(n, uid, 0)
+                        want = st.st_mode | (0o070 if os.path.isdir(n) else 0o060)
+                        if want != st.st_mode:
+                            os.chmod(n, want & 0o7777)
                     except OSError:
                         pass
         self._owner = uid

@@ -446,9 +446,9 @@ def python_paths(python: str) -> list[str]:
     """Directories the interpreter needs read-only: its prefixes, site-packages, and where torch,
     triton, numpy ... were found (never a directory a .pth file adds, such as an editable
     install's checkout: that is on no list here)."""
-    key = os.path.realpath(python)
+    key = os.path.abspath(python)   # not resolved: a venv's python is a symlink to its base interpreter
     if key not in _PY_CACHE:
-        if key == os.path.realpath(sys.executable):
+        if key == os.path.abspath(sys.executable):
             ns: dict = {"__name__": "forensics_probe"}
             exec(_PY_PROBE, ns)  # noqa: S102 - our own constant, run here to spare a subprocess
             d = ns["d"]
@@ -456,7 +456,7 @@ def python_paths(python: str) -> list[str]:
             import subprocess
             d = json.loads(subprocess.run([python, "-I", "-c", _PY_PROBE], capture_output=True, check=True,
                                           timeout=120).stdout)
-        out = list(d["dirs"]) + list(d["mods"]) + [os.path.dirname(key), os.path.dirname(os.path.abspath(python))]
+        out = list(d["dirs"]) + list(d["mods"]) + [os.path.dirname(key), os.path.dirname(os.path.realpath(key))]
         _PY_CACHE[key] = [p for p in dict.fromkeys(out) if p and os.path.exists(p)]
     return list(_PY_CACHE[key])
 
