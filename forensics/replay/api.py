@@ -22,6 +22,16 @@ from .runner import Scratch
 # Tiny shapes for the CPU path (CI): same globals as the deck's shapes, small enough for seconds.
 TINY_SHAPES: dict[str, list[dict]] = {
     "01_fp8_gemm": [dict(M=16, N=32, K=64)],
+    # cuda 01: the contract's fixed top_k=8 and n_shared=1 over 16 experts (routing still a choice);
+    # the contract's hidden size 4096, so outputs have the deck's magnitude (~1: with H=64 they are
+    # ~0.005 and the 0.08 tolerance passes anything); I=128 keeps the weights at 50 MB; an odd
+    # token count and the single-token case the deck's shapes also hold
+    "01_glm52_fused_moe": [dict(T=17, E=16, top_k=8, n_shared=1, H=4096, I=128),
+                           dict(T=1, E=16, top_k=8, n_shared=1, H=4096, I=128)],
+    # cuda 02: the deck's own check shapes, CPU-sized already.  Not longer ones: past S = 512 the
+    # top-8 block selection starts, which check.py never exercises, and near-ties of block means
+    # under the small_qkv stress then fail solutions the deck passes (4 of 4 in the corpus at S=577)
+    "02_deepseek_nsa": [dict(B=1, H=4, S=256, D=64), dict(B=1, H=2, S=384, D=64)],
     "02_kda_cutlass": [dict(B=1, T=128, H=2, K=16, V=16, CHUNK_SIZE=64)],
     "03_paged_attention": [dict(BATCH=2, NUM_HEADS=4, NUM_KV_HEADS=2, HEAD_DIM=16, SEQ_LEN=40, PAGE_SIZE=16)],
     "05_topk_bitonic": [dict(batch=4, n=512, k=8)],
