@@ -50,6 +50,7 @@ ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "LD_LIBRARY_PATH", "CUDA_HO
 _SECRETISH = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 
 SKIP_NAMES = {"__pycache__", ".venv", "cache", "tmp", ".git"}
+IO_ROOT_NAME = sandbox.IO_ROOT_NAME
 MAX_SIDECAR_BYTES = 256 * 2**20
 
 
@@ -369,7 +370,14 @@ class Scratch:
         self._io_tmp = None
         shm = Path("/dev/shm")
         if shm.is_dir() and os.access(shm, os.W_OK):
-            self._io_tmp = Path(tempfile.mkdtemp(prefix=f"replay-io-{self.sha256[:12]}-", dir=shm))
+            # under one parent directory, which a GPU child's view of /dev/shm masks (other
+            # replays' exchange files are not its business); its own directory is bound back
+            top = shm / IO_ROOT_NAME
+            try:
+                top.mkdir(mode=0o711, exist_ok=True)
+            except OSError:
+                top = shm
+            self._io_tmp = Path(tempfile.mkdtemp(prefix=f"replay-io-{self.sha256[:12]}-", dir=top))
             self.io.symlink_to(self._io_tmp, target_is_directory=True)
         else:
             self.io.mkdir()

@@ -58,6 +58,7 @@ import sys
 import time
 
 CONFIG_ENV = "FORENSICS_SANDBOX_CONFIG"
+IO_ROOT_NAME = "forensics-replay-io"   # /dev/shm/<this>/replay-io-*: the scratches' tensor exchange
 LAYERS = ("net", "pid", "ipc", "uts", "fs", "uid", "seccomp", "rlimits", "cgroup")
 DEFAULT_UID = 65534
 
@@ -414,7 +415,12 @@ class Policy:
         self.nofile = 4096
         self.cpu_s = int(env.get("FORENSICS_REPLAY_CPU_S") or 3600)
         self.fsize = max(4 * 2**30, self.mem)
-        self.uid = int(env.get("FORENSICS_SANDBOX_UID") or DEFAULT_UID)
+        # the worker's uid.  On a GPU the worker stays uid 0, without capabilities: torch's CUDA IPC
+        # keeps its reference counters in /dev/shm files created 0600 by their process, which the
+        # other side must open (the replay shares tensors over IPC both ways); a different uid
+        # cannot.  FORENSICS_SANDBOX_UID forces one (to measure what breaks on a GPU).
+        forced = env.get("FORENSICS_SANDBOX_UID")
+        self.uid = int(forced) if forced else (None if device.startswith("cuda") else DEFAULT_UID)
         self.hide = [p for p in (env.get("FORENSICS_SANDBOX_HIDE") or "").split(os.pathsep) if p]
 
     def rlimits(self) -> dict:
@@ -499,6 +505,10 @@ def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | N
         add_ro(os.environ.get(k))
     for p in (os.environ.get("LD_LIBRARY_PATH") or "").split(":"):
         add_ro(p)
+    home = os.path.realpath(os.path.expanduser("~"))
+    for p in (os.environ.get("PATH") or "").split(":"):   # tools a build calls (nvcc, ninja, cc), not ~/bin
+        if p and not _under(os.path.realpath(p), home):
+            add_ro(p)
     for p in ro:
         m.append(["ro", p, {}])
     for p, rp in links:
@@ -517,7 +527,16 @@ def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | N
     for n, t in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                  ("stderr", "/proc/self/fd/2")):
         m.append(["symlink", "/dev/" + n, {"target": t}])
-    m.append(["tmpfs", "/dev/shm", {"mode": "1777", "size": small}])
+    io_real = os.path.realpath(scratch.io)
+    if device.startswith("cuda"):
+        # CUDA IPC: torch's reference-counter files live in /dev/shm under names the other side
+        # opens, so the worker sees the host's /dev/shm, less the other replays' exchange files
+        m.append(["rw", "/dev/shm", {}])
+        io_root = os.path.join("/dev/shm", IO_ROOT_NAME)
+        if os.path.dirname(io_real) == io_root:
+            m.append(["mask", io_root, {}])
+    else:
+        m.append(["tmpfs", "/dev/shm", {"mode": "1777", "size": small}])
     gpu = []
     if device.startswith("cuda"):
         for n in sorted(os.listdir("/dev")):
@@ -531,7 +550,6 @@ def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | N
     m.append(["rw", str(scratch.sol_dir), {}])
     m.append(["ro", str(scratch.ref_dir), {}])
     m.append(["ro", str(scratch.harness), {}])
-    io_real = os.path.realpath(scratch.io)
     m.append(["rw", io_real, {}])
     if io_real != str(scratch.io):
         m.append(["symlink", str(scratch.io), {"target": io_real}])
@@ -556,6 +574,10 @@ def plan(scratch, device: str, python: str, req_fds: tuple[int, ...], report_fd:
     root = os.geteuid() == 0
     uid = pol.uid if root and "uid" not in pol.skip else None
     missing: list[str] = []
+    if root and uid is None and "uid" not in pol.skip:
+        missing.append("unprivileged uid (GPU: the worker is uid 0 without capabilities, so torch's CUDA IPC "
+                       "reference counters, 0600 files in /dev/shm, stay usable; it can write root-owned "
+                       "objects in /dev/shm; FORENSICS_SANDBOX_UID forces a uid)")
     cg = None
     if "cgroup" not in pol.skip:
         cg = Cgroup(f"forensics-replay-{os.getpid()}-{scratch.sha256[:8]}-{time.monotonic_ns()}", pol.mem, pol.nproc)
@@ -721,6 +743,8 @@ def _build_fs(fs: dict, rep: _Report) -> None:
                     proc_ok = True
                 except OSError as e:
                     rep.miss("private /proc", e)
+                if proc_ok:
+                    _harden_proc(dst, rep)
             elif kind == "mask":
                 if os.path.exists(dst):   # root-owned, 0555: nothing for the worker to see or write
                     _mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=64k")
@@ -745,6 +769,34 @@ def _build_fs(fs: dict, rep: _Report) -> None:
     rep.d["fs"] = "bind-ro"
     rep.d["proc"] = "private" if proc_ok else "none"
     rep.d["gpu_devices"] = fs.get("gpu_devices", [])
+
+
+# As container runtimes do: host-wide knobs read-only, kernel internals hidden (a worker that is
+# uid 0 without capabilities still passes the owner's permission bits on these files).
+PROC_RO = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+PROC_MASK = ("kcore", "keys", "timer_list", "sched_debug", "latency_stats", "acpi", "scsi", "asound", "kmsg")
+
+
+def _harden_proc(proc: str, rep: _Report) -> None:
+    for n in PROC_RO:
+        p = os.path.join(proc, n)
+        if os.path.exists(p):
+            try:
+                _mount(p, p, None, MS_BIND | MS_REC)
+                _remount_ro(p, True)
+            except OSError as e:
+                rep.d["errors"].append(f"/proc/{n} read-only: {e}")
+    for n in PROC_MASK:
+        p = os.path.join(proc, n)
+        if not os.path.exists(p):
+            continue
+        try:
+            if os.path.isdir(p):
+                _mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0555")
+            else:
+                _mount("/dev/null", p, None, MS_BIND)
+        except OSError as e:
+            rep.d["errors"].append(f"/proc/{n} masked: {e}")
 
 
 def _lo_up() -> None:
@@ -1095,6 +1147,12 @@ try:
 except OSError:
     out["usr_writable"] = False
 try:
+    open("/proc/sys/vm/drop_caches", "w").close(); out["proc_sys_writable"] = True   # opened, nothing written
+except OSError:
+    out["proc_sys_writable"] = False
+io_root = "/dev/shm/forensics-replay-io"
+out["shm_io_visible"] = sorted(os.listdir(io_root)) if os.path.isdir(io_root) else []
+try:
     s = socket.create_connection(("1.1.1.1", 53), timeout=2); s.close(); out["internet"] = True
 except OSError:
     out["internet"] = False
@@ -1216,7 +1274,8 @@ def main(argv: list[str] | None = None) -> int:
         print(res["summary"])
         print("inside:", json.dumps(res["inside"]))
     ins = res["inside"]
-    ok = not ins.get("error") and not ins.get("hidden_visible") and not ins.get("usr_writable")
+    ok = not ins.get("error") and not ins.get("hidden_visible") and not ins.get("usr_writable") and \
+        not ins.get("proc_sys_writable")
     return 0 if ok else 1
 
 
