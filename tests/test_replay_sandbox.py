@@ -164,10 +164,11 @@ def _editable_venv(tmp_path: Path, legacy: bool) -> str:
     return str(py)
 
 
-@pytest.mark.parametrize("legacy,skip", [(True, ""), (False, ""), (True, "fs")], ids=["pth", "finder", "pth-no-fs"])
-def test_child_import_path_holds_only_scratch_and_reference(tmp_path, monkeypatch, legacy, skip):
-    if skip:   # the worker's own confinement, without the filesystem view hiding the checkout
-        monkeypatch.setenv("FORENSICS_SANDBOX_SKIP", skip)
+@pytest.mark.parametrize("legacy,off", [(True, False), (False, False), (True, True), (False, True)],
+                         ids=["pth", "finder", "pth-no-sandbox", "finder-no-sandbox"])
+def test_child_import_path_holds_only_scratch_and_reference(tmp_path, monkeypatch, legacy, off):
+    if off:   # the worker's own confinement, without the filesystem view hiding the checkout
+        monkeypatch.setenv("FORENSICS_SANDBOX", "off")
     py = _editable_venv(tmp_path, legacy)
     src = _honest_unless(IMPORTS)
     side = {"mykernels/__init__.py": b"", "mykernels/build.py": b"MARK = 'sidecar'\n"}
@@ -219,3 +220,19 @@ def test_seccomp_program_jumps_stay_inside():
                 assert i + 1 + jt < len(prog) and i + 1 + jf < len(prog)
         assert prog[-3][0] == 0x06 and prog[-3][3] == 0x7FFF0000   # allow, then EPERM, ENOSYS
     assert seccomp_program("riscv64") is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(), reason="needs root and setpriv")
+def test_without_namespaces_it_degrades_or_refuses_never_pretends(tmp_path):
+    # a container without CAP_SYS_ADMIN: no namespace can be made
+    p = subprocess.run(["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", "--",
+                        sys.executable, "-m", "forensics.replay.sandbox", "--json"], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+    res = json.loads(p.stdout)
+    rep = res["report"]
+    assert not rep["net"] and not rep["pid"] and rep["fs"] == "none"
+    assert any(m.startswith("net namespace") for m in rep["missing"])
+    if rep.get("refused"):   # root without capabilities next to a writable /proc/sys: fail closed
+        assert "cannot hold here" in rep["errors"][0] and "error" in res["inside"]
+    else:                    # an interpreter other users can reach: the unprivileged uid still holds
+        assert res["inside"]["uid"] == rep["uid"] != 0 and not res["inside"]["usr_writable"]

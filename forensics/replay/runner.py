@@ -140,6 +140,7 @@ class Child:
             if cfg is None:     # FORENSICS_SANDBOX=off
                 os.close(rep_w)
                 os.close(rep_r)
+                rep_r = rep_w = -1
                 self.report = sandbox.off_report()
                 self.proc = subprocess.Popen(
                     argv, cwd=str(scratch.sol_dir), env=env, stdin=subprocess.DEVNULL, stdout=self.log,
@@ -152,9 +153,12 @@ class Child:
                     stderr=subprocess.STDOUT, pass_fds=(req_r, resp_w, rep_w), start_new_session=True,
                     close_fds=True)
                 os.close(rep_w)
+                rep_w = -1
                 self._rep_fd = rep_r
         except BaseException:
             for fd in (req_r, req_w, resp_r, resp_w, rep_r, rep_w):
+                if fd < 0:
+                    continue
                 try:
                     os.close(fd)
                 except OSError:

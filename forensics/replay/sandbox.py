@@ -7,7 +7,7 @@ no site, no PYTHONPATH), with the plan in the environment variable FORENSICS_SAN
     parent (forensics)                                   the replay process: plans, reads the report
       └─ launcher    host PID space, root                joins the cgroup, unshare(2), relays the exit status
            └─ init   PID 1 of a new PID namespace        builds the filesystem view, pivot_root, reaps
-                └─ worker (python -s worker.py)          rlimits, uid 65534, no capabilities,
+                └─ worker (python -s worker.py)          rlimits, an unprivileged uid, no capabilities,
                                                           no_new_privs, seccomp, then execve
 
 Layers, each applied where the machine allows it and reported either way (`report`):
@@ -25,7 +25,8 @@ Layers, each applied where the machine allows it and reported either way (`repor
          with null/zero/full/random/urandom/tty and, on a GPU, /dev/nvidia*, /dev/nvidia-caps,
          /dev/dri.  The archive, the parent's $HOME and the project checkout are not in the view
          (and are masked with an empty read-only tmpfs where a bound tree contains them);
-* uid    the worker runs as an unprivileged uid (65534, `FORENSICS_SANDBOX_UID`) with no
+* uid    the worker runs as an unprivileged uid of its own (100000 + the replay process's pid, so
+         concurrent replays never share one; `FORENSICS_SANDBOX_UID` forces one) with no
          capabilities (bounding set emptied) and no_new_privs (no setuid binary gives them back);
          where the parent is not root, a user namespace instead, with every capability dropped;
 * seccomp a deny-list filter: mount/pivot_root/unshare/setns/namespace clone flags, ptrace and
@@ -60,7 +61,11 @@ import time
 CONFIG_ENV = "FORENSICS_SANDBOX_CONFIG"
 IO_ROOT_NAME = "forensics-replay-io"   # /dev/shm/<this>/replay-io-*: the scratches' tensor exchange
 LAYERS = ("net", "pid", "ipc", "uts", "fs", "uid", "seccomp", "rlimits", "cgroup")
-DEFAULT_UID = 65534
+UID_BASE = 100000   # + the replay process's pid: unique among the replays running at one time
+
+
+def default_uid() -> int:
+    return UID_BASE + os.getpid()
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -420,7 +425,7 @@ class Policy:
         # other side must open (the replay shares tensors over IPC both ways); a different uid
         # cannot.  FORENSICS_SANDBOX_UID forces one (to measure what breaks on a GPU).
         forced = env.get("FORENSICS_SANDBOX_UID")
-        self.uid = int(forced) if forced else (None if device.startswith("cuda") else DEFAULT_UID)
+        self.uid = int(forced) if forced else (None if device.startswith("cuda") else default_uid())
         self.hide = [p for p in (env.get("FORENSICS_SANDBOX_HIDE") or "").split(os.pathsep) if p]
 
     def rlimits(self) -> dict:
@@ -923,8 +928,6 @@ def _init(cfg: dict, rep: _Report, userns: bool, status_w: int) -> None:
                 _die(rep, f"filesystem view: {e}", 71)
             rep.miss("fs", e)
             rep.d["fs"] = "none"
-    elif cfg.get("fs"):
-        rep.miss("fs (no mount namespace)")
     if rep.d["fs"] == "none" and cfg.get("uid") is not None:
         _without_fs_view(cfg, rep)
     if rep.d.get("net_ns"):
@@ -974,6 +977,13 @@ def _init(cfg: dict, rep: _Report, userns: bool, status_w: int) -> None:
     os._exit(0)
 
 
+def _ro_mount(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _reachable(path: str) -> bool:
     """Can any user reach `path` (every directory on the way searchable by others)?"""
     p = os.path.abspath(path)
@@ -993,9 +1003,16 @@ def _without_fs_view(cfg: dict, rep: _Report) -> None:
     from writing what it does not own, but it must reach the interpreter; the build caches move
     into its cwd when their directory is not reachable."""
     if not _reachable(os.path.realpath(cfg["python"])) or not _reachable(cfg["cwd"]):
-        rep.miss(f"unprivileged uid (without a mount namespace uid {cfg['uid']} cannot reach "
-                 f"{os.path.realpath(cfg['python'])}): the worker is root without capabilities and can "
-                 f"write root-owned files")
+        why = (f"without a mount namespace uid {cfg['uid']} cannot reach {os.path.realpath(cfg['python'])}")
+        # root without capabilities still passes owner checks on root's files: acceptable only
+        # where the host's /proc knobs are read-only (as container runtimes leave them), never
+        # where it could write /proc/sys or /proc/sysrq-trigger
+        if not all(_ro_mount(p) for p in ("/proc/sys", "/proc/sysrq-trigger") if os.path.exists(p)):
+            _die(rep, f"the sandbox cannot hold here: {why}, and as root without capabilities it could "
+                      f"write /proc/sys and /proc/sysrq-trigger; allow mount namespaces, or install the "
+                      f"interpreter where other users can read it", 71)
+        rep.miss(f"unprivileged uid ({why}): the worker is root without capabilities and can write "
+                 f"root-owned files")
         cfg["uid"] = None
         return
     env = cfg["env"]
@@ -1151,7 +1168,10 @@ try:
 except OSError:
     out["proc_sys_writable"] = False
 io_root = "/dev/shm/forensics-replay-io"
-out["shm_io_visible"] = sorted(os.listdir(io_root)) if os.path.isdir(io_root) else []
+try:
+    out["shm_io_visible"] = sorted(os.listdir(io_root))
+except OSError:
+    out["shm_io_visible"] = []
 try:
     s = socket.create_connection(("1.1.1.1", 53), timeout=2); s.close(); out["internet"] = True
 except OSError:
