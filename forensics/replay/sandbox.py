@@ -435,7 +435,7 @@ class Policy:
         return r
 
 
-_PY_CACHE: dict[str, list[str]] = {}
+_PY_CACHE: dict[str, dict] = {}
 _PY_PROBE = """
 import sys, site, sysconfig, json, importlib.util as u
 d = {'dirs': sorted({sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}) + site.getsitepackages()
@@ -467,9 +467,16 @@ def python_paths(python: str) -> list[str]:
             import subprocess
             d = json.loads(subprocess.run([python, "-I", "-c", _PY_PROBE], capture_output=True, check=True,
                                           timeout=120).stdout)
-        out = list(d["dirs"]) + list(d["mods"]) + [os.path.dirname(key), os.path.dirname(os.path.realpath(key))]
-        _PY_CACHE[key] = [p for p in dict.fromkeys(out) if p and os.path.exists(p)]
-    return list(_PY_CACHE[key])
+        core = list(d["dirs"]) + [os.path.dirname(key), os.path.dirname(os.path.realpath(key))]
+        _PY_CACHE[key] = {"core": [p for p in dict.fromkeys(core) if p and os.path.exists(p)],
+                          "mods": [p for p in dict.fromkeys(d["mods"]) if p and os.path.exists(p)]}
+    return list(_PY_CACHE[key]["core"])
+
+
+def python_module_dirs(python: str) -> list[str]:
+    """Where torch, triton, numpy ... were found (after `python_paths`)."""
+    python_paths(python)
+    return list(_PY_CACHE[os.path.abspath(python)]["mods"])
 
 
 def _under(p: str, root: str) -> bool:
@@ -486,11 +493,13 @@ def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | N
     m: list[list] = []
     ro: list[str] = []
 
-    def add_ro(p: str | None) -> None:
+    def add_ro(p: str | None, anywhere: bool = False) -> None:
+        """Bind `p` read-only; unless `anywhere` (the interpreter's own directories: a venv may
+        live in the checkout), never a directory inside the project checkout."""
         if not p or not os.path.isabs(p) or not os.path.exists(p):
             return
         rp = os.path.realpath(p)
-        if any(_under(rp, q) for q in ro) or any(_under(rp, h) for h in project):
+        if any(_under(rp, q) for q in ro) or (not anywhere and any(_under(rp, h) for h in project)):
             return
         ro.append(rp)
         if rp != os.path.normpath(p):
@@ -505,6 +514,8 @@ def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | N
         elif os.path.exists(p):
             ro.append(p)
     for p in python_paths(python):
+        add_ro(p, anywhere=True)
+    for p in python_module_dirs(python):
         add_ro(p)
     for k in ("CUDA_HOME", "CUDA_PATH"):
         add_ro(os.environ.get(k))
