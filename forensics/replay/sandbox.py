@@ -257,6 +257,7 @@ class Cgroup:
                         if "memory" in v1:
                             raise OSError(e.errno, "") from None  # try v1 below
                         raise OSError(e.errno, f"cgroup v2 at {base}: cannot delegate memory ({e.strerror})") from None
+                self._sweep(base)
                 d = os.path.join(base, name)
                 os.mkdir(d)
                 self.dirs = [d]
@@ -276,7 +277,9 @@ class Cgroup:
         for c in ("memory", "pids"):
             if c not in v1:
                 continue
-            d = os.path.join(self._base(v1[c], self._own_path(c)), name)
+            base = self._base(v1[c], self._own_path(c))
+            self._sweep(base)
+            d = os.path.join(base, name)
             os.mkdir(d)
             self.dirs.append(d)
             if c == "memory":
@@ -353,18 +356,35 @@ class Cgroup:
             time.sleep(0.02)
 
     def remove(self) -> None:
+        """rmdir, waiting up to 5 s for the kernel to let go of the dead tasks (a left-over empty
+        group is swept by the next replay: `_sweep`)."""
         for d in reversed(self.dirs):
-            for i in range(50):
+            for i in range(250):
                 try:
                     os.rmdir(d)
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    if i == 10:
+                    if i in (10, 100):
                         self.kill_all()
                     time.sleep(0.02)
         self.dirs = []
+
+    @staticmethod
+    def _sweep(base: str) -> None:
+        """Empty groups of replay processes that no longer exist (killed before their cleanup)."""
+        try:
+            names = [n for n in os.listdir(base) if n.startswith("forensics-replay-")]
+        except OSError:
+            return
+        for n in names:
+            pid = n.split("-")[2] if n.count("-") >= 3 else ""
+            if pid.isdigit() and int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+                try:
+                    os.rmdir(os.path.join(base, n))
+                except OSError:
+                    pass
 
 
 def machine_memory() -> int:
