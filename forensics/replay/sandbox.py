@@ -63,10 +63,6 @@ IO_ROOT_NAME = "forensics-replay-io"   # /dev/shm/<this>/replay-io-*: the scratc
 LAYERS = ("net", "pid", "ipc", "uts", "fs", "uid", "seccomp", "rlimits", "cgroup")
 UID_BASE = 100000   # + the replay process's pid: unique among the replays running at one time
 
-
-def default_uid() -> int:
-    return UID_BASE + os.getpid()
-
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
@@ -178,6 +174,10 @@ def _unshare(flags: int) -> None:
 
 
 # ---------------------------------------------------------------------------------- parent side
+def default_uid() -> int:
+    return UID_BASE + os.getpid()
+
+
 def parse_size(text: str) -> int:
     t = str(text).strip().upper().rstrip("B").rstrip("I")
     mult = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
