@@ -786,3 +786,26 @@ def test_check_tensor_in_chunks_is_the_same_as_one_pass(monkeypatch):
         assert common.check_tensor(ref, sol, 1e-2, 1e-2) == whole
         assert common.check_tensor(ref, sol, 0.0, 0.0) == exact_whole
     assert whole["n_bad"] == 3 and whole["worst_index"] == [30, 2] and not whole["ok"]
+
+def test_every_problem_has_tiny_shapes_that_keep_its_semantics():
+    """`scan --replay` on a machine without a GPU replays tiny shapes; a problem without them fell
+    back to the canonical ones (GLM: 12.9 GB of weights per model) and the scan was OOM-killed."""
+    from forensics.replay.api import TINY_SHAPES
+    missing = [n for n in ALL if not TINY_SHAPES.get(registry.get(n).name)]
+    assert missing == []
+    for shape in TINY_SHAPES["01_glm52_fused_moe"]:   # the contract's fixed top-8 + 1 shared, routing a choice
+        assert shape["top_k"] == 8 and shape["n_shared"] == 1 and shape["E"] > shape["top_k"]
+    # GLM: the routed experts matter at the tiny shapes (shared-only output fails the check)
+    glm = registry.get("01_glm52_fused_moe")
+    for shape in TINY_SHAPES["01_glm52_fused_moe"]:
+        m = glm.build_reference(shape)
+        x, ids, w = glm.make_inputs(shape, 42)
+        ref = glm.reference_forward(m, [x, ids, w])
+        shared = glm.reference_module(shape).expert_ffn(x.float(), m.w1_shared[0], m.w2_shared[0], shape["I"])
+        assert glm.compare(glm.oracle(m, [x, ids, w]), ref, dtype=torch.bfloat16)["ok"]
+        assert float(ref.abs().max()) > 0.5   # the deck's scale: the 0.08 tolerance is not wider than the output
+        assert not glm.compare(ref, shared.to(torch.bfloat16))["ok"]
+    # NSA: the deck's own check shapes (CPU-sized), where check.py never selects blocks; longer
+    # ones would judge a regime the deck's check does not (a stricter check is no replay's to make)
+    nsa = registry.get("02_deepseek_nsa")
+    assert TINY_SHAPES["02_deepseek_nsa"] == [dict(s) for s in nsa.check_shapes]

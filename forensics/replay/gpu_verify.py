@@ -12,6 +12,14 @@
 `--device cpu` runs only the plain-torch cases on tiny shapes (a check of this script and of the
 case table without a GPU).
 
+`--only sandbox` checks the replay sandbox on this machine (issue 18): what holds (a sandboxed
+interpreter looking around: network, /proc, hidden paths, the GPU from inside), the honest fp8
+case under the sandbox and with FORENSICS_SANDBOX=off (status, transfer path, wall time: the
+sandbox must cost nothing and keep CUDA IPC), the hostile case (corpus/replay/sandbox_hostile.py:
+the archive, $HOME, the checkout, the parent's environ, a local listener, new namespaces, 200
+orphaned processes) and the memory hog (sandbox_memory.py) on the GPU; `$OUT/gpu_verify.json`
+gets a `sandbox` section with a verdict per check.
+
 Writes $OUT/gpu_verify.json after every case (so a run cut short still returns what it did) and
 prints a summary table last.  Needs torch (+ triton) only: no duckdb, orjson or click.
 """
@@ -98,6 +106,244 @@ CASES = [
 ]
 
 
+# ------------------------------------------------------------------------------ sandbox checks
+def fill_cfg(src: str, cfg: dict) -> str:
+    """A planted hostile case with its targets: the first `CFG = ...` line replaced."""
+    lines = src.splitlines(keepends=True)
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("CFG = "))
+    lines[i] = f"CFG = {cfg!r}\n"
+    return "".join(lines)
+
+
+def tree_hash(root: Path) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        h.update(str(p.relative_to(root)).encode())
+        if p.is_file():
+            h.update(p.read_bytes())
+            h.update(str(p.stat().st_mtime_ns).encode())
+    return h.hexdigest()
+
+
+def procs_with(marker: str) -> list[int]:
+    """Processes whose command line holds `marker` (a replay's scratch is named after its sha)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                if marker.encode() in Path(f"/proc/{d}/cmdline").read_bytes():
+                    out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 and a unix socket that record every connection."""
+
+    def __init__(self, unix_path: Path) -> None:
+        import socket
+        import threading
+        self.got: list[str] = []
+        self.tcp = socket.socket()
+        self.tcp.bind(("127.0.0.1", 0))
+        self.tcp.listen(8)
+        self.port = self.tcp.getsockname()[1]
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind(str(unix_path))
+        os.chmod(unix_path, 0o777)
+        self.unix.listen(8)
+        self.stop = False
+        self.threads = [threading.Thread(target=self._serve, args=(sk, n), daemon=True)
+                        for sk, n in ((self.tcp, "tcp"), (self.unix, "unix"))]
+        for t in self.threads:
+            t.start()
+
+    def _serve(self, sk, name: str) -> None:
+        sk.settimeout(0.2)
+        while not self.stop:
+            try:
+                c, _ = sk.accept()
+            except OSError:
+                continue
+            self.got.append(name)
+            c.close()
+
+    def close(self) -> None:
+        self.stop = True
+        for t in self.threads:
+            t.join(2)
+        self.tcp.close()
+        self.unix.close()
+
+
+def attack_replay(tmp: Path, device: str = "cpu", shapes: str = "tiny", forks: int = 200,
+                  extra_env: dict | None = None) -> dict:
+    """corpus/replay/sandbox_hostile.py planted in a run folder under `tmp` and replayed by a
+    separate replay process started with planted secrets in its environment (as the CLI is from
+    a shell: /proc/<pid>/environ shows the environment a process was started with).  Returns
+    what the attacks reached, read on this side, and `checks`: one bool per attack."""
+    import hashlib
+    import signal
+    import uuid
+    tmp = Path(tmp)
+    home = tmp / "home"
+    home.mkdir()
+    run = tmp / "runs" / "20260810_101010_claude_opus_05_topk_bitonic"
+    (run / "scratch").mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps({"problem": "05_topk_bitonic"}))
+    (run / "scratch" / "notes.txt").write_text("agent notes")
+    listener = Listener(tmp / "listener.sock")
+    nonce, secret = uuid.uuid4().hex, uuid.uuid4().hex
+    secrets = {"FORENSICS_PLANTED_TOKEN": "tok-" + secret, "AWS_SECRET_ACCESS_KEY": "aws-" + secret,
+               "KBH_API_KEY": "kbh-" + secret, "DATABASE_PASSWORD": "db-" + secret, "PLAIN_VALUE": "plain-" + secret}
+    # the attacker knows the run folder (the issue's found it in the parent's /proc/<ppid>/cmdline)
+    cfg = {"run_dir": str(run), "home": str(home), "repo": str(REPO), "port": listener.port,
+           "unix": str(tmp / "listener.sock"), "nonce": nonce, "nonces": [secret], "forks": forks}
+    src = fill_cfg((CORPUS / "sandbox_hostile.py").read_text(), cfg)
+    (run / "solution.py").write_text(src)
+    sha = hashlib.sha256(src.encode()).hexdigest()
+    before = tree_hash(run)
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO), **secrets, **(extra_env or {}))
+    prog = ("import json\nfrom pathlib import Path\nfrom forensics.replay.api import replay_run_dir\n"
+            "from forensics.replay.probes import Limits\n"
+            f"out = replay_run_dir({str(run)!r}, device={device!r}, shapes={shapes!r}, probes=['check'], seeds=(42,), "
+            f"limits=Limits(build_s=300, call_s=240, probe_s=300, time_s=120), cache_root=Path({str(tmp / 'cache')!r}))\n"
+            f"json.dump({{'rows': out.rows, 'findings': out.findings, 'info': out.info, 'status': out.status()}}, "
+            f"open({str(tmp / 'out.json')!r}, 'w'), default=str)\n")
+    try:
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-c", prog], env=env, capture_output=True, text=True, timeout=900)
+        wall = time.monotonic() - t0
+        out = json.loads((tmp / "out.json").read_text()) if p.returncode == 0 else {
+            "rows": [], "findings": [], "info": {}, "status": f"replay process failed: {p.stderr[-3000:]}"}
+        time.sleep(0.5)
+        survivors = procs_with(f"replay-{sha[:12]}")
+    finally:
+        listener.close()
+    for pid in survivors:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    text = json.dumps(out, default=str)
+    reached = text[text.index("reached: "):][:4000] if "reached: " in text else ""
+    after = tree_hash(run)
+    home_files = sorted(str(x) for x in home.iterdir())
+    checkout = REPO / f"pwned-{nonce}"
+    checkout_written = checkout.exists()
+    checkout.unlink(missing_ok=True)
+    checks = {
+        "replay_result": out["status"] == "pass" and [r["status"] for r in out["rows"] if r["probe"] == "check"] == ["pass"],
+        "archive_untouched": after == before and not (run / "pwned.txt").exists() and "run_dir:" not in reached,
+        "home_untouched": not home_files and "home:" not in reached,
+        "checkout_untouched": not checkout_written and "checkout:" not in reached,
+        "parent_environ_hidden": secret not in text and "environ:" not in reached,
+        "no_network": listener.got == [] and "tcp:" not in reached and "unix:" not in reached,
+        "no_new_namespaces": "unshare:" not in reached,
+        "nothing_outlives": survivors == [],
+    }
+    return {"checks": checks, "ok": all(checks.values()), "out": out, "reached": reached, "wall_s": round(wall, 2),
+            "survivors": len(survivors), "listener": listener.got, "home_files": home_files,
+            "sandbox": out.get("info", {}).get("sandbox"), "secret": secret, "nonce": nonce, "run": str(run),
+            "before": before, "after": after, "text": text}
+
+
+def memory_replay(device: str = "cpu", ceiling: str = "1G", alloc: int = 4 * 2**30, problem: str = "05_topk_bitonic",
+                  shapes: str = "tiny", cache_root: Path | None = None) -> dict:
+    """corpus/replay/sandbox_memory.py under a `ceiling` (FORENSICS_REPLAY_MEM) trying `alloc` bytes."""
+    from .api import replay_solution
+    from .probes import Limits
+    src = fill_cfg((CORPUS / "sandbox_memory.py").read_text(), {"bytes": alloc})
+    old = os.environ.get("FORENSICS_REPLAY_MEM")
+    os.environ["FORENSICS_REPLAY_MEM"] = ceiling
+    try:
+        t0 = time.monotonic()
+        out = replay_solution(problem, src.encode(), device=device, shapes=shapes, probes=["check"], seeds=(42,),
+                              limits=Limits(build_s=300, call_s=240, probe_s=300), cache_root=cache_root)
+    finally:
+        if old is None:
+            os.environ.pop("FORENSICS_REPLAY_MEM", None)
+        else:
+            os.environ["FORENSICS_REPLAY_MEM"] = old
+    sb = out.info.get("sandbox", {})
+    text = json.dumps({"rows": out.rows, "findings": out.findings}, default=str)
+    killed = out.status() == "crash" and (sb.get("oom_kill") or 0) >= 1 and "memory ceiling" in text
+    refused = out.status() == "pass"
+    return {"ok": "reached: allocated" not in text and (killed or refused), "status": out.status(),
+            "how": "killed at the cgroup ceiling" if killed else ("allocation refused (RLIMIT_AS)" if refused else "?"),
+            "wall_s": round(time.monotonic() - t0, 2), "sandbox": sb, "findings": out.findings, "text": text}
+
+
+def sandbox_checks(device: str, out_dir: Path) -> dict:
+    """The sandbox on this machine: self-check, honest case on/off, hostile case, memory hog."""
+    import shutil
+    import tempfile
+
+    from .api import replay_solution
+    from .probes import Limits
+    from .sandbox import self_check
+    res: dict = {}
+    t = time.monotonic()
+    res["self_check"] = self_check(device)
+    ins = res["self_check"]["inside"]
+    res["self_check"]["ok"] = bool(not ins.get("error") and not ins.get("hidden_visible") and not ins.get("usr_writable")
+                                   and not ins.get("proc_sys_writable") and not ins.get("internet")
+                                   and len(ins.get("shm_io_visible") or []) <= 1
+                                   and (device == "cpu" or (ins.get("cuda") or {}).get("ok")))
+    res["self_check"]["s"] = round(time.monotonic() - t, 2)
+    print("sandbox:", res["self_check"]["summary"], "| inside:", json.dumps(ins)[:600], flush=True)
+    if device.startswith("cuda"):
+        prob, sol, shapes = "01_fp8_gemm", CORPUS / "gpu/fp8_honest.py", "canonical"
+    else:
+        prob, sol, shapes = "05_topk_bitonic", CORPUS / "topk_honest.py", "tiny"
+    res["honest"] = {}
+    # the second 'auto': the build is cached, so its wall compares with 'off'; on a GPU, 'uid65534'
+    # (informational, not in `ok`) measures what an unprivileged worker does to CUDA IPC
+    modes = [("auto", {}), ("off", {"FORENSICS_SANDBOX": "off"}), ("auto-warm", {})]
+    if device.startswith("cuda"):
+        modes.append(("uid65534", {"FORENSICS_SANDBOX_UID": "65534"}))
+    for key, env in modes:
+        saved = {k: os.environ.get(k) for k in ("FORENSICS_SANDBOX", "FORENSICS_SANDBOX_UID")}
+        os.environ.update(env)
+        try:
+            t = time.monotonic()
+            o = replay_solution(prob, sol.read_bytes(), device=device, probes=["check"], shapes=shapes,
+                                limits=Limits(build_s=240, call_s=180))
+            res["honest"][key] = {"status": o.status(), "wall_s": round(time.monotonic() - t, 2),
+                                  "transfer": o.info.get("transfer"), "phase_s": o.info.get("phase_s"),
+                                  "start_steps_s": o.info.get("start_steps_s"), "sandbox": o.info.get("sandbox"),
+                                  "findings": [f["rule"] for f in o.findings],
+                                  "errors": [(r["probe"], r["status"], (r["detail"] or "")[:500]) for r in o.rows
+                                             if r["status"] != "pass"][:5]}
+            print(f"honest {prob} {key}: {o.status()} {res['honest'][key]['wall_s']} s, "
+                  f"transfer {o.info.get('transfer')}", flush=True)
+        except Exception as e:  # noqa: BLE001 - recorded
+            res["honest"][key] = {"status": "error", "error": f"{type(e).__name__}: {e}", "tb": traceback.format_exc()[-2000:]}
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    res["honest"]["ok"] = all(v["status"] == "pass" for k, v in res["honest"].items()
+                              if isinstance(v, dict) and k != "uid65534")
+    tmp = Path(tempfile.mkdtemp(prefix="sandbox-attack-"))
+    try:
+        a = attack_replay(tmp, device=device, shapes="canonical" if device.startswith("cuda") else "tiny")
+        res["hostile"] = {k: a[k] for k in ("checks", "ok", "reached", "wall_s", "survivors", "listener", "sandbox")}
+        res["hostile"]["status"] = a["out"].get("status")
+        print("hostile:", "OK" if a["ok"] else "REACHED", a["checks"], flush=True)
+        m = memory_replay(device=device, ceiling="2G", alloc=6 * 2**30, cache_root=tmp / "cache-mem")
+        res["memory"] = {k: m[k] for k in ("ok", "status", "how", "wall_s", "sandbox")}
+        print("memory:", "OK" if m["ok"] else "NOT BOUNDED", m["how"], m["status"], flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    res["ok"] = all(res[k].get("ok") for k in ("self_check", "honest", "hostile", "memory"))
+    return res
+
+
 def _dump(path: Path, obj) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(obj, indent=1, default=str))
@@ -174,6 +420,16 @@ def main(argv=None) -> int:
         print(f"overhead (fp8 check, warm cache) {result['overhead']['wall_s']} s, transfer {o.info.get('transfer')}, "
               f"phases {o.info.get('phase_s')}", flush=True)
 
+    if args.only and "sandbox" in args.only:
+        t = time.monotonic()
+        try:
+            result["sandbox"] = sandbox_checks(args.device, out_dir)
+        except Exception as e:  # noqa: BLE001
+            result["sandbox"] = {"ok": False, "error": f"{type(e).__name__}: {e}", "tb": traceback.format_exc()[-3000:]}
+        result["sandbox"]["s"] = round(time.monotonic() - t, 1)
+        _dump(res_path, result)
+        print("sandbox checks:", "OK" if result["sandbox"].get("ok") else "FAILED", flush=True)
+
     want_overhead = not cpu and (not args.only or "overhead" in args.only)
     result["cases"] = []
     for case in CASES:
@@ -214,7 +470,7 @@ def main(argv=None) -> int:
               f"{result['overhead']['n_rows']} rows, status {result['overhead']['status']}; "
               f"phases {result['overhead']['info'].get('phase_s')}")
     print("total", result["total_s"], "s")
-    return 0 if all(r.get("ok") for r in result["cases"]) else 1
+    return 0 if all(r.get("ok") for r in result["cases"]) and result.get("sandbox", {}).get("ok", True) else 1
 
 
 if __name__ == "__main__":

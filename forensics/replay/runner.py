@@ -1,10 +1,13 @@
 """Parent side of the isolated runner: scratch copies, scrubbed environment, child processes.
 
-The solution under audit never runs in this process.  `Session` copies the run's `solution.py`
+The solution under audit never runs in this process.  `Scratch` copies the run's `solution.py`
 and its `scratch/` sidecars into a fresh scratch directory (the archive is only read), writes
-the deck `reference.py` of the problem beside it, and starts `worker.py` (copied there too) as a
-child in its own process group with a scrubbed environment.  Requests go over a pipe; a request
-that does not get its reply within its time limit kills the whole process group.
+the deck `reference.py` of the problem beside it, and `Child` starts `worker.py` (copied there
+too) inside the sandbox of `sandbox.py` (its own namespaces, a filesystem view holding only the
+scratch writable, an unprivileged uid, resource limits, a memory ceiling, seccomp; what the
+machine did not allow is listed in `Child.report`), in its own process group, with a scrubbed
+environment.  Requests go over a pipe; a request that does not get its reply within its time
+limit kills the whole process group (and the PID namespace with it).
 
 Everything the child hands back is data: tensors are loaded with ``torch.load(weights_only=True)`` or
 the validating pack reader (worker.pack_load)
@@ -33,7 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from . import sandbox
+
 WORKER_SRC = Path(__file__).with_name("worker.py")
+SANDBOX_SRC = Path(__file__).with_name("sandbox.py")
 
 # Environment variables the child may inherit (everything else is dropped: KBH_*, API keys,
 # tokens, proxies, the parent's PYTHONPATH ...).
@@ -47,6 +53,7 @@ ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "LD_LIBRARY_PATH", "CUDA_HO
 _SECRETISH = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 
 SKIP_NAMES = {"__pycache__", ".venv", "cache", "tmp", ".git"}
+IO_ROOT_NAME = sandbox.IO_ROOT_NAME
 MAX_SIDECAR_BYTES = 256 * 2**20
 
 
@@ -77,6 +84,8 @@ def scrubbed_env(sol_dir: Path, ref_dir: Path, home: Path, cache: Path, device: 
         "PYTHONNOUSERSITE": "1",
         "PYTHONHASHSEED": "0",
         "PYTHONUNBUFFERED": "1",
+        # getpass.getuser() (torch, triton cache paths) must not need a passwd entry for the sandbox uid
+        "USER": "replay", "LOGNAME": "replay",
         "HOME": str(home),
         "TMPDIR": str(home / "tmp"), "TMP": str(home / "tmp"), "TEMP": str(home / "tmp"),
         "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
@@ -122,12 +131,49 @@ class Child:
         env["FORENSICS_WORKER_FDS"] = f"{req_r},{resp_w}"
         self.log_path = scratch.root / f"child-{int(time.time() * 1000)}-{os.getpid()}.log"
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [python or sys.executable, "-s", str(scratch.harness / "worker.py")],
-            cwd=str(scratch.sol_dir), env=env, stdin=subprocess.DEVNULL, stdout=self.log,
-            stderr=subprocess.STDOUT, pass_fds=(req_r, resp_w), start_new_session=True, close_fds=True)
+        py = python or sys.executable
+        argv = [py, "-s", str(scratch.harness / "worker.py")]
+        #: what the sandbox holds for this child (sandbox.py's report); read before the first request
+        self.report: dict | None = None
+        self.cgroup: sandbox.Cgroup | None = None
+        self._rep_fd = -1
+        rep_r, rep_w = os.pipe()
+        try:
+            cfg, self.cgroup = sandbox.plan(scratch, device, py, (req_r, resp_w), rep_w, argv, env, hide=scratch.hide)
+            if cfg is None:     # FORENSICS_SANDBOX=off
+                os.close(rep_w)
+                os.close(rep_r)
+                rep_r = rep_w = -1
+                self.report = sandbox.off_report()
+                self.proc = subprocess.Popen(
+                    argv, cwd=str(scratch.sol_dir), env=env, stdin=subprocess.DEVNULL, stdout=self.log,
+                    stderr=subprocess.STDOUT, pass_fds=(req_r, resp_w), start_new_session=True, close_fds=True)
+            else:
+                scratch.prepare_owner(cfg["uid"])
+                self.proc = subprocess.Popen(
+                    [py, "-I", "-S", str(scratch.harness / "sandbox.py")], cwd=str(scratch.harness),
+                    env={sandbox.CONFIG_ENV: json.dumps(cfg)}, stdin=subprocess.DEVNULL, stdout=self.log,
+                    stderr=subprocess.STDOUT, pass_fds=(req_r, resp_w, rep_w), start_new_session=True,
+                    close_fds=True)
+                os.close(rep_w)
+                rep_w = -1
+                self._rep_fd = rep_r
+        except BaseException:
+            for fd in (req_r, req_w, resp_r, resp_w, rep_r, rep_w):
+                if fd < 0:
+                    continue
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            self.log.close()
+            raise
         os.close(req_r)
         os.close(resp_w)
+        if self.report is not None:
+            scratch.sandbox_reports.append(self.report)
         self.wfd = req_w
         self.rfd = resp_r
         self.buf = b""
@@ -139,6 +185,27 @@ class Child:
         #: called with the slot names of every "delete" request sent (the parent frees what it
         #: holds for them)
         self.on_delete: Callable[[list[str]], None] | None = None
+
+    def sandbox_report(self, timeout: float = 60.0) -> dict:
+        """The layers in force for this child (waits for the launcher's report, written just
+        before the worker's exec)."""
+        if self.report is None:
+            self.report = sandbox.read_report(self._rep_fd, timeout)
+            os.close(self._rep_fd)
+            self._rep_fd = -1
+            self.scratch.sandbox_reports.append(self.report)
+        return self.report
+
+    def _cgroup_done(self) -> None:
+        if self.cgroup is None:
+            return
+        self.cgroup.kill_all()   # without a PID namespace: whatever the solution left behind
+        st = self.cgroup.stats()
+        if self.report is not None:
+            self.report["peak_bytes"] = st.get("peak_bytes")
+            self.report["oom_kill"] = st.get("oom_kill")
+        self.cgroup.remove()
+        self.cgroup = None
 
     # ---- process control
     def kill(self) -> None:
@@ -153,12 +220,15 @@ class Child:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover
             pass
-        for fd in (self.wfd, self.rfd):
+        if self.report is None and self._rep_fd >= 0:
+            self.sandbox_report(timeout=0.5)
+        self._cgroup_done()
+        for fd in (self.wfd, self.rfd, self._rep_fd):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        self.wfd = self.rfd = -1
+        self.wfd = self.rfd = self._rep_fd = -1
         try:
             self.log.close()
         except Exception:  # pragma: no cover
@@ -185,13 +255,25 @@ class Child:
             self.kill()
             rc = self.proc.returncode
         tail = self.log_tail()
+        rep = self.sandbox_report(timeout=1.0) if self._rep_fd >= 0 or self.report is not None else {}
+        if rep.get("refused"):
+            r = Reply(False, "error", {"returncode": rc, "log_tail": tail, "sandbox": rep},
+                      "the sandbox refused to start the solution: " + "; ".join(rep.get("errors") or ["?"]))
+            self.dead = r
+            self.kill()
+            return r
+        oom = self.cgroup.stats() if self.cgroup is not None else {}
         if rc == 0:
             r = Reply(False, "early_exit", {"returncode": 0, "log_tail": tail},
                       f"child exited with status 0 during {what}, before its normal completion marker")
         else:
             sig = -rc if rc is not None and rc < 0 else None
             desc = f"signal {signal.Signals(sig).name}" if sig else f"status {rc}"
-            r = Reply(False, "crash", {"returncode": rc, "log_tail": tail}, f"child died ({desc}) during {what}")
+            msg = f"child died ({desc}) during {what}"
+            if oom.get("oom_kill"):
+                msg += (f"; killed by the kernel at the sandbox's memory ceiling "
+                        f"({(rep.get('cgroup') or {}).get('memory_max', 0) / 2**30:.1f} GiB)")
+            r = Reply(False, "crash", {"returncode": rc, "log_tail": tail, "oom": oom or None}, msg)
         self.dead = r
         self.kill()
         return r
@@ -199,6 +281,8 @@ class Child:
     def request(self, op: str, timeout: float, **fields: Any) -> Reply:
         if self.dead is not None:
             return self.dead
+        if self.report is None:
+            self.sandbox_report(timeout)
         self.n += 1
         msg = dict(fields, op=op, id=self.n)
         if op == "delete" and self.on_delete is not None:
@@ -274,7 +358,7 @@ class Scratch:
 
     def __init__(self, solution: bytes, sidecars: dict[str, bytes] | None = None,
                  reference_src: Path | str | None = None, cache_root: Path | None = None,
-                 work_root: Path | None = None, keep: bool = False) -> None:
+                 work_root: Path | None = None, keep: bool = False, hide: list[str] | None = None) -> None:
         self.sha256 = sha256_bytes(solution)
         self.root = Path(tempfile.mkdtemp(prefix=f"replay-{self.sha256[:12]}-", dir=work_root))
         self.keep = keep
@@ -283,13 +367,26 @@ class Scratch:
         self.harness = self.root / "harness"
         self.home = self.root / "home"
         self.io = self.root / "io"
-        for d in (self.sol_dir, self.ref_dir, self.harness, self.home / "tmp"):
+        self.fsroot = self.root / "fsroot"   # the child's filesystem view is mounted here (its namespace only)
+        #: paths the child must not see even where a bound tree holds them (the run folder, the archive)
+        self.hide = [str(h) for h in (hide or [])]
+        #: one sandbox report per child started (Child.report)
+        self.sandbox_reports: list[dict] = []
+        self._owner: int | None = None
+        for d in (self.sol_dir, self.ref_dir, self.harness, self.home / "tmp", self.fsroot):
             d.mkdir(parents=True, exist_ok=True)
         # tensors cross the process boundary as files: keep them in memory where /dev/shm exists
         self._io_tmp = None
         shm = Path("/dev/shm")
         if shm.is_dir() and os.access(shm, os.W_OK):
-            self._io_tmp = Path(tempfile.mkdtemp(prefix=f"replay-io-{self.sha256[:12]}-", dir=shm))
+            # under one parent directory, which a GPU child's view of /dev/shm masks (other
+            # replays' exchange files are not its business); its own directory is bound back
+            top = shm / IO_ROOT_NAME
+            try:
+                top.mkdir(mode=0o711, exist_ok=True)
+            except OSError:
+                top = shm
+            self._io_tmp = Path(tempfile.mkdtemp(prefix=f"replay-io-{self.sha256[:12]}-", dir=top))
             self.io.symlink_to(self._io_tmp, target_is_directory=True)
         else:
             self.io.mkdir()
@@ -309,14 +406,49 @@ class Scratch:
         if reference_src is not None:
             shutil.copyfile(reference_src, self.ref_dir / "reference.py")
         shutil.copyfile(WORKER_SRC, self.harness / "worker.py")
+        shutil.copyfile(SANDBOX_SRC, self.harness / "sandbox.py")
         self.cache = (cache_root or default_cache_root()) / self.sha256[:32]
         for sub in ("torch_extensions", "triton", "cuda"):
             (self.cache / sub).mkdir(parents=True, exist_ok=True)
         self._n = 0
 
     def path(self, stem: str) -> str:
+        """A new file name in io/.  With a sandbox uid the file is created here, owned by it, so
+        the child can map a file this process writes (`pack_load(share=True)` opens it read-write)."""
         self._n += 1
-        return str(self.io / f"{self._n:05d}-{stem}.pt")
+        p = self.io / f"{self._n:05d}-{stem}.pt"
+        if self._owner is not None:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o660)
+            try:
+                os.fchown(fd, self._owner, 0)
+                os.fchmod(fd, 0o660)
+            finally:
+                os.close(fd)
+        return str(p)
+
+    def prepare_owner(self, uid: int | None) -> None:
+        """Give the sandbox uid what the child writes: sol/ (its cwd), home/, io/, the build cache,
+        owner uid and group 0 with group read-write (so a sandbox that had to fall back to root
+        without capabilities, which is group 0 but owns nothing, can still use them).  The
+        scratch root stays root's, searchable (the child only passes through it)."""
+        if uid is None or self._owner == uid:
+            return
+        os.chmod(self.root, 0o711)
+        for top in (self.sol_dir, self.home, Path(os.path.realpath(self.io)), self.cache):
+            for dirpath, dirnames, filenames in os.walk(top):
+                for n in [dirpath] + [os.path.join(dirpath, f) for f in dirnames + filenames]:
+                    try:
+                        st = os.lstat(n)
+                        if os.path.islink(n):
+                            continue
+                        if st.st_uid != uid or st.st_gid != 0:
+                            os.lchown(n, uid, 0)
+                        want = st.st_mode | (0o070 if os.path.isdir(n) else 0o060)
+                        if want != st.st_mode:
+                            os.chmod(n, want & 0o7777)
+                    except OSError:
+                        pass
+        self._owner = uid
 
     def cleanup(self) -> None:
         if self._io_tmp is not None:

@@ -1151,13 +1151,53 @@ def _watch_parent(ppid: int, period: float = 0.5) -> None:
     threading.Thread(target=watch, name="forensics-parent-watch", daemon=True).start()
 
 
+def confine_imports(here: str) -> list[str]:
+    """The import path: the solution's scratch and the deck's reference (PYTHONPATH, first), then
+    this interpreter's standard library and site-packages.  Dropped: this harness directory, any
+    other entry (a directory a .pth file adds, such as an editable install's checkout holding
+    the tool's own `forensics` and `kernels`) and the finders and path hooks of editable
+    installs, so a solution's `import kernels` finds its own sidecar or nothing.  Returns what
+    was dropped."""
+    import site
+    import sysconfig
+    first = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    roots = [os.path.realpath(p) for p in [*site.getsitepackages(), *(sysconfig.get_paths().get(k) for k in (
+        "stdlib", "platstdlib", "purelib", "platlib"))] if p]
+    libdirs = {os.path.dirname(r) for r in roots}
+
+    def keep(p: str) -> bool:
+        if p in first:
+            return True
+        rp = os.path.realpath(p or ".")
+        if rp == here:
+            return False
+        return any(rp == r or rp.startswith(r + os.sep) for r in roots) or (
+            rp.endswith(".zip") and os.path.dirname(rp) in libdirs)
+
+    dropped = [p for p in sys.path if not keep(p)]
+    sys.path[:] = [p for p in sys.path if keep(p)]
+
+    def editable(x) -> bool:
+        mod = getattr(x, "__module__", "") or type(x).__module__ or ""
+        return "__editable__" in mod or "editable" in type(x).__name__.lower() or \
+            "editable" in getattr(x, "__name__", "").lower()
+
+    for f in [f for f in sys.meta_path if editable(f)]:
+        sys.meta_path.remove(f)
+        dropped.append(f"meta_path {getattr(f, '__module__', '')}.{getattr(f, '__name__', type(f).__name__)}")
+    for h in [h for h in sys.path_hooks if editable(h)]:
+        sys.path_hooks.remove(h)
+        dropped.append(f"path_hook {getattr(h, '__module__', '')}")
+    sys.path_importer_cache.clear()
+    return dropped
+
+
 def main() -> int:
     _watch_parent(os.getppid())
     fds = os.environ.pop("FORENSICS_WORKER_FDS")
     device = os.environ.pop("FORENSICS_WORKER_DEVICE", "cpu")
     rfd, wfd = (int(x) for x in fds.split(","))
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    confine_imports(os.path.dirname(os.path.realpath(__file__)))
     w = Worker(rfd, wfd, device)
     return w.serve()
 
