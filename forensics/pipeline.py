@@ -361,8 +361,10 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         V.adjudicate(store, todo, annotations=annotations)
         now = datetime.now(timezone.utc)
         if todo:
+            # a run some worker never finished (died, timed out) keeps no fingerprint: the next scan redoes it
+            lost = eng.unfinished()
             store.con.executemany("update verdicts set input_fingerprint = ?, adjudicated_at = ? where run_id = ?",
-                                  [[fps.get(r), now, r] for r in todo])
+                                  [[None if r in lost else fps.get(r), now, r] for r in todo])
         timings["adjudicate"] = round(time.perf_counter() - t0, 3)
 
         ph = ",".join("?" * len(run_ids)) or "''"
@@ -468,10 +470,14 @@ def scan_cmd(archive, out, db, replay, annotations, jobs, engine, address, task_
     its archived verdict; 2 usage or input error.  --json adds per-run timings with the node and
     GPU that ran each stage (engine.runs).
     """
+    import contextlib
     try:
-        res = scan(archive, out=out, db=db, replay=replay, annotations=annotations, jobs=jobs, strict=strict,
-                   progress=progress and not as_json, force=force, engine=engine, address=address,
-                   task_timeout=task_timeout, retries=retries)
+        # stdout is the result's alone: whatever prints during the scan (Ray's notices of a
+        # worker that died, printed on sys.stdout by its driver thread) goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            res = scan(archive, out=out, db=db, replay=replay, annotations=annotations, jobs=jobs, strict=strict,
+                       progress=progress and not as_json, force=force, engine=engine, address=address,
+                       task_timeout=task_timeout, retries=retries)
     except ScanError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_USAGE)

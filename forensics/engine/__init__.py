@@ -84,6 +84,11 @@ class Engine:
     def close(self) -> None:
         pass
 
+    def unfinished(self) -> set[str]:
+        """Runs a unit of which no worker finished (a worker died or hung): their verdicts are
+        not final, so the pipeline stores no input fingerprint for them and a rescan redoes them."""
+        return {rid for f in self.failures if f.get("action") == "reported" for rid in f["runs"]}
+
     def record(self, stage: str, runs: Sequence[str], seconds: float, where: dict[str, Any], **extra: Any) -> None:
         self.units.append({"stage": stage, "runs": list(runs), "seconds": round(seconds, 4), **where, **extra})
 
