@@ -189,19 +189,42 @@ def parse_task(location: str, runs: list[Any], known: dict[str, str | None], fau
         return out, _where()
 
 
+_TEMPLATE: list[str] = []
+
+
+def _empty_store(path: str) -> Any:
+    """A new store file at `path`: a copy of this worker's empty one (creating the schema, with a
+    comment on every column, costs far more than copying the file)."""
+    from forensics.store.db import Store
+    if not _TEMPLATE:
+        import atexit
+        d = tempfile.mkdtemp(prefix="forensics-ray-template-")
+        Store(os.path.join(d, "empty.duckdb")).close()
+        atexit.register(shutil.rmtree, d, True)
+        _TEMPLATE.append(os.path.join(d, "empty.duckdb"))
+    shutil.copyfile(_TEMPLATE[0], path)
+    return Store(path)
+
+
 def analyze_task(stage: str, module: str, chunk: list[str], shared: dict[str, Any], own: dict[str, Any],
-                 fault: dict | None, timeout: float | None) -> tuple[tuple, float, dict[str, Any]]:
+                 fault: dict | None, timeout: float | None, env: dict[str, str | None] | None = None
+                 ) -> tuple[tuple, float, dict[str, Any]]:
     """Run one analyzer over a chunk of runs whose rows came with the task; `_analyze_chunk`'s
-    result, the seconds it took (loading the rows included) and where it ran."""
+    result, the seconds it took (loading the rows included) and where it ran.  `env`: variables
+    to set (None: unset) first, e.g. the driver's OMP_NUM_THREADS that Ray overrides in tasks."""
+    for k, v in (env or {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     with _Watchdog(timeout):
         t0 = time.perf_counter()
         _maybe_fault(fault, stage, chunk)
         from forensics.pipeline import _analyze_chunk
-        from forensics.store.db import Store
         tmp = tempfile.mkdtemp(prefix="forensics-ray-")
         try:
             db = os.path.join(tmp, "chunk.duckdb")
-            st = Store(db)
+            st = _empty_store(db)
             try:
                 with st.transaction():
                     for t, tbl in (*shared.items(), *own.items()):
@@ -419,9 +442,13 @@ class RayEngine(Engine):
         window = (self.gpus if (replay and self.gpus) else 2 * self.cpus) or 1
         units = [_Unit(analyzer, list(c), list(c)) for c in chunks]
 
+        # Ray sets OMP_NUM_THREADS=1 in its tasks; a replay (a fresh worker, torch not yet imported)
+        # gets the driver's value back, so its parent and child run with the threads a local scan has
+        env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS",)} if replay else None
+
         def submit(u: _Unit):
             return remote.remote(analyzer, module, u.runs, shared_ref, self._inputs(store, u.runs),
-                                 self.fault, self.task_timeout)
+                                 self.fault, self.task_timeout, env)
 
         results = []
         for u, val, reason in self._drive(units, submit, window=window):
