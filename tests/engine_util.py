@@ -1,21 +1,12 @@
-"""Helpers of the engine tests: small archives cut from the fixture, and a table-by-table store
-comparison that leaves out only the columns that record when or how fast something ran."""
+"""Helpers of the engine tests: small archives cut from the fixture.  (The table-by-table store
+comparison is forensics.engine.compare.)"""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-import duckdb
-
-from forensics.store import schema as S
-
 FIXTURE_RUNS = Path(__file__).resolve().parent.parent / "corpus" / "fixtures" / "archive" / "outputs"
-
-# when a row was written, and what a replay measured (the clock, not the verdict)
-TIMING_COLUMNS = {("archives", "ingested_at"), ("runs", "ingested_at"), ("verdicts", "adjudicated_at"),
-                  ("replay_results", "ran_at"), ("replay_results", "ms"), ("replay_results", "tflops"),
-                  ("replay_results", "gbps"), ("replay_results", "data")}
 
 # Three runs the CPU replays in seconds (tiny shapes): top-k, W4A16, and a top-k run without a solution.
 REPLAY_RUNS = ("runs/20260731_140000_claude_claude-opus-4-8_05_topk_bitonic",
@@ -35,35 +26,3 @@ def cut_archive(dest: Path, runs: tuple[str, ...]) -> Path:
     for r in runs:
         shutil.copytree(FIXTURE_RUNS / r, dest / "outputs" / r, symlinks=True)
     return dest
-
-
-def table_rows(db: str | Path, table: str, where: str = "") -> list[tuple]:
-    t = S.TABLE_BY_NAME[table]
-    cols = ", ".join(f'"{c}"' for c in t.column_names() if (table, c) not in TIMING_COLUMNS)
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(f"select {cols} from {table} {where} order by all").fetchall()
-    finally:
-        con.close()
-
-
-def diff_stores(a: str | Path, b: str | Path, where: str = "", tables=None) -> dict[str, tuple[int, int]]:
-    """Tables (all, or `tables`) whose rows differ, timing columns left out: name -> (rows in a,
-    rows in b).  `where` filters the tables that have a run_id."""
-    out = {}
-    for t in S.TABLES:
-        if tables is not None and t.name not in tables:
-            continue
-        w = where if (where and "run_id" in t.column_names()) else ""
-        ra, rb = table_rows(a, t.name, w), table_rows(b, t.name, w)
-        if ra != rb:
-            out[t.name] = (len(ra), len(rb))
-    return out
-
-
-def count_rows(db: str | Path) -> int:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return sum(con.execute(f"select count(*) from {t.name}").fetchone()[0] for t in S.TABLES)
-    finally:
-        con.close()

@@ -89,3 +89,28 @@ def test_fault_spec():
     for bad in ("stage=ingest", "run=x", "stage=a,run=b,mode=explode", "garbage"):
         with pytest.raises(EngineError):
             parse_fault(bad)
+
+
+def test_compare_stores_sees_rows_not_clocks(small, tmp_path):
+    import shutil
+
+    import duckdb
+
+    from forensics import pipeline as P
+    from forensics.engine.compare import diff_stores, main as compare_main
+    res = P.scan(small, out=tmp_path / "a", progress=False, reports=False)
+    a = Path(res.db)
+    b = tmp_path / "b.duckdb"
+    shutil.copyfile(a, b)
+    con = duckdb.connect(str(b))
+    con.execute("update verdicts set adjudicated_at = adjudicated_at + interval 1 hour")   # a clock: ignored
+    con.execute("update runs set ingested_at = now()")
+    con.close()
+    assert diff_stores(a, b) == {} and compare_main([str(a), str(b)]) == 0
+    con = duckdb.connect(str(b))
+    n = con.execute("select count(*) from findings").fetchone()[0]
+    con.execute("delete from findings where rowid = (select min(rowid) from findings)")
+    con.execute("update tool_calls set tool = tool || 'x' where call_seq = (select min(call_seq) from tool_calls)")
+    con.close()
+    assert diff_stores(a, b) == {"findings": (n, n - 1), "tool_calls": (18, 18)}
+    assert compare_main([str(a), str(b), "--json"]) == 1
