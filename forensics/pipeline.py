@@ -18,7 +18,9 @@ static, replay) run in ``--jobs`` worker processes too: the parent checkpoints a
 store, each worker attaches it read-only, copies the rows of its chunk of runs into an in-memory
 store, runs the analyzer there and hands the rows it wrote back; the parent reopens the store and
 writes them.  Cross-run analysis (similarity) runs once in the parent.  Report pages are rendered
-in a process pool.
+in a process pool.  Where the ingest parsing and the per-run analyzers run is an engine
+(forensics.engine): the local one is the process pools above; ``--engine ray`` runs the same units
+as Ray tasks (replays one per GPU), the parent still the store's one writer.
 
 Isolation.  A per-run analyzer that raises on a chunk is re-run on halves of it until each failure
 is pinned to one run (`_run_isolated`): that run's coverage finding names the analyzer and the
@@ -85,13 +87,14 @@ class ScanResult:
     disagreements: list[str] = field(default_factory=list)
     exit_code: int = 0
     paths: dict[str, str] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)   # forensics.engine report (per-run timings: ["runs"])
 
     def to_dict(self) -> dict[str, Any]:
         return {"archive": self.archive, "out": str(self.out) if self.out else None, "db": self.db,
                 "runs": len(self.run_ids), "analyzed": len(self.analyzed), "skipped_unchanged": len(self.skipped),
                 "coverage": self.coverage, "ingest": self.ingest, "timings": self.timings,
                 "flagged": self.flagged, "disagreements": self.disagreements, "exit_code": self.exit_code,
-                "paths": self.paths}
+                "paths": self.paths, "engine": {k: v for k, v in self.engine.items() if k != "runs"}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,8 +233,13 @@ def _apply_chunk_rows(store: Store, chunk: Sequence[str], tables: dict[str, byte
 
 # ---------------------------------------------------------------------------------------------
 def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, progress: bool,
-                  db_path: str | None) -> tuple[Store, dict[str, Any]]:
-    """Run every analyzer over run_ids; returns the (possibly reopened) store and the coverage."""
+                  db_path: str | None, engine: Any = None) -> tuple[Store, dict[str, Any]]:
+    """Run every analyzer over run_ids; returns the (possibly reopened) store and the coverage.
+    Per-run analyzers' chunks run in `engine`'s workers (forensics.engine; default ``jobs`` local
+    processes)."""
+    if engine is None:
+        from forensics.engine import LocalEngine
+        engine = LocalEngine(jobs)
     ran: list[str] = []
     failed: dict[str, dict[str, str]] = {}   # analyzer -> {run_id: reason}
     missing: dict[str, str] = {}
@@ -253,25 +261,13 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
         ran.append(name)
         if not run_ids:
             continue
-        chunk_size = len(run_ids) if cross else max(1, min(100, -(-len(run_ids) // max(1, 2 * jobs))))
+        chunk_size = len(run_ids) if cross else engine.chunk_size(name, len(run_ids))
         chunks = [run_ids[i:i + chunk_size] for i in range(0, len(run_ids), chunk_size)]
         if progress:
             bar = tqdm(total=len(run_ids), unit="run", desc=f"analyze {name}", file=sys.stderr, leave=False)
-        parallel = jobs > 1 and not cross and len(chunks) > 1 and db_path and db_path != ":memory:"
+        parallel = not cross and engine.parallel(len(chunks), db_path)
         if parallel:
-            store.con.execute("CHECKPOINT")
-            store.close()
-            import multiprocessing as mp
-            ctx = mp.get_context("fork" if sys.platform != "darwin" else "spawn")
-            results = []
-            try:
-                with ctx.Pool(jobs) as pool:
-                    for res in pool.imap_unordered(_analyze_chunk, [(db_path, module, c) for c in chunks]):
-                        results.append(res)
-                        if bar:
-                            bar.update(len(res[1]))
-            finally:
-                store = Store(db_path)
+            store, results = engine.map_chunks(store, db_path, name, module, chunks, bar.update if bar else None)
             for _mod, chunk, tables, errs in results:
                 for rid, err in errs.items():
                     failed.setdefault(name, {})[rid] = err
@@ -322,8 +318,13 @@ def write_coverage(store: Store, run_ids: Sequence[str], cov: dict[str, Any]) ->
 # ---------------------------------------------------------------------------------------------
 def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: str | os.PathLike | None = None,
          replay: bool = False, annotations: str | os.PathLike | None = None, jobs: int = 1, strict: bool = False,
-         progress: bool = True, force: bool = False, reports: bool = True) -> ScanResult:
-    """Run the whole pipeline over ARCHIVE; write the reports under `out` (default ./report)."""
+         progress: bool = True, force: bool = False, reports: bool = True, engine: Any = "local",
+         address: str | None = None, task_timeout: float | None = None, retries: int | None = None) -> ScanResult:
+    """Run the whole pipeline over ARCHIVE; write the reports under `out` (default ./report).
+
+    `engine`: where ingest parsing and the per-run analyzers run: "local" (``jobs`` processes) or
+    "ray" (Ray tasks; `address` of a cluster, else a local Ray of ``jobs`` CPUs), or an Engine
+    (forensics.engine)."""
     t_all = time.perf_counter()
     apath = Path(archive)
     if not apath.exists():
@@ -341,12 +342,20 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
     except ValueError:
         pass
     timings: dict[str, float] = {}
+    from forensics.engine import EngineError, get_engine
+    t0 = time.perf_counter()
+    try:
+        eng = get_engine(engine, jobs=jobs, address=address, task_timeout=task_timeout, retries=retries)
+    except EngineError as e:
+        raise ScanError(str(e)) from e
+    if eng.name != "local":
+        timings["engine_start"] = round(time.perf_counter() - t0, 3)
     store = Store(db_path)
     try:
         from forensics.store.ingest import ingest_archive
         t0 = time.perf_counter()
         try:
-            rep = ingest_archive(store, apath, jobs=jobs, progress=progress)
+            rep = ingest_archive(store, apath, jobs=jobs, progress=progress, engine=eng)
         except Exception as e:  # noqa: BLE001
             from forensics.archive import ArchiveError
             if isinstance(e, (ArchiveError, OSError)):
@@ -365,7 +374,8 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         skipped = [r for r in run_ids if r not in set(todo)]
 
         t0 = time.perf_counter()
-        store, cov = run_analyzers(store, todo, replay, jobs, progress, db_path)
+        store, cov = run_analyzers(store, todo, replay, jobs, progress, db_path, engine=eng)
+        eng.close()   # a Ray the engine started is stopped before the report pool forks
         timings["analyze"] = round(time.perf_counter() - t0, 3)
         timings.update({f"analyze.{k}": v for k, v in cov.get("timings", {}).items()})
         if todo:
@@ -374,8 +384,10 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         V.adjudicate(store, todo, annotations=annotations)
         now = datetime.now(timezone.utc)
         if todo:
+            # a run some worker never finished (died, timed out) keeps no fingerprint: the next scan redoes it
+            lost = eng.unfinished()
             store.con.executemany("update verdicts set input_fingerprint = ?, adjudicated_at = ? where run_id = ?",
-                                  [[fps.get(r), now, r] for r in todo])
+                                  [[None if r in lost else fps.get(r), now, r] for r in todo])
         timings["adjudicate"] = round(time.perf_counter() - t0, 3)
 
         ph = ",".join("?" * len(run_ids)) or "''"
@@ -388,7 +400,8 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
                          analyzed=todo, skipped=skipped, verdicts=vrows,
                          coverage={"ran": cov["ran"], "missing": cov["missing"], "skipped": cov["skipped"],
                                    "failed": {a: len(r) for a, r in cov["failed"].items()}},
-                         ingest=ingest_info, timings=timings, flagged=flagged, disagreements=disagree)
+                         ingest=ingest_info, timings=timings, flagged=flagged, disagreements=disagree,
+                         engine=eng.report(run_ids))
         res.exit_code = EXIT_FLAGGED if strict and (flagged or disagree) else EXIT_OK
         if reports:
             t0 = time.perf_counter()
@@ -402,6 +415,7 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
             write_scan_json(store, outp / "scan.json", run_ids, res.to_dict())
         return res
     finally:
+        eng.close()
         store.close()
 
 
@@ -455,27 +469,45 @@ def summary_table(res: ScanResult, width: int = 160) -> str:
 @click.option("--replay", is_flag=True, help="Replay every run's solution on the GPU (forensics.replay).")
 @click.option("--annotations", type=click.Path(exists=False), default=None,
               help="Directory of auditors' annotation YAML (<run_id>.yaml) to confirm or refute.")
-@click.option("--jobs", "-j", default=1, show_default=True, help="Worker processes (ingest, per-run analyzers, reports).")
+@click.option("--jobs", "-j", default=1, show_default=True,
+              help="Worker processes (ingest, per-run analyzers, reports); with --engine ray and no --address, "
+                   "the CPUs of the local Ray.")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where ingest parsing, per-run analyzers and replays run: local processes, or Ray tasks "
+                   "(pip install 'forensics[ray]').")
+@click.option("--address", default=None,
+              help="Ray cluster to use with --engine ray: 'auto' or HOST:PORT (default: start a local Ray).")
+@click.option("--task-timeout", type=float, default=None,
+              help="Seconds one Ray task (a chunk of runs, one replay) may run before it is killed [1800].")
+@click.option("--retries", type=int, default=None, help="Re-runs of a Ray task whose worker died [1].")
 @click.option("--json", "as_json", is_flag=True, help="Print the scan result as JSON instead of the table.")
 @click.option("--strict", is_flag=True, help="Exit 1 if any run is flagged or disagrees with its archived verdict.")
 @click.option("--force", is_flag=True, help="Re-analyse runs even when their inputs are unchanged.")
 @click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
-def scan_cmd(archive, out, db, replay, annotations, jobs, as_json, strict, force, progress):
+def scan_cmd(archive, out, db, replay, annotations, jobs, engine, address, task_timeout, retries, as_json, strict,
+             force, progress):
     """Scan ARCHIVE: ingest, analyse, (replay), adjudicate and report every run.
 
     Writes OUT/index.html, OUT/runs/<run_id>.html, OUT/annotations/<run_id>.yaml, OUT/scan.json and
     OUT/audit.duckdb. Exit codes: 0 ok; 1 with --strict when any run is flagged or disagrees with
-    its archived verdict; 2 usage or input error.
+    its archived verdict; 2 usage or input error.  --json adds per-run timings with the node and
+    GPU that ran each stage (engine.runs).
     """
+    import contextlib
     try:
-        res = scan(archive, out=out, db=db, replay=replay, annotations=annotations, jobs=jobs, strict=strict,
-                   progress=progress and not as_json, force=force)
+        # stdout is the result's alone: whatever prints during the scan (Ray's notices of a
+        # worker that died, printed on sys.stdout by its driver thread) goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            res = scan(archive, out=out, db=db, replay=replay, annotations=annotations, jobs=jobs, strict=strict,
+                       progress=progress and not as_json, force=force, engine=engine, address=address,
+                       task_timeout=task_timeout, retries=retries)
     except ScanError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_USAGE)
     if as_json:
         d = res.to_dict()
         d["verdicts"] = [{k: v.get(k) for k in ("run_id", "problem", "harness", *V.FIELDS)} for v in res.verdicts]
+        d["engine"] = res.engine
         click.echo(orjson.dumps(d, default=str, option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(summary_table(res))

@@ -4,6 +4,13 @@ scan's verdict fields with the archive's labels.
 
     forensics bench scan --runs 1000 --jobs 2            # generate (cached), ingest only, full scan
     forensics bench scan --archive corpus/fixtures/archive --agreement   # agreement on the fixture
+    forensics bench scan --runs 200 --engine ray --workers 1,2   # Ray engine vs local, 1 and 2 workers
+
+With ``--engine ray`` the bench scans the archive (no reports, no replay) with the local engine
+and with a local Ray of the same number of worker CPUs, for each ``--workers`` count, alternating,
+in the same run: throughput (runs/s), the Ray engine's overhead per run against the local engine
+(wall-clock difference / runs) and the scaling from the fewest to the most workers.  Ray's own
+start-up is measured apart (it is paid once per scan, not per run).
 
 The generated archive is cached under --workdir keyed by (runs, seed), so a second bench does
 not regenerate.  Both measurements start from an empty store.
@@ -90,6 +97,85 @@ def run_bench(archive: Path, work: Path, jobs: int, agreement: bool, labels: Pat
     return out
 
 
+def run_engine_bench(archive: Path, work: Path, workers: list[int], rounds: int = 1) -> dict[str, Any]:
+    """Local engine vs Ray engine (a local Ray of k CPUs) at each worker count k, same archive."""
+    import logging
+    import statistics
+
+    import ray
+
+    from forensics.pipeline import scan
+    out: dict[str, Any] = {"archive": str(archive), "bytes": _du(archive), "workers": workers, "rounds": rounds,
+                           "what": "scan without reports or replay", "rows": []}
+    samples: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    if ray.is_initialized():
+        raise click.ClickException("bench scan --engine ray starts its own local Ray: run it outside one")
+    for _ in range(rounds):
+        for k in workers:
+            for engine in ("local", "ray"):
+                dest = work / f"engine-{engine}-{k}"
+                shutil.rmtree(dest, ignore_errors=True)
+                start_s = None
+                if engine == "ray":
+                    t0 = time.perf_counter()
+                    ray.init(num_cpus=k, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+                    start_s = time.perf_counter() - t0
+                try:
+                    t0 = time.perf_counter()
+                    res = scan(archive, out=dest, jobs=k, progress=False, reports=False, engine=engine)
+                    secs = time.perf_counter() - t0
+                finally:
+                    if engine == "ray":
+                        ray.shutdown()
+                shutil.rmtree(dest, ignore_errors=True)
+                n = len(res.run_ids)
+                samples.setdefault((engine, k), []).append({
+                    "scan_s": secs, "runs": n, "start_s": start_s, "ingest_s": res.timings.get("ingest"),
+                    "analyze_s": res.timings.get("analyze"), "failures": len(res.engine.get("failures", [])),
+                    "worker_s": {st: v["worker_seconds"] for st, v in res.engine.get("stages", {}).items()}})
+    med = {}
+    for (engine, k), ss in samples.items():
+        m = {key: round(statistics.median(s[key] for s in ss), 3) for key in ("scan_s", "ingest_s", "analyze_s")}
+        if engine == "ray":
+            m["start_s"] = round(statistics.median(s["start_s"] for s in ss), 3)
+        m.update(engine=engine, workers=k, runs=ss[0]["runs"], runs_per_s=round(ss[0]["runs"] / m["scan_s"], 3),
+                 failures=sum(s["failures"] for s in ss), all_scan_s=[round(s["scan_s"], 2) for s in ss],
+                 worker_s=ss[-1]["worker_s"])
+        med[(engine, k)] = m
+        out["rows"].append(m)
+    out["runs"] = out["rows"][0]["runs"] if out["rows"] else 0
+    over = {}
+    for k in workers:
+        lo, ry = med[("local", k)], med[("ray", k)]
+        over[str(k)] = {"ms_per_run": round((ry["scan_s"] - lo["scan_s"]) / max(1, lo["runs"]) * 1000, 2),
+                        "ratio": round(ry["scan_s"] / lo["scan_s"], 3)}
+    out["ray_overhead"] = over
+    if len(workers) > 1:
+        a, b = min(workers), max(workers)
+        out["scaling"] = {"from": a, "to": b, **{e: round(med[(e, b)]["runs_per_s"] / med[(e, a)]["runs_per_s"], 3)
+                                                  for e in ("local", "ray")}}
+    return out
+
+
+def render_engine(o: dict[str, Any]) -> str:
+    lines = [f"archive {o['archive']}: {o['runs']} runs, {o['bytes'] / 1e9:.2f} GB; {o['what']}; "
+             f"median of {o['rounds']} round(s), engines alternating in the same run",
+             f"  {'workers':>7}  {'engine':<6}  {'scan s':>8}  {'runs/s':>7}  {'ingest s':>8}  {'analyze s':>9}  "
+             f"{'Ray start s':>11}"]
+    for r in o["rows"]:
+        st = f"{r['start_s']:>11.1f}" if r.get("start_s") is not None else f"{'-':>11}"
+        lines.append(f"  {r['workers']:>7}  {r['engine']:<6}  {r['scan_s']:>8.1f}  {r['runs_per_s']:>7.2f}  "
+                     f"{r['ingest_s']:>8.1f}  {r['analyze_s']:>9.1f}  {st}")
+    for k, v in o["ray_overhead"].items():
+        lines.append(f"  Ray engine vs local, {k} worker(s): {v['ms_per_run']:+.1f} ms per run ({v['ratio']:.2f}x)")
+    if "scaling" in o:
+        sc = o["scaling"]
+        lines.append(f"  scaling {sc['from']} -> {sc['to']} workers: local {sc['local']:.2f}x, ray {sc['ray']:.2f}x")
+    if any(r["failures"] for r in o["rows"]):
+        lines.append("  task failures: " + ", ".join(f"{r['engine']}/{r['workers']}: {r['failures']}" for r in o["rows"]))
+    return "\n".join(lines)
+
+
 def render(o: dict[str, Any]) -> str:
     gb = o["bytes"] / 1e9
     lines = [f"archive {o['archive']}: {o['runs']} runs, {gb:.2f} GB, jobs={o['jobs']}"]
@@ -124,9 +210,15 @@ def render(o: dict[str, Any]) -> str:
 @click.option("--labels", default=None, type=click.Path(exists=True), help="labels.json (default: beside the archive).")
 @click.option("--agreement", is_flag=True, help="Also report agreement of the verdict fields with the labels.")
 @click.option("--no-ingest-baseline", is_flag=True, help="Skip the ingest-only measurement.")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="ray: the Ray engine against the local one at each --workers count (same run).")
+@click.option("--workers", default=None, help="With --engine ray: worker counts, e.g. 1,2 (default: --jobs).")
+@click.option("--rounds", default=1, show_default=True, help="With --engine ray: repetitions (medians reported).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
-def bench_scan(runs, seed, jobs, workdir, archive_opt, labels, agreement, no_ingest_baseline, as_json):
-    """Scan (no replay) of a generated N-run archive, beside the ingest-only time (same run)."""
+def bench_scan(runs, seed, jobs, workdir, archive_opt, labels, agreement, no_ingest_baseline, engine, workers, rounds,
+               as_json):
+    """Scan (no replay) of a generated N-run archive, beside the ingest-only time (same run); with
+    --engine ray, the Ray engine's throughput and per-run overhead against the local engine."""
     work = Path(workdir) if workdir else Path(tempfile.gettempdir()) / "forensics-bench-scan"
     work.mkdir(parents=True, exist_ok=True)
     gen_s = None
@@ -139,6 +231,22 @@ def bench_scan(runs, seed, jobs, workdir, archive_opt, labels, agreement, no_ing
             shutil.rmtree(archive, ignore_errors=True)
             gen_s = generate(archive, runs, seed)
             marker.write_text("ok")
+    if engine == "ray":
+        try:
+            ks = [int(x) for x in (workers or str(jobs)).split(",") if x.strip()]
+        except ValueError as e:
+            raise click.BadParameter(f"--workers: {workers!r} is not a comma-separated list of counts") from e
+        if not ks or min(ks) < 1:
+            raise click.BadParameter("--workers: counts of at least 1")
+        try:
+            import ray  # noqa: F401
+        except ImportError as e:
+            raise click.ClickException("--engine ray needs Ray: pip install 'forensics[ray]'") from e
+        o = run_engine_bench(archive, work, sorted(set(ks)), rounds=max(1, rounds))
+        if gen_s is not None:
+            o["generate_s"] = round(gen_s, 2)
+        click.echo(orjson.dumps(o, default=str, option=orjson.OPT_INDENT_2).decode() if as_json else render_engine(o))
+        return
     lab = Path(labels) if labels else find_labels(archive)
     o = run_bench(archive, work, jobs, agreement, lab, skip_ingest=no_ingest_baseline)
     if gen_s is not None:

@@ -16,14 +16,13 @@ lines as one ``record_spans`` row each, every other record as a ``record_rows`` 
 * bad input never stops the ingest: each problem becomes a ``parse_errors`` row.
 
 With ``jobs > 1`` worker processes parse runs into Arrow batches and the parent (DuckDB's single
-writer) commits them.
+writer) commits them; with ``engine=`` (forensics.engine) Ray tasks do the parsing instead.
 """
 
 from __future__ import annotations
 
 import array
 import hashlib
-import multiprocessing as mp
 import os
 import re
 import sys
@@ -797,23 +796,6 @@ class IngestReport:
                 "seconds": round(self.seconds, 3)}
 
 
-_W: dict[str, Any] = {}
-
-
-def _worker_init(location: str) -> None:
-    _W["src"] = open_source(location)
-
-
-def _worker_parse(args) -> RunRows:
-    run, location, known = args
-    try:
-        return parse_run(_W["src"], run, location, known)
-    except Exception as e:  # noqa: BLE001 - one bad run must not stop the ingest
-        r = RunRows(run.run_id, _fingerprint(run))
-        r.error = f"{type(e).__name__}: {e}"
-        return r
-
-
 def _error_rows(run: DiscoveredRun, location: str, err: str) -> RunRows:
     """A run whose parse crashed still gets a runs row and a parse_errors row (never lost)."""
     rows = RunRows(run.run_id, "error:" + _fingerprint(run))
@@ -828,7 +810,9 @@ def _error_rows(run: DiscoveredRun, location: str, err: str) -> RunRows:
 
 
 def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, progress: bool = False,
-                   force: bool = False) -> IngestReport:
+                   force: bool = False, engine: Any = None) -> IngestReport:
+    """Parse the archive's new or changed runs (in `engine`'s workers: forensics.engine; default
+    ``jobs`` local processes) and commit them here, the store's one writer."""
     t0 = time.perf_counter()
     path = Path(archive)
     src = open_source(path)
@@ -880,20 +864,12 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
         if bar:
             bar.update(1)
 
-    if jobs <= 1 or len(todo) <= 1:
-        for r in todo:
-            try:
-                rows = parse_run(src, r, location, known)
-            except Exception as e:  # noqa: BLE001 - one bad run must not stop the ingest
-                rows = RunRows(r.run_id, _fingerprint(r))
-                rows.error = f"{type(e).__name__}: {e}"
-            commit(rows, r)
-    else:
-        ctx = mp.get_context("spawn" if sys.platform == "darwin" else "fork")
-        by_id = {r.run_id: r for r in todo}
-        with ctx.Pool(jobs, initializer=_worker_init, initargs=(location,)) as pool:
-            for rows in pool.imap(_worker_parse, [(r, location, known) for r in todo], chunksize=1):
-                commit(rows, by_id[rows.run_id])
+    if engine is None:
+        from forensics.engine import LocalEngine
+        engine = LocalEngine(jobs)
+    by_id = {r.run_id: r for r in todo}
+    for rows in engine.parse_runs(src, location, todo, known):
+        commit(rows, by_id[rows.run_id])
     writer.flush()
     if bar:
         bar.close()

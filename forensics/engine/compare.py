@@ -1,0 +1,100 @@
+"""Do two stores agree?  Table by table, leaving out only the columns that time things.
+
+    python -m forensics.engine.compare local/audit.duckdb ray/audit.duckdb [--json]
+
+For the scan of one archive by two engines (or two runs of one): every table's rows are compared
+as multisets, without the columns that record when a row was written or what a replay's clock
+measured (TIMING_COLUMNS).  The replays' measurements are listed side by side instead: per run,
+probe and shape, the milliseconds each store recorded.  Exit status 0 when every table agrees, 1
+otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+# when a row was written, and what a replay measured (the clock, not the verdict)
+TIMING_COLUMNS = {("archives", "ingested_at"), ("runs", "ingested_at"), ("verdicts", "adjudicated_at"),
+                  ("replay_results", "ran_at"), ("replay_results", "ms"), ("replay_results", "tflops"),
+                  ("replay_results", "gbps"), ("replay_results", "data")}
+
+
+def table_rows(db: str | Path, table: str, where: str = "") -> list[tuple]:
+    import duckdb
+
+    from forensics.store import schema as S
+    t = S.TABLE_BY_NAME[table]
+    cols = ", ".join(f'"{c}"' for c in t.column_names() if (table, c) not in TIMING_COLUMNS)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(f"select {cols} from {table} {where} order by all").fetchall()
+    finally:
+        con.close()
+
+
+def diff_stores(a: str | Path, b: str | Path, where: str = "", tables=None) -> dict[str, tuple[int, int]]:
+    """Tables (all, or `tables`) whose rows differ, timing columns left out: name -> (rows in a,
+    rows in b).  `where` (an SQL WHERE clause) filters the tables that have a run_id."""
+    from forensics.store import schema as S
+    out = {}
+    for t in S.TABLES:
+        if tables is not None and t.name not in tables:
+            continue
+        w = where if (where and "run_id" in t.column_names()) else ""
+        ra, rb = table_rows(a, t.name, w), table_rows(b, t.name, w)
+        if ra != rb:
+            out[t.name] = (len(ra), len(rb))
+    return out
+
+
+def replay_timings(a: str | Path, b: str | Path) -> list[dict[str, Any]]:
+    """The timing rows of both stores' replays, matched on run, probe, shape and case."""
+    import duckdb
+
+    def read(db):
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            return {(r[0], r[1], r[2], r[3]): (r[4], r[5]) for r in con.execute(
+                "select run_id, probe, coalesce(shape, ''), coalesce(case_name, ''), ms, device from replay_results "
+                "where ms is not null").fetchall()}
+        finally:
+            con.close()
+    ta, tb = read(a), read(b)
+    out = []
+    for k in sorted(set(ta) | set(tb)):
+        ma, mb = ta.get(k, (None, None)), tb.get(k, (None, None))
+        out.append({"run_id": k[0], "probe": k[1], "shape": k[2], "case": k[3], "ms_a": ma[0], "ms_b": mb[0],
+                    "ratio_b_a": round(mb[0] / ma[0], 3) if ma[0] and mb[0] else None, "device": ma[1] or mb[1]})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("a", type=Path)
+    ap.add_argument("b", type=Path)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    from forensics.store import schema as S
+    diff = diff_stores(args.a, args.b)
+    counts = {t.name: len(table_rows(args.a, t.name)) for t in S.TABLES}
+    timings = replay_timings(args.a, args.b)
+    if args.json:
+        import orjson
+        print(orjson.dumps({"a": str(args.a), "b": str(args.b), "differ": diff, "rows": counts,
+                            "replay_timings": timings}, option=orjson.OPT_INDENT_2).decode())
+    else:
+        for t in S.TABLES:
+            print(f"{t.name:<18} {counts[t.name]:>8} rows  " + (f"DIFFER {diff[t.name]}" if t.name in diff else "same"))
+        if timings:
+            print(f"\nreplay timings (ms): {args.a} | {args.b}")
+            for r in timings:
+                print(f"  {r['run_id'][:60]:<60} {r['probe']:<10} {r['shape'][:30]:<30} {r['ms_a']!s:>10.10} "
+                      f"{r['ms_b']!s:>10.10}  {r['ratio_b_a'] or ''}")
+    return 1 if diff else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
