@@ -53,3 +53,19 @@ def test_trace_of_a_library_wrapper_on_the_cpu_is_reported_not_judged(tmp_path):
     att = f[0]["data"]["attribution"]
     assert att["clock"] == "cpu" and att["share"]["library"] > 0.3
     assert any("sort" in k["name"] for k in att["top"]["library"])
+
+
+def test_torch_wrapping_its_own_functions_is_not_tampering(tmp_path):
+    """Importing torch._dynamo (torch.compile does; so does the profiler the trace uses) wraps
+    torch.manual_seed in torch's own _disable_dynamo: the replay must not call that a monkeypatch,
+    while a solution's own replacement still is one."""
+    honest = (CORPUS / "topk_honest.py").read_text()
+    own = honest.replace("import torch\n", "import torch\nimport torch._dynamo  # what torch.compile imports\n", 1)
+    out = replay_solution("05_topk_bitonic", own.encode(), None, device="cpu", shapes="tiny", probes=["check"],
+                          seeds=(42,), limits=FAST, cache_root=tmp_path / "cache")
+    assert out.status() == "pass" and "replay-torch-monkeypatch" not in {f["rule"] for f in out.findings}
+    evil = honest.replace("import torch\n", "import torch\n_ms = torch.manual_seed\n"
+                          "torch.manual_seed = lambda s: _ms(0)\n", 1)
+    out = replay_solution("05_topk_bitonic", evil.encode(), None, device="cpu", shapes="tiny", probes=["check"],
+                          seeds=(42,), limits=FAST, cache_root=tmp_path / "cache")
+    assert "replay-torch-monkeypatch" in {f["rule"] for f in out.findings}

@@ -305,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default=None, choices=["canonical", "tiny"])
     ap.add_argument("--probes", default=",".join(DEFAULT_PROBES))
     ap.add_argument("--jobs", type=int, default=1, help="runs at once, each on its own GPU")
+    ap.add_argument("--per-gpu", type=int, default=1,
+                    help="runs sharing one GPU at once (for the check's correctness only: timings contend)")
     ap.add_argument("--run-limit-s", type=float, default=420.0, help="wall time of one run's process")
     ap.add_argument("--time-budget-s", type=float, default=None,
                     help="the whole command's wall time: each run's limit shrinks to what is left, and no run starts "
@@ -353,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     gpus: list[int | None] = [None]
     if args.device == "cuda" and args.jobs > 1:
         import torch
-        gpus = list(range(min(args.jobs, torch.cuda.device_count())))
+        n_gpu = max(1, torch.cuda.device_count())
+        # one run per GPU, or --per-gpu runs sharing each (correctness only: shared GPUs contend timings)
+        gpus = [i % n_gpu for i in range(min(args.jobs, n_gpu * max(1, args.per_gpu)))]
     work = tempfile.mkdtemp(prefix="real-bench-")
     out_f = open(args.out, "a", encoding="utf-8")
 

@@ -343,6 +343,7 @@ def _flags() -> dict[str, object]:
 def snapshot() -> dict[str, object]:
     """Identities of torch's user-facing functions and methods (and the global numeric flags)."""
     snap: dict[str, dict[str, int]] = {}
+    objs: dict[str, dict[str, object]] = {}
     for label, obj in _watch_targets().items():
         ids: dict[str, int] = {}
         try:
@@ -360,10 +361,23 @@ def snapshot() -> dict[str, object]:
                 continue  # data (default_generators, flags) is not a function that can be swapped
             ids[n] = id(v)
         snap[label] = ids
-    return {"ids": snap, "flags": _flags()}
+        objs[label] = dict(items)
+    return {"ids": snap, "flags": _flags(), "objs": objs}
 
 
 _BENIGN_ADDED = {"__slotnames__", "__annotations__", "__dict__", "__weakref__", "__doc__", "__module__"}
+
+
+# torch wraps some of its own functions in `_disable_dynamo` the first time torch._dynamo is
+# imported (torch.compile, the profiler): every such wrapper shares this code object
+_DYNAMO_WRAP_CODE = getattr(getattr(torch, "_disable_dynamo", None) and torch._disable_dynamo(lambda: None),
+                            "__code__", None)
+
+
+def _torch_own_wrap(old: object, new: object) -> bool:
+    """`new` is torch's own dynamo-disabling wrapper of `old` (not something the solution wrote)."""
+    return _DYNAMO_WRAP_CODE is not None and getattr(new, "__code__", None) is _DYNAMO_WRAP_CODE \
+        and getattr(new, "__wrapped__", None) is old
 
 
 def diff_snapshots(before: dict, after: dict) -> list[str]:
@@ -373,6 +387,10 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
         a = after["ids"].get(label, {})
         for n, i in b.items():
             if n in a and a[n] != i:
+                old = before.get("objs", {}).get(label, {}).get(n)
+                new = after.get("objs", {}).get(label, {}).get(n)
+                if old is not None and _torch_own_wrap(old, new):
+                    continue
                 out.append(f"{label}.{n} replaced")
             elif n not in a and label != "torch":
                 out.append(f"{label}.{n} removed")
