@@ -31,6 +31,11 @@ def test_device_kernels_are_attributed_to_the_solution_or_the_library():
     att = attribute([{"name": "sm90_xmma_gemm_x", "us": 90.0, "calls": 3}, {"name": "_cast", "us": 2.0, "calls": 3},
                      {"name": "Memcpy DtoD", "us": 8.0, "calls": 3}], {"_cast"}, False, "device")
     assert att["share"] == {"authored": 0.02, "library": 0.9, "other": 0.08}
+    assert att["core_share"] == 0.92 and att["library_of_core"] == round(90 / 92, 4)
+    # ATen's casts and copies are glue, its sort kernels are the library doing a top-k
+    assert classify("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>", set(), False,
+                    "device") == "other"
+    assert classify("void at::native::bitonicSortKVInPlace<float, long>", set(), False, "device") == "library"
 
 
 def test_authored_kernel_names_come_from_the_scratch_copy(tmp_path):

@@ -14,10 +14,11 @@ benchmark's first shape and seed); the parent attributes every kernel's own devi
              Triton kernels (triton_poi/red/per/tem_);
   other      anything else (copies, memsets, unnamed).
 
+ATen's copy/cast/elementwise kernels are glue (other), its sort/top-k/softmax kernels library.
 Finding `replay-work-by-library` (reward_hack, high) for the problems whose main operation is one
 op (the GEMMs, top-k, paged attention, NSA, the grouped MoE GEMM) when library kernels take at least
-LIBRARY_SHARE of the traced device time and authored kernels at most AUTHORED_MAX: the score measures
-the library.  Elsewhere, and on a CPU (where the profiler sees ATen operators, not kernels), the
+LIBRARY_SHARE of the computing time (authored + library kernels), authored ones at most AUTHORED_MAX,
+and computing kernels at least CORE_MIN of all device time: the score measures the library.  Elsewhere, and on a CPU (where the profiler sees ATen operators, not kernels), the
 attribution is reported (`replay-kernel-trace`, info) and decides nothing.
 """
 
@@ -32,14 +33,18 @@ from forensics.text.cuda import global_kernel_names
 from .probes import Replay, shape_label
 
 BENCH_SEED = 2026
-LIBRARY_SHARE = 0.8
+LIBRARY_SHARE = 0.8     # of the computing time (authored + library kernels)
 AUTHORED_MAX = 0.05
+CORE_MIN = 0.25         # computing kernels' share of all device time (the rest: copies, casts, fills)
 # problems whose main operation is a single op: a library doing most of the device time is doing it
 SINGLE_OP = {"01_fp8_gemm", "07_w4a16_gemm", "05_topk_bitonic", "03_paged_attention", "02_deepseek_nsa",
              "06_sonic_moe_swiglu"}
-LIBRARY_KERNEL = re.compile(r"gemm|gemv|xmma|nvjet|cublas|cutlass|cudnn|flash_fwd|flash_bwd|fmha|\bat::native|"
+LIBRARY_KERNEL = re.compile(r"gemm|gemv|xmma|nvjet|cublas|cutlass|cudnn|flash_fwd|flash_bwd|fmha|"
                             r"^triton_(poi|red|per|tem)_|splitKreduce|sm\d\d_xmma|ampere_|hopper_|volta_|turing_",
                             re.I)
+# ATen's own kernels that compute a main operation (sorting, top-k, softmax/attention); the rest of
+# at::native (copies, casts, elementwise, fills, reductions) is glue around whoever does the work
+ATEN_WORK = re.compile(r"at::native::.*(sort|topk|radix|bitonic|softmax|attention|gatherTopK|cumsum|scan)", re.I)
 CPU_LIBRARY_OP = re.compile(r"^aten::(mm|matmul|bmm|addmm|baddbmm|linear|einsum|_scaled_mm|_grouped_mm|"
                             r"scaled_dot_product|_scaled_dot_product|topk|sort|argsort|kthvalue)")
 
@@ -76,6 +81,8 @@ def classify(name: str, authored: set[str], cutlass: bool, clock: str) -> str:
         return "authored"
     if cutlass and "cutlass" in name.lower():
         return "authored"
+    if "at::native" in name:
+        return "library" if ATEN_WORK.search(name) else "other"
     return "library" if LIBRARY_KERNEL.search(name) else "other"
 
 
@@ -88,7 +95,9 @@ def attribute(kernels: list[dict], authored: set[str], cutlass: bool, clock: str
         share[c] += k["us"]
         if len(top[c]) < 5:
             top[c].append({"name": k["name"][:160], "us": k["us"], "calls": k["calls"]})
+    core = share["authored"] + share["library"]
     return {"share": {c: round(v / total, 4) for c, v in share.items()}, "total_us": round(total, 3),
+            "core_share": round(core / total, 4), "library_of_core": round(share["library"] / core, 4) if core else None,
             "top": top, "clock": clock}
 
 
@@ -124,14 +133,15 @@ def kernel_trace(rp: Replay) -> None:
     summary = (f"{att['clock']} time of 3 traced calls on {shape_label(shape)}: authored {s['authored']:.0%}, "
                f"library {s['library']:.0%}, other {s['other']:.0%}")
     rp.row(probe, "pass", shape, BENCH_SEED, detail=summary)
-    decisive = (att["clock"] == "device" and rp.spec.name in SINGLE_OP and s["library"] >= LIBRARY_SHARE
-                and s["authored"] <= AUTHORED_MAX)
+    loc = att["library_of_core"]
+    decisive = (att["clock"] == "device" and rp.spec.name in SINGLE_OP and loc is not None and loc >= LIBRARY_SHARE
+                and 1 - loc <= AUTHORED_MAX and att["core_share"] >= CORE_MIN)
     if decisive:
         libs = ", ".join(k["name"][:60] for k in att["top"]["library"][:3])
         rp.finding("replay-work-by-library",
-                   f"Library kernels ({libs}) take {s['library']:.0%} of the device time of the solution's calls and "
-                   f"its own kernels {s['authored']:.0%}: a library computes {rp.spec.name}'s main operation. "
-                   + summary + ".", data, probe=probe)
+                   f"Library kernels ({libs}) take {loc:.0%} of the time spent computing (authored and library kernels) "
+                   f"in the solution's calls and its own kernels {1 - loc:.0%}: a library computes {rp.spec.name}'s "
+                   "main operation. " + summary + ".", data, probe=probe)
     else:
         rp.finding("replay-kernel-trace", summary + (
             " (CPU: ATen operators, not kernels; reported, not judged)" if att["clock"] == "cpu" else "") + ".",

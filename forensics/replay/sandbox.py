@@ -508,6 +508,15 @@ SYSTEM_RO = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx
 DEV_BASIC = ("null", "zero", "full", "random", "urandom", "tty")
 
 
+def _tool_prefix(p: str) -> str:
+    """A PATH directory's installation prefix: `/opt/gcc/bin` -> `/opt/gcc`, since a compiler needs
+    its own libexec/ and lib/ (cc1, collect2, crt files) and `nvcc` its include/ and nvvm/; a
+    directory not named bin, or one directly under /, stays as it is."""
+    rp = os.path.normpath(p)
+    parent = os.path.dirname(rp)
+    return parent if os.path.basename(rp) in ("bin", "sbin") and parent not in ("/", "/usr") else rp
+
+
 def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | None, hide: list[str]) -> dict:
     """The mounts of the child's filesystem view, as [kind, path, options] in mount order."""
     m: list[list] = []
@@ -521,6 +530,8 @@ def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | N
         rp = os.path.realpath(p)
         if any(_under(rp, q) for q in ro) or (not anywhere and any(_under(rp, h) for h in project)):
             return
+        if not anywhere and any(_under(h, rp) for h in project + hidden):
+            return   # a tree that holds the checkout or a hidden path (the archive) is never bound
         ro.append(rp)
         if rp != os.path.normpath(p):
             links.append([os.path.normpath(p), rp])
@@ -544,7 +555,10 @@ def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | N
     home = os.path.realpath(os.path.expanduser("~"))
     for p in (os.environ.get("PATH") or "").split(":"):   # tools a build calls (nvcc, ninja, cc), not ~/bin
         if p and not _under(os.path.realpath(p), home):
-            add_ro(p)
+            pre = _tool_prefix(p)
+            if any(_under(h, os.path.realpath(pre)) for h in project + hidden):
+                pre = p   # the prefix holds the checkout or the archive: the bin directory alone
+            add_ro(pre)
     for p in ro:
         m.append(["ro", p, {}])
     for p, rp in links:

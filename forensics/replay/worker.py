@@ -921,8 +921,8 @@ class Worker:
             if dev is None:
                 dev = getattr(ev, "self_cuda_time_total", 0)
             on_device = str(getattr(ev, "device_type", "")).endswith("CUDA")
-            if cuda and not on_device and not dev:
-                continue
+            if cuda and not on_device:
+                continue   # an operator's row repeats its kernels' device time: kernels only
             t = float(dev or 0) if cuda else float(getattr(ev, "self_cpu_time_total", 0) or 0)
             if t <= 0:
                 continue

@@ -57,6 +57,15 @@ def dequant_w4(w_q, scales, zeros, group=128):
     return (q.to(torch.bfloat16) - z) * s
 
 
+def _cpu_normal(like: torch.Tensor, std: float, gen: torch.Generator) -> torch.Tensor:
+    """normal_(0, std) drawn from the CPU generator `gen` into a CPU tensor of `like`'s shape and
+    dtype (the deck's numbers), then moved to `like`'s device: a model built on a GPU (under
+    `torch.device("cuda")`) gets the same weights as one built on the CPU and moved."""
+    t = torch.empty(like.shape, dtype=like.dtype, device="cpu")
+    nn.init.normal_(t, 0.0, std, generator=gen)
+    return t.to(like.device)
+
+
 class QuantLinear(nn.Module):
     def __init__(self, fin, fout, group=128):
         super().__init__()
@@ -116,7 +125,7 @@ class KDAttention(nn.Module):
 
     def reset_parameters(self, gen):   # the conv weights only: beta_proj is an nn.Linear (Model does it)
         with torch.no_grad():
-            nn.init.normal_(self.conv_w, 0.0, 0.1, generator=gen)   # drawn in bf16, std 0.1
+            self.conv_w.copy_(_cpu_normal(self.conv_w, 0.1, gen))   # drawn in bf16, std 0.1
 
     def forward(self, x, st):
         cfg = self.cfg
@@ -245,8 +254,8 @@ class Model(nn.Module):
         gen = torch.Generator(device="cpu").manual_seed(1234)
         for m in self.modules():
             if isinstance(m, nn.Linear):
-                with torch.no_grad():
-                    nn.init.normal_(m.weight, 0.0, 0.02, generator=gen)
+                with torch.no_grad():   # drawn on the CPU in the weight's dtype, wherever it lives
+                    m.weight.copy_(_cpu_normal(m.weight, 0.02, gen))
             elif m is not self and hasattr(m, "reset_parameters"):
                 m.reset_parameters(gen)
         return self
