@@ -230,12 +230,16 @@ def attack_replay(tmp: Path, device: str = "cpu", shapes: str = "tiny", forks: i
     text = json.dumps(out, default=str)
     reached = text[text.index("reached: "):][:4000] if "reached: " in text else ""
     after = tree_hash(run)
-    home_files = sorted(str(x) for x in home.iterdir())
+    # the parent replay process itself may leave caches in its HOME (CUDA's ComputeCache, Triton's
+    # cache on a GPU): only the solution's own file, named by the nonce, is an escape
+    home_files = sorted(str(x) for x in home.rglob(f"*{nonce}*"))
     checkout = REPO / f"pwned-{nonce}"
     checkout_written = checkout.exists()
     checkout.unlink(missing_ok=True)
     checks = {
-        "replay_result": out["status"] == "pass" and [r["status"] for r in out["rows"] if r["probe"] == "check"] == ["pass"],
+        "replay_result": out["status"] == "pass" and bool(checks_rows := [r["status"] for r in out["rows"]
+                                                                             if r["probe"] == "check"])
+        and set(checks_rows) == {"pass"},
         "archive_untouched": after == before and not (run / "pwned.txt").exists() and "run_dir:" not in reached,
         "home_untouched": not home_files and "home:" not in reached,
         "checkout_untouched": not checkout_written and "checkout:" not in reached,
