@@ -430,3 +430,19 @@ def test_a_gpu_scan_checks_the_timed_calls_too():
     assert required_probes([], "cuda") == ["check", "timed-outputs", "timing"]
     assert required_probes([], "cpu") == ["check"]
     assert required_probes([], "cpu", registry.get("02_kimi_linear_decode")) == ["check", "state-drift"]
+
+
+def test_failures_after_a_missing_build_piece_are_not_replayable_not_failed():
+    """H200 run: a solution whose CUTLASS extension could not be built here fell back to another
+    path and failed the check on it: the graded build was never reproduced, so not_replayable."""
+    from forensics.replay.probes import Outcome
+    out = Outcome()
+    out.rows.append({"probe": "check", "status": "not_replayable",
+                     "detail": "build environment: CUTLASS headers (cutlass/cutlass.h) not found\n..."})
+    out.rows.append({"probe": "check", "status": "fail", "detail": "out: 4096/4096 elements outside atol"})
+    assert out.status() == "not_replayable" and out.official()["status"] == "not_replayable"
+    assert out.official()["correct"] is None
+    plain = Outcome()
+    plain.rows.append({"probe": "check", "status": "not_replayable", "detail": "no kernel image is available"})
+    plain.rows.append({"probe": "check", "status": "fail", "detail": "wrong"})
+    assert plain.status() == "fail"    # a device limit is not a missing build piece
