@@ -55,9 +55,11 @@ def test_trace_of_a_library_wrapper_on_the_cpu_is_reported_not_judged(tmp_path):
     assert rows and rows[0]["status"] == "pass"
     f = [f for f in out.findings if f["rule"] == "replay-kernel-trace"]
     assert f and "replay-work-by-library" not in {x["rule"] for x in out.findings}
-    att = f[0]["data"]["attribution"]
+    att = rows[0]["data"]["attribution"]     # the measured shares, with the row (beside its clock)
     assert att["clock"] == "cpu" and att["share"]["library"] > 0.3
     assert any("sort" in k["name"] for k in att["top"]["library"])
+    assert any("sort" in n for n in f[0]["data"]["bins"]["library"])   # the finding names what ran
+    assert "%" not in f[0]["message"]                                  # and is the same from run to run
 
 
 def test_torch_wrapping_its_own_functions_is_not_tampering(tmp_path):
