@@ -15,7 +15,7 @@ import click
 COMMANDS: dict[str, tuple[str, str]] = {
     "scan": ("forensics.pipeline:scan_cmd", "Ingest, analyse, (replay), adjudicate and report an archive."),
     "ingest": ("forensics.store.ingest:ingest_cmd", "Ingest an archive into the DuckDB store."),
-    "query": ("forensics.store.queries:query_cmd", "Run a named query from queries/*.sql."),
+    "query": ("forensics.store.queries:query_cmd", "Run a named query (forensics/queries/*.sql; --list)."),
     "sql": ("forensics.store.queries:sql_cmd", "Run ad-hoc SQL over the store."),
     "schema": ("forensics.store.queries:schema_cmd", "Show the documented store schema."),
     "corpus": ("forensics.corpus.cli:corpus_cmd", "Generate realistic synthetic archives."),
