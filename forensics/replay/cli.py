@@ -65,6 +65,8 @@ def _print_outcome(out, as_json: bool) -> None:
 def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_timeout, call_timeout, keep_scratch,
                as_json):
     """Replay RUN_DIR's solution.py against the bundled reference (read-only; no store needed)."""
+    from forensics.cli import require_extra
+    require_extra("replay", "torch")
     from .api import replay_run_dir
     device = device or _default_device()
     out = replay_run_dir(run_dir, problem=problem, device=device, probes=list(probes) or None, shapes=shapes,
@@ -83,6 +85,8 @@ def kernels_cmd():
 @click.option("--json", "as_json", is_flag=True)
 def kernels_list(as_json):
     """Every problem and deck version, with shapes, tolerances and whether a Triton reference exists."""
+    from forensics.cli import require_extra
+    require_extra("kernels list", "torch")
     from kernels import registry
     items = []
     for name in registry.names():
@@ -159,6 +163,8 @@ def kernels_check(problem: str, device: str, shapes: str = "auto", seed: int | N
 @click.option("--json", "as_json", is_flag=True)
 def kernels_check_cmd(problem, device, shapes, as_json):
     """Oracle vs deck reference vs Triton for PROBLEM on the available device."""
+    from forensics.cli import require_extra
+    require_extra("kernels check", "torch", "triton")
     res = kernels_check(problem, device or _default_device(), shapes)
     if as_json:
         click.echo(json.dumps(res, indent=1, default=str))
