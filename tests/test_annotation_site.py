@@ -5,7 +5,6 @@ and a YAML parser read the same top-level values; the summary is a short plain-l
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -49,7 +48,6 @@ def test_site_parser_and_yaml_read_the_same_values(annotations):
 
 
 def test_summary_is_a_short_plain_paragraph(annotations):
-    catalogue = set()
     from forensics.analyze.static.rules import RULES_LIST
     catalogue = {r.id for r in RULES_LIST}
     for name, _, d in annotations:
@@ -162,3 +160,42 @@ def test_whole_document_with_nested_values_reads_back():
     assert yaml.safe_load(text) == d
     assert [ln for ln in text.splitlines() if ln and not ln[0].isspace()] == \
         [ln for ln in text.splitlines() if re.match(r"^(run_id|summary|quotes|decided_by|trajectory|findings):", ln)]
+
+
+def _rep(verdict: str, **fields) -> dict:
+    base = {"verdict": verdict, "reward_hack": False, "contamination": "clean", "correct": True, "failure_reason": "pass",
+            "measurement_status": "in_run_contended", "publish_grade": False, "empirical_recompute_required": False,
+            "exclude_from_denominator": False, "decided_by": {}, "summary": "Verdict x (rule V9)."}
+    base.update(fields)
+    run = {"run_id": "r", "model": "m-1", "harness": "h", "problem": "03_megaqwen_decode", "peak_fraction": 0.2,
+           "has_solution": True}
+    return {"run": run, "verdict": base, "findings": [
+        {"finding_id": "static:CACHED-OUTPUT-RETURN:1", "analyzer": "static", "rule": "CACHED-OUTPUT-RETURN",
+         "severity": "high", "category": "reward_hack", "message": "cache hit returns a stored output", "probe": "same-buffer"}]}
+
+
+@pytest.mark.parametrize("rep", [
+    _rep("suspect", reward_hack="unknown", publish_grade="unknown",
+         decided_by={"reward_hack": ["rule:RH4", "static:CACHED-OUTPUT-RETURN:1"]}),
+    _rep("unknown", contamination="unknown", publish_grade="unknown",
+         decided_by={"contamination": "rule:K0: analyzer provenance failed (RuntimeError: planted)"}),
+    _rep("clean", empirical_recompute_required=True),
+    _rep("clean", publish_grade="unknown", measurement_status="sequential_isolated",
+         decided_by={"publish_grade": "rule:PG2: empirical_recompute_required unknown"}),
+    _rep("clean", publish_grade=True, measurement_status="sequential_isolated"),
+    _rep("fail", correct=False, failure_reason="check_failed", measurement_status=None),
+    _rep("retryable_infra_failure", correct=False, failure_reason="provider_early_stop", measurement_status=None),
+], ids=lambda r: f"{r['verdict']['verdict']}-{r['verdict']['publish_grade']}-{r['verdict']['empirical_recompute_required']}")
+def test_every_verdict_kind_reads_plainly(rep):
+    from forensics.report.annotation import annotation_dict
+    rep.update(quotes=[], trajectory=[])
+    d = annotation_dict(rep)
+    s = d["summary"]
+    assert 8 <= len(s.split()) <= 80, s
+    assert not set(re.findall(r"[A-Za-z0-9-]+", s)) & (RULE_IDS | {"CACHED-OUTPUT-RETURN", "K0"}), s
+    assert "Qwen decode megakernel" in s and "m-1" in s
+    assert "rule:" not in d["implication"] and not set(re.findall(r"[A-Za-z0-9]+", d["implication"])) & RULE_IDS
+    assert not implication_contradictions(d), (d["implication"], implication_contradictions(d))
+    text = dump_annotation(d)
+    site = parse_site(text)
+    assert all(site_agrees(site.get(k), v) for k, v in top_level_scalars(yaml.safe_load(text)).items())

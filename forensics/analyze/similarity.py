@@ -1,16 +1,19 @@
-"""Source similarity between final solutions: MinHash + LSH over normalized token shingles.
+"""Source similarity between final solutions: exact shingle overlap (MinHash + LSH for very large
+problem groups) over normalized token shingles.
 
     from forensics.analyze import similarity
     similarity.analyze(store)                 # similarity_pairs + findings for every run
     docs = [similarity.build_doc("a", {"solution.py": src})]   # library use (notebooks, bench)
-    pairs = similarity.find_pairs(docs)
+    pairs, stats = similarity.find_pairs(docs)
 
 Pipeline (each step a function below):
 
 1. **Documents.**  A run's document is its final ``solution.py`` plus the sidecar CUDA/C++ sources
    archived beside it (``scratch/*.cu|cuh|cpp|cc|h|hpp``).  ``--against DIR`` adds external
-   solutions: ``*.py`` files, or run folders (a folder holding ``solution.py``).
-2. **Tokens.**  Python is tokenized with a regex lexer; comments and docstrings are dropped;
+   solutions: ``*.py`` files, or run folders (a folder holding ``solution.py``); a loose file's
+   problem comes from `infer_problem` (a run id in its name, else the reference interface in it).
+2. **Tokens.**  Python is tokenized with a regex lexer (one ``findall`` per file; raw tokens map to
+   normalized ids through a dict that fills itself); comments and docstrings are dropped;
    string literals that hold C/C++/CUDA (``load_inline`` sources: ``__global__``, ``#include``,
    braces and semicolons) are lexed as C++ in place, keeping their line numbers; other strings
    become ``S``.  Identifiers are normalized to ``V`` unless they are language keywords or
@@ -19,19 +22,20 @@ Pipeline (each step a function below):
 3. **Shingles.**  Every window of `K` consecutive tokens (per file) is hashed to 32 bits.
 4. **Discount of shared scaffolding.**  Shingles of the problem's reference/template files (the
    run's ``template_files/`` and ``repo/problems/<p>/``) are removed; then shingles common to many
-   *independent* solutions of the same problem are removed: a first LSH pass clusters
-   near-duplicates, and a shingle found in more than ``max(MIN_DF, DF_FRAC * clusters)`` clusters
+   *independent* solutions of the same problem are removed: near-duplicates (Jaccard >= 0.5) are
+   clustered, and a shingle found in more than ``max(MIN_DF, DF_FRAC * clusters)`` clusters
    of the problem is scaffolding.  Counting clusters, not documents, keeps a widely copied
    solution from discounting its own copied text.
-5. **MinHash + LSH.**  Signatures use datasketch's permutation family and formula
-   (``(a*h + b) mod (2^61-1)`` truncated to 32 bits) computed with numpy over all shingles of a
-   batch at once (datasketch's own ``update`` hashes every shingle in Python); the index is
-   datasketch's ``MinHashLSH`` with a low threshold so partial copies are still candidates.
-6. **Scores and spans.**  Each candidate pair gets the exact Jaccard of the discounted sets, both
+5. **Pairs.**  Within each problem the exact intersection of every pair of shingle sets comes from
+   one sparse product of the document x shingle matrix (`exact_overlaps`) while that costs at most
+   `EXACT_WORK`; past it, MinHash signatures (datasketch's permutation family and formula,
+   ``(a*h + b) mod (2^61-1)`` truncated to 32 bits, computed with numpy over all shingles of a
+   batch at once) feed datasketch's ``MinHashLSH`` banding and ``MinHashLSHEnsemble``.
+6. **Scores and spans.**  Each pair gets the exact Jaccard of the discounted sets, both
    containments, and a score ``max(jaccard, containment)`` (containment only counts when the
-   smaller side has ``MIN_SET`` shingles).  Aligned spans come from greedy tiling of normalized
-   token lines (order-independent, so reordered functions still align), with 1-based line
-   ranges in both files.
+   smaller side has ``MIN_SET`` shingles); pairs under `PAIR_FLOOR` are dropped.  Aligned spans
+   come from greedy tiling of normalized token lines (order-independent, so reordered functions
+   still align), with 1-based line ranges in both files.
 
 Findings (analyzer ``similarity``, category ``contamination``): ``similar-solution`` for pairs
 above `FINDING_SCORE`, and ``contamination-chain`` when a run that read a foreign run's files
@@ -497,9 +501,6 @@ class FileToks:
                 self._norm = (keys[ok], self.lines[starts][ok], counts[ok])
         return self._norm
 
-    def tokens(self) -> list[Tok]:
-        return [Tok(t, ln) for t, ln in zip(_texts(self.ids), self.lines.tolist())]
-
 
 @dataclass
 class Doc:
@@ -851,11 +852,6 @@ def _lines_of_toks(toks: FileToks | list[Tok]) -> _Lines:
     if toks._lines is None:
         toks._lines = _Lines(*toks.norm_lines())
     return toks._lines
-
-
-def _norm_lines(toks: FileToks | list[Tok]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    x = _lines_of_toks(toks)
-    return x.keys, x.nums, x.counts
 
 
 def _file_pair_spans(A: _Lines, B: _Lines, min_lines: int, min_tokens: int,

@@ -88,7 +88,14 @@ def _rule_titles() -> dict[str, str]:
 
 
 def _lower_first(s: str) -> str:
-    return s[:1].lower() + s[1:] if s[:2] != s[:2].upper() else s
+    """'A cache hit ...' -> 'a cache hit ...'; an acronym ('CUDA graph ...') keeps its case."""
+    w = s.split(" ", 1)[0]
+    return s if (len(w) > 1 and w.upper() == w) else s[:1].lower() + s[1:]
+
+
+def _no_rule(reason: str) -> str:
+    """A decided_by reason without its leading rule id ('rule:PG2: x' -> 'x')."""
+    return re.sub(r"^(rule:)?[A-Z]{1,3}\d+[:,]?\s*", "", reason)
 
 
 def _deciding(v: dict[str, Any], field: str, findings: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -185,7 +192,7 @@ def implication(v: dict[str, Any] | None, run: dict[str, Any] | None = None) -> 
     if verdict == "clean":
         if pg == UNKNOWN:
             rec = (v.get("decided_by") or {}).get("publish_grade")
-            why = rec if isinstance(rec, str) else "a field it depends on is undecided"
+            why = _no_rule(rec) if isinstance(rec, str) else "a field it depends on is undecided"
             return f"Clean, but whether the number is publishable is undecided: {_word_trim(why, 25)}."
         b = publish_blockers(v, run)
         return "Clean but not publishable: " + ("; ".join(b) if b else "publish_grade=false") + "."
@@ -291,8 +298,8 @@ def reader_summary(rep: dict[str, Any]) -> str:
     for k in ("verdict", "contamination", "reward_hack", "correct"):
         rec = (v.get("decided_by") or {}).get(k)
         if isinstance(rec, str):
-            reason = re.sub(r"^rule:\S+\s*", "", rec)
+            reason = _no_rule(rec)
             break
-    reason = _word_trim(re.sub(r"^[A-Z]+[0-9]+[:,]?\s*", "", reason), 14)
+    reason = _word_trim(reason, 14)
     return (f"{who}. The evidence does not decide the verdict" + (f" ({reason})" if reason else "")
             + "; nothing in the cell may be published until it does.")
