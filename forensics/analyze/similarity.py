@@ -733,6 +733,13 @@ def exact_overlaps(sets: Sequence[np.ndarray], idx: Sequence[int],
         return e, e, e
     lens = np.array([len(sets[i]) for i in idx])
     vals = np.concatenate([sets[i] for i in idx])
+    # shingle hashes are uniform: the 1/64 of them with low bits 0 estimate the work without
+    # sorting everything, so a group far over budget goes to MinHash/LSH at once
+    sample = vals[(vals & np.uint64(63)) == 0]
+    if len(sample):
+        c = _unique_counts(sample)[1].astype(np.int64)
+        if 64 * int((c * c).sum()) > 2 * max_work:
+            return None
     uniq, col = _unique_inverse(vals)
     df = np.bincount(col, minlength=len(uniq)).astype(np.int64)
     if int((df * df).sum()) > max_work:
