@@ -403,7 +403,7 @@ def quality_table(rep: dict[str, Any]) -> str:
     o, b = s["ours"], s["baseline"]
     lines = [f"similarity quality: {s['documents']} documents ({s['bases']} hand-written bases, {s['derivatives']} "
              f"planted derivatives, {s['problems']} problems)",
-             f"{'metric':<44}{'ours (MinHash/LSH, normalized)':>32}{'baseline (raw-token Jaccard)':>30}",
+             f"{'metric':<44}{'ours (normalized shingles)':>32}{'baseline (raw-token Jaccard)':>30}",
              f"{'true source ranked 1st':<44}{sum(1 for r in o['ranks'].values() if r == 1):>28}/{len(o['ranks']):<3}"
              f"{sum(1 for r in b['ranks'].values() if r == 1):>26}/{len(b['ranks']):<3}",
              f"{'worst rank of a true source':<44}{o['worst_rank']:>32}{b['worst_rank']:>30}",
