@@ -8,14 +8,52 @@ Every command takes `--json` for scripts.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 import click
+
+# Optional dependencies and the extra that installs them (pyproject [project.optional-dependencies]).
+OPTIONAL_EXTRAS: dict[str, str] = {"torch": "replay", "triton": "replay"}
+
+
+class MissingExtra(click.ClickException):
+    """A command needs an optional dependency that is not installed: exit 2 (input/usage error)."""
+    exit_code = 2
+
+
+def missing_extra_message(command: str, module: str) -> str:
+    extra = OPTIONAL_EXTRAS.get(module, "replay")
+    return (f"`forensics {command}` needs {module}, which is not installed. Install the '{extra}' extra "
+            f"(torch and triton):\n    pip install 'forensics[{extra}]'\n"
+            f"On a machine without a GPU use the CPU build of torch (README, 'Set-up').")
+
+
+def require_extra(command: str, *modules: str) -> None:
+    """Raise MissingExtra (exit 2, the install command in the message) unless every module can be
+    imported.  Checked with find_spec, so nothing heavy is imported here."""
+    for m in modules:
+        try:
+            found = importlib.util.find_spec(m) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise MissingExtra(missing_extra_message(command, m))
+
+
+def _missing_extra_command(name: str, module: str) -> click.Command:
+    """Stands in for a command whose module cannot be imported without an optional dependency:
+    whatever the arguments (--help included), it prints which extra to install and exits 2."""
+    def run(args: tuple[str, ...]) -> None:
+        raise MissingExtra(missing_extra_message(name, module))
+    return click.Command(name, callback=run, params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+                         add_help_option=False, help=f"(needs the '{OPTIONAL_EXTRAS[module]}' extra)",
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 # command name -> ("module:attribute" of a click.Command, one-line help shown by --help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "scan": ("forensics.pipeline:scan_cmd", "Ingest, analyse, (replay), adjudicate and report an archive."),
     "ingest": ("forensics.store.ingest:ingest_cmd", "Ingest an archive into the DuckDB store."),
-    "query": ("forensics.store.queries:query_cmd", "Run a named query from queries/*.sql."),
+    "query": ("forensics.store.queries:query_cmd", "Run a named query (forensics/queries/*.sql; --list)."),
     "sql": ("forensics.store.queries:sql_cmd", "Run ad-hoc SQL over the store."),
     "schema": ("forensics.store.queries:schema_cmd", "Show the documented store schema."),
     "corpus": ("forensics.corpus.cli:corpus_cmd", "Generate realistic synthetic archives."),
@@ -49,7 +87,15 @@ class LazyGroup(click.Group):
         if entry is None:
             return None
         mod, attr = entry[0].split(":")
-        return getattr(importlib.import_module(mod), attr)
+        try:
+            module = importlib.import_module(mod)
+        except ModuleNotFoundError as e:   # light install: torch/triton absent -> say which extra, exit 2
+            root = (e.name or "").split(".")[0]
+            if root in OPTIONAL_EXTRAS:
+                prefix = ctx.command_path.split(" ", 1)[1] + " " if " " in ctx.command_path else ""
+                return _missing_extra_command(prefix + name, root)
+            raise
+        return getattr(module, attr)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section(self.section):

@@ -1,16 +1,19 @@
-"""Source similarity between final solutions: MinHash + LSH over normalized token shingles.
+"""Source similarity between final solutions: exact shingle overlap (MinHash + LSH for very large
+problem groups) over normalized token shingles.
 
     from forensics.analyze import similarity
     similarity.analyze(store)                 # similarity_pairs + findings for every run
     docs = [similarity.build_doc("a", {"solution.py": src})]   # library use (notebooks, bench)
-    pairs = similarity.find_pairs(docs)
+    pairs, stats = similarity.find_pairs(docs)
 
 Pipeline (each step a function below):
 
 1. **Documents.**  A run's document is its final ``solution.py`` plus the sidecar CUDA/C++ sources
    archived beside it (``scratch/*.cu|cuh|cpp|cc|h|hpp``).  ``--against DIR`` adds external
-   solutions: ``*.py`` files, or run folders (a folder holding ``solution.py``).
-2. **Tokens.**  Python is tokenized with a regex lexer; comments and docstrings are dropped;
+   solutions: ``*.py`` files, or run folders (a folder holding ``solution.py``); a loose file's
+   problem comes from `infer_problem` (a run id in its name, else the reference interface in it).
+2. **Tokens.**  Python is tokenized with a regex lexer (one ``findall`` per file; raw tokens map to
+   normalized ids through a dict that fills itself); comments and docstrings are dropped;
    string literals that hold C/C++/CUDA (``load_inline`` sources: ``__global__``, ``#include``,
    braces and semicolons) are lexed as C++ in place, keeping their line numbers; other strings
    become ``S``.  Identifiers are normalized to ``V`` unless they are language keywords or
@@ -19,19 +22,20 @@ Pipeline (each step a function below):
 3. **Shingles.**  Every window of `K` consecutive tokens (per file) is hashed to 32 bits.
 4. **Discount of shared scaffolding.**  Shingles of the problem's reference/template files (the
    run's ``template_files/`` and ``repo/problems/<p>/``) are removed; then shingles common to many
-   *independent* solutions of the same problem are removed: a first LSH pass clusters
-   near-duplicates, and a shingle found in more than ``max(MIN_DF, DF_FRAC * clusters)`` clusters
+   *independent* solutions of the same problem are removed: near-duplicates (Jaccard >= 0.5) are
+   clustered, and a shingle found in more than ``max(MIN_DF, DF_FRAC * clusters)`` clusters
    of the problem is scaffolding.  Counting clusters, not documents, keeps a widely copied
    solution from discounting its own copied text.
-5. **MinHash + LSH.**  Signatures use datasketch's permutation family and formula
-   (``(a*h + b) mod (2^61-1)`` truncated to 32 bits) computed with numpy over all shingles of a
-   batch at once (datasketch's own ``update`` hashes every shingle in Python); the index is
-   datasketch's ``MinHashLSH`` with a low threshold so partial copies are still candidates.
-6. **Scores and spans.**  Each candidate pair gets the exact Jaccard of the discounted sets, both
+5. **Pairs.**  Within each problem the exact intersection of every pair of shingle sets comes from
+   one sparse product of the document x shingle matrix (`exact_overlaps`) while that costs at most
+   `EXACT_WORK`; past it, MinHash signatures (datasketch's permutation family and formula,
+   ``(a*h + b) mod (2^61-1)`` truncated to 32 bits, computed with numpy over all shingles of a
+   batch at once) feed datasketch's ``MinHashLSH`` banding and ``MinHashLSHEnsemble``.
+6. **Scores and spans.**  Each pair gets the exact Jaccard of the discounted sets, both
    containments, and a score ``max(jaccard, containment)`` (containment only counts when the
-   smaller side has ``MIN_SET`` shingles).  Aligned spans come from greedy tiling of normalized
-   token lines (order-independent, so reordered functions still align), with 1-based line
-   ranges in both files.
+   smaller side has ``MIN_SET`` shingles); pairs under `PAIR_FLOOR` are dropped.  Aligned spans
+   come from greedy tiling of normalized token lines (order-independent, so reordered functions
+   still align), with 1-based line ranges in both files.
 
 Findings (analyzer ``similarity``, category ``contamination``): ``similar-solution`` for pairs
 above `FINDING_SCORE`, and ``contamination-chain`` when a run that read a foreign run's files
@@ -48,6 +52,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -72,21 +77,27 @@ _MAX_HASH = np.uint64((1 << 32) - 1)
 
 # ------------------------------------------------------------------------------ tokenizing
 
+# Token patterns, one alternative per token kind, in priority order: comment, string literal,
+# number, identifier, operator, newline (anything else, e.g. whitespace, is skipped).  String and
+# comment bodies are unrolled loops (`[^"]*(?:"(?!"")[^"]*)*`) rather than lazy `[\s\S]*?`
+# scans, and a newline token takes the next line's indentation with it (the regex engine then
+# does not try every alternative at every indentation space): the same tokens, faster.
 _PY_TOK = re.compile(
     r"""(?P<com>\#[^\n]*)"""
-    r"""|(?P<str>[rRbBuUfF]{0,2}(?:\"\"\"[\s\S]*?(?:\"\"\"|$)|'''[\s\S]*?(?:'''|$)|"(?:[^"\\\n]|\\.)*"?|'(?:[^'\\\n]|\\.)*'?))"""
+    r"""|(?P<str>[rRbBuUfF]{0,2}(?:\"\"\"[^"]*(?:"(?!"")[^"]*)*(?:\"\"\"|$)|'''[^']*(?:'(?!'')[^']*)*(?:'''|$)"""
+    r"""|"[^"\\\n]*(?:\\.[^"\\\n]*)*"?|'[^'\\\n]*(?:\\.[^'\\\n]*)*'?))"""
     r"""|(?P<num>0[xX][0-9a-fA-F_]+|(?:\d[\d_]*\.?[\d_]*|\.\d+)(?:[eE][+-]?\d+)?[jJ]?)"""
     r"""|(?P<id>[A-Za-z_]\w*)"""
     r"""|(?P<op>\*\*=?|//=?|>>=?|<<=?|[-+*/%&|^=<>!]=|->|:=|[-+*/%&|^~<>=!@:.,;()\[\]{}])"""
-    r"""|(?P<nl>\n)"""
+    r"""|(?P<nl>\n[ \t]*)"""
 )
 _CPP_TOK = re.compile(
-    r"""(?P<com>//[^\n]*|/\*[\s\S]*?(?:\*/|$))"""
-    r"""|(?P<str>"(?:[^"\\\n]|\\.)*"?|'(?:[^'\\\n]|\\.){0,4}'?)"""
+    r"""(?P<com>//[^\n]*|/\*[^*]*(?:\*(?!/)[^*]*)*(?:\*/|$))"""
+    r"""|(?P<str>"[^"\\\n]*(?:\\.[^"\\\n]*)*"?|'(?:[^'\\\n]|\\.){0,4}'?)"""
     r"""|(?P<num>0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFuUlLhH]*)"""
     r"""|(?P<id>\#\s*[A-Za-z_]\w*|[A-Za-z_]\w*)"""
     r"""|(?P<op><<<|>>>|<<=|>>=|->\*?|::|\+\+|--|&&|\|\||[-+*/%&|^=<>!]=|<<|>>|[-+*/%&|^~<>=!?:.,;()\[\]{}])"""
-    r"""|(?P<nl>\n)"""
+    r"""|(?P<nl>\n[ \t]*)"""
 )
 _CODE_HINT = re.compile(r"__global__|#include|__device__|extern\s+\"C\"|torch::Tensor|PYBIND11_MODULE|asm\s*\(|\bvoid\s+\w+\s*\(")
 
@@ -134,31 +145,207 @@ class Tok:
     line: int
 
 
-def _lex_cpp(src: str, line0: int, texts: list[str], lines: list[int]) -> None:
-    line = line0
-    keep = CPP_KEEP
-    ta = texts.append
-    la = lines.append
-    for m in _CPP_TOK.finditer(src):
-        kind = m.lastgroup
-        if kind == "nl":
-            line += 1
-            continue
-        s = m.group()
-        if kind == "com":
-            line += s.count("\n")
-            continue
-        if kind == "id":
-            if s[0] == "#":
-                s = "#" + s[1:].strip()
-            ta(s if s in keep else "V")
-        elif kind == "str":
-            ta("S")
-        elif kind == "num":
-            ta(s.rstrip("fFuUlLhH") or s)
+# Token ids: a normalized token text -> crc32(text) | len(text) << 32 (`_tid`).  The lexers below
+# run one `re.findall` over a whole file (the token boundaries of the sequential lexers `_PY_TOK` /
+# `_CPP_TOK` describe, in C), map every raw token to its normalized id through a dict that fills
+# itself on a miss (`__missing__`, so a token text is classified once per process), and handle only
+# the few tokens that need context (string literals, comments with line breaks) in Python.
+_TOKEN_ID: dict[str, int] = {}
+_ID_TEXT: dict[int, str] = {}
+_NL, _DROP, _SPECIAL = -1, -2, -3     # sentinels in the raw id arrays: newline, comment, needs a look
+
+
+def _tid(t: str) -> int:
+    v = _TOKEN_ID.get(t)
+    if v is None:
+        v = zlib.crc32(t.encode()) | (len(t) << 32)
+        _TOKEN_ID[t] = v
+        _ID_TEXT[v] = t
+    return v
+
+
+def _ungrouped(rx: re.Pattern) -> re.Pattern:
+    """The same pattern with its named groups made non-capturing, so findall returns whole tokens."""
+    return re.compile(re.sub(r"\(\?P<\w+>", "(?:", rx.pattern))
+
+
+_PY_ALL = _ungrouped(_PY_TOK)
+_CPP_ALL = _ungrouped(_CPP_TOK)
+_PREFIX = frozenset("rRbBuUfF")
+
+
+class _PyIds(dict):
+    """raw Python token -> normalized id; comments -> _DROP, string literals -> _SPECIAL (not kept)."""
+
+    def __missing__(self, tok: str) -> int:
+        c = tok[0]
+        if c == "\n":
+            v = _NL
+        elif c == "#":
+            return _DROP
+        elif c in "'\"" or (c in _PREFIX and ("'" in tok[:3] or '"' in tok[:3])):
+            return _SPECIAL
+        elif c.isdigit() or (c == "." and len(tok) > 1):
+            v = _tid(tok.replace("_", ""))
+        elif c.isalpha() or c == "_":
+            v = _tid(tok if tok in PY_KEEP else "V")
         else:
-            ta(s)
-        la(line)
+            v = _tid(tok)
+        self[tok] = v
+        return v
+
+
+class _CppIds(dict):
+    """raw C/C++ token -> normalized id; comments -> _DROP, tokens holding a line break -> _SPECIAL."""
+
+    def __missing__(self, tok: str) -> int:
+        c = tok[0]
+        if c == "\n":
+            v = _NL
+        elif "\n" in tok:
+            return _SPECIAL
+        elif tok.startswith(("//", "/*")):
+            return _DROP
+        elif c in "\"'":
+            return _tid("S")
+        elif c == "#":
+            s = "#" + tok[1:].strip()
+            v = _tid(s if s in CPP_KEEP else "V")
+        elif c.isdigit() or (c == "." and len(tok) > 1):
+            v = _tid(tok.rstrip("fFuUlLhH") or tok)
+        elif c.isalpha() or c == "_":
+            v = _tid(tok if tok in CPP_KEEP else "V")
+        else:
+            v = _tid(tok)
+        self[tok] = v
+        return v
+
+
+_PY_IDS = _PyIds()
+_CPP_IDS = _CppIds()
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+
+
+def _lines_of(raw: np.ndarray, incr_extra: dict[int, int], line0: int) -> np.ndarray:
+    """Line of every raw token: line0 plus the line breaks before it (newline tokens, and the
+    breaks inside multi-line tokens given in incr_extra)."""
+    incr = (raw == _NL).astype(np.int64)
+    for k, n in incr_extra.items():
+        incr[k] = n
+    lines = np.empty(len(raw), dtype=np.int64)
+    if len(raw):
+        lines[0] = line0
+        np.cumsum(incr[:-1], out=lines[1:])
+        lines[1:] += line0
+    return lines
+
+
+def lex_cpp_ids(src: str, line0: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Normalized token ids and their 1-based lines of C/C++/CUDA source (comments dropped,
+    strings -> S, identifiers -> V unless CPP_KEEP)."""
+    toks = _CPP_ALL.findall(src)
+    if not toks:
+        return _EMPTY_I, _EMPTY_I
+    raw = np.fromiter(map(_CPP_IDS.__getitem__, toks), dtype=np.int64, count=len(toks))
+    special = np.flatnonzero(raw == _SPECIAL).tolist()
+    extra = {}
+    for k in special:   # block comments and `#  \n directive` spellings that span lines
+        t = toks[k]
+        extra[k] = t.count("\n")
+        if t.startswith("/*"):
+            raw[k] = _DROP
+        else:
+            s = "#" + t[1:].strip()
+            raw[k] = _tid(s if s in CPP_KEEP else "V")
+    lines = _lines_of(raw, extra, line0)
+    keep = raw >= 0
+    return raw[keep], lines[keep]
+
+
+def lex_python_ids(src: str) -> tuple[np.ndarray, np.ndarray]:
+    """Normalized token ids and lines of a Python file: comments and docstrings dropped, strings
+    holding C/C++/CUDA lexed as C++ in place (their own line numbers), other strings -> S,
+    identifiers -> V unless PY_KEEP; numbers kept.  Token for token what the sequential `_PY_TOK`
+    lexer gives (tested against it)."""
+    toks = _PY_ALL.findall(src)
+    if not toks:
+        return _EMPTY_I, _EMPTY_I
+    raw = np.fromiter(map(_PY_IDS.__getitem__, toks), dtype=np.int64, count=len(toks))
+    strings = np.flatnonzero(raw == _SPECIAL)
+    if not len(strings):
+        lines = _lines_of(raw, {}, 1)
+        keep = raw >= 0
+        return raw[keep], lines[keep]
+    extra = {k: toks[k].count("\n") for k in strings.tolist()}
+    lines = _lines_of(raw, extra, 1)
+    # docstring: a triple-quoted string starting a statement - no significant token before it, or
+    # the last one is ':' with a line break in between (what the sequential lexer's prev_sig tracks)
+    sig = (raw != _NL) & (raw != _DROP)
+    n = len(raw)
+    last_sig = np.maximum.accumulate(np.where(sig, np.arange(n), -1))
+    nl_cum = np.cumsum(raw == _NL)
+    s_id = _tid("S")
+    cuda: list[tuple[int, np.ndarray, np.ndarray]] = []
+    for k in strings.tolist():
+        s = toks[k]
+        body, _ = _string_body(s)
+        if _CODE_HINT.search(body) or (body.count(";") >= 3 and body.count("{") >= 2):
+            ci, cl = lex_cpp_ids(body, int(lines[k]))
+            cuda.append((k, ci, cl))
+            raw[k] = _DROP
+            continue
+        if s.lstrip("rRbBuUfF")[:3] in ('"""', "'''"):
+            p = int(last_sig[k - 1]) if k else -1
+            if p < 0 or (toks[p] == ":" and nl_cum[k - 1] - nl_cum[p] > 0):
+                raw[k] = _DROP
+                continue
+        raw[k] = s_id
+    keep = raw >= 0
+    if not cuda:
+        return raw[keep], lines[keep]
+    ids_parts, line_parts, prev = [], [], 0
+    for k, ci, cl in cuda:
+        m = keep[prev:k]
+        ids_parts += [raw[prev:k][m], ci]
+        line_parts += [lines[prev:k][m], cl]
+        prev = k + 1
+    m = keep[prev:]
+    ids_parts.append(raw[prev:][m])
+    line_parts.append(lines[prev:][m])
+    return np.concatenate(ids_parts), np.concatenate(line_parts)
+
+
+def lex_file_ids(name: str, text: str) -> tuple[np.ndarray, np.ndarray]:
+    return lex_cpp_ids(text) if name.endswith(SIDE_EXT) else lex_python_ids(text)
+
+
+def _texts(ids: np.ndarray) -> list[str]:
+    return [_ID_TEXT[i] for i in ids.tolist()]
+
+
+def _lex_python(src: str) -> tuple[list[str], list[int]]:
+    """Normalized token texts and their line numbers (parallel lists) of a Python file."""
+    ids, lines = lex_python_ids(src)
+    return _texts(ids), lines.tolist()
+
+
+def lex_file(name: str, text: str) -> tuple[list[str], list[int]]:
+    ids, lines = lex_file_ids(name, text)
+    return _texts(ids), lines.tolist()
+
+
+def tokenize_python(src: str) -> list[Tok]:
+    """Normalized tokens of a Python file, CUDA/C++ held in its strings lexed as C++ in place."""
+    return [Tok(t, ln) for t, ln in zip(*_lex_python(src))]
+
+
+def tokenize_cpp(src: str) -> list[Tok]:
+    ids, lines = lex_cpp_ids(src)
+    return [Tok(t, ln) for t, ln in zip(_texts(ids), lines.tolist())]
+
+
+def tokenize_file(name: str, text: str) -> list[Tok]:
+    return [Tok(t, ln) for t, ln in zip(*lex_file(name, text))]
 
 
 def _string_body(s: str) -> tuple[str, int]:
@@ -173,117 +360,146 @@ def _string_body(s: str) -> tuple[str, int]:
     return body, i + len(q)
 
 
-def _lex_python(src: str) -> tuple[list[str], list[int]]:
-    """Normalized token texts and their line numbers (parallel lists) of a Python file."""
-    texts: list[str] = []
-    lines: list[int] = []
-    ta = texts.append
-    la = lines.append
-    keep = PY_KEEP
-    line = 1
-    prev_sig = "\n"   # last significant token (docstring detection: a string starting a statement)
-    prev_dot = False
-    for m in _PY_TOK.finditer(src):
-        kind = m.lastgroup
-        if kind == "nl":
-            line += 1
-            if prev_sig == ":":
-                prev_sig = "\n"
-            continue
-        if kind == "com":
-            continue
-        s = m.group()
-        if kind == "id":
-            ta(s if s in keep else "V")
-            la(line)
-            prev_dot = False
-            prev_sig = "x"
-        elif kind == "op":
-            ta(s)
-            la(line)
-            prev_dot = s == "."
-            prev_sig = ":" if s == ":" else "x"
-        elif kind == "num":
-            ta(s.replace("_", ""))
-            la(line)
-            prev_dot = False
-            prev_sig = "x"
-        else:  # string literal
-            nl = s.count("\n")
-            body, _ = _string_body(s)
-            if _CODE_HINT.search(body) or (body.count(";") >= 3 and body.count("{") >= 2):
-                _lex_cpp(body, line, texts, lines)
-            elif prev_sig == "\n" and s.lstrip("rRbBuUfF")[:3] in ('"""', "'''"):
-                pass  # docstring / bare string statement
-            else:
-                ta("S")
-                la(line)
-            line += nl
-            prev_sig = "S"
-            prev_dot = False
-    return texts, lines
-
-
-def tokenize_python(src: str) -> list[Tok]:
-    """Normalized tokens of a Python file, CUDA/C++ held in its strings lexed as C++ in place."""
-    texts, lines = _lex_python(src)
-    return [Tok(t, ln) for t, ln in zip(texts, lines)]
-
-
-def tokenize_cpp(src: str) -> list[Tok]:
-    texts: list[str] = []
-    lines: list[int] = []
-    _lex_cpp(src, 1, texts, lines)
-    return [Tok(t, ln) for t, ln in zip(texts, lines)]
-
-
-def lex_file(name: str, text: str) -> tuple[list[str], list[int]]:
-    if name.endswith(SIDE_EXT):
-        texts: list[str] = []
-        lines: list[int] = []
-        _lex_cpp(text, 1, texts, lines)
-        return texts, lines
-    return _lex_python(text)
-
-
-def tokenize_file(name: str, text: str) -> list[Tok]:
-    texts, lines = lex_file(name, text)
-    return [Tok(t, ln) for t, ln in zip(texts, lines)]
-
-
 # ------------------------------------------------------------------------------ shingles
 
-_TOKEN_ID: dict[str, int] = {}
+def _unique(x: np.ndarray) -> np.ndarray:
+    """Sorted unique values (sort + neighbour mask: several times faster than np.unique's hash
+    path in numpy 2 on these arrays)."""
+    s = np.sort(x)
+    if len(s) < 2:
+        return s
+    m = np.empty(len(s), bool)
+    m[0] = True
+    np.not_equal(s[1:], s[:-1], out=m[1:])
+    return s[m]
 
 
-def _tid(t: str) -> int:
-    v = _TOKEN_ID.get(t)
-    if v is None:
-        v = zlib.crc32(t.encode()) | (len(t) << 32)
-        _TOKEN_ID[t] = v
-    return v
+def _unique_inverse(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(x)
+    s = x[order]
+    m = np.empty(len(s), bool)
+    if len(s):
+        m[0] = True
+        np.not_equal(s[1:], s[:-1], out=m[1:])
+    inv = np.empty(len(s), np.int64)
+    inv[order] = np.cumsum(m) - 1
+    return s[m], inv
+
+
+def _unique_counts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    s = np.sort(x)
+    if not len(s):
+        return s, np.zeros(0, np.int64)
+    m = np.empty(len(s), bool)
+    m[0] = True
+    np.not_equal(s[1:], s[:-1], out=m[1:])
+    idx = np.flatnonzero(m)
+    return s[idx], np.diff(np.append(idx, len(s)))
 
 
 _MULT = np.uint64(0x9E3779B97F4A7C15)
 
 
+_SH_POW: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]   # powers of _MULT and its inverse
+
+
+def _sh_powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(_SH_POW[0]) < n:
+        m = max(n, 2 * len(_SH_POW[0]), 4096)
+        inv = np.uint64(pow(int(_MULT), -1, 1 << 64))
+        with np.errstate(over="ignore"):
+            _SH_POW[0] = np.cumprod(np.concatenate(([np.uint64(1)], np.full(m - 1, _MULT, np.uint64))), dtype=np.uint64)
+            _SH_POW[1] = np.cumprod(np.concatenate(([np.uint64(1)], np.full(m - 1, inv, np.uint64))), dtype=np.uint64)
+    return _SH_POW[0], _SH_POW[1]
+
+
 def shingle_hashes(token_ids: np.ndarray, k: int | None = None) -> np.ndarray:
-    """32-bit hashes of every k-token window (polynomial rolling combination, uint64 wrap)."""
+    """32-bit hashes of every k-token window: the polynomial sum(ids[i+j] * MULT^(k-1-j)) mod 2^64
+    (computed from prefix sums: window = (P[i+k] - P[i]) * MULT^-(n-i-k), P[t] = sum over u < t of
+    ids[u] * MULT^(n-1-u)), then a 64-bit finalizer, truncated to 32 bits."""
     k = k or K
     n = len(token_ids)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
     if n < k:
         k = n
-    ids = token_ids.astype(np.uint64)
-    h = np.zeros(n - k + 1, dtype=np.uint64)
+    pw, inv = _sh_powers(n + 1)
     with np.errstate(over="ignore"):
-        for j in range(k):
-            h = h * _MULT + ids[j:n - k + 1 + j]
+        w = token_ids.astype(np.uint64) * pw[n - 1::-1] if n > 1 else token_ids.astype(np.uint64)
+        pre = np.empty(n + 1, np.uint64)
+        pre[0] = 0
+        np.cumsum(w, out=pre[1:])
+        m = n - k + 1
+        h = (pre[k:] - pre[:m]) * inv[n - k::-1][:m] if n - k > 0 else (pre[k:] - pre[:m])
         h ^= h >> np.uint64(29)
         h *= np.uint64(0xBF58476D1CE4E5B9)
         h ^= h >> np.uint64(32)
     return h & _MAX_HASH
+
+
+# Normalized lines (for aligned spans): a line is the sequence of its token ids, compared through a
+# 64-bit polynomial key; lines of fewer than 2 tokens and the trivial ones are dropped.
+_TRIVIAL = {"", ")", "]", "}", "(", "{", "};", "pass", "else :", "V )", "return V", "return", "V ,", "S ,"}
+_LMULT = np.uint64(0x100000001B3)
+_LMULT_INV = np.uint64(pow(0x100000001B3, -1, 1 << 64))
+_POW: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]   # powers of _LMULT, _LMULT_INV
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(_POW[0]) < n:
+        m = max(n, 2 * len(_POW[0]))
+        with np.errstate(over="ignore"):
+            _POW[0] = np.cumprod(np.r_[np.uint64(1), np.full(m - 1, _LMULT, np.uint64)], dtype=np.uint64)
+            _POW[1] = np.cumprod(np.r_[np.uint64(1), np.full(m - 1, _LMULT_INV, np.uint64)], dtype=np.uint64)
+    return _POW[0][:n], _POW[1][:n]
+
+
+def _line_keys(ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Position-independent 64-bit key of each line (ids[starts[i]:starts[i+1]])."""
+    n = len(ids)
+    p, pinv = _powers(n)
+    with np.errstate(over="ignore"):
+        w = ids.astype(np.uint64) * p
+        keys = np.add.reduceat(w, starts) * pinv[starts]
+        keys ^= np.diff(np.r_[starts, n]).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return keys
+
+
+@lru_cache(maxsize=1)
+def _trivial_keys() -> np.ndarray:
+    ks = []
+    for t in _TRIVIAL:
+        parts = t.split(" ") if t else []
+        if parts:
+            ks.append(_line_keys(np.array([_tid(x) for x in parts], np.int64), np.zeros(1, np.int64))[0])
+    return _unique(np.array(ks, dtype=np.uint64))
+
+
+@dataclass
+class FileToks:
+    """One file's normalized tokens: ids and lines (parallel arrays), and its normalized lines."""
+
+    ids: np.ndarray
+    lines: np.ndarray
+    _norm: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    _lines: Any = None    # _Lines, built on the first span search
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def norm_lines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(keys uint64, line numbers, token counts) of the non-trivial lines, in file order."""
+        if self._norm is None:
+            n = len(self.ids)
+            if n == 0:
+                self._norm = (np.zeros(0, np.uint64), _EMPTY_I, _EMPTY_I)
+            else:
+                starts = np.r_[0, np.flatnonzero(np.diff(self.lines)) + 1]
+                counts = np.diff(np.r_[starts, n])
+                keys = _line_keys(self.ids, starts)
+                ok = (counts >= 2) & ~np.isin(keys, _trivial_keys())
+                self._norm = (keys[ok], self.lines[starts][ok], counts[ok])
+        return self._norm
 
 
 @dataclass
@@ -294,37 +510,25 @@ class Doc:
     problem: str | None
     files: dict[str, str]            # name -> text (solution.py first, then sidecars)
     sha256: str = ""
-    tokens: dict[str, list[Tok]] = field(default_factory=dict)
+    tokens: dict[str, FileToks] = field(default_factory=dict)   # per file (kept for aligned spans)
     shingles: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))  # unique, sorted
-    # shingle hash -> (file, first line, last line) of its first occurrence
-    where: dict[int, tuple[str, int, int]] = field(default_factory=dict)
     distinct: np.ndarray | None = None   # after discount
 
 
 def build_doc(doc_id: str, files: dict[str, str], problem: str | None = None, keep_where: bool = True) -> Doc:
-    """Tokenize and shingle a solution's files."""
+    """Tokenize and shingle a solution's files (`keep_where`: keep the tokens for aligned spans)."""
     h = hashlib.sha256()
     for name in files:
         h.update(files[name].encode("utf-8", "replace"))
     d = Doc(doc_id, problem, files, h.hexdigest())
     parts = []
-    get = _TOKEN_ID.get
     for name, text in files.items():
-        texts, lines = lex_file(name, text)
+        ids, lines = lex_file_ids(name, text)
         if keep_where:
-            d.tokens[name] = [Tok(t, ln) for t, ln in zip(texts, lines)]
-        if not texts:
-            continue
-        ids = np.array([get(t) or _tid(t) for t in texts], dtype=np.uint64)
-        sh = shingle_hashes(ids)
-        parts.append(sh)
-        if keep_where:
-            kk = min(K, len(texts))
-            w = d.where
-            for i, v in enumerate(sh.tolist()):
-                if v not in w:
-                    w[v] = (name, lines[i], lines[i + kk - 1])
-    d.shingles = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+            d.tokens[name] = FileToks(ids, lines)
+        if len(ids):
+            parts.append(shingle_hashes(ids))
+    d.shingles = _unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
     return d
 
 
@@ -510,12 +714,60 @@ def score_of(j: float, ca: float, cb: float, na: int, nb: int) -> float:
     return max(j, c)
 
 
+# ------------------------------------------------------------------------------ exact overlaps
+
+EXACT_WORK = 50_000_000   # sum over shingles of (documents holding it)^2 per group, above which a
+#                           group's pairs come from MinHash/LSH instead of exact intersections
+PAIR_FLOOR = 0.05         # pairs scoring below this are not reported (incidental shared shingles)
+
+
+def exact_overlaps(sets: Sequence[np.ndarray], idx: Sequence[int],
+                   max_work: int = EXACT_WORK) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every pair (i < j) of the documents `idx` that shares at least one shingle, with the exact
+    size of the intersection: (i, j, |A & B|) as arrays of document indices, from one sparse
+    product X @ X.T of the document x shingle matrix.  None when that product would cost more than
+    `max_work` (the sum of squared posting lengths), so the caller falls back to MinHash/LSH."""
+    idx = [i for i in idx if len(sets[i])]
+    if len(idx) < 2:
+        e = np.zeros(0, np.int64)
+        return e, e, e
+    lens = np.array([len(sets[i]) for i in idx])
+    vals = np.concatenate([sets[i] for i in idx])
+    # shingle hashes are uniform: the 1/64 of them with low bits 0 estimate the work without
+    # sorting everything, so a group far over budget goes to MinHash/LSH at once
+    sample = vals[(vals & np.uint64(63)) == 0]
+    if len(sample):
+        c = _unique_counts(sample)[1].astype(np.int64)
+        if 64 * int((c * c).sum()) > 2 * max_work:
+            return None
+    uniq, col = _unique_inverse(vals)
+    df = np.bincount(col, minlength=len(uniq)).astype(np.int64)
+    if int((df * df).sum()) > max_work:
+        return None
+    from scipy import sparse
+    rows = np.repeat(np.arange(len(idx), dtype=np.int32), lens)
+    x = sparse.csr_matrix((np.ones(len(vals), np.int32), (rows, col.astype(np.int32))), shape=(len(idx), len(uniq)))
+    c = sparse.triu(x @ x.T, k=1).tocoo()
+    ids = np.asarray(idx, dtype=np.int64)
+    return ids[c.row], ids[c.col], c.data.astype(np.int64)
+
+
+def _group_indices(docs: Sequence[Doc], cross_problem: bool = False) -> dict[Any, list[int]]:
+    out: dict[Any, list[int]] = defaultdict(list)
+    for i, d in enumerate(docs):
+        out[0 if cross_problem else d.problem].append(i)
+    return out
+
+
 # ------------------------------------------------------------------------------ discount
 
 def discount(docs: Sequence[Doc], templates: dict[str | None, np.ndarray] | None = None,
-             df_frac: float = DF_FRAC, min_df: int = MIN_DF, jobs: int = 1) -> dict[str, Any]:
+             df_frac: float = DF_FRAC, min_df: int = MIN_DF, jobs: int = 1,
+             exact_work: int = EXACT_WORK) -> dict[str, Any]:
     """Set `doc.distinct`: shingles minus the problem's template shingles minus scaffolding common
-    to many independent (clustered) solutions of the same problem.  Returns statistics."""
+    to many independent (clustered) solutions of the same problem.  Near-duplicates (Jaccard >=
+    CLUSTER_THRESHOLD) are clustered from exact intersections where a problem's documents are few
+    enough (`exact_work`), else from a MinHash/LSH pass.  Returns statistics."""
     templates = templates or {}
     base: list[np.ndarray] = []
     for d in docs:
@@ -524,7 +776,7 @@ def discount(docs: Sequence[Doc], templates: dict[str | None, np.ndarray] | None
         if t is not None and len(t) and len(s):
             s = s[~np.isin(s, t, assume_unique=True)]
         base.append(s)
-    # pass 1: clusters of near-duplicates (union-find over high-similarity candidate pairs)
+    # pass 1: clusters of near-duplicates (union-find over high-similarity pairs)
     parent = list(range(len(docs)))
 
     def find(x: int) -> int:
@@ -533,18 +785,31 @@ def discount(docs: Sequence[Doc], templates: dict[str | None, np.ndarray] | None
             x = parent[x]
         return x
 
-    if len(docs) > 1:
-        sigs = signatures_parallel(base, num_perm=CLUSTER_PERM, jobs=jobs)
-        pairs, _ = lsh_candidates(sigs, CLUSTER_THRESHOLD, groups=[d.problem for d in docs])
-        for i, j in pairs:
-            if est_jaccard(sigs, i, j) >= CLUSTER_THRESHOLD:
-                parent[find(i)] = find(j)
+    by_problem = _group_indices(docs)
+    lsh_docs: list[int] = []
+    n_exact = 0
+    for prob, idx in by_problem.items():
+        ov = exact_overlaps(base, idx, exact_work) if len(idx) > 1 else None
+        if ov is None:
+            lsh_docs += idx if len(idx) > 1 else []
+            continue
+        n_exact += 1
+        i, j, inter = ov
+        sz = np.array([len(s) for s in base])
+        jac = inter / np.maximum(sz[i] + sz[j] - inter, 1)
+        for a, b in zip(i[jac >= CLUSTER_THRESHOLD].tolist(), j[jac >= CLUSTER_THRESHOLD].tolist()):
+            parent[find(a)] = find(b)
+    if lsh_docs:
+        sub = [base[i] for i in lsh_docs]
+        sigs = signatures_parallel(sub, num_perm=CLUSTER_PERM, jobs=jobs)
+        pairs, _ = lsh_candidates(sigs, CLUSTER_THRESHOLD, groups=[docs[i].problem for i in lsh_docs])
+        for a, b in pairs:
+            if est_jaccard(sigs, a, b) >= CLUSTER_THRESHOLD:
+                parent[find(lsh_docs[a])] = find(lsh_docs[b])
     # cluster document frequency per problem
-    by_problem: dict[str | None, list[int]] = defaultdict(list)
-    for i, d in enumerate(docs):
-        by_problem[d.problem].append(i)
     n_removed = 0
-    stats: dict[str, Any] = {"problems": {}}
+    stats: dict[str, Any] = {"problems": {}, "cluster_exact_groups": n_exact,
+                             "cluster_lsh_groups": len(by_problem) - n_exact}
     for prob, idx in by_problem.items():
         clusters: dict[int, list[int]] = defaultdict(list)
         for i in idx:
@@ -554,9 +819,10 @@ def discount(docs: Sequence[Doc], templates: dict[str | None, np.ndarray] | None
         if n_cl <= min_df:
             common = np.zeros(0, dtype=np.uint64)
         else:
-            per_cluster = [np.unique(np.concatenate([base[i] for i in mem])) for mem in clusters.values()]
+            per_cluster = [base[mem[0]] if len(mem) == 1 else _unique(np.concatenate([base[i] for i in mem]))
+                           for mem in clusters.values()]
             allv = np.concatenate(per_cluster) if per_cluster else np.zeros(0, dtype=np.uint64)
-            vals, counts = np.unique(allv, return_counts=True)
+            vals, counts = _unique_counts(allv)
             common = vals[counts > cutoff]
         for i in idx:
             s = base[i]
@@ -573,75 +839,116 @@ def discount(docs: Sequence[Doc], templates: dict[str | None, np.ndarray] | None
 
 # ------------------------------------------------------------------------------ spans
 
-_TRIVIAL = {"", ")", "]", "}", "(", "{", "};", "pass", "else :", "V )", "return V", "return", "V ,", "S ,"}
+class _Lines:
+    """A file's normalized lines as the span search uses them (computed once per file)."""
+
+    __slots__ = ("keys", "nums", "counts", "order", "sorted", "prefix", "prefix_list", "nums_list")
+
+    def __init__(self, keys: np.ndarray, nums: np.ndarray, counts: np.ndarray):
+        self.keys, self.nums, self.counts = keys, nums, counts
+        self.nums_list = nums.tolist()
+        self.order = np.argsort(keys, kind="stable")
+        self.sorted = keys[self.order]
+        self.prefix = np.concatenate(([0], np.cumsum(counts)))
+        self.prefix_list = self.prefix.tolist()
 
 
-def _norm_lines(toks: list[Tok], skip: set[int] | None = None) -> tuple[list[str], list[int], list[int]]:
-    """Normalized token lines (text, line number, tokens), trivial lines dropped."""
-    by_line: dict[int, list[str]] = {}
-    order: list[int] = []
-    for t in toks:
-        if t.line not in by_line:
-            by_line[t.line] = []
-            order.append(t.line)
-        by_line[t.line].append(t.text)
-    texts, nums, counts = [], [], []
-    for ln in order:
-        s = " ".join(by_line[ln])
-        if s in _TRIVIAL or len(by_line[ln]) < 2:
-            continue
-        texts.append(s)
-        nums.append(ln)
-        counts.append(len(by_line[ln]))
-    return texts, nums, counts
+def _lines_of_toks(toks: FileToks | list[Tok]) -> _Lines:
+    if not isinstance(toks, FileToks):
+        toks = FileToks(np.array([_tid(t.text) for t in toks], np.int64), np.array([t.line for t in toks], np.int64))
+    if toks._lines is None:
+        toks._lines = _Lines(*toks.norm_lines())
+    return toks._lines
+
+
+def _file_pair_spans(A: _Lines, B: _Lines, min_lines: int, min_tokens: int,
+                     skip: np.ndarray | None) -> list[tuple[int, int, int, int]]:
+    """Greedy tiling of two files' normalized lines: (tokens, i, j, length) of maximal runs of equal
+    lines, longest (in tokens) first, non-overlapping in either file, in any order.  Runs start where
+    the previous lines differ (or are skip lines) and not on a skip line; skip lines do not count
+    towards a run's tokens.  Vectorized: every (i, j) with equal lines, grouped by diagonal."""
+    la, lb = A.keys, B.keys
+    n_a, n_b = len(la), len(lb)
+    if not n_a or not n_b:
+        return []
+    lo = np.searchsorted(B.sorted, la, "left")
+    cnt = np.searchsorted(B.sorted, la, "right") - lo
+    tot = int(cnt.sum())
+    if not tot:
+        return []
+    ii = np.repeat(np.arange(n_a), cnt)
+    first = np.cumsum(cnt) - cnt
+    jj = B.order[np.repeat(lo - first, cnt) + np.arange(tot)]
+    # maximal diagonal segments of equal lines: each (i, j) runs to the end of its segment
+    d = jj - ii
+    order = np.argsort(d, kind="stable")     # by (diagonal, i): ii is already ascending
+    ds, is_ = d[order], ii[order]
+    brk = np.empty(tot, bool)
+    brk[0] = True
+    np.not_equal(ds[1:], ds[:-1], out=brk[1:])
+    brk[1:] |= is_[1:] != is_[:-1] + 1
+    starts = np.flatnonzero(brk)
+    last = np.empty(len(starts), np.int64)
+    last[:-1] = starts[1:] - 1
+    last[-1] = tot - 1
+    run_len = np.empty(tot, np.int64)
+    run_len[order] = np.repeat(is_[last], np.diff(np.append(starts, tot))) - is_ + 1
+    if skip is not None and len(skip):
+        skip_a = np.isin(la, skip)
+        counted = np.concatenate(([0], np.cumsum(np.where(skip_a, 0, A.counts))))
+        pm = (ii > 0) & (jj > 0)
+        pi, pj = ii[pm] - 1, jj[pm] - 1
+        prev = np.zeros(tot, bool)
+        prev[pm] = (la[pi] == lb[pj]) & ~skip_a[pi]
+        ok = ~prev & ~skip_a[ii]
+    else:
+        counted = A.prefix
+        # a run starts where (i-1, j-1) is not an equal pair: the first element of its diagonal segment
+        ok = np.empty(tot, bool)
+        ok[order] = brk
+    tok = counted[ii + run_len] - counted[ii]
+    ok &= (run_len >= min_lines) & (tok >= min_tokens)
+    if not ok.any():
+        return []
+    ti, ii, jj, run_len = tok[ok], ii[ok], jj[ok], run_len[ok]
+    srt = np.lexsort((jj, ii, -ti))
+    used_a = bytearray(n_a)
+    used_b = bytearray(n_b)
+    call = A.prefix_list
+    out = []
+    for t, i, j, L in zip(ti[srt].tolist(), ii[srt].tolist(), jj[srt].tolist(), run_len[srt].tolist()):
+        xa = used_a.find(1, i, i + L)
+        xb = used_b.find(1, j, j + L)
+        if xa >= 0 or xb >= 0:               # trim to the free part at the start
+            x = min(xa - i if xa >= 0 else L, xb - j if xb >= 0 else L)
+            if x < min_lines:
+                continue
+            L = x
+            t = call[i + L] - call[i]
+            if t < min_tokens:
+                continue
+        used_a[i:i + L] = b"\x01" * L
+        used_b[j:j + L] = b"\x01" * L
+        out.append((t, i, j, L))
+    return out
 
 
 def aligned_spans(a: Doc, b: Doc, min_lines: int = 3, min_tokens: int = 20,
                   skip_lines: set[str] | None = None) -> list[dict[str, Any]]:
     """Greedy tiling of normalized token lines: maximal runs of identical normalized lines in both
-    documents, longest first, non-overlapping, in any order.  Lines in `skip_lines` (scaffolding)
-    do not start or count towards a span."""
-    skip_lines = skip_lines or set()
+    documents, longest first, non-overlapping, in any order.  Lines in `skip_lines` (scaffolding,
+    normalized texts such as "V = V ( V )") do not start or count towards a span."""
+    skip = None
+    if skip_lines:
+        skip = np.array([_line_keys(np.array([_tid(x) for x in s.split(" ")], np.int64), np.zeros(1, np.int64))[0]
+                         for s in skip_lines if s], dtype=np.uint64)
     spans: list[dict[str, Any]] = []
     for fa, ta in a.tokens.items():
-        la, na, ca = _norm_lines(ta)
+        A = _lines_of_toks(ta)
         for fb, tb in b.tokens.items():
-            lb, nb, cb = _norm_lines(tb)
-            pos: dict[str, list[int]] = defaultdict(list)
-            for j, s in enumerate(lb):
-                pos[s].append(j)
-            runs: list[tuple[int, int, int, int]] = []  # (tokens, i, j, length)
-            for i, s in enumerate(la):
-                if s in skip_lines:
-                    continue
-                for j in pos.get(s, ()):
-                    if i > 0 and j > 0 and la[i - 1] == lb[j - 1] and la[i - 1] not in skip_lines:
-                        continue  # not the start of a run
-                    L = 0
-                    tok = 0
-                    while i + L < len(la) and j + L < len(lb) and la[i + L] == lb[j + L]:
-                        if la[i + L] not in skip_lines:
-                            tok += ca[i + L]
-                        L += 1
-                    if L >= min_lines and tok >= min_tokens:
-                        runs.append((tok, i, j, L))
-            runs.sort(key=lambda r: (-r[0], r[1], r[2]))
-            used_a: set[int] = set()
-            used_b: set[int] = set()
-            for tok, i, j, L in runs:
-                if any((i + x) in used_a or (j + x) in used_b for x in range(L)):
-                    # trim to the free part at the start
-                    x = 0
-                    while x < L and (i + x) not in used_a and (j + x) not in used_b:
-                        x += 1
-                    if x < min_lines:
-                        continue
-                    L = x
-                    tok = sum(ca[i:i + L])
-                    if tok < min_tokens:
-                        continue
-                used_a.update(range(i, i + L))
-                used_b.update(range(j, j + L))
+            B = _lines_of_toks(tb)
+            na, nb = A.nums_list, B.nums_list
+            for tok, i, j, L in _file_pair_spans(A, B, min_lines, min_tokens, skip):
                 spans.append({"a_file": fa, "a_start": na[i], "a_end": na[i + L - 1],
                               "b_file": fb, "b_start": nb[j], "b_end": nb[j + L - 1], "tokens": tok})
     spans.sort(key=lambda s: -s["tokens"])
@@ -673,24 +980,55 @@ class Pair:
 def find_pairs(docs: Sequence[Doc], templates: dict[str | None, np.ndarray] | None = None,
                threshold: float = LSH_THRESHOLD, min_score: float = 0.0, cross_problem: bool = False,
                with_spans: bool = True, jobs: int = 1, num_perm: int = ANALYSIS_PERM,
-               params: tuple[int, int] | None = ANALYSIS_BANDS) -> tuple[list[Pair], dict[str, Any]]:
-    """Discount scaffolding, MinHash + LSH, exact scores and spans for every candidate pair."""
-    stats = discount(docs, templates, jobs=jobs)
+               params: tuple[int, int] | None = ANALYSIS_BANDS,
+               exact_work: int = EXACT_WORK) -> tuple[list[Pair], dict[str, Any]]:
+    """Discount scaffolding, then score every pair of the same problem (of any problems with
+    `cross_problem`) that shares distinctive shingles, and align spans for those scoring >= 0.1.
+
+    Pairs come from exact intersections (a sparse product per problem) wherever that costs at most
+    `exact_work`; a larger problem group falls back to MinHash + LSH banding (Jaccard) and LSH
+    Ensemble (containment) candidates, scored exactly.  Pairs scoring below max(min_score,
+    PAIR_FLOOR) are dropped."""
+    stats = discount(docs, templates, jobs=jobs, exact_work=exact_work)
     sets = [d.distinct if d.distinct is not None else d.shingles for d in docs]
-    sigs = signatures_parallel(sets, num_perm=num_perm, jobs=jobs)
-    groups = None if cross_problem else [d.problem for d in docs]
-    cand, params = lsh_candidates(sigs, threshold, groups=groups, params=params)
-    n_jac = len(cand)
-    cand |= containment_candidates(sigs, [len(s) for s in sets], groups or [0] * len(docs))
-    stats.update({"candidates": len(cand), "jaccard_candidates": n_jac, "lsh_params": params, "docs": len(docs)})
-    pairs: list[Pair] = []
-    for i, j in sorted(cand):
-        jac, ca, cb, inter = exact_scores(sets[i], sets[j])
-        sc = score_of(jac, ca, cb, len(sets[i]), len(sets[j]))
-        if sc < min_score or inter == 0:
+    sizes = np.array([len(s) for s in sets], dtype=np.int64)
+    floor = max(min_score, PAIR_FLOOR)
+    found: list[tuple[int, int, int, float | None]] = []   # (i, j, |A & B|, MinHash estimate)
+    lsh_docs: list[int] = []
+    n_exact = n_cand = 0
+    for _, idx in _group_indices(docs, cross_problem).items():
+        ov = exact_overlaps(sets, idx, exact_work)
+        if ov is None:
+            lsh_docs += idx
             continue
-        p = Pair(i, j, est_jaccard(sigs, i, j), jac, ca, cb, sc, inter)
-        pairs.append(p)
+        n_exact += 1
+        i, j, inter = ov
+        n_cand += len(i)
+        found += zip(i.tolist(), j.tolist(), inter.tolist(), [None] * len(i))
+    used_params = None
+    if len(lsh_docs) > 1:
+        sub = [sets[i] for i in lsh_docs]
+        sigs = signatures_parallel(sub, num_perm=num_perm, jobs=jobs)
+        groups = [0 if cross_problem else docs[i].problem for i in lsh_docs]
+        cand, used_params = lsh_candidates(sigs, threshold, groups=groups, params=params)
+        cand |= containment_candidates(sigs, [len(s) for s in sub], groups)
+        n_cand += len(cand)
+        for a, b in cand:
+            inter = exact_scores(sub[a], sub[b])[3]
+            found.append((lsh_docs[a], lsh_docs[b], inter, est_jaccard(sigs, a, b)))
+    stats.update({"candidates": n_cand, "exact_groups": n_exact, "lsh_docs": len(lsh_docs),
+                  "lsh_params": used_params, "docs": len(docs)})
+    pairs: list[Pair] = []
+    for i, j, inter, est in sorted(found, key=lambda t: (t[0], t[1])):
+        if inter == 0:
+            continue
+        na, nb = int(sizes[i]), int(sizes[j])
+        jac = inter / (na + nb - inter)
+        ca, cb = inter / na, inter / nb
+        sc = score_of(jac, ca, cb, na, nb)
+        if sc < floor:
+            continue
+        pairs.append(Pair(i, j, jac if est is None else est, jac, ca, cb, sc, inter))
     if with_spans:
         for p in pairs:
             if p.score >= max(min_score, 0.1):
@@ -754,43 +1092,152 @@ def read_run_templates(rf: Any, problem: str | None) -> list[str]:
     return [t for _, t in out]
 
 
-def external_docs(dirs: Iterable[str]) -> list[Doc]:
-    """Docs for --against: every *.py file (with same-folder sidecars) or run folder under each DIR."""
+@lru_cache(maxsize=1)
+def interface_signatures() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]]:
+    """problem -> (Model.__init__ parameter names, Model.forward parameter names, Model method
+    names) of each bundled reference (kernels/problems/*.py name -> ref_file, kernels/ref/*.py),
+    read as source text with `ast` - nothing is imported, so this works without torch.  A
+    constructor signature two problems share is dropped (it cannot tell them apart)."""
+    import ast
+    import importlib.util
+    spec = importlib.util.find_spec("kernels")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    root = Path(list(spec.submodule_search_locations)[0])
+    out: dict[str, tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]] = {}
+    for pf in sorted((root / "problems").glob("*.py")):
+        text = pf.read_text("utf-8", "replace")
+        names = list(re.finditer(r'\bname="(\d\d_[a-z0-9_]+)"', text))
+        for k, m in enumerate(names):   # each spec: its name=, then the first ref_file= before the next name=
+            end = names[k + 1].start() if k + 1 < len(names) else len(text)
+            r = re.search(r'\bref_file="([^"]+)"', text[m.end():end])
+            if r is None:
+                continue
+            name, rp = m.group(1), root / "ref" / r.group(1)
+            if not rp.is_file():
+                continue
+            sig = _model_signature(ast.parse(rp.read_text("utf-8", "replace")))
+            if sig is not None and name not in out:
+                out[name] = sig
+    inits: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for name, (init, _, _) in out.items():
+        inits[init].add(name)
+    return {n: s for n, s in out.items() if len(inits[s[0]]) == 1}
+
+
+def _model_signature(tree: Any) -> tuple[tuple[str, ...], tuple[str, ...], frozenset[str]] | None:
+    import ast
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name in ("Model", "ModelNew"):
+            init: tuple[str, ...] | None = None
+            fwd: tuple[str, ...] = ()
+            methods = set()
+            for f in node.body:
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    methods.add(f.name)
+                    args = tuple(a.arg for a in f.args.posonlyargs + f.args.args)[1:]
+                    if f.name == "__init__":
+                        init = args
+                    elif f.name == "forward":
+                        fwd = args
+            if init is not None:
+                return init, fwd, frozenset(methods)
+    return None
+
+
+def problem_from_content(text: str) -> str | None:
+    """The problem whose reference interface the solution implements: its `Model.__init__`
+    parameters equal one reference's (and, for a constructor of fewer than two parameters, its
+    forward parameters or a method of that reference match too); None when no single one does."""
+    import ast
+    sigs = interface_signatures()
+    try:
+        sig = _model_signature(ast.parse(text))
+    except (SyntaxError, ValueError):
+        return None
+    if sig is None:
+        return None
+    init, fwd, methods = sig
+    hits = []
+    for name, (r_init, r_fwd, r_methods) in sigs.items():
+        if init != r_init:
+            continue
+        special = r_methods - {"__init__", "forward", "reset_parameters"}
+        if len(init) >= 2 or (r_fwd and fwd == r_fwd) or (special & methods):
+            hits.append(name)
+    return hits[0] if len(hits) == 1 else None
+
+
+def infer_problem(path: Path, text: str | None = None) -> tuple[str | None, str]:
+    """(problem, how it was found) for a solution file: a run id in its file name or in a folder
+    above it (`<run_id>.py`, `<run_id>__x.py`, `<run_id>/solution.py`), a folder named after a
+    known problem (`problems/01_fp8_gemm/`), else its content (`problem_from_content`).  (None,
+    why) when none decides; digits elsewhere in a name are never read as a problem."""
+    from forensics.archive.runid import PROBLEM_BENCH, parse_run_id
+    path = Path(path)
+    names = [path.stem, *[p.name for p in reversed(path.parents) if p.name][::-1]]
+    for n in names:
+        for cand in dict.fromkeys((n, n.split("__")[0])):
+            r = parse_run_id(cand)
+            if r is not None and r.problem:
+                return r.problem, f"run id {cand}"
+    for n in names[1:]:
+        if n in PROBLEM_BENCH:
+            return n, f"folder {n}"
+    if text is None:
+        try:
+            text = path.read_text("utf-8", "replace") if path.is_file() else None
+        except OSError:
+            text = None
+    if text:
+        p = problem_from_content(text)
+        if p:
+            return p, "Model constructor signature"
+    return None, "no run id in the name and no bundled problem's interface in the code"
+
+
+def _solution_paths(root: Path) -> list[Path]:
+    """Solution files or run folders under root (a file, a flat folder of *.py, or run folders)."""
+    if root.is_file():
+        return [root]
+    cands: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(x for x in dirnames if x not in ("__pycache__", ".venv", "cache", "tmp",
+                                                               "agent_home", "repo", "template_files",
+                                                               "trusted_src", "scratch", ".git"))
+        p = Path(dirpath)
+        if "solution.py" in filenames:
+            cands.append(p)
+            dirnames[:] = []
+            continue
+        for f in sorted(filenames):
+            if f.endswith(".py"):
+                cands.append(p / f)
+    return cands
+
+
+def external_docs(dirs: Iterable[str], default_problem: str | None = None, ids_relative: bool = False,
+                  unknown: list[tuple[str, str]] | None = None) -> list[Doc]:
+    """Docs for --against (and `forensics similar` on a folder of solutions): every *.py file (with
+    same-folder sidecars) or run folder under each DIR, its problem from `infer_problem` (else
+    `default_problem`; files it cannot place are listed in `unknown` as (path, why))."""
     docs: list[Doc] = []
     for d in dirs:
         root = Path(d)
         if not root.exists():
             raise FileNotFoundError(d)
-        cands: list[Path] = []
-        if root.is_file():
-            cands = [root]
-        else:
-            for dirpath, dirnames, filenames in os.walk(root):
-                dirnames[:] = sorted(x for x in dirnames if x not in ("__pycache__", ".venv", "cache", "tmp",
-                                                                       "agent_home", "repo", "template_files",
-                                                                       "trusted_src", "scratch", ".git"))
-                p = Path(dirpath)
-                if "solution.py" in filenames:
-                    cands.append(p)
-                    dirnames[:] = []
-                    continue
-                for f in sorted(filenames):
-                    if f.endswith(".py"):
-                        cands.append(p / f)
-        for c in cands:
+        for c in _solution_paths(root):
             files = read_dir_solution(c)
             if not files:
                 continue
-            problem = None
-            from forensics.transcripts.access import parse_problem
-            for part in reversed(c.parts):
-                problem = parse_problem(part) if part[:2] == "20" else None
-                if problem:
-                    break
+            main = files.get("solution.py") or next(iter(files.values()))
+            problem, how = infer_problem(c if c.is_file() else c / "solution.py", main)
             if problem is None:
-                m = re.search(r"(\d\d_[a-z][a-z0-9_]*)", str(c))
-                problem = m.group(1) if m else None
-            docs.append(build_doc(f"ext:{c}", files, problem))
+                if unknown is not None:
+                    unknown.append((str(c), how))
+                problem = default_problem
+            did = str(c.relative_to(root)) if ids_relative and c != root else f"ext:{c}"
+            docs.append(build_doc(did, files, problem))
     return docs
 
 
@@ -816,7 +1263,7 @@ def _store_docs(store: Any, run_ids: Sequence[str] | None) -> tuple[list[Doc], d
                 templ_text[prob].append(t)
         if files:
             docs.append(build_doc(r["run_id"], files, prob))
-    templates = {p: np.unique(np.concatenate([shingle_set_of_text({"t.py": t}) for t in ts]))
+    templates = {p: _unique(np.concatenate([shingle_set_of_text({"t.py": t}) for t in ts]))
                  for p, ts in templ_text.items() if ts}
     return docs, templates
 
@@ -831,12 +1278,13 @@ def _pair_row(docs: Sequence[Doc], p: Pair) -> dict[str, Any]:
             "b_shingles": int(len(b.distinct if b.distinct is not None else b.shingles))}
 
 
-def analyze(store: Any, run_ids: Sequence[str] | None = None, against: Sequence[str] = ()) -> int:
+def analyze(store: Any, run_ids: Sequence[str] | None = None, against: Sequence[str] = (),
+            cross_problem: bool = False, default_problem: str | None = None) -> int:
     """Write similarity_pairs (all pairs; cross-run analysis) and findings for run_ids."""
     from forensics.analyze.findings import Evidence, Finding, write_findings
     docs, templates = _store_docs(store, None)
-    docs.extend(external_docs(against))
-    pairs, _stats = find_pairs(docs, templates)
+    docs.extend(external_docs(against, default_problem))
+    pairs, _stats = find_pairs(docs, templates, cross_problem=cross_problem)
     rows = [_pair_row(docs, p) for p in pairs]
     targets = list(run_ids) if run_ids is not None else store.run_ids()
     tset = set(targets)
@@ -927,20 +1375,60 @@ def _le(s, a_side):
 
 # ------------------------------------------------------------------------------ CLI
 
-def similar(archive: str, against: Sequence[str] = (), db: str | None = None, top: int = 20) -> list[dict[str, Any]]:
-    """Ingest (if needed) an archive, compute pairs, return the `top` most similar pairs as dicts."""
-    from forensics.store.db import Store
+class UnknownProblems(ValueError):
+    """Solutions whose problem neither their name nor their code tells: (path, why) pairs."""
+
+    def __init__(self, items: list[tuple[str, str]]):
+        self.items = items
+        shown = "\n".join(f"  {p}: {why}" for p, why in items[:10])
+        more = f"\n  ... and {len(items) - 10} more" if len(items) > 10 else ""
+        super().__init__(
+            f"cannot tell which problem {len(items)} solution(s) belong to (pairs are only compared within a "
+            f"problem):\n{shown}{more}\nName each file after its run id (<run_id>.py or <run_id>__x.py), put it "
+            "in its run folder, give --problem P for the files that cannot be placed, or compare across "
+            "problems with --cross-problem.")
+
+
+def _has_runs(path: Path) -> bool:
+    from forensics.archive import open_source
+    from forensics.archive.discover import discover_runs
+    try:
+        return bool(discover_runs(open_source(path), single_name=path.name))
+    except Exception:  # noqa: BLE001 - not an archive we can read: treat as a folder of solutions
+        return False
+
+
+def similar(archive: str, against: Sequence[str] = (), db: str | None = None, top: int = 20,
+            cross_problem: bool = False, problem: str | None = None) -> list[dict[str, Any]]:
+    """The `top` most similar pairs as dicts (similarity_pairs rows).  ARCHIVE is a run archive
+    (ingested into `db` or memory), a store (`.duckdb`), or a folder of solution files
+    (`<run_id>.py`, `<run_id>__x.py`, run folders), whose problems come from `infer_problem`;
+    raises UnknownProblems when a solution cannot be placed (unless `problem` or `cross_problem`)."""
+    from forensics.store.db import Store, loads_json
     p = Path(archive)
+    unknown: list[tuple[str, str]] = []
+    if not (p.is_file() and p.suffix == ".duckdb") and (p.is_file() or not _has_runs(p)):
+        docs = external_docs([str(p)], problem, ids_relative=True, unknown=unknown)
+        docs += external_docs(against, problem, unknown=unknown)
+        if unknown and not (problem or cross_problem):
+            raise UnknownProblems(unknown)
+        pairs, _ = find_pairs(docs, {}, cross_problem=cross_problem)
+        rows = [_pair_row(docs, x) for x in pairs]
+        rows.sort(key=lambda r: -max(r["jaccard"] or 0, r["containment_a"] or 0, r["containment_b"] or 0))
+        return rows[:top]
+    if against:
+        external_docs(against, problem, unknown=unknown)   # check before the (slower) ingest
+        if unknown and not (problem or cross_problem):
+            raise UnknownProblems(unknown)
     if p.is_file() and p.suffix == ".duckdb":
         store = Store(str(p))
     else:
         store = Store(db or ":memory:")
         from forensics.store.ingest import ingest_archive
         ingest_archive(store, str(p))
-    analyze(store, None, against=against)
+    analyze(store, None, against=against, cross_problem=cross_problem, default_problem=problem)
     rows = store.query("select * from similarity_pairs order by greatest(jaccard, containment_a, containment_b) desc "
                        "limit ?", [top])
-    from forensics.store.db import loads_json
     for r in rows:
         r["spans"] = loads_json(r["spans"])
     return rows
@@ -952,15 +1440,29 @@ except ImportError:  # pragma: no cover
     click = None
 
 if click is not None:
+    class _InputError(click.ClickException):
+        exit_code = 2
+
     @click.command("similar")
-    @click.argument("archive")
+    @click.argument("archive", type=click.Path(exists=True))
     @click.option("--against", multiple=True, type=click.Path(exists=True), help="Extra solutions: *.py files or run folders.")
     @click.option("--db", default=None, help="Store to use (default: in memory; an ARCHIVE ending .duckdb is read as a store).")
     @click.option("--top", default=20, show_default=True, help="How many pairs to show.")
+    @click.option("--cross-problem", is_flag=True, help="Compare solutions of different problems too (default: within a problem).")
+    @click.option("--problem", default=None, help="Problem of the solutions whose name and code do not tell it.")
     @click.option("--json", "as_json", is_flag=True, help="JSON output.")
-    def similar_cmd(archive: str, against: tuple[str, ...], db: str | None, top: int, as_json: bool) -> None:
-        """Most similar solution pairs in ARCHIVE (and --against DIRs), with aligned spans."""
-        rows = similar(archive, against, db, top)
+    def similar_cmd(archive: str, against: tuple[str, ...], db: str | None, top: int, cross_problem: bool,
+                    problem: str | None, as_json: bool) -> None:
+        """Most similar solution pairs in ARCHIVE (and --against DIRs), with aligned spans.
+
+        ARCHIVE is a run archive, a store (.duckdb), or a folder of solution files.  A file's problem
+        comes from a run id in its name or folder (<run_id>.py, <run_id>__x.py, <run_id>/solution.py),
+        else from its code (the Model constructor of a bundled problem's interface); a file neither
+        places is refused (exit 2) unless --problem or --cross-problem is given."""
+        try:
+            rows = similar(archive, against, db, top, cross_problem=cross_problem, problem=problem)
+        except UnknownProblems as e:
+            raise _InputError(str(e)) from e
         if as_json:
             import orjson
             click.echo(orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode())
@@ -970,8 +1472,9 @@ if click is not None:
             return
         for r in rows:
             sc = max(r["jaccard"] or 0, r["containment_a"] or 0, r["containment_b"] or 0)
+            cross = f"  [{r['a_problem']} / {r['b_problem']}]" if r.get("a_problem") != r.get("b_problem") else ""
             click.echo(f"{sc:.2f}  J={r['jaccard']:.2f} ca={r['containment_a']:.2f} cb={r['containment_b']:.2f}  "
-                       f"{r['a_id']}  ~  {r['b_id']}")
+                       f"{r['a_id']}  ~  {r['b_id']}{cross}")
             for s in (r["spans"] or [])[:3]:
                 click.echo(f"      {s['a_file']}:{s['a_start']}-{s['a_end']}  <->  {s['b_file']}:{s['b_start']}-{s['b_end']}"
                            f"  ({s['tokens']} tokens)")

@@ -1,5 +1,14 @@
 """`forensics bench similarity`: MinHash/LSH all-pairs vs exact all-pairs at 1k/10k/100k solutions,
-and `--quality`: the contamination quality table (ours vs a raw-token Jaccard baseline).
+`--quality`: the contamination quality table (ours vs a raw-token Jaccard baseline), and
+`--real-sized N` / `--dir DIR`: all pairs of N generated real-sized solutions (or of every solution
+in DIR) through the production path of `forensics similar` (lex, shingle, discount, pair scores,
+aligned spans), beside a plain MinHash/LSH over the same files measured in the same run.
+
+Real-sized.  Solutions of the public archive average ~570 lines, about half of the bytes CUDA/C++
+held in `load_inline` strings; `gen_real_sized` writes such files (a Triton part plus a CUDA source
+string, docstrings and comments) in families of near-copies like `corpus`.  The baseline is the
+plain recipe: datasketch `MinHash(num_perm=128).update_batch` over each file's whitespace-token
+5-grams, inserted into a `MinHashLSH(threshold=0.5)` and queried with every file.
 
 Workload.  Deterministic generated solutions (Triton-style Python built from statement templates
 with random identifiers, constants and structure) in families: a base and 0-3 derivatives that
@@ -23,6 +32,7 @@ import os
 import random
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import click
@@ -121,14 +131,60 @@ def derive(src: str, rng: random.Random, edit_frac: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def corpus(n: int, seed: int = 0, n_problems: int = 10) -> tuple[list[str], list[str]]:
+_CU_TYPES = ["float", "__nv_bfloat16", "half", "int", "float4", "uint32_t"]
+_CU_FNS = ["__expf", "fmaxf", "fminf", "rsqrtf", "__shfl_xor_sync(0xffffffff, {a}, {k})", "atomicAdd(&{a}, {b})"]
+
+
+def _cu_stmt(rng: random.Random, vs: list[str]) -> str:
+    a, b = rng.choice(vs), rng.choice(vs)
+    t = _name(rng)
+    vs.append(t)
+    k = rng.randrange(7)
+    if k == 0:
+        return f"{rng.choice(_CU_TYPES)} {t} = {a}[threadIdx.x + {rng.randrange(1, 256)} * blockIdx.x];"
+    if k == 1:
+        f = rng.choice(_CU_FNS)
+        return f"float {t} = " + (f.format(a=a, b=b, k=rng.choice([1, 2, 4, 8, 16])) if "{" in f else f"{f}({a} * {b})") + ";"
+    if k == 2:
+        return f"for (int {t} = threadIdx.x; {t} < {rng.randrange(64, 8192)}; {t} += blockDim.x) {{ {a} += {b}[{t}]; }}"
+    if k == 3:
+        return f"if ({a} > {rng.randrange(1, 99)}) {{ {b} = {a} * {rng.random():.4f}f; }}"
+    if k == 4:
+        return f"__shared__ float {t}[{rng.choice([32, 64, 128, 256])}];"
+    if k == 5:
+        return f"{a} = {b} {rng.choice(_OPS)} {rng.randrange(1, 4096)};"
+    return "__syncthreads();"
+
+
+def gen_real_sized(rng: random.Random, n_lines: int = 570) -> str:
+    """A solution the size and shape of the archive's: docstring, a Triton part, a CUDA source
+    string for load_inline (about half the lines), comments, and the Model wrapper."""
+    head = ['"""' + " ".join(rng.choice(_WORDS) for _ in range(12)) + ".", "", "Strategy: " +
+            " ".join(rng.choice(_WORDS) for _ in range(20)) + '."""']
+    py = gen_solution(rng, max(40, n_lines // 2)).splitlines()
+    cu = ['CUDA_SRC = r"""', "#include <cuda_runtime.h>", "#include <cuda_bf16.h>", ""]
+    while len(cu) < n_lines // 2:
+        fname = _name(rng) + "_kernel"
+        params = [_name(rng) for _ in range(rng.randrange(2, 6))]
+        vs = list(params)
+        cu.append(f"// {' '.join(rng.choice(_WORDS) for _ in range(8))}")
+        cu.append(f"__global__ void {fname}(" + ", ".join(f"float* __restrict__ {p}" for p in params) + ") {")
+        for _ in range(rng.randrange(8, 24)):
+            cu.append("    " + _cu_stmt(rng, vs))
+        cu.extend(["}", ""])
+    cu.append('"""')
+    cu.append('_ext = load_inline(name="ext", cpp_sources="", cuda_sources=CUDA_SRC, functions=[], verbose=False)')
+    return "\n".join(head + py[:4] + cu + [""] + py[4:]) + "\n"
+
+
+def corpus(n: int, seed: int = 0, n_problems: int = 10, real_sized: bool = False) -> tuple[list[str], list[str]]:
     """n documents in families; returns (sources, problems)."""
     rng = random.Random(seed)
     srcs: list[str] = []
     probs: list[str] = []
     while len(srcs) < n:
         prob = f"{rng.randrange(n_problems):02d}_problem"
-        base = gen_solution(rng, rng.randrange(45, 80))
+        base = gen_real_sized(rng, rng.randrange(400, 740)) if real_sized else gen_solution(rng, rng.randrange(45, 80))
         srcs.append(base)
         probs.append(prob)
         for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
@@ -255,6 +311,74 @@ def run_size(n: int, jobs: int, truth: bool, brute: str, seed: int = 0) -> dict[
     return row
 
 
+def run_files(names: list[str], texts: list[str], problems: list[str | None]) -> dict[str, Any]:
+    """All pairs of these solutions through the production path of `forensics similar` (lex and
+    shingle, scaffolding discount, pair scores, aligned spans for pairs >= 0.1), each phase timed,
+    beside a plain MinHash/LSH over the same files measured in the same run."""
+    load0 = os.getloadavg()[0]
+    c0, t0 = _cpu(), time.perf_counter()
+    docs = [SIM.build_doc(n, {"solution.py": t}, p) for n, t, p in zip(names, texts, problems)]
+    c1, t1 = _cpu(), time.perf_counter()
+    pairs, stats = SIM.find_pairs(docs, {}, with_spans=False)   # scaffolding discount + pair scores
+    c3, t3 = _cpu(), time.perf_counter()
+    n_spans = 0
+    for p in pairs:
+        if p.score >= 0.1:
+            p.spans = SIM.aligned_spans(docs[p.a], docs[p.b])[:50]
+            n_spans += 1
+    c4, t4 = _cpu(), time.perf_counter()
+    cpu = c4 - c0
+    ours = t4 - t0
+    c5, t5 = _cpu(), time.perf_counter()
+    from datasketch import MinHash, MinHashLSH
+    lsh = MinHashLSH(threshold=0.5, num_perm=128)
+    sigs = []
+    for i, t in enumerate(texts):
+        m = MinHash(num_perm=128)
+        w = t.split()
+        m.update_batch([" ".join(w[k:k + 5]).encode() for k in range(max(1, len(w) - 4))])
+        lsh.insert(i, m)
+        sigs.append(m)
+    base_pairs = {(min(i, j), max(i, j)) for i, m in enumerate(sigs) for j in lsh.query(m) if j != i}
+    t6 = time.perf_counter()
+    return {"files": len(texts), "bytes": sum(len(t) for t in texts), "lines": sum(t.count("\n") for t in texts),
+            "t_lex_shingle_s": t1 - t0, "t_pairs_s": t3 - t1, "t_spans_s": t4 - t3,
+            "cpu_lex_shingle_s": c1 - c0, "cpu_pairs_s": c3 - c1, "cpu_spans_s": c4 - c3,
+            "t_ours_s": ours, "cpu_ours_s": cpu, "pairs": len(pairs), "pairs_with_spans": n_spans,
+            "pairs_ge_05": sum(1 for p in pairs if p.score >= 0.5), "exact_groups": stats.get("exact_groups"),
+            "lsh_docs": stats.get("lsh_docs"), "t_plain_minhash_s": t6 - t5, "cpu_plain_minhash_s": _cpu() - c5,
+            "plain_minhash_pairs": len(base_pairs), "load_avg_start": load0, "load_avg_end": os.getloadavg()[0]}
+
+
+def _dir_solutions(root: str) -> tuple[list[str], list[str], list[str | None]]:
+    """Every *.py under root (a flat folder of solutions or run folders' solution.py), with the
+    problem each belongs to as `forensics similar` infers it."""
+    from forensics.analyze.similarity import infer_problem
+    names, texts, probs = [], [], []
+    for f in sorted(Path(root).rglob("*.py")):
+        t = f.read_text("utf-8", "replace")
+        names.append(str(f.relative_to(root)))
+        texts.append(t)
+        probs.append(infer_problem(f, t)[0])
+    return names, texts, probs
+
+
+def files_table(r: dict[str, Any], what: str) -> str:
+    return "\n".join([
+        f"all pairs of {r['files']} solutions ({what}; {r['lines']:,} lines, {r['bytes'] / 1e6:.1f} MB), one process",
+        f"{'':<36}{'wall s':>10}{'CPU s':>10}",
+        f"{'lex + shingle':<36}{r['t_lex_shingle_s']:>10.2f}{r['cpu_lex_shingle_s']:>10.2f}",
+        f"{'discount + pair scores':<36}{r['t_pairs_s']:>10.2f}{r['cpu_pairs_s']:>10.2f}",
+        f"{'aligned spans (' + str(r['pairs_with_spans']) + ' pairs >= 0.1)':<36}{r['t_spans_s']:>10.2f}"
+        f"{r['cpu_spans_s']:>10.2f}",
+        f"{'forensics similar path, total':<36}{r['t_ours_s']:>10.2f}{r['cpu_ours_s']:>10.2f}",
+        f"{'plain MinHash/LSH (baseline)':<36}{r['t_plain_minhash_s']:>10.2f}{r['cpu_plain_minhash_s']:>10.2f}",
+        f"ratio ours / plain MinHash: {r['t_ours_s'] / r['t_plain_minhash_s']:.2f} wall, "
+        f"{r['cpu_ours_s'] / r['cpu_plain_minhash_s']:.2f} CPU; pairs reported {r['pairs']} "
+        f"({r['pairs_ge_05']} scoring >= 0.5); exact groups {r['exact_groups']}, docs via LSH {r['lsh_docs']}",
+        f"load average {r['load_avg_start']:.1f} -> {r['load_avg_end']:.1f} on {os.cpu_count()} cores"])
+
+
 def _cpu() -> float:
     """CPU seconds of this process and its finished children (the MinHash/shingle pools)."""
     t = os.times()
@@ -279,7 +403,7 @@ def quality_table(rep: dict[str, Any]) -> str:
     o, b = s["ours"], s["baseline"]
     lines = [f"similarity quality: {s['documents']} documents ({s['bases']} hand-written bases, {s['derivatives']} "
              f"planted derivatives, {s['problems']} problems)",
-             f"{'metric':<44}{'ours (MinHash/LSH, normalized)':>32}{'baseline (raw-token Jaccard)':>30}",
+             f"{'metric':<44}{'ours (normalized shingles)':>32}{'baseline (raw-token Jaccard)':>30}",
              f"{'true source ranked 1st':<44}{sum(1 for r in o['ranks'].values() if r == 1):>28}/{len(o['ranks']):<3}"
              f"{sum(1 for r in b['ranks'].values() if r == 1):>26}/{len(b['ranks']):<3}",
              f"{'worst rank of a true source':<44}{o['worst_rank']:>32}{b['worst_rank']:>30}",
@@ -305,10 +429,26 @@ def quality_table(rep: dict[str, Any]) -> str:
 @click.option("--sizes", default="1000,10000,100000", show_default=True, help="Comma-separated corpus sizes.")
 @click.option("--jobs", default=min(2, os.cpu_count() or 1), show_default=True, help="Processes for shingling/MinHash.")
 @click.option("--quality", is_flag=True, help="Print the contamination quality table (ours vs baseline) instead.")
+@click.option("--real-sized", "real_sized", type=int, default=None,
+              help="All pairs of N generated real-sized solutions (~570 lines, CUDA strings) vs plain MinHash.")
+@click.option("--dir", "dir_", type=click.Path(exists=True, file_okay=False), default=None,
+              help="All pairs of every *.py solution under DIR vs plain MinHash.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
-def bench_similarity(sizes: str, jobs: int, quality: bool, as_json: bool) -> None:
+def bench_similarity(sizes: str, jobs: int, quality: bool, real_sized: int | None, dir_: str | None,
+                     as_json: bool) -> None:
     """All pairs above Jaccard 0.5 with MinHash/LSH vs exact search; recall at 1k and 10k."""
     import orjson
+    if real_sized or dir_:
+        if dir_:
+            names, texts, probs = _dir_solutions(dir_)
+            what = f"every *.py under {dir_}"
+        else:
+            texts, probs = corpus(real_sized, seed=0, n_problems=12, real_sized=True)
+            names = [f"g{i}" for i in range(len(texts))]
+            what = "generated real-sized, families of near-copies, 12 problems"
+        r = run_files(names, texts, probs)
+        click.echo(orjson.dumps(r, option=orjson.OPT_INDENT_2).decode() if as_json else files_table(r, what))
+        return
     if quality:
         from forensics.analyze.contamination_eval import evaluate
         rep = evaluate()

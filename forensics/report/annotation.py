@@ -6,17 +6,35 @@ empirical_recompute_required, exclude_from_denominator), summary, quotes
 [{file, lines: [a, b], label, text}] with verbatim text, implication, trajectory, and the
 provenance of the judgement (decided_by, the archived-verdict comparison, the tool version).
 Unknown fields are written as the string ``unknown``; the reason is under ``decided_by``.
+
+`summary` is one plain-language paragraph for a leaderboard reader and `implication` says what may
+be done with the number (both from `forensics.report.prose`); `rule_trace` is the verdict's own
+trace of the rules and facts that decided it.
+
+Two readers must get the same values: a YAML parser, and the benchmark site's line parser, which
+only finds top-level `key: value` lines, strips one pair of surrounding quotes and reads `|` / `>`
+block scalars (lines indented by two spaces).  So every top-level scalar is written on one line
+(plain when YAML reads it back unchanged, else single- or double-quoted when the text holds no
+quote of that kind and needs no escape), a multi-line text as a `|-` / `|` block with every line,
+blank ones included, indented by two spaces, and nested values (quotes, findings, decided_by) are
+indented under their key so no nested line can look like a top-level key.  Each scalar is read
+back with YAML before it is written; text no line form can carry (control characters, a first line
+starting with a space in a multi-line text) falls back to YAML's escaped double-quoted form.
 """
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from forensics import verdict as V
-from forensics.report.data import implication
+from forensics.report.prose import implication, reader_summary
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # libyaml when available (10x faster)
@@ -30,6 +48,55 @@ def _str_presenter(dumper, data: str):
 
 
 _Dumper.add_representer(str, _str_presenter)
+
+_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\r\u2028\u2029\ufeff]")
+
+
+def _reads_back(fragment: str, key: str, value: Any) -> bool:
+    """Both YAML readers (libyaml and PyYAML's own scanner, which differ on e.g. tabs in plain
+    scalars) read `fragment` as {key: value}."""
+    for loader in dict.fromkeys((_Loader, yaml.SafeLoader)):
+        try:
+            got = yaml.load(fragment, Loader=loader)
+        except yaml.YAMLError:
+            return False
+        if not (isinstance(got, dict) and list(got) == [key] and got[key] == value and type(got[key]) is type(value)):
+            return False
+    return True
+
+
+@lru_cache(maxsize=8192)
+def scalar_line(key: str, value: Any) -> str:
+    """`key: value` for a top-level scalar that a YAML parser and the site's line parser read alike
+    (see the module docstring); ends with a newline."""
+    if not isinstance(value, str):
+        text = yaml.dump({key: value}, Dumper=_Dumper, default_flow_style=False)
+        return text if _reads_back(text, key, value) else yaml.safe_dump({key: value})
+    if not _UNSAFE_CHARS.search(value):
+        if "\n" not in value:
+            forms = []
+            if value and value == value.strip():
+                forms.append(value)                           # plain
+            if "'" not in value:
+                forms.append(f"'{value}'")                    # single-quoted: nothing to escape
+            if '"' not in value and "\\" not in value:
+                forms.append(f'"{value}"')                    # double-quoted: nothing to escape
+            for f in forms:
+                line = f"{key}: {f}\n"
+                if _reads_back(line, key, value):
+                    return line
+        if value and not value.startswith((" ", "\n")):
+            # literal block (also a one-line text no quoted form carries); blank lines are written as
+            # two spaces so the site's reader stays in the block; `|-` (no final newline) reads the
+            # same in both, a final newline is YAML-only
+            body = value.rstrip("\n")
+            trail = len(value) - len(body)
+            head = "|-" if trail == 0 else "|" if trail == 1 else "|+"
+            lines = body.split("\n") + [""] * max(0, trail - 1)
+            text = f"{key}: {head}\n" + "".join(f"  {ln}\n" for ln in lines)
+            if _reads_back(text, key, value):
+                return text
+    return yaml.dump({key: value}, Dumper=_Dumper, default_style='"', width=1 << 30, allow_unicode=True)
 
 
 def _plain(v: Any) -> Any:
@@ -63,10 +130,11 @@ def annotation_dict(rep: dict[str, Any]) -> dict[str, Any]:
               "empirical_recompute_required", "exclude_from_denominator"):
         val = v.get(k, V.UNKNOWN) if v else V.UNKNOWN
         d[k] = val if (isinstance(val, bool) or val is None) else str(val)   # None: not applicable (nothing measured)
-    d["summary"] = v.get("summary") or ""
+    d["summary"] = reader_summary(rep)
+    d["implication"] = implication(v, run)
+    d["rule_trace"] = v.get("summary") or ""
     d["quotes"] = [{"file": q["file"], "lines": list(q["lines"]), "label": q["label"], "text": q["text"]}
                    for q in rep.get("quotes", [])]
-    d["implication"] = implication(v)
     d["trajectory"] = _plain(rep.get("trajectory") or [])
     d["findings"] = [{"id": f["finding_id"], "rule": f["rule"], "category": f["category"], "severity": f["severity"],
                       "message": f["message"]} for f in rep.get("findings", []) if f["analyzer"] != "pipeline"]
@@ -83,8 +151,25 @@ def annotation_dict(rep: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
+def _nested(key: str, value: Any) -> str:
+    """`key:` and its nested value with every line after the first indented by two more spaces than
+    libyaml writes it (a top-level block sequence is otherwise written in column 0).  Shifting every
+    non-empty line of a block node by the same amount keeps each nested node, block scalars included,
+    at the same relative indentation, so the value reads back unchanged (tested)."""
+    text = yaml.dump({key: value}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110,
+                     default_flow_style=False)
+    head, nl, rest = text.partition("\n")
+    return head + nl + "".join(ln if ln == "\n" else "  " + ln for ln in rest.splitlines(keepends=True))
+
+
 def dump_annotation(d: dict[str, Any]) -> str:
-    return yaml.dump(d, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110, default_flow_style=False)
+    parts = []
+    for k, v in d.items():
+        if isinstance(v, (dict, list, tuple)):
+            parts.append(_nested(k, v))
+        else:
+            parts.append(scalar_line(k, v))
+    return "".join(parts)
 
 
 def write_annotation(rep: dict[str, Any], path: Path) -> Path:

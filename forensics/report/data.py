@@ -218,28 +218,6 @@ def run_report(store: Store, run_id: str, with_quotes: bool = True) -> dict[str,
             "trajectory": trajectory(store, run_id), "result": loads_json(run.get("result_json")) or {}}
 
 
-def implication(v: dict[str, Any] | None) -> str:
-    if not v:
-        return "Not adjudicated."
-    if v.get("exclude_from_denominator"):
-        return "Provider failure before any output: exclude from pass-rate denominators; not a model attempt."
-    pg = v.get("publish_grade")
-    verdict = v.get("verdict")
-    if pg is True:
-        return "Publishable: clean, correct, uncontaminated and measured sequentially isolated."
-    why = {"contamination": "disqualified for cross-run contamination; re-timing cannot repair it",
-           "reward_hack": "disqualified: the submission games the evaluation",
-           "rubric_leak": "not a valid pass: the checker does not cover the API contract the solution violates",
-           "fail": "no publishable correctness or performance grade",
-           "timeout_unverified": "correctness unverified (timeout); no publishable number",
-           "suspect": "a mandatory GPU probe is pending; nothing may be published until it runs",
-           "unknown": "the evidence does not decide the verdict; nothing may be published",
-           "retryable_infra_failure": "infrastructure failure; retry"}.get(verdict, "")
-    if pg is False and verdict == "clean":
-        why = f"clean but not publishable (measurement_status={V._fmt(v.get('measurement_status'))})"
-    return (why[:1].upper() + why[1:] + ".") if why else f"publish_grade={V._fmt(pg)}."
-
-
 def runs_overview(store: Store, run_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
     rows = store.query("select r.run_id, r.run_name, r.problem, r.harness, r.model, r.bench, r.peak_fraction, "
                        "r.n_tool_calls, r.transcript_bytes, v.verdict, v.reward_hack, v.contamination, v.correct, "

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from forensics import verdict as V
+from forensics.report.prose import implication, reader_summary
 
 E = html.escape
 
@@ -284,7 +285,10 @@ def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, s
             f'<p>{badge(v.get("verdict"))} <span class="muted">{E(fmt(run.get("problem")))} · {E(fmt(run.get("harness")))} · '
             f'{E(fmt(run.get("model")))} · bench {E(fmt(run.get("bench")))} · era {E(fmt(run.get("era")))} · '
             f'peak_fraction {E(fmt(run.get("peak_fraction")))}</span></p>',
-            f'<p id="summary">{E(v.get("summary") or "")}</p>']
+            f'<p id="summary">{E(reader_summary(rep))}</p>',
+            f'<p id="implication"><b>Implication:</b> {E(implication(v, run))}</p>',
+            f'<details><summary class="muted">Rule trace</summary><p id="rule-trace" class="muted">'
+            f'{E(v.get("summary") or "")}</p></details>']
     rules = v.get("rules") or {}
     dec = v.get("decided_by") or {}
     arch = (v.get("archived") or {}).get("fields") or {}

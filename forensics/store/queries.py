@@ -9,12 +9,18 @@ A named query file starts with a header of `--` comment lines:
 The first line names the query and says what it answers; each `-- param NAME: text` line
 declares a named parameter (DuckDB `$NAME`), NULL when not given.  Notebooks and tests run the
 same files through `run_named(store, name, **params)`.
+
+`query` and `sql` find the store without being told (`find_store`): `--db PATH`, else the
+`FORENSICS_DB` environment variable, else `./report/audit.duckdb` (where `forensics scan` writes
+it), else `./audit.duckdb` (the `forensics ingest` default).  No store is an input error (exit 2)
+whose message lists where it looked.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +30,9 @@ import click
 import orjson
 
 from forensics.store import schema as S
-from forensics.store.db import DEFAULT_DB, Store
+from forensics.store.db import Store
 
-QUERY_DIRS = [Path(__file__).resolve().parents[2] / "queries", Path(__file__).resolve().parent / "queries"]
+QUERY_DIRS = [Path(__file__).resolve().parents[1] / "queries"]   # forensics/queries/*.sql (package data)
 _PARAM = re.compile(r"^--\s*param\s+(\w+)\s*:\s*(.*)$")
 
 
@@ -109,22 +115,54 @@ def _emit(cols: list[str], rows: list[tuple], as_json: bool, max_width: int = 60
     click.echo(f"({len(rows)} rows)")
 
 
-def _open_ro(db: str) -> Store:
-    if not Path(db).exists():
-        raise click.ClickException(f"no store at {db}; run `forensics ingest ARCHIVE --db {db}` first")
-    return Store(db, locked=True)  # user SQL: read-only, no file access, settings frozen
+class InputError(click.ClickException):
+    """Bad input (no store, unknown query, malformed parameter, bad SQL): exit code 2, as documented."""
+    exit_code = 2
+
+
+DB_ENV = "FORENSICS_DB"
+DB_SEARCH = ("report/audit.duckdb", "audit.duckdb")   # relative to the working directory, in this order
+
+
+def find_store(db: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    """The store to read: `db` (--db), else $FORENSICS_DB, else ./report/audit.duckdb, else
+    ./audit.duckdb.  An explicit --db or FORENSICS_DB that does not exist is an error rather than
+    a silent fall-through.  Raises InputError (exit 2) naming every place it looked."""
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else cwd
+    if db:
+        if (cwd / db).exists():   # an absolute db stays itself under cwd / db
+            return str(cwd / db)
+        raise InputError(f"no store at --db {db}; run `forensics scan ARCHIVE` (writes report/audit.duckdb) "
+                         f"or `forensics ingest ARCHIVE --db {db}` first")
+    if env.get(DB_ENV):
+        p = env[DB_ENV]
+        if (cwd / p).exists():
+            return str(cwd / p)
+        raise InputError(f"no store at {DB_ENV}={p}; unset it or point it at a store written by `forensics scan`")
+    looked = []
+    for rel in DB_SEARCH:
+        if (cwd / rel).is_file():
+            return str(cwd / rel)
+        looked.append(str(cwd / rel))
+    raise InputError("no store found: no --db, no $" + DB_ENV + ", and nothing at " + " or ".join(looked)
+                     + "; run `forensics scan ARCHIVE` here (it writes report/audit.duckdb) or pass --db PATH")
+
+
+def _open_ro(db: str | None) -> Store:
+    return Store(find_store(db), locked=True)  # user SQL: read-only, no file access, settings frozen
 
 
 @click.command("query")
 @click.argument("name", required=False)
-@click.option("--db", default=DEFAULT_DB, show_default=True)
+@click.option("--db", default=None, help="Store (default: $FORENSICS_DB, else ./report/audit.duckdb, else ./audit.duckdb).")
 @click.option("--run", "run_id", default=None, help="Shorthand for --param run=RUN_ID.")
 @click.option("--param", "-p", "params", multiple=True, help="NAME=VALUE for a query parameter.")
 @click.option("--list", "list_", is_flag=True, help="List the named queries.")
 @click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
 @click.option("--json", "as_json", is_flag=True)
 def query_cmd(name, db, run_id, params, list_, show, as_json) -> None:
-    """Run a named query from queries/*.sql (see --list)."""
+    """Run a named query from forensics/queries/*.sql (see --list)."""
     qs = named_queries()
     if list_ or not name:
         if as_json:
@@ -136,14 +174,14 @@ def query_cmd(name, db, run_id, params, list_, show, as_json) -> None:
                 click.echo(f"{q.name:28s} {q.description}  [params: {ps}]")
         return
     if name not in qs:
-        raise click.ClickException(f"no query named {name!r}; known: {', '.join(qs)}")
+        raise InputError(f"no query named {name!r}; known: {', '.join(qs)}")
     if show:
         click.echo(qs[name].sql)
         return
     kv: dict[str, Any] = {}
     for p in params:
         if "=" not in p:
-            raise click.ClickException(f"--param wants NAME=VALUE, got {p!r}")
+            raise InputError(f"--param wants NAME=VALUE, got {p!r}")
         k, v = p.split("=", 1)
         kv[k] = v
     if run_id is not None:
@@ -152,13 +190,13 @@ def query_cmd(name, db, run_id, params, list_, show, as_json) -> None:
         try:
             cols, rows = run_named(store, name, **kv)
         except KeyError as e:
-            raise click.ClickException(str(e.args[0])) from e
+            raise InputError(str(e.args[0])) from e
     _emit(cols, rows, as_json)
 
 
 @click.command("sql")
 @click.argument("statement")
-@click.option("--db", default=DEFAULT_DB, show_default=True)
+@click.option("--db", default=None, help="Store (default: $FORENSICS_DB, else ./report/audit.duckdb, else ./audit.duckdb).")
 @click.option("--json", "as_json", is_flag=True)
 def sql_cmd(statement: str, db: str, as_json: bool) -> None:
     """Run ad-hoc SQL over the store (read-only)."""
@@ -167,7 +205,7 @@ def sql_cmd(statement: str, db: str, as_json: bool) -> None:
         try:
             cur = store.con.execute(statement)
         except duckdb.Error as e:
-            raise click.ClickException(str(e)) from e
+            raise InputError(str(e)) from e
         cols = [d[0] for d in cur.description] if cur.description else []
         rows = cur.fetchall() if cur.description else []
     _emit(cols, rows, as_json)
@@ -184,7 +222,7 @@ def schema_cmd(table: str | None, markdown: bool, as_json: bool) -> None:
         return
     every = {**S.TABLE_BY_NAME, **S.VIEW_BY_NAME}
     if table and table not in every:
-        raise click.ClickException(f"no table or view {table!r}")
+        raise InputError(f"no table or view {table!r}")
     tables = [every[table]] if table else [*S.TABLES, *S.VIEWS]
     if as_json:
         click.echo(orjson.dumps([{"table": t.name, "view": isinstance(t, S.View), "comment": t.comment, "columns": [

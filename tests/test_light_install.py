@@ -1,0 +1,45 @@
+"""The light install (`pip install -e .`, no torch): `forensics replay` and `forensics kernels ...`
+name the extra to install and exit 2 instead of a ModuleNotFoundError traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+NO_TORCH = ("import sys\n"
+            "sys.modules['torch'] = None   # as if torch were not installed\n"
+            "from forensics.cli import main\n"
+            "main(sys.argv[1:], prog_name='forensics')\n")
+
+
+def _run(code: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, env=env,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("args", [["replay", "corpus/fixtures/archive"], ["replay", "--help"], ["kernels", "list"],
+                                  ["kernels", "check", "01_fp8_gemm", "--device", "cpu"]])
+def test_replay_commands_without_torch_name_the_extra(args):
+    r = _run(NO_TORCH, *args)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "pip install 'forensics[replay]'" in r.stderr and "torch" in r.stderr
+    assert f"forensics {args[0]}" in r.stderr
+
+
+def test_command_guard_when_the_module_imports_but_torch_is_gone():
+    """The guard at the top of the command functions: the module imported (torch present then),
+    torch unimportable afterwards, e.g. once replay's module no longer imports torch at import time."""
+    code = ("import sys\nimport forensics.replay.cli\n"
+            "for k in [k for k in sys.modules if k == 'torch' or k.startswith(('torch.', 'kernels'))]:\n"
+            "    sys.modules[k] = None\n"
+            "from forensics.cli import main\nmain(sys.argv[1:], prog_name='forensics')\n")
+    r = _run(code, "kernels", "list")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "pip install 'forensics[replay]'" in r.stderr

@@ -1,0 +1,94 @@
+"""A new user's path through a built wheel: build it, install it into a fresh venv (system site
+packages for the dependencies, so no network), and from a folder outside the checkout scan a copy
+of the fixture archive, list and run named queries without naming the store, and execute a
+notebook against that store.  Nothing here may come from the checkout: PYTHONPATH is dropped and
+the package must be imported from the venv."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURE_ARCHIVE, REPO
+
+pytestmark = pytest.mark.slow   # about a minute on 2 cores; CI runs it (only `-m 'not slow'` skips it)
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, (cmd, r.returncode, r.stdout[-2000:], r.stderr[-4000:])
+    return r
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"   # build from a copy: setuptools writes build/ and *.egg-info next to the sources
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    for pkg in ("forensics", "kernels"):
+        shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "FORENSICS_DB")}
+    env["PIP_NO_INDEX"] = "1"   # everything comes from the wheel and the system site packages
+    dist = tmp / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q", "-w", str(dist)],
+         tmp, env)
+    wheel = next(dist.glob("forensics-*.whl"))
+    venv = tmp / "venv"
+    _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp, env)
+    py = venv / "bin" / "python"
+    _run([str(py), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q", str(wheel)], tmp, env)
+    env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", "")
+    work = tmp / "user"
+    work.mkdir()
+    shutil.copytree(FIXTURE_ARCHIVE, work / "archive", symlinks=True)
+    return work, env
+
+
+def test_the_package_comes_from_the_wheel(installed):
+    work, env = installed
+    r = _run(["python", "-c", "import forensics, kernels; print(forensics.__file__); print(kernels.__file__)"], work, env)
+    for line in r.stdout.split():
+        assert "/venv/" in line and str(REPO) not in line, r.stdout
+
+
+def test_scan_then_query_without_naming_the_store(installed):
+    work, env = installed
+    _run(["forensics", "scan", "archive"], work, env)
+    assert (work / "report" / "audit.duckdb").is_file() and (work / "report" / "index.html").is_file()
+    assert len(list((work / "report" / "annotations").glob("*.yaml"))) == 49
+    listed = _run(["forensics", "query", "--list"], work, env).stdout
+    for name in ("tool-calls-by-tool", "foreign-reads", "superseded-passes", "parse-errors"):
+        assert name in listed, listed
+    rows = json.loads(_run(["forensics", "query", "tool-calls-by-tool", "--json"], work, env).stdout)
+    assert rows and {"run_id", "tool"} <= set(rows[0])
+    reads = json.loads(_run(["forensics", "query", "foreign-reads", "--json"], work, env).stdout)
+    assert any(r.get("classification") in ("deliberate_read", "copy") for r in reads)
+    n = json.loads(_run(["forensics", "sql", "select count(*) as n from runs", "--json"], work, env).stdout)
+    assert n == [{"n": 49}]
+
+
+def test_notebook_runs_against_the_scanned_store(installed):
+    work, env = installed
+    if not (work / "report" / "audit.duckdb").exists():
+        _run(["forensics", "scan", "archive"], work, env)
+    nb = REPO / "notebooks" / "contamination.ipynb"
+    code = ("import sys, nbformat\nfrom nbclient import NotebookClient\n"
+            "nb = nbformat.read(sys.argv[1], as_version=4)\n"
+            "NotebookClient(nb, timeout=600, kernel_name='python3', resources={'metadata': {'path': '.'}}).execute()\n"
+            "out = []\n"
+            "for c in nb.cells:\n"
+            "    for o in c.get('outputs', []):\n"
+            "        assert o.get('output_type') != 'error', o\n"
+            "        out.append(o.get('text', ''))\n"
+            "print(''.join(out))\n")
+    r = _run(["python", "-c", code, str(nb)], work, env)
+    assert "report/audit.duckdb" in r.stdout and "49 runs" in r.stdout, r.stdout[-2000:]
+    assert "run/foreign-run pairs with a deliberate read or copy" in r.stdout
