@@ -98,7 +98,7 @@ def test_the_replay_reports_the_layers_in_force(attacked):
 
 
 # ------------------------------------------------------------------------------ memory
-@pytest.mark.parametrize("skip", ["", "cgroup"], ids=["cgroup-or-as", "as-only"])
+@pytest.mark.parametrize("skip", ["", "cgroup,memwatch", "rlimits"], ids=["cgroup-or-as", "as-only", "cgroup-or-watch"])
 def test_memory_is_bounded_by_the_sandbox_ceiling(tmp_path, monkeypatch, skip):
     # corpus/replay/sandbox_memory.py touches 4 GiB under a 1 GiB ceiling
     if skip:   # a machine without a writable cgroup tree: RLIMIT_AS alone
@@ -112,8 +112,37 @@ def test_memory_is_bounded_by_the_sandbox_ceiling(tmp_path, monkeypatch, skip):
         assert m["status"] == "pass" and sb["rlimits"]["as"] < 3 * 2**30
     assert m["ok"]
     assert sb["cgroup"] is None or sb["cgroup"]["memory_max"] == 2**30
-    if skip:
+    if skip == "cgroup,memwatch":
         assert m["status"] == "pass" and sb["cgroup"] is None
+
+
+def test_without_cgroup_or_address_limit_the_memory_watch_is_the_ceiling(tmp_path, monkeypatch):
+    # a GPU host that cannot delegate the memory controller has neither (the H200 under gVisor)
+    monkeypatch.setenv("FORENSICS_SANDBOX_SKIP", "cgroup,rlimits")
+    m = memory_replay(device="cpu", ceiling="1G", alloc=4 * 2**30, cache_root=tmp_path / "cache")
+    assert "reached: allocated" not in m["text"]
+    assert m["status"] == "crash" and m["how"] == "killed by the memory watch (no cgroup)", m["how"]
+    sb = m["sandbox"]
+    assert sb["oom_kill"] == 1 and sb["memory_watch"]["ceiling"] == 2**30
+    assert 2**30 < sb["memory_watch"]["fired"] < 4 * 2**30
+    assert m["ok"]
+
+
+def test_the_memory_watch_leaves_a_tree_under_its_ceiling_alone():
+    # look-alike: a process whose mapped file pages (libraries, a weight file) far exceed the
+    # ceiling, with little private memory, is not killed
+    from forensics.replay.proctree import MemoryWatch
+    big = max((p for p in Path(torch.__file__).parent.joinpath("lib").glob("*.so*")), key=lambda p: p.stat().st_size)
+    assert big.stat().st_size > 128 * 2**20
+    code = ("import mmap, sys, time\n"
+            "f = open(sys.argv[1], 'rb'); m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)\n"
+            "s = sum(m[i] for i in range(0, len(m), 4096))\n"     # every page resident
+            "time.sleep(0.5)\n")
+    p = subprocess.Popen([sys.executable, "-c", code, str(big)], start_new_session=True)
+    w = MemoryWatch(p.pid, ceiling=64 * 2**20, interval=0.05)
+    assert p.wait(timeout=60) == 0
+    w.stop()
+    assert w.fired is None and 0 < w.peak < 64 * 2**20
 
 
 # ------------------------------------------------------------------------------ import path (issue 21)

@@ -276,7 +276,8 @@ def memory_replay(device: str = "cpu", ceiling: str = "1G", alloc: int = 4 * 2**
     killed = out.status() == "crash" and (sb.get("oom_kill") or 0) >= 1 and "memory ceiling" in text
     refused = out.status() == "pass"
     return {"ok": "reached: allocated" not in text and (killed or refused), "status": out.status(),
-            "how": "killed at the cgroup ceiling" if killed else ("allocation refused (RLIMIT_AS)" if refused else "?"),
+            "how": ("killed by the memory watch (no cgroup)" if "memory watch" in text else "killed at the cgroup ceiling")
+            if killed else ("allocation refused (RLIMIT_AS)" if refused else "?"),
             "wall_s": round(time.monotonic() - t0, 2), "sandbox": sb, "findings": out.findings, "text": text}
 
 

@@ -86,3 +86,72 @@ def kill_session(pid: int, rounds: int = 5) -> list[int]:
                 pass
         time.sleep(0.02)
     return killed
+
+
+def private_rss(pid: int) -> int:
+    """Bytes of a process's anonymous and shared-memory resident pages (RssAnon + RssShmem of
+    /proc/PID/status): what a solution that allocates grows.  File pages (the libraries it maps)
+    are left out: the kernel can drop them, and counting torch's 0.5 GB of them in every process
+    would spend the ceiling on code.  0 for a process that is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            data = f.read()
+    except OSError:
+        return 0
+    total = 0
+    for line in data.splitlines():
+        if line.startswith((b"RssAnon:", b"RssShmem:")):
+            parts = line.split()
+            try:
+                total += int(parts[1]) * 1024     # kB
+            except (IndexError, ValueError):
+                pass
+    return total
+
+
+class MemoryWatch:
+    """A memory ceiling where the kernel gives the replay none.
+
+    Mechanism: the sandbox's ceiling is a cgroup (memory.max); on a CPU RLIMIT_AS backs it.  On a
+    GPU there is no RLIMIT_AS (CUDA reserves terabytes of address space), and a host may refuse to
+    delegate the memory controller (the H200 host under gVisor: EBUSY), so a solution that
+    allocates host memory had no ceiling at all (gpu_verify's memory check, 2026-12-04).  This
+    thread sums `private_rss` over the child's session and descendants every `interval` seconds
+    and, over the ceiling, kills them all (`kill_session`) and records what it saw.
+
+    Look-alike it must not stop: a solution whose file-backed pages (libraries, a memory-mapped
+    weight file) are large, or one that stays under the ceiling at every poll.  Its slack is what a
+    process can touch between two polls (about 1 GB at 10 GB/s with the default 0.1 s); the
+    cgroup, where there is one, has none, so this runs only without one."""
+
+    def __init__(self, pid: int, ceiling: int, interval: float = 0.1) -> None:
+        import threading
+        self.pid = pid
+        self.ceiling = int(ceiling)
+        self.interval = interval
+        self.peak = 0
+        #: bytes the tree held when the watch killed it; None while it has not
+        self.fired: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"memwatch-{pid}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            procs = members(self.pid) | {self.pid}
+            used = sum(private_rss(p) for p in procs)
+            self.peak = max(self.peak, used)
+            if used > self.ceiling:
+                self.fired = used
+                kill_session(self.pid)
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                return
+            if not os.path.exists(f"/proc/{self.pid}"):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)

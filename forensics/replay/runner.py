@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import sandbox
+from .proctree import MemoryWatch
 
 WORKER_SRC = Path(__file__).with_name("worker.py")
 SANDBOX_SRC = Path(__file__).with_name("sandbox.py")
@@ -136,6 +137,7 @@ class Child:
         #: what the sandbox holds for this child (sandbox.py's report); read before the first request
         self.report: dict | None = None
         self.cgroup: sandbox.Cgroup | None = None
+        self.memwatch: MemoryWatch | None = None
         self._rep_fd = -1
         rep_r, rep_w = os.pipe()
         try:
@@ -158,6 +160,9 @@ class Child:
                 os.close(rep_w)
                 rep_w = -1
                 self._rep_fd = rep_r
+                if cfg.get("memwatch"):
+                    # no kernel ceiling here: the watch is the ceiling (proctree.MemoryWatch)
+                    self.memwatch = MemoryWatch(self.proc.pid, cfg["mem_ceiling"])
         except BaseException:
             for fd in (req_r, req_w, resp_r, resp_w, rep_r, rep_w):
                 if fd < 0:
@@ -193,10 +198,19 @@ class Child:
             self.report = sandbox.read_report(self._rep_fd, timeout)
             os.close(self._rep_fd)
             self._rep_fd = -1
+            if self.memwatch is not None:
+                self.report["memory_watch"] = {"ceiling": self.memwatch.ceiling, "fired": None}
             self.scratch.sandbox_reports.append(self.report)
         return self.report
 
     def _cgroup_done(self) -> None:
+        if self.memwatch is not None:
+            self.memwatch.stop()
+            if self.report is not None:
+                self.report["peak_bytes"] = self.memwatch.peak or None
+                self.report["oom_kill"] = 1 if self.memwatch.fired else 0
+                self.report["memory_watch"] = {"ceiling": self.memwatch.ceiling, "fired": self.memwatch.fired}
+            self.memwatch = None
         if self.cgroup is None:
             return
         self.cgroup.kill_all()   # without a PID namespace: whatever the solution left behind
@@ -263,6 +277,11 @@ class Child:
             self.kill()
             return r
         oom = self.cgroup.stats() if self.cgroup is not None else {}
+        watch = self.memwatch
+        if watch is not None and watch.fired is None:
+            time.sleep(2 * watch.interval)   # a kill it is making now is the cause
+        if watch is not None and watch.fired is not None:
+            oom = {"oom_kill": 1, "peak_bytes": watch.fired, "by": "memory watch"}
         if rc == 0:
             r = Reply(False, "early_exit", {"returncode": 0, "log_tail": tail},
                       f"child exited with status 0 during {what}, before its normal completion marker")
@@ -270,7 +289,11 @@ class Child:
             sig = -rc if rc is not None and rc < 0 else None
             desc = f"signal {signal.Signals(sig).name}" if sig else f"status {rc}"
             msg = f"child died ({desc}) during {what}"
-            if oom.get("oom_kill"):
+            if oom.get("by") == "memory watch":
+                msg += (f"; killed by the replay's memory watch at the sandbox's memory ceiling "
+                        f"({watch.ceiling / 2**30:.1f} GiB) holding {watch.fired / 2**30:.1f} GiB "
+                        f"(no cgroup on this machine)")
+            elif oom.get("oom_kill"):
                 msg += (f"; killed by the kernel at the sandbox's memory ceiling "
                         f"({(rep.get('cgroup') or {}).get('memory_max', 0) / 2**30:.1f} GiB)")
             r = Reply(False, "crash", {"returncode": rc, "log_tail": tail, "oom": oom or None}, msg)

@@ -60,7 +60,7 @@ import time
 
 CONFIG_ENV = "FORENSICS_SANDBOX_CONFIG"
 IO_ROOT_NAME = "forensics-replay-io"   # /dev/shm/<this>/replay-io-*: the scratches' tensor exchange
-LAYERS = ("net", "pid", "ipc", "uts", "fs", "uid", "seccomp", "rlimits", "cgroup")
+LAYERS = ("net", "pid", "ipc", "uts", "fs", "uid", "seccomp", "rlimits", "cgroup", "memwatch")
 UID_BASE = 100000   # + the replay process's pid: unique among the replays running at one time
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
@@ -632,7 +632,8 @@ def plan(scratch, device: str, python: str, req_fds: tuple[int, ...], report_fd:
     if "cgroup" not in pol.skip:
         cg = Cgroup(f"forensics-replay-{os.getpid()}-{scratch.sha256[:8]}-{time.monotonic_ns()}", pol.mem, pol.nproc)
         if not cg.ok:
-            missing.append(f"cgroup ({cg.why or 'not available'})")
+            missing.append(f"cgroup ({cg.why or 'not available'})"
+                           + ("; the parent's memory watch polls the ceiling instead" if "memwatch" not in pol.skip else ""))
             cg = None
     hide_all = list(dict.fromkeys([*(hide or []), *pol.hide, os.path.expanduser("~"), _project_root()]))
     fs = None if "fs" in pol.skip else plan_fs(str(scratch.fsroot), scratch, python, device, pol.mem, uid, hide_all)
@@ -645,6 +646,8 @@ def plan(scratch, device: str, python: str, req_fds: tuple[int, ...], report_fd:
         "cgroup": {"version": cg.version, "memory_max": pol.mem, "pids_max": pol.nproc} if cg else None,
         "missing": missing + [f"{s} (FORENSICS_SANDBOX_SKIP)" for s in sorted(pol.skip)],
         "mem_ceiling": pol.mem, "machine_mem": pol.machine_mem,
+        # no kernel ceiling: the runner's proctree.MemoryWatch polls the child's memory instead
+        "memwatch": cg is None and "memwatch" not in pol.skip,
     }
     return cfg, cg
 
@@ -668,6 +671,8 @@ def summary(report: dict | None) -> str:
         on.append("seccomp")
     if report.get("cgroup"):
         on.append(f"cgroup v{report['cgroup'].get('version')} mem={report['cgroup'].get('memory_max', 0) / 2**30:.1f}GiB")
+    if report.get("memory_watch"):
+        on.append(f"memory-watch mem={report['memory_watch'].get('ceiling', 0) / 2**30:.1f}GiB")
     rl = report.get("rlimits") or {}
     if rl:
         on.append("rlimits " + ",".join(sorted(rl)))
