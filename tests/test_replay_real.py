@@ -118,18 +118,35 @@ def test_a_build_in_the_first_forward_gets_the_build_budget(tmp_path):
 
 
 # ------------------------------------------------------------------------------ the tool never dies without JSON
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+def _alive(tag: str) -> bool:
+    """A live (not zombie) process on this host whose command line carries `tag`: the planted
+    compiler's pid is its PID namespace's under the sandbox, so it is found by its nonce."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if tag.encode() not in f.read():
+                    continue
+            with open(f"/proc/{d}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    return True
+        except (OSError, IndexError):
+            continue
+    return False
 
 
-def _wait_dead(pid: int, s: float = 5.0) -> bool:
+def _compiler(pidfile: Path) -> str:
+    """The planted compiler's nonce tag, once it is running (the file is written after the start)."""
+    tag = pidfile.read_text().split()[1]
+    assert _alive(tag), "the planted compiler is not running"
+    return tag
+
+
+def _wait_dead(tag: str, s: float = 5.0) -> bool:
     t = time.monotonic()
     while time.monotonic() - t < s:
-        if not _alive(pid):
+        if not _alive(tag):
             return True
         time.sleep(0.05)
     return False
@@ -139,8 +156,8 @@ def test_a_compiler_in_its_own_process_group_dies_with_the_timed_out_child(tmp_p
     out = _replay("topk_spawns_compiler.py", limits=Limits(build_s=6, call_s=3, probe_s=10, time_s=5),
                   tmp_path=tmp_path, keep_scratch=True)
     assert out.status() == "timeout"
-    pid = int((Path(out.info["scratch_root"]) / "sol" / "compiler.pid").read_text())
-    assert _wait_dead(pid), f"compiler {pid} outlived the replay"
+    tag = (Path(out.info["scratch_root"]) / "sol" / "compiler.pid").read_text().split()[1]
+    assert _wait_dead(tag), f"compiler {tag} outlived the replay"
 
 
 def test_problem_without_a_bundled_reference_is_not_replayable():
@@ -217,7 +234,7 @@ def test_cli_stopped_by_a_signal_leaves_json_and_no_process(tmp_path):
         time.sleep(0.2)
     assert pidfile is not None, p.stderr.read() if p.poll() is not None else "no compiler started"
     time.sleep(1.0)
-    comp = int(pidfile.read_text())
+    comp = _compiler(pidfile)
     p.send_signal(signal.SIGTERM)
     so, se = p.communicate(timeout=60)
     assert p.returncode == 143, se[-3000:]
@@ -239,7 +256,7 @@ def test_a_worker_whose_replay_was_sigkilled_ends_its_session(tmp_path):
         time.sleep(0.2)
     assert pidfile is not None
     time.sleep(1.0)
-    comp = int(pidfile.read_text())
+    comp = _compiler(pidfile)
     p.kill()
     p.communicate(timeout=30)
     assert _wait_dead(comp, 10.0), f"compiler {comp} outlived a SIGKILLed replay"

@@ -265,3 +265,26 @@ def test_without_namespaces_it_degrades_or_refuses_never_pretends(tmp_path):
         assert "cannot hold here" in rep["errors"][0] and "error" in res["inside"]
     else:                    # an interpreter other users can reach: the unprivileged uid still holds
         assert res["inside"]["uid"] == rep["uid"] != 0 and not res["inside"]["usr_writable"]
+
+
+# ------------------------------------------------------------------------------ supplied build inputs
+def test_supplied_build_dirs_are_bound_even_inside_the_checkout_but_never_a_tree_holding_it(tmp_path):
+    """--cutlass-include DIR reaches the child as CPATH/CUTLASS_*; the view binds those directories
+    read-only (a CUTLASS carried inside the checkout too: the H200 run's w4a16 replay failed for the
+    headers before this), but never the checkout itself or the archive under audit."""
+    from forensics.replay import sandbox
+    from forensics.replay.runner import Scratch
+    root = Path(sandbox._project_root())
+    inside = root / "corpus"                     # a directory inside the checkout
+    archive = tmp_path / "archive"
+    (archive / "run").mkdir(parents=True)
+    sc = Scratch(b"x = 1\n", reference_src=None, cache_root=tmp_path / "cache", hide=[str(archive)])
+    try:
+        env = {"CPATH": f"{inside}:{root}:{archive / 'run'}", "CUTLASS_INCLUDE": str(tmp_path)}
+        fs = sandbox.plan_fs(str(sc.fsroot), sc, sys.executable, "cpu", 2**30, None, [str(archive), str(root)], env)
+        ro = {m[1] for m in fs["mounts"] if m[0] == "ro"}
+        assert str(inside.resolve()) in ro
+        assert str(root.resolve()) not in ro and str((archive / "run").resolve()) not in ro
+        assert str(tmp_path.resolve()) not in ro     # it holds the archive
+    finally:
+        sc.cleanup()

@@ -190,7 +190,7 @@ def test_static_probe_phrases_select_replay_probes():
     assert static_probe("fresh input pointers") == ("fresh-inputs",)
     assert static_probe("fresh state object") == ("fresh-state",)
     assert static_probe("alternate caller caches") == ("alternate-cache",)
-    assert static_probe("kernel-name trace") == ()
+    assert static_probe("kernel-name trace") == ("kernel-trace",)
     assert required_probes(["fresh state object", "alternate caller caches", "L2-persistence reset timing"], "cpu") \
         == ["check", "fresh-state", "alternate-cache", "timing"]
     # every rule's probe phrase is either mapped or one of the known probe-less ones

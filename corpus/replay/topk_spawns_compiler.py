@@ -1,7 +1,7 @@
 """Planted replay case (issue 21): a solution whose build outlives it.  At import it starts a long
 "compiler" process the way ninja starts each compiler command: in a process group of its own (so a
-kill of the solution's process group does not reach it), writing its pid to compiler.pid in the
-working directory.  Then every forward hangs, so the replay times out and must end the compiler
+kill of the solution's process group does not reach it), writing its pid and the nonce on its command line to
+compiler.pid in the working directory.  Then every forward hangs, so the replay times out and must end the compiler
 too."""
 import os
 import subprocess
@@ -10,10 +10,13 @@ import sys
 import torch
 import torch.nn as nn
 
-_p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], preexec_fn=os.setpgrp,
-                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+# the nonce on its command line finds it from outside a PID namespace, where its pid means nothing
+_nonce = os.urandom(8).hex()
+_p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "planted-compiler-" + _nonce],
+                      preexec_fn=os.setpgrp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL)
 with open("compiler.pid", "w") as f:
-    f.write(str(_p.pid))
+    f.write(f"{_p.pid} planted-compiler-{_nonce}")
 
 
 class Model(nn.Module):

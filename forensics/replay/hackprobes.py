@@ -71,20 +71,10 @@ def timed_outputs(rp: Replay) -> None:
     probe, rule = "timed-outputs", "replay-timed-output-wrong"
     shape = rp.bench_shapes()[0]
     seed = BENCH_SEED
-    ch = rp.ensure_child()
-    if ch is None:
-        rp.row(probe, "skipped", shape, seed, detail="no working child (build failed)")
+    got = rp.model_on_inputs(probe, shape, seed, "bo")
+    if got is None:
         return
-    ref = rp.ref_model(shape)
-    r = rp.new_model(ch, "bo", shape, rp.state_file(shape, ref))
-    if not r.ok:
-        rp.failed_reply(probe, r, shape, seed, what="Model construction")
-        return
-    inputs = rp.make_inputs(shape, seed)
-    pr, args = rp.put(ch, inputs, prefix="box")
-    if not pr.ok:
-        rp.failed_reply(probe, pr, shape, seed, what="input transfer")
-        return
+    ch, ref, inputs, args = got
     cuda = str(rp.device).startswith("cuda")
     iters = int(getattr(rp.spec, "n_trials", 30) or 30)
     capture = sorted({0, iters // 2, iters - 1})

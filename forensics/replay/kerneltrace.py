@@ -104,20 +104,10 @@ def attribute(kernels: list[dict], authored: set[str], cutlass: bool, clock: str
 def kernel_trace(rp: Replay) -> None:
     probe = "kernel-trace"
     shape = rp.bench_shapes()[0]
-    ch = rp.ensure_child()
-    if ch is None:
-        rp.row(probe, "skipped", shape, BENCH_SEED, detail="no working child (build failed)")
+    got = rp.model_on_inputs(probe, shape, BENCH_SEED, "kt")
+    if got is None:
         return
-    ref = rp.ref_model(shape)
-    r = rp.new_model(ch, "kt", shape, rp.state_file(shape, ref))
-    if not r.ok:
-        rp.failed_reply(probe, r, shape, BENCH_SEED, what="Model construction")
-        return
-    inputs = rp.make_inputs(shape, BENCH_SEED)
-    pr, args = rp.put(ch, inputs, prefix="kt")
-    if not pr.ok:
-        rp.failed_reply(probe, pr, shape, BENCH_SEED, what="input transfer")
-        return
+    ch, _ref, _inputs, args = got
     t = ch.request("trace", rp.limits.time_s, fn={"obj": "kt"}, args=args, warmup=1, iters=3)
     rp._note_tamper(t, "the kernel-name trace")
     slots = [a["slot"] for a in args if "slot" in a]

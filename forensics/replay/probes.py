@@ -951,7 +951,6 @@ class Replay:
                 if not pr.ok:
                     self.failed_reply(probe, pr, shape, seed, case.name, what="input transfer")
                     return
-                names = [a["slot"] for a in args if "slot" in a]
                 r, payload = self.call(ch, "m", args)
         except (KeyError, TypeError) as e:  # a state-scale name missing from the reference
             self.row(probe, "error", shape, seed, case.name, detail=f"stress case cannot be applied: {e}")
@@ -971,8 +970,10 @@ class Replay:
                          _stats(res), probe=probe)
 
     # ---------------------------------------------------------------- shared warm-up
-    def _warm(self, probe: str, shape: dict, seed: int, n_warm: int = 11, obj: str = "w"):
-        """New model `obj` + inputs A in slots, called n_warm times. -> (ch, ref, base, args, names) or None."""
+    def model_on_inputs(self, probe: str, shape: dict, seed: int, obj: str):
+        """A working child, the solution's model `obj` built with the reference's state, and the
+        inputs of (shape, seed) in its slots. -> (ch, ref, inputs, args), or None after a row that
+        says which step failed."""
         ch = self.ensure_child()
         if ch is None:
             self.row(probe, "skipped", shape, seed, detail="no working child (build failed)")
@@ -982,11 +983,19 @@ class Replay:
         if not r.ok:
             self.failed_reply(probe, r, shape, seed, what="Model construction")
             return None
-        base = self.make_inputs(shape, seed)
-        pr, args = self.put(ch, base, prefix=obj + "x")
+        inputs = self.make_inputs(shape, seed)
+        pr, args = self.put(ch, inputs, prefix=obj + "x")
         if not pr.ok:
             self.failed_reply(probe, pr, shape, seed, what="input transfer")
             return None
+        return ch, ref, inputs, args
+
+    def _warm(self, probe: str, shape: dict, seed: int, n_warm: int = 11, obj: str = "w"):
+        """New model `obj` + inputs A in slots, called n_warm times. -> (ch, ref, base, args, names) or None."""
+        got = self.model_on_inputs(probe, shape, seed, obj)
+        if got is None:
+            return None
+        ch, ref, base, args = got
         names = [a["slot"] for a in args if "slot" in a]
         r, _ = self.call(ch, obj, args, repeat=n_warm)
         if not r.ok:

@@ -49,8 +49,7 @@ ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "LD_LIBRARY_PATH", "CUDA_HO
              "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
              "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX", "TRITON_INTERPRET", "OMP_NUM_THREADS",
              # the build environment the replay supplies (forensics.replay.buildenv: CUTLASS, CUDA headers)
-             "CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "CUTLASS_ROOT", "CUTLASS_PATH", "CUTLASS_DIR",
-             "CUTLASS_HOME", "CUTLASS_INCLUDE", "CUTLASS_INCLUDE_DIR")
+             *sandbox.BUILD_VARS)
 _SECRETISH = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 
 SKIP_NAMES = {"__pycache__", ".venv", "cache", "tmp", ".git"}

@@ -517,21 +517,32 @@ def _tool_prefix(p: str) -> str:
     return parent if os.path.basename(rp) in ("bin", "sbin") and parent not in ("/", "/usr") else rp
 
 
-def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | None, hide: list[str]) -> dict:
+#: variables of the child's environment naming build inputs the replay supplies (buildenv:
+#: --cutlass-include, --cuda-include): their directories are bound read-only
+BUILD_VARS = ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "CUTLASS_ROOT", "CUTLASS_PATH", "CUTLASS_DIR",
+              "CUTLASS_HOME", "CUTLASS_INCLUDE", "CUTLASS_INCLUDE_DIR")
+
+
+def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | None, hide: list[str],
+            env: dict | None = None) -> dict:
     """The mounts of the child's filesystem view, as [kind, path, options] in mount order."""
     m: list[list] = []
     ro: list[str] = []
 
-    def add_ro(p: str | None, anywhere: bool = False) -> None:
+    def add_ro(p: str | None, anywhere: bool = False, supplied: bool = False) -> None:
         """Bind `p` read-only; unless `anywhere` (the interpreter's own directories: a venv may
-        live in the checkout), never a directory inside the project checkout."""
+        live in the checkout) or `supplied` (a build input the user named, e.g. CUTLASS headers
+        carried inside the checkout), never a directory inside the project checkout."""
         if not p or not os.path.isabs(p) or not os.path.exists(p):
             return
         rp = os.path.realpath(p)
-        if any(_under(rp, q) for q in ro) or (not anywhere and any(_under(rp, h) for h in project)):
+        inside_ok = anywhere or supplied
+        if any(_under(rp, q) for q in ro) or (not inside_ok and any(_under(rp, h) for h in project)):
             return
         if not anywhere and any(_under(h, rp) for h in project + hidden):
             return   # a tree that holds the checkout or a hidden path (the archive) is never bound
+        if supplied and any(_under(rp, h) for h in hidden if h not in project and h != home):
+            return   # nor a directory of the archive under audit (the checkout and $HOME may hold one)
         ro.append(rp)
         if rp != os.path.normpath(p):
             links.append([os.path.normpath(p), rp])
@@ -539,6 +550,7 @@ def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | N
     links: list[list[str]] = []
     project = [os.path.realpath(_project_root())]
     hidden = [os.path.realpath(h) for h in hide if h]
+    home = os.path.realpath(os.path.expanduser("~"))
     for p in SYSTEM_RO:
         if os.path.islink(p):
             m.append(["symlink", p, {"target": os.readlink(p)}])
@@ -552,7 +564,9 @@ def plan_fs(root: str, scratch, python: str, device: str, mem: int, uid: int | N
         add_ro(os.environ.get(k))
     for p in (os.environ.get("LD_LIBRARY_PATH") or "").split(":"):
         add_ro(p)
-    home = os.path.realpath(os.path.expanduser("~"))
+    for k in BUILD_VARS:
+        for p in ((env or {}).get(k) or "").split(":"):
+            add_ro(p, supplied=True)
     for p in (os.environ.get("PATH") or "").split(":"):   # tools a build calls (nvcc, ninja, cc), not ~/bin
         if p and not _under(os.path.realpath(p), home):
             pre = _tool_prefix(p)
@@ -636,7 +650,7 @@ def plan(scratch, device: str, python: str, req_fds: tuple[int, ...], report_fd:
                            + ("; the parent's memory watch polls the ceiling instead" if "memwatch" not in pol.skip else ""))
             cg = None
     hide_all = list(dict.fromkeys([*(hide or []), *pol.hide, os.path.expanduser("~"), _project_root()]))
-    fs = None if "fs" in pol.skip else plan_fs(str(scratch.fsroot), scratch, python, device, pol.mem, uid, hide_all)
+    fs = None if "fs" in pol.skip else plan_fs(str(scratch.fsroot), scratch, python, device, pol.mem, uid, hide_all, env)
     cfg = {
         "v": 1, "mode": pol.mode, "ppid": os.getpid(), "report_fd": report_fd, "keep_fds": list(req_fds),
         "python": python, "argv": argv, "cwd": str(scratch.sol_dir), "env": env, "uid": uid,
