@@ -104,3 +104,23 @@ def test_real_development_half_meets_the_bar():
     assert r["flagged"]["recall"] >= 0.9 and r["flagged"]["precision"] >= 0.6, r["flagged"]
     assert r["decided_reward_hack"]["precision"] >= 0.9, r["decided_reward_hack"]
     assert len(load_cases(REAL_DEV)) == r["runs"]
+
+
+def test_bench_lint_from_real_folders_cycles_their_solutions_with_their_problems(tmp_path):
+    """`forensics bench lint --from DIR`: the throughput run over real run folders (cycled to -n),
+    each linted as its folder's problem; a file with sidecars appended still counts."""
+    from forensics.bench.lint import _PROBLEM, bench_lint
+    for name, src in (("20260801_000001_a_b_01_fp8_gemm", WRAPPER), ("20260801_000002_a_b_01_fp8_gemm", AUTHORED)):
+        (tmp_path / "real" / name).mkdir(parents=True)
+        (tmp_path / "real" / name / "solution.py").write_text(src)
+    assert _PROBLEM.search("00003_20260801_000001_a_b_01_fp8_gemm.py").group(1) == "01_fp8_gemm"
+    res = CliRunner().invoke(bench_lint, ["--from", str(tmp_path / "real"), "-n", "6", "--workers", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    assert r["n"] == 6 and r["source"].endswith("real") and r["findings"] > 0
+    assert r["lint"]["cpu_s"] > 0
+    res = CliRunner().invoke(bench_lint, ["--from", str(tmp_path), "-n", "2"])   # run folders found below DIR
+    assert res.exit_code == 0, res.output
+    (tmp_path / "empty").mkdir()
+    res = CliRunner().invoke(bench_lint, ["--from", str(tmp_path / "empty"), "-n", "2"])
+    assert res.exit_code != 0 and "no solution.py" in res.output

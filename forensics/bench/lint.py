@@ -364,21 +364,46 @@ def generate(out: Path, n: int, seed: int = 0) -> list[Path]:
     return paths
 
 
+_PROBLEM = re.compile(r"(?:^|_)(\d\d_[a-z0-9_]+?)(?:\.py)?$")
+
+
+def real_copies(src: Path, out: Path, n: int) -> list[Path]:
+    """n files cycled from the `solution.py` files under `src` (real solutions: `forensics bench
+    lint --from ../shared/real-dev`), each named after its run folder so the lint knows its
+    problem; copies, so that reading them is part of what is timed as for generated files."""
+    found = sorted(src.rglob("solution.py"))
+    if not found:
+        raise click.ClickException(f"no solution.py under {src}")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        f = found[i % len(found)]
+        p = out / f"{i:05d}_{f.parent.name}.py"
+        p.write_bytes(f.read_bytes())
+        paths.append(p)
+    return paths
+
+
 def _lint_one(path: str) -> tuple[int, float]:
     t0 = time.process_time()
+    m = _PROBLEM.search(os.path.basename(path))
+    problem = m.group(1) if m and not os.path.basename(path).startswith("sol_") else "05_topk_bitonic"
     with open(path, "rb") as fh:
-        n = len(lint_source(fh.read(), "solution.py", "05_topk_bitonic").hits)
+        n = len(lint_source(fh.read(), "solution.py", problem).hits)
     return n, time.process_time() - t0
 
 
 def _parse_one(path: str) -> tuple[int, float]:
     t0 = time.process_time()
     with open(path, "rb") as fh:
-        n = len(ast.parse(fh.read()).body)
+        try:
+            n = len(ast.parse(fh.read()).body)
+        except (SyntaxError, ValueError, RecursionError):   # a real file with sidecars appended
+            n = 0
     return n, time.process_time() - t0
 
 
-def throughput(n: int = 10_000, workers: int = 2, seed: int = 0) -> dict[str, Any]:
+def throughput(n: int = 10_000, workers: int = 2, seed: int = 0, real: Path | None = None) -> dict[str, Any]:
     """Wall and CPU seconds of bare read+ast.parse and of the full lint over the same n files.
 
     CPU seconds are summed over the worker processes: on a shared machine (other jobs running) the
@@ -386,7 +411,7 @@ def throughput(n: int = 10_000, workers: int = 2, seed: int = 0) -> dict[str, An
     load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        paths = [str(p) for p in generate(Path(tmp), n, seed)]
+        paths = [str(p) for p in (real_copies(real, Path(tmp), n) if real else generate(Path(tmp), n, seed))]
         t_gen = time.perf_counter() - t0
         lines = sum(Path(p).read_text().count("\n") for p in paths[:200]) / min(200, len(paths))
         res: dict[str, Any] = {}
@@ -401,8 +426,9 @@ def throughput(n: int = 10_000, workers: int = 2, seed: int = 0) -> dict[str, An
             if name == "lint":
                 res["findings"] = sum(k for k, _ in out)
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {"n": n, "workers": workers, "avg_lines": round(lines), "generate_s": round(t_gen, 2), **res,
-            "lint_vs_parse_cpu": round(res["lint"]["cpu_s"] / res["read_parse"]["cpu_s"], 2),
+    return {"n": n, "workers": workers, "source": str(real) if real else "generated", "avg_lines": round(lines),
+            "generate_s": round(t_gen, 2), **res,
+            "lint_vs_parse_cpu": round(res["lint"]["cpu_s"] / res["read_parse"]["cpu_s"], 2) if res["read_parse"]["cpu_s"] else None,
             "under_60s_wall": res["lint"]["wall_s"] < 60, "under_60s_idle_estimate": res["lint"]["idle_estimate_s"] < 60,
             "load_average_start": load0, "load_average_end": load1, "cpus": os.cpu_count()}
 
@@ -413,9 +439,13 @@ def throughput(n: int = 10_000, workers: int = 2, seed: int = 0) -> dict[str, An
 @click.option("--workers", default=2, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--no-kernelguard", is_flag=True, help="Skip the KernelGuard column.")
+@click.option("--from", "real", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Cycle the solution.py files under DIR (real solutions) instead of generating.")
 @click.option("--json", "as_json", is_flag=True)
-def bench_lint(quality: bool, n: int, workers: int, seed: int, no_kernelguard: bool, as_json: bool) -> None:
-    """Lint N generated solutions vs bare read + ast.parse (or, with --quality, rule precision/recall)."""
+def bench_lint(quality: bool, n: int, workers: int, seed: int, no_kernelguard: bool, real: Path | None,
+               as_json: bool) -> None:
+    """Lint N generated (or --from DIR real) solutions vs bare read + ast.parse (or, with --quality,
+    rule precision/recall)."""
     if quality:
         q = globals()["quality"](with_kernelguard=not no_kernelguard)
         if as_json:
@@ -423,11 +453,11 @@ def bench_lint(quality: bool, n: int, workers: int, seed: int, no_kernelguard: b
         else:
             print_quality(q)
         return
-    r = throughput(n, workers, seed)
+    r = throughput(n, workers, seed, real)
     if as_json:
         click.echo(json.dumps(r, indent=1))
         return
-    click.echo(f"{r['n']} generated solutions, ~{r['avg_lines']} lines each (generation {r['generate_s']} s); "
+    click.echo(f"{r['n']} {'generated' if real is None else 'real (cycled from ' + str(real) + ')'} solutions, ~{r['avg_lines']} lines each (generation {r['generate_s']} s); "
                f"{workers} worker processes; load average {r['load_average_start']} -> {r['load_average_end']} on {r['cpus']} CPUs")
     for k, label in (("read_parse", "read + ast.parse"), ("lint", "lint (all rules)")):
         d = r[k]
