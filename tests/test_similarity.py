@@ -241,7 +241,7 @@ def test_exact_pairs_find_every_pair_and_match_brute_force():
 
 # ------------------------------------------------------------------------------ problems of loose files
 
-RID = "20260610_101744_codex_gpt-5.5_05_topk_bitonic"
+RID = "20260801_120000_codex_gpt-9.9_05_topk_bitonic"
 
 
 def test_infer_problem_from_run_ids_not_timestamp_digits(tmp_path):
@@ -250,7 +250,7 @@ def test_infer_problem_from_run_ids_not_timestamp_digits(tmp_path):
     assert SIM.infer_problem(tmp_path / RID / "solution.py", "")[0] == "05_topk_bitonic"
     assert SIM.infer_problem(tmp_path / "repo" / "problems" / "03_paged_attention" / "x.py", "")[0] == "03_paged_attention"
     # digits of a timestamp are not a problem ("44_codex_gpt" was guessed from such names before)
-    assert SIM.infer_problem(tmp_path / "20260610_101744_codex_gpt.py", "x = 1\n")[0] is None
+    assert SIM.infer_problem(tmp_path / "20260801_120044_codex_gpt.py", "x = 1\n")[0] is None
     assert SIM.infer_problem(tmp_path / "backup_10_44_sol.py", "x = 1\n")[0] is None
 
 
