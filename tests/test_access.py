@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forensics.analyze import shell as sh
+from forensics.text import shell as sh
 from forensics.transcripts.access import RunContext, extract_accesses
 from forensics.transcripts.events import ToolCall, ToolResult
 

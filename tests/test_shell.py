@@ -1,11 +1,11 @@
-"""The shared shell reader (`forensics.analyze.shell`) and the two views on it: the contamination
+"""The shared shell reader (`forensics.text.shell`) and the two views on it: the contamination
 walker (`forensics.transcripts.access`) and the timeline (`forensics.analyze.timeline.shell`).
 
 These pin the cases where the two former parsers disagreed and one reading now serves both."""
 
 from __future__ import annotations
 
-from forensics.analyze import shell as sh
+from forensics.text import shell as sh
 from forensics.analyze.timeline import shell as tsh
 
 

@@ -155,7 +155,7 @@ def _written_texts(call: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("apply_patch", added))
     cmd = call.get("command")
     if cmd and "<<" in cmd:
-        from forensics.analyze import shell as sh
+        from forensics.text import shell as sh
         try:
             for kind, c in sh.parse(cmd):
                 if kind == "cmd" and c is not None and c.heredoc and len(c.heredoc) > 40:

@@ -8,7 +8,7 @@ to find references to other runs.
                              calls=calls, known_runs={run_name: problem, ...})
     rows = extract_accesses(ctx, calls, results)
 
-Resolution (`forensics.analyze.shell` parses, `forensics.analyze.shell_paths` says which operands
+Resolution (`forensics.text.shell` parses, `forensics.text.shell_paths` says which operands
 are paths): ``cd`` / ``pushd`` / ``popd`` within a command and, for harnesses with a persistent
 shell (Claude Code's ``Bash``), across calls (one shell per agent: a subagent's ``cd`` does not
 move the main agent's shell);
@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from forensics.analyze import shell as sh
-from forensics.analyze import shell_paths as sp
+from forensics.text import shell as sh
+from forensics.text import shell_paths as sp
 
 # A run-id-shaped token: timestamp, harness, model slug, NN_problem (+ optional collision suffix).
 RID_CORE = r"20\d{6}_\d{6}_[A-Za-z0-9][A-Za-z0-9.\-]*_[A-Za-z0-9_.\-]*?_\d\d_[A-Za-z][A-Za-z0-9_.\-]*"

@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from forensics.analyze import shell as sh
+from forensics.text import shell as sh
 from forensics.analyze.findings import Evidence, Finding, write_findings
 from forensics.analyze.timeline import shell as tshell
 from forensics.analyze.timeline.outcome import parse_output, split_task_output

@@ -1,4 +1,4 @@
-"""The timeline's view of a shell command (spec section 9), read by `forensics.analyze.shell`.
+"""The timeline's view of a shell command (spec section 9), read by `forensics.text.shell`.
 
 `parse(command, cwd)` gives the simple commands that run, in order, as plain words: reserved
 words (``do``, ``then`` ...) and loop headers (``for x in ...``) dropped, ``VAR=val`` / ``env``
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from forensics.analyze import shell as sh
-from forensics.analyze.shell import is_python, join_path, python_script, unwrap  # noqa: F401 (the timeline's API)
+from forensics.text import shell as sh
+from forensics.text.shell import is_python, join_path, python_script, unwrap  # noqa: F401 (the timeline's API)
 
 _MAX_INLINE = 4   # nested `bash -c` levels inlined
 

@@ -1,6 +1,6 @@
 """Which words of a simple command are paths, and how the command uses them (contamination).
 
-`forensics.analyze.shell` reads the command (words, redirections, wrappers); this module knows,
+`forensics.text.shell` reads the command (words, redirections, wrappers); this module knows,
 for the common file tools, which of their operands are read, written, listed, searched, copied,
 executed or only mentioned, and which paths a snippet of Python (``python -c``, a python
 here-document) opens.  `forensics.transcripts.access` drives both and classifies the paths.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from forensics.analyze.shell import GLOB_CHARS, SHELLS, is_python
+from forensics.text.shell import GLOB_CHARS, SHELLS, is_python
 
 # Options that consume the next argument, per command (short and long forms).
 _OPT_ARGS: dict[str, set[str]] = {

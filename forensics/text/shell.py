@@ -5,7 +5,7 @@ write and returns a flat list of simple commands with their words, redirections 
 here-documents; the helpers below it strip what only launches the real program (env prefixes,
 ``timeout``, ``uv run``, ``nice`` ..., reserved words), find the script of ``bash -c``, the target
 of ``cd`` and the script of a python run.  The contamination analysis
-(`forensics.transcripts.access`, with `forensics.analyze.shell_paths` for which operands are
+(`forensics.transcripts.access`, with `forensics.text.shell_paths` for which operands are
 paths) and the timeline (`forensics.analyze.timeline.shell`, a view with ``cd`` applied and
 ``bash -c`` inlined) both read commands through this module.
 
