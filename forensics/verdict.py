@@ -34,10 +34,10 @@ from typing import Any
 
 import orjson
 
+from forensics.analyze.findings import SEV_RANK
 from forensics.store.db import Store, loads_json
 
 UNKNOWN = "unknown"
-SEV_RANK = {"info": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
 DECISIVE = 3  # high or critical
 
 # Analyzers whose coverage a field depends on (fail closed if they did not run).

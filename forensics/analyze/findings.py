@@ -18,6 +18,14 @@ from typing import Any
 import orjson
 
 SEVERITIES = ("info", "low", "medium", "high", "critical")
+#: the one ordering of severities: info 0 ... critical 4
+SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+def severity_key(severity: str | None) -> int:
+    """Sort key, most severe first (critical 0 ... info 4); an unknown severity last (9)."""
+    r = SEV_RANK.get(severity or "")
+    return 9 if r is None else len(SEVERITIES) - 1 - r
 CATEGORIES = ("contamination", "reward_hack", "correctness", "measurement", "integrity",
               "provenance", "portability", "info")
 

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from forensics import verdict as V
+from forensics.analyze.findings import severity_key
 from forensics.archive.lines import is_fail
 from forensics.store.db import Store, loads_json
 
 MAX_QUOTES = 10
 MAX_QUOTE_LINES = 30
 MAX_QUOTE_CHARS = 2400
-SEV_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
 
 
 def run_files(store: Store, run_id: str):
@@ -88,7 +88,7 @@ def collect_quotes(store: Store, run_id: str, findings: list[dict[str, Any]], ru
     wants: list[tuple[str, int, int, str]] = []  # file, a, b, label
     ranked = [f for f in findings if f["analyzer"] != "pipeline" and f["severity"] != "info"] or \
         [f for f in findings if f["analyzer"] != "pipeline"]
-    for f in sorted(ranked, key=lambda f: (SEV_ORDER.get(f["severity"], 9), f["rule"])):
+    for f in sorted(ranked, key=lambda f: (severity_key(f["severity"]), f["rule"])):
         for e in (f.get("evidence") or [])[:2]:
             if e.get("file") and e.get("line_start"):
                 a = int(e["line_start"])

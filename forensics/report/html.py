@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from forensics import verdict as V
+from forensics.analyze.findings import severity_key
 from forensics.report.prose import implication, reader_summary
 
 E = html.escape
@@ -311,7 +312,7 @@ def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, s
     rows = []
     for f in rep["findings"]:
         rows.append([(f'<span id="f-{E(f["finding_id"])}" class="sev-{E(f["severity"])}">{E(f["severity"])}</span>',
-                      {"critical": 0, "high": 1, "medium": 2, "low": 3}.get(f["severity"], 4)),
+                      severity_key(f["severity"])),
                      E(f["analyzer"]), f"<code>{E(f['rule'])}</code>", E(f["category"]), E(f["message"]),
                      _evidence_cell(f.get("evidence") or []), E(fmt(f.get("probe")))])
     body.append(table(["severity", "analyzer", "rule", "category", "message", "evidence", "probe"], rows,

@@ -19,12 +19,14 @@ from typing import Any
 
 import orjson
 
+from forensics.archive.sidecars import split_sidecars
+
+from ..findings import severity_key
 from . import cuda as C
 from . import language as L
 from . import problems as P
 from . import python as PY
 from . import work as W
-from forensics.archive.sidecars import split_sidecars
 from .base import DirFiles, FileAccess, Hit, quote_lines
 from .rules import RULES
 from .tripwire import official_forbidden
@@ -52,8 +54,7 @@ class LintReport:
         return {h.rule for h in self.hits}
 
     def to_dict(self) -> dict[str, Any]:
-        order = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
-        hs = sorted(self.hits, key=lambda h: (order.get(h.severity, 9), h.file, h.line_start or 0))
+        hs = sorted(self.hits, key=lambda h: (severity_key(h.severity), h.file, h.line_start or 0))
         return {"problem": self.problem, "bench": self.bench, "gpu": self.gpu, "files": self.files,
                 "parse": self.parse, "language": self.language, "gate": self.gate,
                 "official_forbidden": self.official_forbidden, "state": self.state,

@@ -8,10 +8,9 @@ from pathlib import Path
 import click
 import orjson
 
+from ..findings import SEVERITIES, severity_key
 from . import lint_run_dir, lint_source
 from .rules import RULES_LIST
-
-SEV_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
 
 
 def _print_report(rep, min_sev: str) -> None:
@@ -25,7 +24,7 @@ def _print_report(rep, min_sev: str) -> None:
                    + ", ".join(f"{k}={v}" for k, v in d["gate"].items()))
     shown = 0
     for f in d["findings"]:
-        if SEV_ORDER.get(f["severity"], 9) > SEV_ORDER[min_sev] or f["rule"] == "LANGUAGE":
+        if severity_key(f["severity"]) > severity_key(min_sev) or f["rule"] == "LANGUAGE":
             continue
         shown += 1
         loc = f"{f['file']}:{f['line_start']}" + (f"-{f['line_end']}" if f.get("line_end") not in (None, f["line_start"]) else "") \
@@ -42,7 +41,7 @@ def _print_report(rep, min_sev: str) -> None:
 @click.option("--problem", default=None, help="Problem name (e.g. 01_fp8_gemm): selects forbidden ops and the bench.")
 @click.option("--bench", default=None, type=click.Choice(["hard", "cuda", "mega", "mini", "multi"]))
 @click.option("--gpu", default=None, help="GPU the solution is meant to run on (for ARCH-MISMATCH).")
-@click.option("--min-severity", "min_sev", default="info", type=click.Choice(list(SEV_ORDER)))
+@click.option("--min-severity", "min_sev", default="info", type=click.Choice(list(reversed(SEVERITIES))))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def lint_cmd(path: str, problem: str | None, bench: str | None, gpu: str | None, min_sev: str, as_json: bool) -> None:
     """Static audit of a solution file, or of a RUN_DIR (solution, scratch sidecars, grader integrity).
