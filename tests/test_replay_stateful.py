@@ -195,7 +195,8 @@ def test_static_probe_phrases_select_replay_probes():
         == ["check", "fresh-state", "alternate-cache", "timing"]
     # every rule's probe phrase is either mapped or one of the known probe-less ones
     unmapped = {r.probe for r in RULES_LIST if r.probe and not static_probe(r.probe)}
-    assert unmapped <= {"kernel-name trace", "each specialization first-launch"}
+    assert unmapped <= {"each specialization first-launch"}
+    assert static_probe("timed-call outputs") == ("timed-outputs",)
     # issue 21: a branch on input statistics is settled by the distribution probe, a call counter
     # by the outputs of the timed calls too
     assert static_probe("perturbed-distribution inputs") == ("distribution",)

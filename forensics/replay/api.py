@@ -63,6 +63,7 @@ STATIC_PROBES = {"same-buffer-overwrite": ("same-buffer", "fresh-inputs"), "unsa
                  "fresh-input-pointers": ("fresh-inputs",), "alternate-caller-caches": ("alternate-cache",),
                  "output-aliasing": ("output-alias",), "repeated-calls": ("determinism", "timed-outputs"),
                  "perturbed-distribution-inputs": ("distribution",), "kernel-name-trace": ("kernel-trace",),
+                 "timed-call-outputs": ("timed-outputs",),
                  "l2-persistence-reset-timing": ("timing",), "build-on-the-grading-host": ("check",)}
 
 
