@@ -404,3 +404,20 @@ def test_early_stop_is_infra_but_not_excluded(store):
     v = verdict_of(store, rid)
     assert v["verdict"] == "retryable_infra_failure" and v["exclude_from_denominator"] is False
     assert v["failure_reason"] == "provider_early_stop"
+
+
+def test_a_transcript_of_unknown_format_leaves_contamination_unknown(store):
+    """CT3: a run whose transcript no parser reads has no evidence about reads of other runs, so not
+    `clean`; look-alike: a call-less run of a known format whose provenance found nothing stays clean."""
+    rid = "r_unknown_format"
+    add_run(store, rid, n_tool_calls=0)
+    f = finding(rid, "timeline", "transcript-format-unknown", "provenance", "medium", transcript_format="unknown")
+    write_findings(store, "timeline", [rid], [f])
+    v = verdict_of(store, rid)
+    why = v["decided_by"]["contamination"]
+    assert v["contamination"] == "unknown" and why.startswith("rule:CT3") and "no known format" in why
+    assert f.finding_id in why
+    ok = "r_known_format_no_calls"
+    add_run(store, ok, n_tool_calls=0)
+    write_findings(store, "timeline", [ok], [finding(ok, "timeline", "timeline-unavailable", "provenance", "info")])
+    assert verdict_of(store, ok)["contamination"] == "clean"
