@@ -33,12 +33,16 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def cluster():
     """One local Ray for the module; the engine uses it (and leaves it running) when it is up."""
+    import signal
     started = not ray.is_initialized()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     yield ray.get_runtime_context().gcs_address
     if started:
         ray.shutdown()
+    for s, h in handlers.items():       # ray.init installs its own; the rest of the suite gets pytest's back
+        signal.signal(s, h)
 
 
 @pytest.fixture(scope="module")

@@ -601,12 +601,10 @@ def signatures_parallel(sets: Sequence[np.ndarray], num_perm: int = NUM_PERM, se
                         jobs: int = 1) -> np.ndarray:
     if jobs <= 1 or len(sets) < 2000:
         return signatures(sets, num_perm, seed)
-    import multiprocessing as mp
+    from forensics.engine.pool import pmap
     step = (len(sets) + jobs * 4 - 1) // (jobs * 4)
     chunks = [list(sets[i:i + step]) for i in range(0, len(sets), step)]
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    with ctx.Pool(jobs) as pool:
-        parts = pool.map(_sig_worker, [(c, num_perm, seed) for c in chunks])
+    parts = list(pmap(_sig_worker, [(c, num_perm, seed) for c in chunks], jobs))
     return np.concatenate(parts, axis=0)
 
 
@@ -1281,7 +1279,7 @@ def _pair_row(docs: Sequence[Doc], p: Pair) -> dict[str, Any]:
 def analyze(store: Any, run_ids: Sequence[str] | None = None, against: Sequence[str] = (),
             cross_problem: bool = False, default_problem: str | None = None) -> int:
     """Write similarity_pairs (all pairs; cross-run analysis) and findings for run_ids."""
-    from forensics.analyze.findings import Evidence, Finding, write_findings
+    from forensics.analyze.findings import write_findings
     docs, templates = _store_docs(store, None)
     docs.extend(external_docs(against, default_problem))
     pairs, _stats = find_pairs(docs, templates, cross_problem=cross_problem)

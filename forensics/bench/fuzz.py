@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import random
 import shutil
 import tempfile

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from multiprocessing import Pool
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from forensics import verdict as V
 from forensics.analyze.static import lint_run_dir, lint_source
 from forensics.analyze.static.rules import RULES
 from forensics.analyze.static.tripwire import TRIPWIRE, official_forbidden, tripwire
+from forensics.engine.pool import pmap
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "lint"
 # Scored beside the rules: the file's findings leave a recompute probe pending (the verdict's ER1,
@@ -417,8 +417,7 @@ def throughput(n: int = 10_000, workers: int = 2, seed: int = 0, real: Path | No
         res: dict[str, Any] = {}
         for name, fn in (("read_parse", _parse_one), ("lint", _lint_one)):
             t0 = time.perf_counter()
-            with Pool(workers) as pool:
-                out = list(pool.imap_unordered(fn, paths, chunksize=32))
+            out = list(pmap(fn, paths, workers, ordered=False, chunksize=32))
             wall = time.perf_counter() - t0
             cpu = sum(c for _, c in out)
             res[name] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "cpu_ms_per_file": round(cpu / n * 1000, 2),

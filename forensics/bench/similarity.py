@@ -253,10 +253,8 @@ def run_size(n: int, jobs: int, truth: bool, brute: str, seed: int = 0) -> dict[
     c0 = _cpu()
     t0 = time.perf_counter()
     if jobs > 1 and n >= 5000:
-        import multiprocessing as mp
-        ctx = mp.get_context("fork")
-        with ctx.Pool(jobs) as pool:
-            sets_list = pool.map(_shingle_one, srcs, chunksize=500)
+        from forensics.engine.pool import pmap
+        sets_list = list(pmap(_shingle_one, srcs, jobs, chunksize=500))
     else:
         sets_list = [_shingle_one(s) for s in srcs]
     t_shingle = time.perf_counter() - t0

@@ -1,7 +1,7 @@
 """Where `forensics scan` runs its per-run work: local worker processes (the default) or Ray.
 
     from forensics.engine import get_engine
-    eng = get_engine("local", jobs=2)                  # today's process pools
+    eng = get_engine("local", jobs=2)                  # worker processes of this machine
     eng = get_engine("ray", address="auto")            # Ray tasks on a cluster (pip install 'forensics[ray]')
 
 An engine runs the same units of work either way, and the driver (the `forensics scan` process)
@@ -16,18 +16,22 @@ stays DuckDB's one writer, so a scan's store does not depend on the engine:
 Every unit a worker ran is recorded (``units``: stage, runs, seconds, node, GPU); ``report``
 turns them into the per-run timings `forensics scan --json` prints.
 
+The local engine's workers come from `forensics.engine.pool` (a forkserver, never fork: a dead
+worker costs only its own run or chunk, which is recorded with the reason; it never hangs the scan).
 The Ray engine is in `forensics.engine.ray_engine`; Ray is imported only when it is asked for, so
 the tool imports and runs without Ray installed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
+from .pool import pmap
 
 ENGINES = ("local", "ray")
 DEFAULT_TASK_TIMEOUT_S = 1800.0   # one Ray task (a chunk of runs, one replay) at most
@@ -42,6 +46,46 @@ def here(gpu: str | None = None) -> dict[str, Any]:
     """Where this process runs: host name, pid and the GPUs it may use (CUDA_VISIBLE_DEVICES)."""
     return {"node": socket.gethostname(), "pid": os.getpid(),
             "gpu": gpu if gpu is not None else os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+# Fault injection (both engines), for tests and drills: FORENSICS_ENGINE_FAULT="stage=ingest,run=RUN_ID"
+# [,mode=exit|hang][,once=DIR] makes the worker that handles RUN_ID at that stage exit (or hang).
+FAULT_ENV = "FORENSICS_ENGINE_FAULT"
+FAULT_EXIT = 86          # exit status of a worker killed by the fault hook
+
+
+def parse_fault(spec: str | None) -> dict[str, str] | None:
+    """FORENSICS_ENGINE_FAULT's value as a dict (None when unset or empty)."""
+    if not spec:
+        return None
+    out: dict[str, str] = {}
+    for part in spec.split(","):
+        k, sep, v = part.partition("=")
+        if not sep:
+            raise EngineError(f"{FAULT_ENV}: expected key=value, got {part!r}")
+        out[k.strip()] = v.strip()
+    if not out.get("stage") or not out.get("run"):
+        raise EngineError(f"{FAULT_ENV} needs stage= and run=")
+    if out.setdefault("mode", "exit") not in ("exit", "hang"):
+        raise EngineError(f"{FAULT_ENV}: mode must be exit or hang")
+    return out
+
+
+def maybe_fault(fault: dict[str, str] | None, stage: str, run_ids: Sequence[str]) -> None:
+    """In a worker: die (or hang) as `fault` asks when `run_ids` holds its run at `stage`."""
+    if not fault or fault["stage"] != stage or fault["run"] not in run_ids:
+        return
+    once = fault.get("once")
+    if once:
+        marker = Path(once) / f"{stage}-{hashlib.sha256(fault['run'].encode()).hexdigest()[:16]}"
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+    if fault["mode"] == "hang":
+        while True:
+            time.sleep(3600)
+    os._exit(FAULT_EXIT)
 
 
 def failed_chunk(module: str, chunk: Sequence[str], reason: str) -> tuple:
@@ -127,7 +171,7 @@ class Engine:
 
 
 # ---------------------------------------------------------------------------------------------
-# The local engine: worker processes of this machine (multiprocessing pools), as before engines.
+# The local engine: worker processes of this machine (forensics.engine.pool).
 _W: dict[str, Any] = {}
 
 
@@ -136,19 +180,26 @@ def _local_init(location: str) -> None:
     _W["src"] = open_source(location)
 
 
+def failed_rows(run: Any, reason: str) -> Any:
+    """The rows of a run whose parse failed: the run is still recorded, with the reason."""
+    from forensics.store.ingest import RunRows, _fingerprint
+    rows = RunRows(run.run_id, _fingerprint(run))
+    rows.error = reason
+    return rows
+
+
 def parse_one(src: Any, run: Any, location: str, known: dict[str, str | None]) -> Any:
     """parse_run that never raises: a crash becomes RunRows.error (the run is still recorded)."""
-    from forensics.store.ingest import RunRows, _fingerprint, parse_run
+    from forensics.store.ingest import parse_run
     try:
         return parse_run(src, run, location, known)
     except Exception as e:  # noqa: BLE001 - one bad run must not stop the ingest
-        rows = RunRows(run.run_id, _fingerprint(run))
-        rows.error = f"{type(e).__name__}: {e}"
-        return rows
+        return failed_rows(run, f"{type(e).__name__}: {e}")
 
 
 def _local_parse(args) -> tuple[Any, float, dict[str, Any]]:
-    run, location, known = args
+    run, location, known, fault = args
+    maybe_fault(fault, "ingest", [run.run_id])
     t0 = time.perf_counter()
     rows = parse_one(_W["src"], run, location, known)
     return rows, time.perf_counter() - t0, here()
@@ -156,14 +207,11 @@ def _local_parse(args) -> tuple[Any, float, dict[str, Any]]:
 
 def _local_analyze(args) -> tuple[tuple, float, dict[str, Any]]:
     from forensics.pipeline import _analyze_chunk
+    db_path, module, chunk, stage, fault = args
+    maybe_fault(fault, stage, chunk)
     t0 = time.perf_counter()
-    res = _analyze_chunk(args)
+    res = _analyze_chunk((db_path, module, chunk))
     return res, time.perf_counter() - t0, here()
-
-
-def _mp_context():
-    import multiprocessing as mp
-    return mp.get_context("spawn" if sys.platform == "darwin" else "fork")
 
 
 class LocalEngine(Engine):
@@ -171,9 +219,11 @@ class LocalEngine(Engine):
 
     name = "local"
 
-    def __init__(self, jobs: int = 1) -> None:
+    def __init__(self, jobs: int = 1, fault: dict | None = None) -> None:
         super().__init__()
         self.jobs = max(1, int(jobs or 1))
+        # honoured in worker processes only (jobs > 1): the driver itself is never killed
+        self.fault = fault if fault is not None else parse_fault(os.environ.get(FAULT_ENV))
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "jobs": self.jobs, "node": socket.gethostname()}
@@ -187,11 +237,17 @@ class LocalEngine(Engine):
                 self.record("ingest", [r.run_id], time.perf_counter() - t0, me)
                 yield rows
             return
-        with _mp_context().Pool(self.jobs, initializer=_local_init, initargs=(location,)) as pool:
-            # in order: a tar archive's members are read forwards
-            for rows, secs, where in pool.imap(_local_parse, [(r, location, known) for r in runs], chunksize=1):
+
+        def lost(args, reason):
+            reason = f"not parsed: {reason}"
+            self.failures.append({"stage": "ingest", "runs": [args[0].run_id], "reason": reason, "action": "reported"})
+            return failed_rows(args[0], reason), 0.0, {}
+        # in order: a tar archive's members are read forwards
+        for rows, secs, where in pmap(_local_parse, [(r, location, known, self.fault) for r in runs], self.jobs,
+                                      initializer=_local_init, initargs=(location,), lost=lost):
+            if where:
                 self.record("ingest", [rows.run_id], secs, where)
-                yield rows
+            yield rows
 
     def chunk_size(self, analyzer, n_runs):
         return max(1, min(100, -(-n_runs // (2 * self.jobs))))
@@ -207,9 +263,26 @@ class LocalEngine(Engine):
         store.close()
         results = []
         try:
-            with _mp_context().Pool(self.jobs) as pool:
-                for res, secs, where in pool.imap_unordered(_local_analyze, [(db_path, module, c) for c in chunks]):
-                    self.record(analyzer, res[1], secs, where)
+            split: list[Sequence[str]] = []
+
+            def lost(args, reason):
+                chunk = list(args[2])
+                if len(chunk) > 1:      # which run killed it is unknown: each runs alone
+                    self.failures.append({"stage": analyzer, "runs": chunk, "reason": reason,
+                                          "action": "split into one task per run"})
+                    split.extend([rid] for rid in chunk)
+                    return None
+                self.failures.append({"stage": analyzer, "runs": chunk, "reason": reason, "action": "reported"})
+                return failed_chunk(module, chunk, reason), 0.0, {}
+
+            for batch in (chunks, split):
+                for out in pmap(_local_analyze, [(db_path, module, c, analyzer, self.fault) for c in batch], self.jobs,
+                                ordered=False, lost=lost):
+                    if out is None:
+                        continue
+                    res, secs, where = out
+                    if where:
+                        self.record(analyzer, res[1], secs, where)
                     results.append(res)
                     if on_result:
                         on_result(len(res[1]))
@@ -236,4 +309,5 @@ def get_engine(name: str | Engine | None = "local", jobs: int = 1, address: str 
     raise EngineError(f"unknown engine {name!r} (have {', '.join(ENGINES)})")
 
 
-__all__ = ["ENGINES", "Engine", "EngineError", "LocalEngine", "get_engine", "here", "failed_chunk", "parse_one"]
+__all__ = ["ENGINES", "Engine", "EngineError", "LocalEngine", "get_engine", "here", "failed_chunk", "failed_rows",
+           "parse_one"]

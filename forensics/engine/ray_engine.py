@@ -26,33 +26,28 @@ reason), and the scan goes on.  Nothing is lost silently: every run either has i
 reason it has none.
 
 Fault injection (tests, drills): FORENSICS_ENGINE_FAULT="stage=STAGE,run=RUN_ID[,mode=exit|hang]
-[,once=DIR]" in the driver's environment makes the Ray task that handles RUN_ID in STAGE
+[,once=DIR]" in the driver's environment (read by both engines: forensics.engine) makes the Ray task that handles RUN_ID in STAGE
 (``ingest`` or an analyzer name) exit its worker (``os._exit``) or hang; with ``once=DIR`` only the
 first attempt does (a marker file in DIR remembers it), so the retry succeeds.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import os
 import shutil
 import signal
-import socket
 import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from . import Engine, EngineError, failed_chunk, here, parse_one
+from . import FAULT_ENV, Engine, EngineError, failed_chunk, failed_rows, here, maybe_fault, parse_fault, parse_one
 
-FAULT_ENV = "FORENSICS_ENGINE_FAULT"
-FAULT_EXIT = 86          # exit status of a worker killed by the fault hook
 TIMEOUT_EXIT = 87        # exit status of a worker its watchdog killed
 GRACE_S = 60.0           # the driver's backstop waits this much past the task timeout
 REPLAY = "replay"
@@ -60,37 +55,11 @@ REPLAY = "replay"
 
 # ---------------------------------------------------------------------------------------------
 # Worker side (runs in Ray worker processes; plain functions, wrapped by ray.remote in the driver)
-def parse_fault(spec: str | None) -> dict[str, str] | None:
-    """FORENSICS_ENGINE_FAULT's value as a dict (None when unset or empty)."""
-    if not spec:
-        return None
-    out: dict[str, str] = {}
-    for part in spec.split(","):
-        k, sep, v = part.partition("=")
-        if not sep:
-            raise EngineError(f"{FAULT_ENV}: expected key=value, got {part!r}")
-        out[k.strip()] = v.strip()
-    if not out.get("stage") or not out.get("run"):
-        raise EngineError(f"{FAULT_ENV} needs stage= and run=")
-    if out.setdefault("mode", "exit") not in ("exit", "hang"):
-        raise EngineError(f"{FAULT_ENV}: mode must be exit or hang")
-    return out
-
-
-def _maybe_fault(fault: dict[str, str] | None, stage: str, run_ids: Sequence[str]) -> None:
-    if not fault or fault["stage"] != stage or fault["run"] not in run_ids:
-        return
-    once = fault.get("once")
-    if once:
-        marker = Path(once) / f"{stage}-{hashlib.sha256(fault['run'].encode()).hexdigest()[:16]}"
-        try:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return
-    if fault["mode"] == "hang":
-        while True:
-            time.sleep(3600)
-    os._exit(FAULT_EXIT)
+def _signal_handlers() -> dict[int, Any]:
+    """This process's SIGTERM/SIGINT handlers (none from a thread other than the main one)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
 
 def _descendants(root: int) -> list[int]:
@@ -179,7 +148,7 @@ def parse_task(location: str, runs: list[Any], known: dict[str, str | None], fau
                timeout: float | None) -> tuple[list[tuple[Any, float]], dict[str, Any]]:
     """Parse a batch of runs: [(RunRows, seconds)] and where it ran."""
     with _Watchdog(timeout):
-        _maybe_fault(fault, "ingest", [r.run_id for r in runs])
+        maybe_fault(fault, "ingest", [r.run_id for r in runs])
         src = _source(location)
         out = []
         for r in runs:
@@ -219,7 +188,7 @@ def analyze_task(stage: str, module: str, chunk: list[str], shared: dict[str, An
             os.environ[k] = v
     with _Watchdog(timeout):
         t0 = time.perf_counter()
-        _maybe_fault(fault, stage, chunk)
+        maybe_fault(fault, stage, chunk)
         from forensics.pipeline import _analyze_chunk
         tmp = tempfile.mkdtemp(prefix="forensics-ray-")
         try:
@@ -276,12 +245,14 @@ class RayEngine(Engine):
         self.fault = fault if fault is not None else parse_fault(os.environ.get(FAULT_ENV))
         self.address = address
         self.owns = False
+        self._handlers: dict[int, Any] = {}
         if not ray.is_initialized():
             kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
             if address:
                 kw["address"] = address
             elif not os.environ.get("RAY_ADDRESS"):
                 kw["num_cpus"] = max(1, int(jobs or 1))   # a local Ray: --jobs worker CPUs
+            self._handlers = _signal_handlers()
             try:
                 ray.init(**kw)
             except Exception as e:  # noqa: BLE001 - an unreachable cluster is a usage error
@@ -307,6 +278,12 @@ class RayEngine(Engine):
     def close(self) -> None:
         if self.owns and self.ray.is_initialized():
             self.ray.shutdown()
+        if self.owns:       # ray.init installed its own SIGTERM/SIGINT handlers in this process
+            for sig, h in self._handlers.items():
+                try:
+                    signal.signal(sig, h)
+                except (ValueError, OSError, TypeError):
+                    pass
         self.owns = False
 
     # -- the scheduler loop ----------------------------------------------------------------------
@@ -373,7 +350,6 @@ class RayEngine(Engine):
 
     # -- ingest --------------------------------------------------------------------------------
     def parse_runs(self, src, location, runs, known):
-        from forensics.store.ingest import RunRows, _fingerprint
         if not runs:
             return
         if not os.path.isabs(location):
@@ -390,9 +366,7 @@ class RayEngine(Engine):
         for u, val, reason in self._drive(units, submit, window=2 * self.cpus):
             if reason is not None:
                 for rid in u.runs:
-                    rows = RunRows(rid, _fingerprint(by_id[rid]))
-                    rows.error = f"not parsed: {reason}"
-                    yield rows
+                    yield failed_rows(by_id[rid], f"not parsed: {reason}")
                 continue
             parsed, where = val
             for rows, secs in parsed:

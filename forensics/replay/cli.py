@@ -92,7 +92,7 @@ def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_tim
     without a bundled reference, a signal from outside all end in a JSON document."""
     from forensics.cli import require_extra
     require_extra("replay", "torch")
-    from .probes import install_signal_handlers
+    from .probes import install_signal_handlers, restore_signal_handlers
     events: list[dict] = []
     stream = JsonLines(jsonl)
 
@@ -100,7 +100,7 @@ def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_tim
         events.append(e)
         stream(e)
 
-    install_signal_handlers()
+    old_handlers = install_signal_handlers()
     code = 0
     try:
         from . import buildenv
@@ -121,6 +121,8 @@ def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_tim
         doc = failure_doc(e, events, f"forensics replay {run_dir}")
         out = None
         code = 143 if isinstance(e, KeyboardInterrupt) else 3
+    finally:    # a caller that runs the command in-process (click's runner, a notebook) gets its own back
+        restore_signal_handlers(old_handlers)
     stream(dict(doc, event="result"))
     stream.close()
     if as_json:

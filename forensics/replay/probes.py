@@ -132,6 +132,16 @@ def install_signal_handlers() -> dict:
     return old
 
 
+def restore_signal_handlers(old: dict) -> None:
+    """Put back what install_signal_handlers replaced."""
+    import signal
+    for sig, h in old.items():
+        try:
+            signal.signal(sig, h)
+        except (ValueError, OSError, TypeError):
+            pass
+
+
 @dataclass
 class Outcome:
     rows: list[dict] = field(default_factory=list)

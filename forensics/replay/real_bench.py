@@ -97,8 +97,8 @@ def expected(label: dict) -> tuple[Any, str]:
 def one(args: argparse.Namespace) -> int:
     """Replay one run folder, streaming JSON lines to args.events (the parent reads them)."""
     from .stream import JsonLines, failure_doc
-    from .probes import Limits, install_signal_handlers
-    install_signal_handlers()
+    from .probes import Limits, install_signal_handlers, restore_signal_handlers
+    old_handlers = install_signal_handlers()
     stream = JsonLines(args.events)
     events: list[dict] = []
 
@@ -126,6 +126,8 @@ def one(args: argparse.Namespace) -> int:
         doc = {"info": out.info, "rows": out.rows, "findings": out.findings}
     except BaseException as e:  # noqa: BLE001 - the run's line is written whatever happened
         doc = failure_doc(e, events, f"replay of {args.one}")
+    finally:
+        restore_signal_handlers(old_handlers)
     stream(dict(doc, event="result"))
     stream.close()
     return 0

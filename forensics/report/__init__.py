@@ -123,16 +123,17 @@ def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerende
     if jobs > 1 and len(todo) > 4 and store.path != ":memory:":
         # DuckDB has one writer: release ours, let the workers read the file, then reopen.
         import duckdb
-        import multiprocessing as mp
+        from forensics.engine.pool import pmap
         store.con.execute("CHECKPOINT")
         store.con.close()
-        ctx = mp.get_context("fork" if sys.platform != "darwin" else "spawn")
         try:
-            with ctx.Pool(jobs, initializer=_worker_open, initargs=(store.path,)) as pool:
-                args = [(rid, str(out), page_names[rid], page_names, rid in png) for rid in todo]
-                for _ in pool.imap_unordered(_worker_render, args, chunksize=4):
-                    if bar:
-                        bar.update(1)
+            args = [(rid, str(out), page_names[rid], page_names, rid in png) for rid in todo]
+            def lost(a, reason):
+                print(f"report: the page of run {a[0]} was not written: {reason}", file=sys.stderr)
+            for _ in pmap(_worker_render, args, jobs, initializer=_worker_open, initargs=(store.path,),
+                          ordered=False, chunksize=4, lost=lost):
+                if bar:
+                    bar.update(1)
         finally:
             store.con = duckdb.connect(store.path)
     else:
