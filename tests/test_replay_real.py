@@ -214,7 +214,12 @@ def test_cli_streams_json_lines_and_says_whether_it_confirms_the_archive(tmp_pat
     so, se = p.communicate(timeout=600)
     assert p.returncode == 0, se[-3000:]
     lines = [json.loads(x) for x in jl.read_text().splitlines()]
-    assert [e["event"] for e in lines] == ["probe", "probe", "result"]
+    # the steps it enters (so a replay killed from outside says where its time went), each probe, the result
+    assert [e["event"] for e in lines if e["event"] != "progress"] == ["probe", "probe", "result"]
+    steps = [e["what"] for e in lines if e["event"] == "progress"]
+    assert steps[0] == "starting the solution's process" and "importing (building) the solution" in steps
+    assert any(s.startswith("check: the solution on ") for s in steps)
+    lines = [e for e in lines if e["event"] != "progress"]
     assert lines[0]["probe"] == "check" and lines[0]["rows"] and lines[1]["probe"] == "determinism"
     doc = json.loads(so)
     assert doc == {k: v for k, v in lines[-1].items() if k != "event"}
@@ -413,6 +418,7 @@ def test_real_bench_tabulates_a_labelled_set_and_survives_a_hung_run(tmp_path):
     assert runs["2"]["outcome"] == "fail" and runs["2"]["vs_label"] == "confirm"
     assert runs["3"]["outcome"] == "not_replayable" and runs["3"]["reason"] == "no bundled reference for 01_rl_grid_ppo"
     assert runs["5"]["outcome"] == "timeout" and runs["5"]["partial"] and "limit" in runs["5"]["reason"]
+    assert "its last step: check: the solution on " in runs["5"]["reason"]      # where the time went
     assert summary["false_fails"] == [runs["5"]["run_id"]]     # a labelled-clean run that hangs here
     assert summary["labelled_bugs_caught"] == [runs["2"]["run_id"]]
     assert "| run_id |" in (tmp_path / "real.md").read_text()

@@ -561,6 +561,7 @@ class Replay:
         self.owned.clear()   # the last child's slots died with it
         ch.on_delete = self._forget_slots
         ch.deadline = self.probe_deadline
+        self.progress("starting the solution's process")
         h = ch.request("hello", self.limits.build_s)
         if not h.ok:
             self.build_failed = h
@@ -569,12 +570,14 @@ class Replay:
         self.hello = {k: v for k, v in h.data.items() if k not in ("id", "ok", "status")}
         steps = self.out.info.setdefault("start_steps_s", [])   # per child: where its start went
         steps.append({"hello": round(h.elapsed_s, 3)})
+        self.progress("importing the reference in the solution's process")
         r = ch.request("import", self.limits.build_s, module="reference")
         steps[-1]["import_reference"] = round(r.elapsed_s, 3)
         if not r.ok:
             self.build_failed = r
             self.failed_reply("build", r, what="import reference")
             return None
+        self.progress("importing (building) the solution")
         r = ch.request("import", self.limits.build_s, module="solution")
         steps[-1]["import_solution"] = round(r.elapsed_s, 3)
         self._note_tamper(r, "import")
@@ -918,9 +921,11 @@ class Replay:
                 ref = st = None
                 last = (None, None, None)
                 self.free_cuda()
+                self.progress(f"building the reference model for {shape_label(shape)}")
                 ref = self.ref_model(shape)
                 st = self.state_file(shape, ref)
                 last = (keys[si], ref, st)
+            self.progress(f"building the solution's model for {shape_label(shape)}")
             r = self.new_model(ch, "m", shape, st)
             if not r.ok:
                 self.failed_reply("check", r, shape, what="Model construction / load_state_dict(strict=True)")
@@ -947,6 +952,7 @@ class Replay:
                 mk = (_shape_key(shape), seed, case.name)
                 ref_out = self._ref_memo.get(mk)
                 if ref_out is None:
+                    self.progress(f"{probe}: the reference on {shape_label(shape)} seed {seed} case {case.name}")
                     ref_out = self.reference(ref, x)
                     if mk[0] in self._repeated_shapes:
                         self._ref_memo[mk] = ref_out
@@ -961,6 +967,7 @@ class Replay:
                 if not pr.ok:
                     self.failed_reply(probe, pr, shape, seed, case.name, what="input transfer")
                     return
+                self.progress(f"{probe}: the solution on {shape_label(shape)} seed {seed} case {case.name}")
                 r, payload = self.call(ch, "m", args)
         except (KeyError, TypeError) as e:  # a state-scale name missing from the reference
             self.row(probe, "error", shape, seed, case.name, detail=f"stress case cannot be applied: {e}")
@@ -1442,6 +1449,12 @@ class Replay:
             self.out.info.setdefault("probe_s", {})[name] = took
             self.emit({"event": "probe", "probe": name, "s": took, "rows": self.out.rows[n_rows:],
                        "findings": self.out.findings[n_find:]})
+
+    def progress(self, what: str) -> None:
+        """Stream the step the replay is entering: a replay killed from outside (a time limit) still
+        says where its time went (the last step streamed)."""
+        t0 = self.__dict__.setdefault("_progress_t0", time.monotonic())
+        self.emit({"event": "progress", "what": what, "t": round(time.monotonic() - t0, 2)})
 
     def emit(self, event: dict) -> None:
         """Hand a partial result to `on_event` (the CLI streams it as a JSON line), never failing."""

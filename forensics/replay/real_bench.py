@@ -27,7 +27,14 @@ Per run, one JSON line is appended to `--out` as soon as the run ends:
     (high/critical rule ids of every probe), extra (the medium ones: state drift, ...), wall_s
     (the run's process), replay_s, solution_s, build_s, overhead_s (replay_s - solution_s -
     build_s), probe_s, sidecars, status (every probe's worst), false_fail (a labelled-clean run
-    whose check here is neither pass nor not_replayable)
+    whose check here is neither pass nor not_replayable), deck_check and replay_outcome (below)
+
+`--deck DIR` (the benchmark's decks, `../shared/decks`) makes the deck's own check.py the arbiter of
+every official failure (fail, error, crash): it runs against the same solution on this machine, in
+the replay's sandbox (forensics.replay.deck_check). A run the archive says passed whose deck check
+fails here too is `not_replayable` ("not reproducible on this machine"), with the replay's own
+outcome kept in `replay_outcome`; one whose deck check passes here stays a failure: a false fail
+of ours when the label is clean.
 
 then a summary line (`"event": "summary"`), and `--md` writes the same table in Markdown.
 
@@ -50,6 +57,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+#: official outcomes after which `--deck` runs the deck's own check.py on this machine
+DECK_ARBITRATES = ("fail", "error", "crash")
 DEFAULT_PROBES = ("check", "state-drift", "same-buffer", "fresh-state", "alternate-cache", "timed-outputs",
                   "distribution")
 _RUN_DATE = re.compile(r"^(20\d{2})(\d{2})(\d{2})_\d{6}_")
@@ -124,6 +133,11 @@ def one(args: argparse.Namespace) -> int:
                                             time_s=args.call_s))
         out.info["build_env_supplied"] = supplied
         doc = {"info": out.info, "rows": out.rows, "findings": out.findings}
+        if args.deck and out.official()["status"] in DECK_ARBITRATES:
+            from .deck_check import run_deck_check
+            on_event({"event": "progress", "what": "the deck's own check.py (arbiter)", "t": None})
+            doc["deck_check"] = run_deck_check(Path(args.deck), args.bench, args.problem, sol, side,
+                                               device=args.device, timeout_s=args.deck_timeout_s)
     except BaseException as e:  # noqa: BLE001 - the run's line is written whatever happened
         doc = failure_doc(e, events, f"replay of {args.one}")
     finally:
@@ -149,6 +163,9 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
         rows = [r for e in events for r in e.get("rows", [])]
         findings = [f for e in events for f in e.get("findings", [])]
         info: dict = {"partial": True, "error": why_partial}
+        step = next((e for e in reversed(events) if e.get("event") == "progress"), None)
+        if step is not None and why_partial:
+            info["error"] = f"{why_partial}; its last step: {step.get('what')} (from {step.get('t')} s)"
     else:
         rows, findings, info = res.get("rows", []), res.get("findings", []), res.get("info", {})
     from .probes import OFFICIAL_PROBES, STATUS_ORDER, _env_incomplete
@@ -163,11 +180,19 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
         outcome = "not_run" if res is not None else ("timeout" if why_partial and "limit" in why_partial else "not_run")
     if res is None and outcome == "pass":
         outcome = "not_run"     # never reached its end: not a verdict
+    exp, src = expected(label)
+    deck = (res or {}).get("deck_check") or None
+    replay_outcome = outcome
+    if deck and deck.get("status") == "fail" and outcome in DECK_ARBITRATES and exp is True:
+        # the archive says it passed, and on this machine neither we nor the deck's own check pass it
+        outcome = "not_replayable"
     correct_here = {"pass": True, "fail": False, "error": False, "crash": False, "early_exit": False,
                     "tampered": False}.get(outcome)
-    exp, src = expected(label)
     vs = "cannot tell" if exp is None or correct_here is None else ("confirm" if exp == correct_here else "refute")
     reason = info.get("not_replayable") or info.get("error") or ""
+    if outcome != replay_outcome:
+        reason = (f"not reproducible on this machine: the deck's own check fails here too ({deck.get('line')}); "
+                  f"the replay: {replay_outcome}")
     if not reason:
         bad = next((r for r in off_rows if r.get("status") not in ("pass", "skipped")), None)
         reason = ((bad.get("detail") or "").splitlines() or [""])[0][:300] if bad else ""
@@ -188,6 +213,8 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
             "build_s": round(build_s, 2), "overhead_s": round(max(0.0, replay_s - solution_s - build_s), 2),
             "probe_s": info.get("probe_s"), "sidecars": [s.get("name") for s in info.get("sidecars_split") or []],
             "deck_version": info.get("deck_version"), "partial": res is None,
+            "replay_outcome": replay_outcome,
+            "deck_check": {k: deck.get(k) for k in ("status", "line", "s")} if deck else None,
             "interrupted": info.get("interrupted")}
 
 
@@ -218,6 +245,9 @@ def _spawn(run: dict, args: argparse.Namespace, gpu: int | None, events: Path) -
         v = getattr(args, opt)
         if v:
             cmd += ["--" + opt.replace("_", "-"), v]
+    if args.deck:
+        cmd += ["--deck", str(Path(args.deck).resolve()), "--bench", str(run["label"].get("bench") or ""),
+                "--deck-timeout-s", str(args.deck_timeout_s)]
     env = dict(os.environ)
     here = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -280,13 +310,13 @@ def prepare_carry(real: Path, dest: Path, gpu: str | None, wheel: str | None) ->
 
 
 def markdown(rows: list[dict], summary: dict) -> str:
-    cols = ("run_id", "problem", "label_verdict", "label_correct", "outcome", "vs_label", "reason", "findings",
+    cols = ("run_id", "problem", "label_verdict", "label_correct", "outcome", "vs_label", "reason", "deck", "findings",
             "wall_s", "overhead_s")
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cells = []
         for c in cols:
-            v = r.get(c)
+            v = r.get(c) if c != "deck" else (r.get("deck_check") or {}).get("status")
             if isinstance(v, list):
                 v = ", ".join(v)
             cells.append(str(v if v is not None else "").replace("|", "/").replace("\n", " ")[:160])
@@ -323,6 +353,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="replay PROBLEM on this one shape instead (a CPU run of a solution that asserts its sizes)")
     ap.add_argument("--cutlass-include", default=None)
     ap.add_argument("--cuda-include", default=None)
+    ap.add_argument("--deck", default=None, metavar="DIR",
+                    help="the benchmark's decks (../shared/decks): after an official failure, run the deck's own "
+                         "check.py here too; a run the archive says passed whose deck check also fails here is "
+                         "not_replayable (not reproducible on this machine), not a false fail")
+    ap.add_argument("--deck-timeout-s", type=float, default=240.0)
     ap.add_argument("--prepare-carry", default=None, metavar="DIR",
                     help="copy the --gpu runs of --real (and, with --cutlass-wheel, CUTLASS headers) into DIR for a "
                          "device call to carry, then stop")
@@ -333,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--date", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--events", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--shape", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--bench", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.device is None:
         try:

@@ -47,7 +47,8 @@ def failure_doc(exc: BaseException, events: list[dict], what: str) -> dict:
     rows = [r for e in events for r in e.get("rows", [])]
     findings = [f for e in events for f in e.get("findings", [])]
     interrupted = isinstance(exc, KeyboardInterrupt)
+    step = next((e for e in reversed(events) if e.get("event") == "progress"), None)
     return {"info": {"status": "interrupted" if interrupted else "error", "error": f"{type(exc).__name__}: {exc}",
                      "what": what, "traceback": "" if interrupted else traceback.format_exc()[-4000:],
-                     "partial": True},
+                     "partial": True, "last_step": step and {"what": step.get("what"), "t": step.get("t")}},
             "rows": rows, "findings": findings}
