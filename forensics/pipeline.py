@@ -23,7 +23,7 @@ in a process pool.  Where the ingest parsing and the per-run analyzers run is an
 as Ray tasks (replays one per GPU), the parent still the store's one writer.
 
 Isolation.  A per-run analyzer that raises on a chunk is re-run on halves of it until each failure
-is pinned to one run (`_run_isolated`): that run's coverage finding names the analyzer and the
+is pinned to one run (`forensics.analyze.registry.run_isolated`): that run's coverage finding names the analyzer and the
 error and its fields fail closed (unknown with the reason); every other run of the chunk is
 analysed normally.  A cross-run analyzer is all or nothing (a subset would be silently incomplete).
 
@@ -35,11 +35,9 @@ rubric_leak, suspect or unknown) or disagrees with its archived verdict; 2 usage
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import sys
 import time
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -50,19 +48,12 @@ import click
 import orjson
 
 from forensics import verdict as V
-from forensics.store.db import Store, loads_json
+from forensics.analyze import registry as R
+from forensics.store.db import Store
 
-# (name, module, cross_run): analyzers in pipeline order.  replay only with --replay.
-ANALYZER_MODULES: tuple[tuple[str, str, bool], ...] = (
-    ("provenance", "forensics.analyze.provenance", False),
-    ("similarity", "forensics.analyze.similarity", True),
-    ("timeline", "forensics.analyze.timeline", False),
-    ("static", "forensics.analyze.static", False),
-    ("replay", "forensics.replay", False),
-)
-
-# Tables the per-run analyzers write (copied back from worker processes).
-ANALYZER_OUTPUT_TABLES = ("findings", "foreign_refs", "file_versions", "check_runs", "replay_results")
+# (name, module, cross_run): analyzers in pipeline order (forensics.analyze.registry declares them,
+# with what each requires); replay only with --replay.
+ANALYZER_MODULES: tuple[tuple[str, str, bool], ...] = tuple((a.name, a.module, a.cross_run) for a in R.order())
 
 EXIT_OK, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
 
@@ -142,95 +133,6 @@ def _code_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def _import_analyzer(module: str):
-    mod = importlib.import_module(module)
-    fn = getattr(mod, "analyze", None)
-    if fn is None:
-        raise ImportError(f"{module} has no analyze(store, run_ids)")
-    return fn
-
-
-def _err(e: BaseException) -> str:
-    tb = traceback.extract_tb(e.__traceback__)
-    where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
-    return f"{type(e).__name__}: {str(e)[:300]}{where}"
-
-
-def _run_isolated(fn, store: Store, run_ids: Sequence[str]) -> dict[str, str]:
-    """Run a per-run analyzer over `run_ids`; if it raises, bisect the runs until each failure is
-    pinned to one run, so one bad run fails only its own fields and the others are analysed
-    normally.  Returns {run_id: error} of the runs it failed on (empty when all ran)."""
-    try:
-        fn(store, list(run_ids))
-        return {}
-    except Exception as e:  # noqa: BLE001 - an analyzer crash fails its run's fields closed
-        try:
-            store.con.execute("ROLLBACK")
-        except Exception:  # noqa: BLE001 - no transaction was open
-            pass
-        if len(run_ids) == 1:
-            return {run_ids[0]: _err(e)}
-        mid = len(run_ids) // 2
-        return {**_run_isolated(fn, store, run_ids[:mid]), **_run_isolated(fn, store, run_ids[mid:])}
-
-
-# ---------------------------------------------------------------------------------------------
-# Worker side of parallel per-run analysis.
-def _analyze_chunk(args) -> tuple[str, list[str], dict[str, Any], dict[str, str]]:
-    """In a worker: copy the chunk's rows from the (read-only) store into memory, run one analyzer,
-    return the rows it wrote as Arrow IPC bytes per table and {run_id: error} of the runs it failed
-    on (never an exception)."""
-    try:
-        return _analyze_chunk_inner(args)
-    except Exception as e:  # noqa: BLE001 - the chunk's fields fail closed in the parent
-        return args[1], list(args[2]), {}, {rid: _err(e) for rid in args[2]}
-
-
-def _analyze_chunk_inner(args) -> tuple[str, list[str], dict[str, Any], dict[str, str]]:
-    db_path, module, chunk = args
-    import duckdb  # noqa: F401
-    from forensics.store import schema as S
-    mem = Store(":memory:")
-    try:
-        mem.con.execute(f"ATTACH '{db_path}' AS src (READ_ONLY)")
-        ph = ",".join("?" * len(chunk))
-        for t in S.TABLES:
-            cols = ", ".join(f'"{c}"' for c in t.column_names())
-            if t.name in ("runs", "archives"):
-                mem.con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM src.{t.name}")
-            elif "run_id" in t.column_names():
-                mem.con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM src.{t.name} WHERE run_id IN ({ph})",
-                                list(chunk))
-            else:
-                mem.con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM src.{t.name}")
-        mem.con.execute("DETACH src")
-        errs = _run_isolated(_import_analyzer(module), mem, list(chunk))
-        ok = [r for r in chunk if r not in errs]  # a failed run's partial rows are not handed back
-        out: dict[str, bytes] = {}
-        for t in ANALYZER_OUTPUT_TABLES:
-            ids = ", ".join("'" + r.replace("'", "''") + "'" for r in ok) or "NULL"
-            rel = mem.con.sql(f"select * from {t} where run_id in ({ids})")
-            tbl = (getattr(rel, "to_arrow_table", None) or getattr(rel, "arrow"))()
-            import pyarrow as pa
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, tbl.schema) as w:
-                w.write_table(tbl)
-            out[t] = sink.getvalue().to_pybytes()
-        return module, list(chunk), out, errs
-    finally:
-        mem.close()
-
-
-def _apply_chunk_rows(store: Store, chunk: Sequence[str], tables: dict[str, bytes]) -> None:
-    import pyarrow as pa
-    ph = ",".join("?" * len(chunk))
-    with store.transaction():
-        for t, blob in tables.items():
-            tbl = pa.ipc.open_stream(blob).read_all()
-            store.con.execute(f"DELETE FROM {t} WHERE run_id IN ({ph})", list(chunk))
-            store.insert_arrow(t, tbl)
-
-
 # ---------------------------------------------------------------------------------------------
 def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, progress: bool,
                   db_path: str | None, engine: Any = None) -> tuple[Store, dict[str, Any]]:
@@ -254,17 +156,34 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
             continue
         t0 = time.perf_counter()
         try:
-            fn = _import_analyzer(module)
+            fn = R.import_analyzer(module)
         except Exception as e:  # noqa: BLE001 - ImportError or a crash at import
-            missing[name] = _err(e)
+            missing[name] = R.describe_error(e)
             continue
         ran.append(name)
         if not run_ids:
             continue
-        chunk_size = len(run_ids) if cross else engine.chunk_size(name, len(run_ids))
-        chunks = [run_ids[i:i + chunk_size] for i in range(0, len(run_ids), chunk_size)]
+        # fail closed: a run whose required analyzer failed (or did not run) gets no thinner result
+        spec = R.BY_NAME.get(name)
+        blocked: dict[str, str] = {}
+        for req in (spec.requires if spec else ()):
+            why = missing.get(req) or skipped.get(req)
+            for rid in run_ids:
+                if rid in blocked:
+                    continue
+                if why is not None or req not in ran:
+                    blocked[rid] = f"needs {req}, which did not run ({why or 'not in this scan'})"
+                elif rid in failed.get(req, {}):
+                    blocked[rid] = f"needs {req}, which failed on this run: {failed[req][rid]}"
+        for rid, why in blocked.items():
+            failed.setdefault(name, {})[rid] = why
+        todo = run_ids if cross else [r for r in run_ids if r not in blocked]
+        if not todo:
+            continue
+        chunk_size = len(todo) if cross else engine.chunk_size(name, len(todo))
+        chunks = [todo[i:i + chunk_size] for i in range(0, len(todo), chunk_size)]
         if progress:
-            bar = tqdm(total=len(run_ids), unit="run", desc=f"analyze {name}", file=sys.stderr, leave=False)
+            bar = tqdm(total=len(todo), unit="run", desc=f"analyze {name}", file=sys.stderr, leave=False)
         parallel = not cross and engine.parallel(len(chunks), db_path)
         if parallel:
             store, results = engine.map_chunks(store, db_path, name, module, chunks, bar.update if bar else None)
@@ -273,7 +192,7 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
                     failed.setdefault(name, {})[rid] = err
                 ok = [r for r in chunk if r not in errs]
                 if ok and tables:
-                    _apply_chunk_rows(store, ok, tables)
+                    R.apply_chunk_rows(store, ok, tables)
         else:
             for c in chunks:
                 if cross:  # a cross-run analysis of a subset would be silently incomplete: all or none
@@ -285,9 +204,9 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
                         except Exception:  # noqa: BLE001
                             pass
                         for rid in c:
-                            failed.setdefault(name, {})[rid] = _err(e)
+                            failed.setdefault(name, {})[rid] = R.describe_error(e)
                 else:
-                    for rid, err in _run_isolated(fn, store, list(c)).items():
+                    for rid, err in R.run_isolated(fn, store, list(c)).items():
                         failed.setdefault(name, {})[rid] = err
                 if bar:
                     bar.update(len(c))

@@ -965,23 +965,10 @@ def compare_archived(d: dict[str, Decision], annotation: dict[str, Any] | None, 
 # ---------------------------------------------------------------------------------------------
 def read_run_text(store: Store, run_id: str, path: str, run: dict[str, Any] | None = None) -> str | None:
     """Read a file of the run through `forensics.archive.RunFiles` (read-only, any archive kind)."""
+    from forensics.store.files import run_files  # RunFiles built from the store's files rows
     try:
-        from forensics.report.data import run_files  # RunFiles built from the store's files rows
-    except ImportError:
-        run_files = None  # type: ignore[assignment]
-    if run_files is not None:
-        try:
-            return run_files(store, run_id).read_text(path)
-        except Exception:  # noqa: BLE001 - unreadable file is reported as None
-            return None
-    # Directory archives only, until the reader lands: open the file read-only in place.
-    run = run or (store.query("select archive, run_path from runs where run_id = ?", [run_id]) or [None])[0]
-    if not run or not run.get("archive"):
-        return None
-    p = Path(run["archive"]) / (run.get("run_path") or "") / path
-    try:
-        return p.read_bytes().decode("utf-8", "replace")
-    except OSError:
+        return run_files(store, run_id).read_text(path)
+    except Exception:  # noqa: BLE001 - unreadable file is reported as None
         return None
 
 

@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import sys
-import types
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -268,20 +268,22 @@ def test_command_of_wrong_type_fails_only_its_run(tmp_path):
 _FAIL_MOD = "forensics_test_failing_analyzer"
 
 
-def _install_failing_analyzer(monkeypatch, bad: str):
+def _install_failing_analyzer(monkeypatch, bad: str, where: Path):
     """An analyzer that writes a finding for each run and raises on one run: the isolation under test is
-    the pipeline's, whichever analyzer fails."""
-    mod = types.ModuleType(_FAIL_MOD)
-
-    def analyze(store, run_ids):
+    the pipeline's, whichever analyzer fails.  A module file on the import path, so that worker
+    processes (started from a forkserver, not forked) import it too."""
+    (where / f"{_FAIL_MOD}.py").write_text(textwrap.dedent(f"""
         from forensics.analyze.findings import Evidence, Finding, write_findings
-        if bad in run_ids:
-            raise ValueError(f"cannot analyse {bad}")
-        write_findings(store, "crashy", list(run_ids), [
-            Finding(run_id=r, analyzer="crashy", rule="CRASHY-RAN", severity="info", category="info",
-                    message="ran", evidence=[Evidence(note="test")]) for r in run_ids])
-    mod.analyze = analyze
-    monkeypatch.setitem(sys.modules, _FAIL_MOD, mod)
+
+        def analyze(store, run_ids):
+            if {bad!r} in run_ids:
+                raise ValueError("cannot analyse {bad}")
+            write_findings(store, "crashy", list(run_ids), [
+                Finding(run_id=r, analyzer="crashy", rule="CRASHY-RAN", severity="info", category="info",
+                        message="ran", evidence=[Evidence(note="test")]) for r in run_ids])
+    """))
+    monkeypatch.syspath_prepend(str(where))
+    monkeypatch.delitem(sys.modules, _FAIL_MOD, raising=False)
     import forensics.pipeline as P
     monkeypatch.setattr(P, "ANALYZER_MODULES", (("crashy", _FAIL_MOD, False),))
 
@@ -294,7 +296,7 @@ def test_an_analyzer_failure_on_one_run_is_a_finding_for_that_run_only(tmp_path,
     for r in rids:
         write_run(arch, r, claude_lines(r))
     bad = rids[5]
-    _install_failing_analyzer(monkeypatch, bad)
+    _install_failing_analyzer(monkeypatch, bad, tmp_path)
     db = str(tmp_path / "a.duckdb")
     store = Store(db)
     ingest_archive(store, arch)

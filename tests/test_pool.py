@@ -1,4 +1,4 @@
-"""forensics.engine.pool and the local engine on top of it: a worker that dies costs only its own
+"""forensics.pool and the local engine on top of it: a worker that dies costs only its own
 item (never the others, never a hang), workers see the parent's environment as it is now, and a
 scan whose worker dies on one run still records every run (the local twin of the Ray engine's
 failure tests in tests/test_engine_ray.py)."""
@@ -13,9 +13,9 @@ import pytest
 
 from engine_util import SIX_RUNS, cut_archive
 from forensics import pipeline as P
-from forensics.engine import FAULT_ENV, LocalEngine
+from forensics.engine import LocalEngine
 from forensics.engine.compare import diff_stores
-from forensics.engine.pool import context, pmap
+from forensics.pool import FAULT_ENV, context, pmap
 from forensics.store.db import Store
 
 DIE_ON = 7

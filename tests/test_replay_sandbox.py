@@ -255,7 +255,7 @@ def test_seccomp_program_jumps_stay_inside():
 def test_without_namespaces_it_degrades_or_refuses_never_pretends(tmp_path):
     # a container without CAP_SYS_ADMIN: no namespace can be made
     p = subprocess.run(["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", "--",
-                        sys.executable, "-m", "forensics.replay.sandbox", "--json"], capture_output=True, text=True,
+                        sys.executable, "-m", "forensics.replay.sandbox_check", "--json"], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
     res = json.loads(p.stdout)
     rep = res["report"]

@@ -7,7 +7,7 @@ import random
 import numpy as np
 from datasketch import MinHash
 
-from forensics.analyze import contamination_eval as E
+from forensics.bench import contamination_eval as E
 from forensics.analyze import similarity as SIM
 from forensics.bench import similarity as B
 from forensics.store.db import Store
@@ -168,7 +168,8 @@ EDGE_SOURCES = [
 
 def _oracle_ids(name: str, text: str) -> tuple[list[int], list[int]]:
     toks = O.tokens(name, text)
-    return [SIM._tid(t.text) for t in toks], [t.line for t in toks]
+    from forensics.text.code import _tid
+    return [_tid(t.text) for t in toks], [t.line for t in toks]
 
 
 def test_fast_lexer_equals_the_sequential_lexer():

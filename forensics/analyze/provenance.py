@@ -170,10 +170,10 @@ def _written_texts(call: dict[str, Any]) -> list[tuple[str, str]]:
 
 def copy_spans(read_text: str, written: str, min_tokens: int = 40) -> list[dict[str, Any]]:
     """Aligned spans of normalized token lines shared by a read and a later write."""
-    from forensics.analyze import similarity as SIM
-    a = SIM.build_doc("w", {"written.py": written})
-    b = SIM.build_doc("r", {"read.py": read_text})
-    return [s for s in SIM.aligned_spans(a, b, min_lines=3, min_tokens=20)][:20] if \
+    from forensics.text.code import aligned_spans, build_doc
+    a = build_doc("w", {"written.py": written})
+    b = build_doc("r", {"read.py": read_text})
+    return [s for s in aligned_spans(a, b, min_lines=3, min_tokens=20)][:20] if \
         sum(len(t) for t in a.tokens.values()) >= min_tokens else []
 
 

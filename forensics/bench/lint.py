@@ -31,7 +31,7 @@ from forensics import verdict as V
 from forensics.analyze.static import lint_run_dir, lint_source
 from forensics.analyze.static.rules import RULES
 from forensics.analyze.static.tripwire import TRIPWIRE, official_forbidden, tripwire
-from forensics.engine.pool import pmap
+from forensics.pool import pmap
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "lint"
 # Scored beside the rules: the file's findings leave a recompute probe pending (the verdict's ER1,

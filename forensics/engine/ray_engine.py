@@ -6,7 +6,7 @@ The units of work are the local engine's, as Ray tasks:
   by its absolute path, read-only) and returns their Arrow batches; the driver commits them.
 * per-run analyzers: a task gets its chunk's rows of the store (plus the whole `runs`,
   `archives` and `similarity_pairs` tables) as Arrow tables through Ray's object store, loads
-  them into a scratch DuckDB file of its own and runs `forensics.pipeline._analyze_chunk` there,
+  them into a scratch DuckDB file of its own and runs `forensics.analyze.registry.analyze_chunk` there,
   exactly as a local worker does on the driver's store; the rows it wrote come back and the
   driver applies them.  So no node but the driver needs the store, and the store is the one a
   local scan writes.
@@ -46,7 +46,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import FAULT_ENV, Engine, EngineError, failed_chunk, failed_rows, here, maybe_fault, parse_fault, parse_one
+from forensics.pool import FAULT_ENV, here, maybe_fault
+from forensics.store.ingest import failed_rows, parse_one
+
+from .base import Engine, EngineError, failed_chunk, fault_from_env
 
 TIMEOUT_EXIT = 87        # exit status of a worker its watchdog killed
 GRACE_S = 60.0           # the driver's backstop waits this much past the task timeout
@@ -178,7 +181,7 @@ def _empty_store(path: str) -> Any:
 def analyze_task(stage: str, module: str, chunk: list[str], shared: dict[str, Any], own: dict[str, Any],
                  fault: dict | None, timeout: float | None, env: dict[str, str | None] | None = None
                  ) -> tuple[tuple, float, dict[str, Any]]:
-    """Run one analyzer over a chunk of runs whose rows came with the task; `_analyze_chunk`'s
+    """Run one analyzer over a chunk of runs whose rows came with the task; `analyze_chunk`'s
     result, the seconds it took (loading the rows included) and where it ran.  `env`: variables
     to set (None: unset) first, e.g. the driver's OMP_NUM_THREADS that Ray overrides in tasks."""
     for k, v in (env or {}).items():
@@ -189,7 +192,7 @@ def analyze_task(stage: str, module: str, chunk: list[str], shared: dict[str, An
     with _Watchdog(timeout):
         t0 = time.perf_counter()
         maybe_fault(fault, stage, chunk)
-        from forensics.pipeline import _analyze_chunk
+        from forensics.analyze.registry import analyze_chunk
         tmp = tempfile.mkdtemp(prefix="forensics-ray-")
         try:
             db = os.path.join(tmp, "chunk.duckdb")
@@ -201,7 +204,7 @@ def analyze_task(stage: str, module: str, chunk: list[str], shared: dict[str, An
                 st.con.execute("CHECKPOINT")
             finally:
                 st.close()
-            res = _analyze_chunk((db, module, chunk))
+            res = analyze_chunk((db, module, chunk))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return res, time.perf_counter() - t0, _where()
@@ -242,7 +245,7 @@ class RayEngine(Engine):
         self.ray = ray
         self.task_timeout = float(task_timeout) if task_timeout else None
         self.retries = max(0, int(retries))
-        self.fault = fault if fault is not None else parse_fault(os.environ.get(FAULT_ENV))
+        self.fault = fault if fault is not None else fault_from_env()
         self.address = address
         self.owns = False
         self._handlers: dict[int, Any] = {}
@@ -439,4 +442,4 @@ class RayEngine(Engine):
         return store, results
 
 
-__all__ = ["RayEngine", "parse_fault", "FAULT_ENV", "parse_task", "analyze_task"]
+__all__ = ["RayEngine", "FAULT_ENV", "parse_task", "analyze_task"]

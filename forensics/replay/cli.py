@@ -90,7 +90,7 @@ def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_tim
     The result says whether it confirms or refutes the archived `correct` (result.json).  The
     process never ends without JSON (with --json / --jsonl): out of memory in the replay, a problem
     without a bundled reference, a signal from outside all end in a JSON document."""
-    from forensics.cli import require_extra
+    from forensics.extras import require_extra
     require_extra("replay", "torch")
     from .probes import install_signal_handlers, restore_signal_handlers
     events: list[dict] = []
@@ -144,7 +144,7 @@ def kernels_cmd():
 @click.option("--json", "as_json", is_flag=True)
 def kernels_list(as_json):
     """Every problem and deck version, with shapes, tolerances and whether a Triton reference exists."""
-    from forensics.cli import require_extra
+    from forensics.extras import require_extra
     require_extra("kernels list", "torch")
     from kernels import registry
     items = []
@@ -225,7 +225,7 @@ def kernels_check(problem: str, device: str, shapes: str = "auto", seed: int | N
 @click.option("--json", "as_json", is_flag=True)
 def kernels_check_cmd(problem, device, shapes, as_json):
     """Oracle vs deck reference vs Triton for PROBLEM on the available device."""
-    from forensics.cli import require_extra
+    from forensics.extras import require_extra
     require_extra("kernels check", "torch", "triton")
     res = kernels_check(problem, device or _default_device(), shapes)
     if as_json:

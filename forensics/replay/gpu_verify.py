@@ -288,7 +288,7 @@ def sandbox_checks(device: str, out_dir: Path) -> dict:
 
     from .api import replay_solution
     from .probes import Limits
-    from .sandbox import self_check
+    from .sandbox_check import self_check
     res: dict = {}
     t = time.monotonic()
     res["self_check"] = self_check(device)

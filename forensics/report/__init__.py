@@ -123,7 +123,7 @@ def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerende
     if jobs > 1 and len(todo) > 4 and store.path != ":memory:":
         # DuckDB has one writer: release ours, let the workers read the file, then reopen.
         import duckdb
-        from forensics.engine.pool import pmap
+        from forensics.pool import pmap
         store.con.execute("CHECKPOINT")
         store.con.close()
         try:

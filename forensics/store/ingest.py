@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import click
@@ -45,6 +46,7 @@ from forensics.archive.discover import RUN_MARKERS, DiscoveredRun, discover_runs
 from forensics.archive.result import infer_era, read_result, result_fields
 from forensics.archive.runid import bench_of_problem
 from forensics.archive.source import ArchiveError, ArchiveSource, open_source
+from forensics.pool import here, maybe_fault, pmap
 from forensics.store import schema as S
 from forensics.store.db import RowBuffer, Store
 
@@ -809,6 +811,61 @@ def _error_rows(run: DiscoveredRun, location: str, err: str) -> RunRows:
     return rows
 
 
+def failed_rows(run: Any, reason: str) -> Any:
+    """The rows of a run whose parse failed: the run is still recorded, with the reason."""
+    rows = RunRows(run.run_id, _fingerprint(run))
+    rows.error = reason
+    return rows
+
+
+def parse_one(src: Any, run: Any, location: str, known: dict[str, str | None]) -> Any:
+    """parse_run that never raises: a crash becomes RunRows.error (the run is still recorded)."""
+    try:
+        return parse_run(src, run, location, known)
+    except Exception as e:  # noqa: BLE001 - one bad run must not stop the ingest
+        return failed_rows(run, f"{type(e).__name__}: {e}")
+
+
+_W: dict[str, Any] = {}
+
+
+def _worker_init(location: str) -> None:
+    from forensics.archive.source import open_source
+    _W["src"] = open_source(location)
+
+
+def _worker_parse(args) -> tuple[RunRows, float, dict[str, Any]]:
+    run, location, known, fault = args
+    maybe_fault(fault, "ingest", [run.run_id])
+    t0 = time.perf_counter()
+    rows = parse_one(_W["src"], run, location, known)
+    return rows, time.perf_counter() - t0, here()
+
+
+def parse_local(src: Any, location: str, runs: Sequence[DiscoveredRun], known: dict[str, str | None], jobs: int = 1,
+                fault: dict | None = None, lost: Callable[[DiscoveredRun, str], None] | None = None
+                ) -> Iterator[tuple[RunRows, float, dict[str, Any]]]:
+    """(rows, seconds, where it ran) per run, in the runs' order: here when jobs is 1, else in `jobs`
+    worker processes (forensics.pool), each opening the archive itself.  A run whose worker died
+    even alone is recorded with the reason (and `lost(run, reason)` told), never dropped."""
+    if jobs <= 1 or len(runs) <= 1:
+        me = here()
+        for r in runs:
+            t0 = time.perf_counter()
+            rows = parse_one(src, r, location, known)
+            yield rows, time.perf_counter() - t0, me
+        return
+
+    def on_lost(args, reason):
+        reason = f"not parsed: {reason}"
+        if lost is not None:
+            lost(args[0], reason)
+        return failed_rows(args[0], reason), 0.0, {}
+    # in order: a tar archive's members are read forwards
+    yield from pmap(_worker_parse, [(r, location, known, fault) for r in runs], jobs,
+                    initializer=_worker_init, initargs=(location,), lost=on_lost)
+
+
 def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, progress: bool = False,
                    force: bool = False, engine: Any = None) -> IngestReport:
     """Parse the archive's new or changed runs (in `engine`'s workers: forensics.engine; default
@@ -864,11 +921,13 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
         if bar:
             bar.update(1)
 
-    if engine is None:
-        from forensics.engine import LocalEngine
-        engine = LocalEngine(jobs)
     by_id = {r.run_id: r for r in todo}
-    for rows in engine.parse_runs(src, location, todo, known):
+    # no engine: `jobs` worker processes of this machine (the pipeline hands in forensics.engine's)
+    if engine is not None:
+        parsed = engine.parse_runs(src, location, todo, known)
+    else:
+        parsed = (rows for rows, _s, _w in parse_local(src, location, todo, known, jobs))
+    for rows in parsed:
         commit(rows, by_id[rows.run_id])
     writer.flush()
     if bar:

@@ -1,4 +1,5 @@
-"""Worker processes on this machine: the one pool every in-machine fan-out uses.
+"""Worker processes on this machine: the one pool every in-machine fan-out uses (the local engine,
+the report, MinHash signatures, the benches).  Imports nothing of forensics: every layer may use it.
 
 Two hazards of `multiprocessing.Pool` with the fork start method, one of which cost a CI run
 (the suite hung until the 90-minute limit):
@@ -17,9 +18,14 @@ gets its real one. An ordinary exception raised by `fn` is not a lost worker and
 
 from __future__ import annotations
 
+import hashlib
 import os
+import socket
 import sys
+import time
 from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 #: submitted but not finished, per worker: enough to keep workers busy, few enough to retry
@@ -34,11 +40,13 @@ def context():
     return mp.get_context("spawn")
 
 
-def _init(env: dict[str, str], initializer: Callable[..., None] | None, initargs: tuple) -> None:
-    """In a worker: the parent's environment as it is now (a forkserver's children would otherwise
-    see it as it was when the server started), then the caller's initializer."""
+def _init(env: dict[str, str], path: list[str], initializer: Callable[..., None] | None, initargs: tuple) -> None:
+    """In a worker: the parent's environment and import path as they are now (a forkserver's
+    children would otherwise see them as they were when the server started), then the caller's
+    initializer."""
     os.environ.clear()
     os.environ.update(env)
+    sys.path[:] = path
     if initializer is not None:
         initializer(*initargs)
 
@@ -92,7 +100,7 @@ def pmap(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int, *,
 
     def pool(n: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init,
-                                   initargs=(dict(os.environ), initializer, initargs))
+                                   initargs=(dict(os.environ), list(sys.path), initializer, initargs))
 
     while todo:
         with pool(max(1, jobs)) as ex:
@@ -129,4 +137,52 @@ def pmap(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int, *,
         alone.clear()
 
 
-__all__ = ["IN_FLIGHT_PER_WORKER", "context", "pmap"]
+# ---------------------------------------------------------------------------------------------
+# Where a worker runs, and fault injection for the workers of both engines (forensics.engine).
+def here(gpu: str | None = None) -> dict[str, Any]:
+    """Where this process runs: host name, pid and the GPUs it may use (CUDA_VISIBLE_DEVICES)."""
+    return {"node": socket.gethostname(), "pid": os.getpid(),
+            "gpu": gpu if gpu is not None else os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+# Fault injection (both engines), for tests and drills: FORENSICS_ENGINE_FAULT="stage=ingest,run=RUN_ID"
+# [,mode=exit|hang][,once=DIR] makes the worker that handles RUN_ID at that stage exit (or hang).
+FAULT_ENV = "FORENSICS_ENGINE_FAULT"
+FAULT_EXIT = 86          # exit status of a worker killed by the fault hook
+
+
+def parse_fault(spec: str | None) -> dict[str, str] | None:
+    """FORENSICS_ENGINE_FAULT's value as a dict (None when unset or empty); ValueError when malformed."""
+    if not spec:
+        return None
+    out: dict[str, str] = {}
+    for part in spec.split(","):
+        k, sep, v = part.partition("=")
+        if not sep:
+            raise ValueError(f"{FAULT_ENV}: expected key=value, got {part!r}")
+        out[k.strip()] = v.strip()
+    if not out.get("stage") or not out.get("run"):
+        raise ValueError(f"{FAULT_ENV} needs stage= and run=")
+    if out.setdefault("mode", "exit") not in ("exit", "hang"):
+        raise ValueError(f"{FAULT_ENV}: mode must be exit or hang")
+    return out
+
+
+def maybe_fault(fault: dict[str, str] | None, stage: str, run_ids: Sequence[str]) -> None:
+    """In a worker: die (or hang) as `fault` asks when `run_ids` holds its run at `stage`."""
+    if not fault or fault["stage"] != stage or fault["run"] not in run_ids:
+        return
+    once = fault.get("once")
+    if once:
+        marker = Path(once) / f"{stage}-{hashlib.sha256(fault['run'].encode()).hexdigest()[:16]}"
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+    if fault["mode"] == "hang":
+        while True:
+            time.sleep(3600)
+    os._exit(FAULT_EXIT)
+
+
+__all__ = ["FAULT_ENV", "FAULT_EXIT", "IN_FLIGHT_PER_WORKER", "context", "here", "maybe_fault", "parse_fault", "pmap"]
