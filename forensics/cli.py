@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "similar": ("forensics.analyze.similarity:similar_cmd", "Most similar solution pairs with aligned spans."),
     "timeline": ("forensics.analyze.timeline:timeline_cmd", "Versions of the solution and the checks that ran on each."),
     "lint": ("forensics.analyze.static.cli:lint_cmd", "Static audit of a solution or a run folder."),
-    "rules": ("forensics.analyze.static.cli:rules_cmd", "The static rule catalogue."),
+    "rules": ("forensics.analyze.catalogue:rules_cmd", "Every rule id the tool emits (the catalogue)."),
     "replay": ("forensics.replay.cli:replay_cmd", "Replay a run's solution against the bundled reference (GPU)."),
     "kernels": ("forensics.replay.cli:kernels_cmd", "List and check the bundled reference kernels."),
 }

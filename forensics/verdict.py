@@ -57,8 +57,8 @@ RECOMPUTE_PROBES = PROBES_STALE + PROBES_RUBRIC + ("fresh-state",)
 CORROBORATING_PROBES = ("timing", "timing-l2-reset", "kernel-name-trace", "repeated-calls", "perturbed-distribution-inputs")
 
 # Finding rules named by the table (everything else is keyed on category + severity).
-RULE_SUPERSEDED_PASS = ("superseded-pass", "last-pass-superseded", "pass-superseded")
-RULE_FINAL_UNCHECKED = ("final-never-checked", "final-version-unchecked", "final-unchecked")
+RULE_SUPERSEDED_PASS = ("superseded-pass",)
+RULE_FINAL_UNCHECKED = ("final-never-checked",)
 RULE_FORBIDDEN = ("FORBIDDEN-OP", "FORBIDDEN-TRIPWIRE")
 RUBRIC_RULE_HINTS = ("rubric", "ignores-caller-cache", "ignores-caches", "alternate-cache")
 

@@ -26,8 +26,27 @@ def severity_key(severity: str | None) -> int:
     """Sort key, most severe first (critical 0 ... info 4); an unknown severity last (9)."""
     r = SEV_RANK.get(severity or "")
     return 9 if r is None else len(SEVERITIES) - 1 - r
+
+
 CATEGORIES = ("contamination", "reward_hack", "correctness", "measurement", "integrity",
               "provenance", "portability", "info")
+
+
+# A rule is data: every rule id any analyzer emits is one (forensics.analyze.catalogue lists them).
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    analyzer: str            # who emits it: static, integrity, provenance, similarity, timeline, replay, pipeline
+    category: str
+    severity: str            # default severity
+    title: str
+    rationale: str
+    evidence: str            # what a finding cites
+    probe: str | None = None # empirical probe required when static reading cannot decide
+    source: str = "ast"      # static: ast | cuda | regex | files | gate; the others: the module that emits it
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass

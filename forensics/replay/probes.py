@@ -60,43 +60,9 @@ NOT_REPLAYABLE_MARKERS = (
 ARCH_ERROR_MARKERS = ("unsupported gpu architecture", "compute_120", "sm_120", "compute_100", "sm_100",
                       "compute_103", "sm_103", "is not defined for option 'gpu-architecture'")
 
-FINDING_RULES = {
-    # rule: (severity, category, probe)
-    "replay-check-failed": ("high", "correctness", "check"),
-    "replay-property-failed": ("high", "correctness", "property"),
-    "replay-stale-same-buffer": ("critical", "correctness", "same-buffer"),
-    "replay-stale-unsampled-region": ("critical", "correctness", "unsampled-region"),
-    "replay-stale-fresh-state": ("critical", "correctness", "fresh-state"),
-    "replay-stale-fresh-inputs": ("critical", "correctness", "fresh-inputs"),
-    "replay-ignores-caller-cache": ("critical", "correctness", "alternate-cache"),
-    "replay-output-alias": ("info", "info", "output-alias"),
-    "replay-version-keyed-cache": ("info", "info", "same-buffer"),
-    "replay-state-drift": ("medium", "correctness", "state-drift"),
-    "replay-timed-output-wrong": ("critical", "reward_hack", "timed-outputs"),
-    "replay-distribution-failed": ("high", "correctness", "distribution"),
-    "replay-work-by-library": ("high", "reward_hack", "kernel-trace"),
-    "replay-kernel-trace": ("info", "info", "kernel-trace"),
-    "replay-state-layout": ("info", "info", "state-drift"),
-    "replay-unwritten-output": ("high", "correctness", "nan-poison"),
-    "replay-nondeterministic": ("low", "correctness", "determinism"),
-    "replay-early-exit": ("critical", "reward_hack", None),
-    "replay-torch-monkeypatch": ("critical", "reward_hack", None),
-    "replay-input-mutated": ("high", "integrity", None),
-    "replay-report-forged": ("critical", "reward_hack", None),
-    "replay-crash": ("high", "correctness", None),
-    "replay-timeout": ("medium", "measurement", None),
-    "replay-error": ("high", "correctness", None),
-    "replay-build-failed": ("high", "correctness", "build"),
-    "replay-not-replayable": ("info", "portability", "build"),
-    "replay-contract-unknown": ("info", "info", None),
-    "replay-tool-error": ("medium", "measurement", None),
-    "replay-timing-implausible": ("high", "measurement", "timing"),
-    "replay-timing-l2-dependent": ("medium", "measurement", "timing-l2-reset"),
-}
 
 
-#: findings that make a replay's status `tampered`: the solution interfered with the replay itself
-TAMPER_RULES = ("replay-torch-monkeypatch", "replay-report-forged")
+from .rules import FINDING_RULES, TAMPER_RULES  # noqa: E402,F401 - the replay's rule table
 
 _ONCE = {"replay-early-exit", "replay-crash", "replay-timeout", "replay-not-replayable", "replay-input-mutated",
          "replay-build-failed", "replay-report-forged"}

@@ -10,7 +10,6 @@ import orjson
 
 from ..findings import SEVERITIES, severity_key
 from . import lint_run_dir, lint_source
-from .rules import RULES_LIST
 
 
 def _print_report(rep, min_sev: str) -> None:
@@ -57,18 +56,3 @@ def lint_cmd(path: str, problem: str | None, bench: str | None, gpu: str | None,
         sys.stdout.buffer.write(orjson.dumps(rep.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
     else:
         _print_report(rep, min_sev)
-
-
-@click.command("rules")
-@click.option("--json", "as_json", is_flag=True, help="Print the catalogue as JSON.")
-def rules_cmd(as_json: bool) -> None:
-    """The static rule catalogue: id, analyzer, category, severity, probe, rationale."""
-    if as_json:
-        sys.stdout.buffer.write(orjson.dumps([r.to_dict() for r in RULES_LIST], option=orjson.OPT_INDENT_2) + b"\n")
-        return
-    for r in RULES_LIST:
-        click.echo(f"{r.id:<24} {r.analyzer:<9} {r.category:<12} {r.severity:<8} {r.title}")
-        click.echo(f"{'':<24} evidence: {r.evidence}")
-        if r.probe:
-            click.echo(f"{'':<24} probe: {r.probe}")
-        click.echo(f"{'':<24} {r.rationale}")

@@ -9,23 +9,7 @@ enforces it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    analyzer: str            # 'static' (solution rules) | 'integrity' (grader rules)
-    category: str
-    severity: str            # default severity
-    title: str
-    rationale: str
-    evidence: str            # what a finding cites
-    probe: str | None = None # empirical probe required when static reading cannot decide
-    source: str = "ast"      # ast | cuda | regex | files | gate
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+from forensics.analyze.findings import Rule
 
 
 _R = Rule
