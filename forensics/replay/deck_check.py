@@ -87,7 +87,7 @@ def run_deck_check(decks: Path, bench: str, problem: str, solution: bytes, sidec
     from . import sandbox
     from .api import split_published
     from .proctree import kill_session
-    from .runner import Scratch, scrubbed_env
+    from .runner import Scratch, close_fds, scrubbed_env
 
     solution, sidecars, _ = split_published(solution, sidecars)
     got = deck_files(Path(decks), bench, problem, solution, sidecars)
@@ -142,12 +142,7 @@ def run_deck_check(decks: Path, bench: str, problem: str, solution: bytes, sidec
         return {"status": status, "line": line, "s": round(time.monotonic() - t0, 2), "rc": rc,
                 "tail": text[-2000:], "deck": str(problem_dir(Path(decks), bench, problem))}
     finally:
-        for fd in (rep_r, rep_w):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        close_fds(rep_r, rep_w)
         if cg is not None:
             cg.remove()
         scratch.cleanup()

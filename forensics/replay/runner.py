@@ -117,6 +117,16 @@ class ChildDied(Exception):
         self.reply = reply
 
 
+def close_fds(*fds: int) -> None:
+    """Close each descriptor that is open (>= 0), ignoring one already closed."""
+    for fd in fds:
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 class Child:
     """One worker process.  `request(op, timeout, **fields)` -> Reply (never raises for the
     solution's failures; the reply's status says what happened)."""
@@ -163,13 +173,7 @@ class Child:
                     # no kernel ceiling here: the watch is the ceiling (proctree.MemoryWatch)
                     self.memwatch = MemoryWatch(self.proc.pid, cfg["mem_ceiling"])
         except BaseException:
-            for fd in (req_r, req_w, resp_r, resp_w, rep_r, rep_w):
-                if fd < 0:
-                    continue
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            close_fds(req_r, req_w, resp_r, resp_w, rep_r, rep_w)
             if self.cgroup is not None:
                 self.cgroup.remove()
             self.log.close()
@@ -236,11 +240,7 @@ class Child:
         if self.report is None and self._rep_fd >= 0:
             self.sandbox_report(timeout=0.5)
         self._cgroup_done()
-        for fd in (self.wfd, self.rfd, self._rep_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_fds(self.wfd, self.rfd, self._rep_fd)
         self.wfd = self.rfd = self._rep_fd = -1
         try:
             self.log.close()

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from .runner import Scratch
+from .runner import Scratch, close_fds
 from .sandbox import CONFIG_ENV, _project_root, off_report, plan, read_report, summary
 
 CHECK_SRC = r'''
@@ -100,12 +100,7 @@ def self_check(device: str = "cpu") -> dict:
         return {"device": device, "report": report, "summary": summary(report), "inside": inside,
                 "wall_s": round(wall, 3), "rc": p.returncode}
     finally:
-        for fd in (rep_r, rep_w):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        close_fds(rep_r, rep_w)
         shutil.rmtree(sc.cache.parent, ignore_errors=True)
         sc.cleanup()
 
