@@ -47,6 +47,9 @@ class PropertyCase:
     expected: str | None = None     # a closed-form expectation, if any (e.g. "all ones")
 
 
+API_KINDS = ("module", "decode", "step", "rollout")
+
+
 @dataclass
 class ProblemSpec:
     name: str                                   # "01_fp8_gemm"
@@ -85,9 +88,19 @@ class ProblemSpec:
     property_since: str | None = None           # A3 suite exists in archives from this date
     stress_since: str | None = None             # A2 suite exists from this date
     stateful: dict | None = None                # cuda 03 / cuda 04 / mega 02 API metadata
+    # how the replay calls it: "module" (Model(*init)(*inputs), every problem but three), "decode"
+    # (cuda 03: prefill / decode_steps / run), "step" (mega 02: Model.step), "rollout" (cuda 04: run)
+    api_kind: str = "module"
     peak_value: float | None = None             # tok_s / sps denominators (yaml peak_tok_s, peak_sps)
     notes: list[str] = field(default_factory=list)
     default_dtype_key: str = "bfloat16"
+
+    def __post_init__(self) -> None:
+        if self.api_kind not in API_KINDS:
+            raise ValueError(f"{self.name}: api_kind {self.api_kind!r} is not one of {API_KINDS}")
+        if (self.api_kind == "module") != (self.stateful is None):
+            raise ValueError(f"{self.name}: a stateful API (stateful=...) needs an api_kind other than module, "
+                             "and only a stateful one has one")
 
     # -- identity -----------------------------------------------------------------------------
     @property

@@ -54,6 +54,12 @@ def test_stateful_kinds():
     assert kind(registry.get(KIMI)) == "step"
     assert kind(registry.get(GRID)) == "rollout"      # its env_step( must not read as a step API
     assert kind(registry.get("05_topk_bitonic")) is None
+    # declared on the spec, not read from the API's prose; a stateful spec without a kind is refused
+    import dataclasses
+    with pytest.raises(ValueError, match="api_kind"):
+        dataclasses.replace(registry.get(KIMI), api_kind="module")
+    with pytest.raises(ValueError, match="api_kind"):
+        dataclasses.replace(registry.get("05_topk_bitonic"), api_kind="decode")
 
 
 # ------------------------------------------------------------------------------ Kimi step API

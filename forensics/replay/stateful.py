@@ -25,17 +25,10 @@ from .probes import Replay, _same, _maxdiff, _to_dev
 
 
 def kind(spec: Any) -> str | None:
-    """'decode' (cuda 03), 'step' (mega 02: Model.step), 'rollout' (cuda 04: run over a grid), or None."""
-    st = spec.stateful
-    if not st:
-        return None
-    api = st.get("api", [])
-    lines = api if isinstance(api, list) else [str(api)]
-    if any("decode_steps" in a or "prefill(" in a for a in lines):
-        return "decode"
-    if any(".step(" in a for a in lines):       # "Model(cfg).step(hidden, state)"; not cuda 04's env_step(
-        return "step"
-    return "rollout"
+    """'decode' (cuda 03), 'step' (mega 02: Model.step), 'rollout' (cuda 04: run over a grid), or None
+    (a plain module): the API kind the problem's spec declares (`ProblemSpec.api_kind`)."""
+    k = getattr(spec, "api_kind", "module")
+    return None if k == "module" else k
 
 
 def table(rp: Replay) -> dict[str, Callable[[], None]]:

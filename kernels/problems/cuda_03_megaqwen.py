@@ -111,6 +111,7 @@ SPECS = [ProblemSpec(
                                             ("gate_proj", "(3072,1024)"), ("up_proj", "(3072,1024)"),
                                             ("down_proj", "(1024,3072)"))},
                    module_helpers=[], import_reference_allowed=False, cuda_language_gate=True),
+    api_kind="decode",
     stateful=dict(
         api=["prefill(model, ctx_len, seed) -> (hidden, k_caches, v_caches)  [untimed]",
              "decode_steps(model, hidden, k_caches, v_caches, start_pos, n_steps, seed) -> (hidden, k_caches, v_caches)  [timed]",

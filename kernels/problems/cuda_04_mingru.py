@@ -96,6 +96,7 @@ SPECS = [ProblemSpec(
                                (("w_enc", "(256,4)"), ("b_enc", "(256,)"), ("w_gru", "(3,768,256)"), ("w_a", "(4,256)"),
                                 ("b_a", "(4,)"), ("w_v", "(1,256)"), ("b_v", "(1,)"))},
                    module_helpers=[], import_reference_allowed=False, cuda_language_gate=True),
+    api_kind="rollout",
     stateful=dict(
         api=["env_step(agent, food, actions, rng_state) -> (agent, food, reward, rng_state)  [optional]",
              "policy_forward(model, obs, state) -> (logits (N,4), new_state (N,3,256), value (N,))  [optional; "

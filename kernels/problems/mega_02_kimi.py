@@ -209,6 +209,7 @@ SPECS = [ProblemSpec(
                               "MLA attn.{q_proj,kv_a,kv_b,o_proj}.*, moe.router.weight, moe.{gate,up,down,s_gate,s_up,s_down}.*)",
                    module_helpers=["Config", "build_config", "init_state", "init_token", "QuantLinear", "QuantExperts",
                                    "quantize_w4", "dequant_w4"], import_reference_allowed=False),
+    api_kind="step",
     stateful=dict(
         api=["Model(cfg).step(hidden, state) -> (hidden, state); state may be mutated in place or returned"],
         state_layout="list of 4 dicts in pattern order (K,K,K,M): KDA {'S': (32,128,128) fp32, 'cq','ck','cv': "
