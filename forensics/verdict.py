@@ -26,7 +26,6 @@ stored in ``verdicts.archived``.  It never feeds the decision.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,11 @@ from typing import Any
 
 import orjson
 
-from forensics.analyze.findings import SEV_RANK
+from forensics.analyze.findings import SEV_RANK, norm_probe
+from forensics.store.archived import (  # noqa: F401 - re-exported: the pipeline, the tests
+    annotation_from_run, archived_probes, deck_hardware, find_annotation, glob_escape, gpu_key, parse_annotation_text,
+    parse_probe_log, read_run_text,
+)
 from forensics.store.db import Store, loads_json
 
 UNKNOWN = "unknown"
@@ -259,18 +262,6 @@ def _ids(rows: Iterable[dict[str, Any]]) -> list[str]:
     return [r["finding_id"] for r in rows]
 
 
-def _norm_probe(p: str | None) -> str:
-    p = (p or "").strip().lower().replace("_", "-").replace(" ", "-")
-    aliases = {"same-buffer-overwrite": "same-buffer", "unsampled-row-mutation": "unsampled-region",
-               "unsampled-region-mutation": "unsampled-region", "fresh-state-object": "fresh-state",
-               "alternate-caller-caches": "alternate-cache", "alternate-caches": "alternate-cache",
-               "alternate-cache-probe": "alternate-cache", "l2-persistence-reset-timing": "timing-l2-reset",
-               "unsampled-row": "unsampled-region", "same-buffer-probe": "same-buffer", "fresh-state-probe": "fresh-state",
-               "cache-contract": "alternate-cache", "fresh-input-pointers": "fresh-inputs",
-               "timed-call-outputs": "timed-calls", "timed-outputs": "timed-calls", "kernel-trace": "kernel-name-trace"}
-    return aliases.get(p, p)
-
-
 def _is_true(v: Any) -> bool:
     return v is True or (isinstance(v, str) and v.lower() == "true")
 
@@ -320,7 +311,7 @@ def load_facts(store: Store, run_ids: Sequence[str]) -> dict[str, RunFacts]:
                             coverage=(cov[0]["data"] if cov else None),
                             coverage_id=(cov[0]["finding_id"] if cov else None), result=result,
                             deck_hardware=deck_hardware(store, run),
-                            archived_probes=_archived_probes(store, run, probe_files.get(rid, [])))
+                            archived_probes=archived_probes(store, run, probe_files.get(rid, [])))
     return out
 
 
@@ -375,34 +366,8 @@ def _probe_results(F: RunFacts) -> dict[str, list[dict[str, Any]]]:
     """Replay results plus the auditors' archived probe logs, by normalized probe name."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in F.replay + F.archived_probes:
-        out.setdefault(_norm_probe(r.get("probe")), []).append(r)
+        out.setdefault(norm_probe(r.get("probe")), []).append(r)
     return out
-
-
-ARCHIVED_PROBE_LOG = re.compile(r"(^|/)(audit_[A-Za-z0-9_]+|empirical_recompute_test[A-Za-z0-9_]*)\.log$")
-
-
-def parse_probe_log(text: str, path: str) -> dict[str, Any] | None:
-    """An auditor's probe log (spec 2.5: key=value lines such as `probe=unsampled_row_mutation`,
-    `result=FAIL`) as a replay_results-like row; None if it names no probe or no result."""
-    kv: dict[str, str] = {}
-    for line in text.splitlines():
-        for tok in line.split():
-            if "=" in tok:
-                k, _, v = tok.partition("=")
-                kv.setdefault(k.strip().lower(), v.strip())
-    probe = kv.get("probe")
-    res = (kv.get("result") or kv.get("status") or "").lower()
-    if not probe or res not in ("fail", "failed", "pass", "passed", "ok"):
-        return None
-    bad = kv.get("bad", "")
-    n_bad = int(bad.split("/")[0]) if bad.split("/")[0].isdigit() else None
-    try:
-        max_abs = float(kv.get("max_abs_diff") or kv.get("max_abs") or "nan")
-    except ValueError:
-        max_abs = None
-    return {"probe": probe, "status": "fail" if res.startswith("fail") else "pass", "n_bad": n_bad,
-            "max_abs": None if max_abs != max_abs else max_abs, "source": path}
 
 
 def _failed_probes(F: RunFacts, names: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -416,7 +381,7 @@ def _failed_probes(F: RunFacts, names: Sequence[str]) -> tuple[list[str], list[s
                 facts.append(f"fact:{where}: {n}={r.get('status')}"
                              + (f" (n_bad={r.get('n_bad')}, max_abs={r.get('max_abs')})" if r.get("n_bad") is not None else ""))
     for f in F.of(analyzer="replay"):
-        if f["category"] in ("reward_hack", "correctness") and _norm_probe(f.get("probe") or (f.get("data") or {}).get("probe")) in names:
+        if f["category"] in ("reward_hack", "correctness") and norm_probe(f.get("probe") or (f.get("data") or {}).get("probe")) in names:
             fids.append(f["finding_id"])
     return fids, facts
 
@@ -453,7 +418,7 @@ def decide_reward_hack(F: RunFacts) -> Decision:
     static_hack = [f for f in F.findings if f["analyzer"] not in ("replay", "timeline", "provenance", "similarity")
                    and f["category"] in ("reward_hack", "integrity", "measurement")
                    and SEV_RANK.get(f["severity"], 0) >= DECISIVE
-                   and (not f.get("probe") or _norm_probe(f["probe"]) in CORROBORATING_PROBES)]
+                   and (not f.get("probe") or norm_probe(f["probe"]) in CORROBORATING_PROBES)]
     if static_hack:
         return Decision(True, "RH2", _ids(static_hack))
     if F.run.get("has_solution") is False:
@@ -483,7 +448,7 @@ def _behaviour_pending(F: RunFacts) -> list[dict[str, Any]]:
             continue
         if SEV_RANK.get(f["severity"], 0) < DECISIVE or not f.get("probe"):
             continue
-        p = _norm_probe(f["probe"])
+        p = norm_probe(f["probe"])
         if p in CORROBORATING_PROBES or p in RECOMPUTE_PROBES:
             continue
         if not [x for x in pr.get(p, []) if (x.get("status") or "") in ("pass",) + PROBE_FAIL]:
@@ -625,7 +590,7 @@ def decide_measurement(F: RunFacts, correct: Decision, hack: Decision, provider:
 
 
 def _needs_recompute_probe(f: dict[str, Any]) -> bool:
-    return _norm_probe(f.get("probe")) in RECOMPUTE_PROBES
+    return norm_probe(f.get("probe")) in RECOMPUTE_PROBES
 
 
 def asks_recompute_probe(f: dict[str, Any]) -> bool:
@@ -649,7 +614,7 @@ def _pending(F: RunFacts, resolved: list | None = None) -> list[dict[str, Any]]:
     for f in F.findings:
         if not asks_recompute_probe(f):
             continue
-        done = [x for x in pr.get(_norm_probe(f["probe"]), []) if (x.get("status") or "") in ("pass",) + PROBE_FAIL]
+        done = [x for x in pr.get(norm_probe(f["probe"]), []) if (x.get("status") or "") in ("pass",) + PROBE_FAIL]
         if done or proven:  # a failed recompute probe already proves the defect: nothing left pending
             if resolved is not None:
                 resolved.append(f)
@@ -748,53 +713,6 @@ def decide_publish(F: RunFacts, d: dict[str, Decision]) -> Decision:
     return Decision(True, "PG3", [], ["fact:verdict=clean correct=true measurement_status=sequential_isolated"])
 
 
-def _archived_probes(store: Store, run: dict[str, Any], files: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out, seen = [], set()
-    for f in files:
-        if not ARCHIVED_PROBE_LOG.search(f["path"]):
-            continue
-        text = read_run_text(store, run["run_id"], f["path"], run)
-        row = parse_probe_log(text or "", f["path"])
-        if row is None:
-            continue
-        key = (_norm_probe(row["probe"]), row["status"], row["n_bad"], row["max_abs"])
-        if key in seen:  # the regrade copies scratch/ back into the workspace: same log twice
-            continue
-        seen.add(key)
-        out.append(row)
-    return out
-
-
-def gpu_key(name: str | None) -> str | None:
-    """Leaderboard GPU key of an nvidia-smi name (spec 3.5): SXM or HBM3 means H100_SXM."""
-    if not name:
-        return None
-    n = str(name).upper()
-    if "RTX PRO 6000" in n or "RTX_PRO_6000" in n:
-        return "RTX_PRO_6000"
-    if "H100" in n:
-        return "H100_SXM" if ("SXM" in n or "HBM3" in n) else "H100"
-    if "B200" in n:
-        return "B200"
-    if "H200" in n:
-        return "H200"
-    return n.replace(" ", "_")
-
-
-_HW = re.compile(r"^hardware\s*:\s*['\"]?([A-Za-z0-9_ ]+?)['\"]?\s*(#.*)?$", re.M)
-
-
-def deck_hardware(store: Store, run: dict[str, Any]) -> str | None:
-    """`hardware:` of the frozen template_files/problem.yaml (the deck's GPU), None if absent."""
-    if not run.get("regrade_json"):
-        return None  # only needed to judge a regrade's SKU
-    text = read_run_text(store, run["run_id"], "template_files/problem.yaml", run)
-    if not text:
-        return None
-    m = _HW.search(text)
-    return gpu_key(m.group(1).strip()) if m else None
-
-
 def _show(v: Any) -> str:
     return "null" if v is None else _fmt(v)
 
@@ -828,70 +746,6 @@ def decide(F: RunFacts) -> dict[str, Decision]:
 
 # ---------------------------------------------------------------------------------------------
 # Archived verdicts (annotation YAML, result.json grade)
-
-_KV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$")
-
-
-def parse_annotation_text(text: str) -> tuple[dict[str, Any], str | None]:
-    """Parse an annotation YAML; on invalid YAML fall back to top-level `key: value` lines.
-
-    Returns (fields, error) where error says the YAML was invalid and the fallback was used."""
-    import yaml
-    try:
-        data = yaml.safe_load(text)
-        if isinstance(data, dict):
-            return data, None
-        err = f"not a mapping ({type(data).__name__})"
-    except yaml.YAMLError as e:
-        err = f"invalid YAML: {str(e).splitlines()[0]}"
-    out: dict[str, Any] = {}
-    for line in text.splitlines():
-        if line.startswith((" ", "\t", "-", "#")):
-            continue
-        m = _KV.match(line)
-        if not m:
-            continue
-        k, v = m.group(1), m.group(2)
-        v = re.sub(r"\s+#.*$", "", v).strip().strip("'\"")
-        if v == "" or k in out:
-            continue
-        low = v.lower()
-        out[k] = True if low == "true" else False if low == "false" else None if low in ("null", "~") else v
-    return out, err
-
-
-def find_annotation(run_name: str, dirs: Sequence[Path]) -> Path | None:
-    """`<run_name>.yaml` or `<run_name>_<suffix>.yaml` (also .yml) in any of `dirs`."""
-    for d in dirs:
-        if not d or not d.is_dir():
-            continue
-        for ext in (".yaml", ".yml"):
-            p = d / f"{run_name}{ext}"
-            if p.is_file():
-                return p
-        cands = sorted(p for p in d.glob(f"{glob_escape(run_name)}_*.y*ml") if p.is_file())
-        if cands:
-            return cands[0]
-    return None
-
-
-def glob_escape(s: str) -> str:
-    return re.sub(r"([\[\]*?])", r"[\1]", s)
-
-
-def _annotation_from_run(store: Store, F: RunFacts) -> tuple[dict[str, Any] | None, str | None, str | None]:
-    """An annotation YAML inside the run folder (files table category 'annotation' or a .yaml at the root)."""
-    rows = store.query("select path from files where run_id = ? and (category = 'annotation' or "
-                       "((path like '%.yaml' or path like '%.yml') and path not like '%/%'))", [F.run["run_id"]])
-    paths = sorted(r["path"] for r in rows if not r["path"].endswith("problem.yaml"))
-    if not paths:
-        return None, None, None
-    text = read_run_text(store, F.run["run_id"], paths[0], F.run)
-    if text is None:
-        return None, paths[0], "unreadable"
-    data, err = parse_annotation_text(text)
-    return data, paths[0], err
-
 
 def _ann_value(field_name: str, v: Any) -> Any:
     if v is None:
@@ -963,15 +817,6 @@ def compare_archived(d: dict[str, Decision], annotation: dict[str, Any] | None, 
 
 
 # ---------------------------------------------------------------------------------------------
-def read_run_text(store: Store, run_id: str, path: str, run: dict[str, Any] | None = None) -> str | None:
-    """Read a file of the run through `forensics.archive.RunFiles` (read-only, any archive kind)."""
-    from forensics.store.files import run_files  # RunFiles built from the store's files rows
-    try:
-        return run_files(store, run_id).read_text(path)
-    except Exception:  # noqa: BLE001 - unreadable file is reported as None
-        return None
-
-
 def summarize(F: RunFacts, d: dict[str, Decision]) -> str:
     """A short generated summary paragraph naming the deciding facts."""
     r = F.run
@@ -1026,7 +871,7 @@ def adjudicate(store: Store, run_ids: Sequence[str] | None = None, annotations: 
                     ann, err = parse_annotation_text(text)
                     src = str(p)
             if ann is None:
-                ann, src, err = _annotation_from_run(store, F)
+                ann, src, err = annotation_from_run(store, F.run)
             rows.append(verdict_row(F, d, compare_archived(d, ann, src, err, F)))
         with store.transaction():
             if rows:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from forensics.analyze.findings import Evidence, Finding, write_findings
+from forensics.analyze.findings import Evidence, Finding, norm_probe, write_findings
 from forensics.store.db import Store
 from forensics import verdict as V
 
@@ -374,7 +374,7 @@ def test_template_tolerance_edit_is_reward_hack(store):
 def test_parse_archived_probe_log():
     row = V.parse_probe_log("probe=unsampled_row_mutation shape=1 seed=42\nbad=3708/16777216\nmax_abs_diff=11.7578\n"
                             "result=FAIL\n", "scratch/audit_same_buffer.log")
-    assert row["status"] == "fail" and row["n_bad"] == 3708 and V._norm_probe(row["probe"]) == "unsampled-region"
+    assert row["status"] == "fail" and row["n_bad"] == 3708 and norm_probe(row["probe"]) == "unsampled-region"
     assert V.parse_probe_log("x_pointer_stable=true\n", "scratch/audit_x.log") is None
 
 

@@ -32,6 +32,19 @@ CATEGORIES = ("contamination", "reward_hack", "correctness", "measurement", "int
               "provenance", "portability", "info")
 
 
+def norm_probe(p: str | None) -> str:
+    """A probe's one name, whoever spelled it (a static rule's prose, an auditor's log, the replay)."""
+    p = (p or "").strip().lower().replace("_", "-").replace(" ", "-")
+    aliases = {"same-buffer-overwrite": "same-buffer", "unsampled-row-mutation": "unsampled-region",
+               "unsampled-region-mutation": "unsampled-region", "fresh-state-object": "fresh-state",
+               "alternate-caller-caches": "alternate-cache", "alternate-caches": "alternate-cache",
+               "alternate-cache-probe": "alternate-cache", "l2-persistence-reset-timing": "timing-l2-reset",
+               "unsampled-row": "unsampled-region", "same-buffer-probe": "same-buffer", "fresh-state-probe": "fresh-state",
+               "cache-contract": "alternate-cache", "fresh-input-pointers": "fresh-inputs",
+               "timed-call-outputs": "timed-calls", "timed-outputs": "timed-calls", "kernel-trace": "kernel-name-trace"}
+    return aliases.get(p, p)
+
+
 # A rule is data: every rule id any analyzer emits is one (forensics.analyze.catalogue lists them).
 @dataclass(frozen=True)
 class Rule:

@@ -16,6 +16,7 @@ from forensics import verdict as V
 from forensics.analyze.findings import severity_key
 from forensics.archive.lines import is_fail
 from forensics.store.db import Store, loads_json
+from forensics.store.archived import ARCHIVED_PROBE_LOG
 from forensics.store.files import run_files
 
 MAX_QUOTES = 10
@@ -101,7 +102,7 @@ def collect_quotes(store: Store, run_id: str, findings: list[dict[str, Any]], ru
                 grade_lines.append(("result.json", i, i, "archived grade"))
     # auditors' archived probe logs (scratch/audit_*.log ...): the evidence a probe-decided field rests on
     for pth in rf.list("scratch/"):
-        if V.ARCHIVED_PROBE_LOG.search(pth):
+        if ARCHIVED_PROBE_LOG.search(pth):
             t = rf.read_text(pth) or ""
             n = len(t.splitlines())
             if n:
