@@ -121,7 +121,8 @@ def _code_digest() -> str:
     import forensics
     root = Path(forensics.__file__).parent
     h = hashlib.sha256()
-    for sub in ("analyze", "replay", "verdict.py", "store/schema.py"):
+    # (text/: the code tokenizer similarity reads; store/archived.py: the archive records the verdict reads)
+    for sub in ("analyze", "replay", "text", "verdict.py", "store/schema.py", "store/archived.py", "store/files.py"):
         p = root / sub
         files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
         for f in files:
