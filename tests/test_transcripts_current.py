@@ -338,6 +338,7 @@ HELD_OUT = {
     "kimi_wire_b.jsonl": ("kimi", None, "kimi_wire", 2),
     "codex_exec.jsonl": ("codex", None, "codex_exec", 6),
     "codex_exec_b.jsonl": ("codex", None, "codex_exec", 2),
+    "codex_exec_legacy.jsonl": ("codex", None, "codex_exec", 4),
     "gemini_chat.json": ("gemini", None, "gemini_chat", 3),
     "gemini_chat_compact.json": ("gemini", None, "gemini_chat", 2),
 }
@@ -358,6 +359,53 @@ def test_held_out_set_keeps_every_tool_call_and_names_every_format():
         if n and not p.calls:
             lost_all.append(name)
         assert not [e for e in p.errors if e.reason in ("unknown_record", "invalid_json", "unknown_format")], name
-    assert expected == 43 and sorted(HELD_OUT) == sorted(p.name for p in DATA.iterdir())
+    assert expected == 47 and sorted(HELD_OUT) == sorted(p.name for p in DATA.iterdir())
     assert kept / expected == 1.0, per_file
     assert wrong_format == [] and lost_all == []
+
+
+def test_codex_exec_json_earlier_stream():
+    """codex exec --json before the item events: {"id", "msg": {event}} lines after a config and a
+    prompt line.  No response item carries the calls, so the exec and patch events are the calls;
+    the patch's changes become apply_patch text the timeline applies (a unified diff's hunks found
+    by their context)."""
+    from forensics.analyze.timeline.edits import apply_update, parse_patch
+    p = parse("codex_exec_legacy.jsonl", "codex")
+    assert p.end.format == "codex_exec" and p.errors == []
+    assert [(c.call_id, c.tool, c.kind) for c in p.calls] == [
+        ("call_a1", "shell", "exec"), ("call_a2", "apply_patch", "edit"), ("call_a3", "apply_patch", "edit"),
+        ("call_a4", "shell", "exec")]
+    assert p.call("call_a1").command == "cat check.py"          # bash -lc unwrapped, as for rollouts
+    assert p.call("call_a1").cwd == "/workspace/problems/05_topk_bitonic"
+    assert p.call("call_a2").paths == ["/workspace/problems/05_topk_bitonic/solution.py"]
+    r4 = p.result("call_a4")
+    assert (r4.exit_code, r4.is_error, r4.text) == (1, True, "FAIL: shape 1\n")
+    assert p.result("call_a1").text == "import torch\n" and p.result("call_a3").is_error is False
+    # the two patches rebuild the file: add, then the diff's hunk applied by its context lines
+    ops, err = parse_patch(p.call("call_a2").args["input"])
+    assert err is None and ops[0].action == "add"
+    base = ops[0].add_content
+    ops, err = parse_patch(p.call("call_a3").args["input"])
+    assert err is None and ops[0].action == "update"
+    new, why = apply_update(base, ops[0])
+    assert why is None and new == base.replace("x * 2", "x * 3")
+    assert [r.text for r in p.records if r.rtype == "prompt"] == ["Write a faster top-k kernel in solution.py."]
+    e = p.end
+    assert (e.terminal_type, e.end_reason) == ("task_complete", "success")
+    assert (e.input_tokens, e.cache_read_tokens, e.output_tokens, e.reasoning_tokens) == (12000, 9000, 700, 200)
+    assert e.usage_source == "token_count_events"
+    # cut before task_complete: cut off
+    cut = b"".join((DATA / "codex_exec_legacy.jsonl").read_bytes().splitlines(keepends=True)[:12])
+    e = parse(data=cut, harness="codex").end
+    assert e.cut_off and e.end_reason == "cut_off"
+
+
+def test_legacy_patch_text_keeps_removed_lines_that_look_like_headers():
+    """A removed line '-- comment' reads '--- comment' in the diff: inside a hunk it is a removal,
+    not a file header; the tagged form {"type": "update", ...} is read too."""
+    from forensics.transcripts.codex import legacy_patch_text
+    diff = "--- a/x.sql\n+++ b/x.sql\n@@ -1,2 +1,1 @@\n--- old comment\n select 1;\n"
+    text = legacy_patch_text({"x.sql": {"type": "update", "unified_diff": diff, "move_path": None},
+                              "y.py": {"delete": {}}})
+    assert text.splitlines() == ["*** Begin Patch", "*** Update File: x.sql", "@@", "--- old comment", " select 1;",
+                                 "*** Delete File: y.py", "*** End Patch"]

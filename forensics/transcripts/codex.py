@@ -21,6 +21,8 @@ tool calls; MCP calls appear only as ``event_msg`` ``mcp_tool_call_begin`` (the 
 from __future__ import annotations
 
 
+from typing import Any
+
 from . import envelope
 from .base import Parser, add_usage, dumps_text, parse_args, text_of, ts_iso
 from .events import Record, ToolResult
@@ -360,6 +362,17 @@ class CodexExecParser(Parser):
       arguments, result, error, status}`` (``mcp__<server>__<tool>``), ``web_search{query}``,
       ``todo_list{items}``.  ``agent_message{text}``, ``reasoning{text}`` and ``error{message}``
       items are records with their text.
+
+    The stream's earlier form (codex exec --json before the item events, 2025): lines
+    ``{"id", "msg": {"type", ...}}`` whose ``msg`` is an event of the rollout's ``event_msg``
+    vocabulary, after a config line and a ``{"prompt"}`` line.  There no response item carries
+    the calls, so the events are the tool calls: ``exec_command_begin{call_id, command, cwd}`` /
+    ``exec_command_end{call_id, stdout, stderr, aggregated_output, exit_code}`` (exec),
+    ``patch_apply_begin{call_id, changes{path: {add{content}} | {update{unified_diff, move_path}} |
+    {delete}}}`` (an ``apply_patch`` call whose patch text is rebuilt from the changes, so the
+    timeline applies it like any Codex patch) / ``patch_apply_end{stdout, stderr, success}``,
+    ``mcp_tool_call_begin`` / ``_end``; ``token_count`` usage (flat or ``info.last_token_usage``),
+    ``task_complete`` the terminal marker, ``error`` a provider error; the rest records.
     """
 
     fmt = "codex_exec"
@@ -373,6 +386,13 @@ class CodexExecParser(Parser):
 
     def handle(self, o, ln, off, nb):
         t = o.get("type")
+        if t is None and isinstance(o.get("msg"), dict):
+            return self._legacy(o["msg"], ln, off, nb)
+        if t is None and ln <= 3 and ("prompt" in o or "model" in o or "sandbox" in o or "workdir" in o):
+            # the earlier stream's config summary and prompt lines
+            text = o.get("prompt") if isinstance(o.get("prompt"), str) else None
+            return Record(self.source, ln, off, nb, self.fmt, "prompt" if text is not None else "config",
+                          None, "user" if text is not None else None, None, None, text)
         if t.__class__ is not str:
             return self.unknown(o, t, ln, off, nb)
         src, fmt = self.source, self.fmt
@@ -486,8 +506,115 @@ class CodexExecParser(Parser):
             return ToolResult(self.source, ln, iid, text, None, st == "failed", st)
         return ToolResult(self.source, ln, iid, "", None, st == "failed", st)
 
+    # -- the earlier stream: {"id", "msg": {event}} ------------------------------------------------
+    def _legacy(self, p: dict, ln: int, off: int, nb: int):
+        pt = p.get("type")
+        if pt.__class__ is not str:
+            return self.unknown(p, "msg", ln, off, nb, "msg type", pt)
+        src, fmt = self.source, self.fmt
+        cid = p.get("call_id")
+        cid = cid if isinstance(cid, str) or cid is None else str(cid)
+        if pt == "exec_command_begin":
+            cwd = p.get("cwd")
+            call = self.call(ln, cid, "shell", {"command": p.get("command"),
+                                                "workdir": cwd if isinstance(cwd, str) else None})
+            return [Record(src, ln, off, nb, fmt, "msg", pt, "assistant", None, None, None, 1), call]
+        if pt == "exec_command_end":
+            out = p.get("aggregated_output")
+            if not isinstance(out, str):
+                out = p.get("formatted_output")
+            if not isinstance(out, str):
+                out = "".join(x for x in (p.get("stdout"), p.get("stderr")) if isinstance(x, str))
+            ec = p.get("exit_code")
+            ec = ec if isinstance(ec, int) and not isinstance(ec, bool) else None
+            return [Record(src, ln, off, nb, fmt, "msg", pt, "tool", None, None, None, 0, 1),
+                    ToolResult(src, ln, cid, out, ec, None if ec is None else ec != 0, "exited" if ec is not None else None)]
+        if pt == "patch_apply_begin":
+            call = self.call(ln, cid, "apply_patch", {"input": legacy_patch_text(p.get("changes"))})
+            return [Record(src, ln, off, nb, fmt, "msg", pt, "assistant", None, None, None, 1), call]
+        if pt == "patch_apply_end":
+            ok = p.get("success")
+            text = "".join(x for x in (p.get("stdout"), p.get("stderr")) if isinstance(x, str))
+            return [Record(src, ln, off, nb, fmt, "msg", pt, "tool", None, None, None, 0, 1),
+                    ToolResult(src, ln, cid, text, None, None if not isinstance(ok, bool) else not ok,
+                               "completed" if ok is not False else "failed")]
+        if pt == "mcp_tool_call_begin" or pt == "mcp_tool_call_end":
+            return CodexParser._mcp(self, p, pt, ln, off, nb, None)
+        if pt == "token_count":
+            u = p.get("info", {}).get("last_token_usage") if isinstance(p.get("info"), dict) else p
+            if isinstance(u, dict):
+                self.tok = add_usage(self.tok, input=u.get("input_tokens"), output=u.get("output_tokens"),
+                                     cache_read=u.get("cached_input_tokens"),
+                                     reasoning=u.get("reasoning_output_tokens"))
+            return Record(src, ln, off, nb, fmt, "msg", pt)
+        text, role, is_err = None, None, False
+        if pt == "task_complete":
+            self.term_line, self.term_type, self.term_is_error, self.term_subtype = ln, "task_complete", False, None
+            m = p.get("last_agent_message")
+            text = m if isinstance(m, str) else None
+        elif pt == "task_started":
+            self.term_line, self.term_type = None, "none"
+        elif pt in ("agent_message", "user_message"):
+            m = p.get("message")
+            text, role = (m if isinstance(m, str) else None), ("assistant" if pt == "agent_message" else "user")
+            if pt == "agent_message":
+                self.n_assistant += 1
+                self.last_activity = ln
+        elif pt in ("agent_reasoning", "agent_reasoning_raw_content"):
+            m = p.get("text")
+            text, role = (m if isinstance(m, str) else None), "assistant"
+        elif pt in ("error", "stream_error"):
+            m = p.get("message")
+            text, is_err = (m if isinstance(m, str) else dumps_text(p)), True
+            self.api_error(ln, text)
+        elif pt not in _EVENT_TYPES and not pt.startswith(_EVENT_PREFIXES):
+            return self.unknown(p, "msg", ln, off, nb, "msg type", pt)
+        return Record(src, ln, off, nb, fmt, "msg", pt, role, None, None, text, 0, 0, None, False, is_err)
+
     def finish(self, se, truncated):
         if self.tok is not None:
             self.usage = self.tok
-            self.usage_source = "turn_completed"
+            self.usage_source = "turn_completed" if self.term_type != "task_complete" else "token_count_events"
         super().finish(se, truncated)
+
+
+def legacy_patch_text(changes: Any) -> str:
+    """The earlier codex exec stream's ``changes`` ({path: {add: {content}} | {update: {unified_diff,
+    move_path}} | {delete: {}}}) as the ``*** Begin Patch`` text the Codex apply_patch tool takes.
+    A unified diff's hunk headers (``@@ -a,b +c,d @@``) become bare ``@@`` (the hunk is found by its
+    context lines); its file headers (before the first hunk) and no-newline markers are dropped."""
+    out = ["*** Begin Patch"]
+    for path, ch in (changes.items() if isinstance(changes, dict) else ()):
+        if not isinstance(path, str) or not isinstance(ch, dict):
+            continue
+        # {"add": {...}} (externally tagged) or {"type": "add", ...}
+        kind = ch.get("type") if isinstance(ch.get("type"), str) else next(iter(ch), None)
+        body = ch.get(kind) if isinstance(ch.get(kind), dict) else ch
+        if kind == "add":
+            content = body.get("content")
+            lines = content.split("\n") if isinstance(content, str) else []
+            if lines and lines[-1] == "":
+                lines.pop()
+            out.append(f"*** Add File: {path}")
+            out += ["+" + ln for ln in lines]
+        elif kind == "delete":
+            out.append(f"*** Delete File: {path}")
+        elif kind == "update":
+            out.append(f"*** Update File: {path}")
+            mv = body.get("move_path")
+            if isinstance(mv, str) and mv:
+                out.append(f"*** Move to: {mv}")
+            diff = body.get("unified_diff")
+            lines = (diff if isinstance(diff, str) else "").split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            in_hunk = False
+            for ln in lines:
+                if ln.startswith("@@"):
+                    in_hunk = True
+                    out.append("@@")
+                elif in_hunk and not ln.startswith("\\"):   # "\ No newline at end of file"
+                    out.append(ln)
+                # before the first hunk: the diff's file headers (---, +++, diff, index)
+    out.append("*** End Patch")
+    return "\n".join(out)

@@ -106,6 +106,9 @@ def sniff_obj(o: dict) -> tuple[str, str] | None:
         return "kimi_wire", f"type={t} (Kimi wire event)"
     if t in _CODEX_EXEC_TYPES:
         return "codex_exec", f"type={t} (codex exec --json event)"
+    m = o.get("msg")
+    if t is None and isinstance(m, dict) and "id" in o and isinstance(m.get("type"), str):
+        return "codex_exec", f"id + msg/{m['type']} (the earlier codex exec --json stream)"
     if t == "reasoning" and ("encrypted_content" in o or isinstance(o.get("summary"), list)):
         return "grok_chat", "type=reasoning with encrypted_content/summary list"
     if t == "tool_result" and "tool_call_id" in o:
