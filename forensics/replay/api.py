@@ -187,7 +187,8 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
     if split:
         rp.emit({"event": "sidecars", "split": split})
     try:
-        out = rp.run(expand_probes(probes))
+        from .drivers import run as run_probes
+        out = run_probes(rp, expand_probes(probes))
     except KeyboardInterrupt as e:   # ReplayInterrupted (a signal) or Ctrl-C: the result so far
         out = rp.out
         out.info["interrupted"] = str(e) or type(e).__name__

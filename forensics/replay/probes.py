@@ -37,7 +37,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 
@@ -1449,27 +1449,11 @@ class Replay:
         if str(self.device).startswith("cuda") and torch.cuda.is_available():
             torch.cuda.empty_cache()
 
-    def run(self, probes: Iterable[str]) -> Outcome:
-        from . import hackprobes, kerneltrace, stateful
-        kind = stateful.kind(self.spec)
+    def run(self, probes: Iterable[str], table: dict[str, Callable[[], None]], kind: str | None) -> Outcome:
+        """Run `probes` from `table` (name -> callable; forensics.replay.drivers builds it for the
+        problem's API kind): boot the child, each probe under its limits, timing last."""
         probes = [p for p in probes if kind or p != "alternate-cache"]  # only decode APIs take caches
         t0 = time.monotonic()
-        table = {
-            "check": self.probe_check,
-            "property": self.probe_property,
-            "same-buffer": (lambda: self.probe_same_buffer(False)),
-            "unsampled-region": (lambda: self.probe_same_buffer(True)),
-            "fresh-state": self.probe_fresh_state,
-            "fresh-inputs": self.probe_fresh_inputs,
-            "output-alias": self.probe_output_alias,
-            "nan-poison": self.probe_nan_poison,
-            "determinism": self.probe_determinism,
-            "timed-outputs": lambda: hackprobes.timed_outputs(self),
-            "distribution": lambda: hackprobes.distribution(self),
-            "kernel-trace": lambda: kerneltrace.kernel_trace(self),
-        }
-        if kind:
-            table = stateful.table(self)
         try:
             if not kind and "check" in probes and self.child is None and self.build_failed is None:
                 self._boot_and_prefetch()
@@ -1489,9 +1473,8 @@ class Replay:
                     self.row(p, "skipped", detail=f"not defined for the {kind or 'stateless'} API of {self.spec.name}")
                     continue
                 self._run_probe(p, table[p])
-            if "timing" in probes and not (self.early_exit or self.hung):
-                from .timing import probe_timing
-                self._run_probe("timing", lambda: probe_timing(self))
+            if "timing" in probes and "timing" in table and not (self.early_exit or self.hung):
+                self._run_probe("timing", table["timing"])
         except BaseException:
             self.abort()   # an interrupt (a signal, Ctrl-C): the children go now, the result so far stays
             raise

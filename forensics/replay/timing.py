@@ -398,9 +398,8 @@ def _strip_model(prog: list) -> list:
 
 def probe_wall_clock(rp: Any) -> None:
     """The stateful decks' wall-clock benchmark, on each benchmark shape (see the plans above)."""
-    from . import stateful
     spec = rp.spec
-    kind = stateful.kind(spec)
+    kind = getattr(spec, "api_kind", "module")
     plan_fn = {"decode": _decode_plan, "step": _step_plan, "rollout": _rollout_plan}.get(kind or "")
     timing_kind = getattr(spec, "timing", "")
     stat = WALL_STATS.get(timing_kind)
