@@ -3,6 +3,11 @@
 Each command lives beside the code it drives and is imported lazily, so `forensics --help` is
 fast and a missing optional dependency (torch for `replay`) only affects its own command.
 Every command takes `--json` for scripts.
+
+`forensics bench` and `forensics corpus` are developer commands: their modules are in devkit/,
+beside forensics/ in a source checkout (installed there with `pip install -e ./devkit`), never in
+the wheel.  This table names them as strings, the product's only mention of the devkit
+(tests/test_layers.py); without it they say so in one line.
 """
 
 from __future__ import annotations
@@ -23,6 +28,23 @@ def _missing_extra_command(name: str, module: str) -> click.Command:
                          add_help_option=False, help=f"(needs the '{OPTIONAL_EXTRAS[module]}' extra)",
                          context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
+
+class DevkitMissing(click.ClickException):
+    """A developer command (its module in devkit/) on an install without the devkit: exit 2."""
+    exit_code = 2
+
+
+def _devkit_missing_command(name: str) -> click.Command:
+    """Stands in for a developer command when devkit/ is not installed (a wheel): whatever the
+    arguments (--help included), one line says where it is available, and exit 2."""
+    def run(args: tuple[str, ...]) -> None:
+        raise DevkitMissing(f"`forensics {name}` is a developer command, available from a source checkout of "
+                            f"forensics (pip install -e ./devkit there); this installation has no devkit.")
+    return click.Command(name, callback=run, params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+                         add_help_option=False, help="(developer command: a source checkout's devkit)",
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+
 # command name -> ("module:attribute" of a click.Command, one-line help shown by --help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "scan": ("forensics.pipeline:scan_cmd", "Ingest, analyse, (replay), adjudicate and report an archive."),
@@ -30,8 +52,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "query": ("forensics.store.queries:query_cmd", "Run a named query (forensics/queries/*.sql; --list)."),
     "sql": ("forensics.store.queries:sql_cmd", "Run ad-hoc SQL over the store."),
     "schema": ("forensics.store.queries:schema_cmd", "Show the documented store schema."),
-    "corpus": ("forensics.corpus.cli:corpus_cmd", "Generate realistic synthetic archives."),
-    "bench": ("forensics.bench.cli:bench_cmd", "Benchmarks, each beside its baseline."),
+    "corpus": ("devkit.generator.cli:corpus_cmd", "Generate realistic synthetic archives (developer command)."),
+    "bench": ("devkit.bench.cli:bench_cmd", "Benchmarks, each beside its baseline (developer command)."),
     "similar": ("forensics.analyze.similarity:similar_cmd", "Most similar solution pairs with aligned spans."),
     "timeline": ("forensics.analyze.timeline:timeline_cmd", "Versions of the solution and the checks that ran on each."),
     "lint": ("forensics.analyze.static.cli:lint_cmd", "Static audit of a solution or a run folder."),
@@ -65,9 +87,11 @@ class LazyGroup(click.Group):
             module = importlib.import_module(mod)
         except ModuleNotFoundError as e:   # light install: torch/triton absent -> say which extra, exit 2
             root = (e.name or "").split(".")[0]
+            prefix = ctx.command_path.split(" ", 1)[1] + " " if " " in ctx.command_path else ""
             if root in OPTIONAL_EXTRAS:
-                prefix = ctx.command_path.split(" ", 1)[1] + " " if " " in ctx.command_path else ""
                 return _missing_extra_command(prefix + name, root)
+            if root == "devkit" and mod.startswith("devkit."):   # a wheel: the devkit is a checkout's
+                return _devkit_missing_command(prefix + name)
             raise
         return getattr(module, attr)
 

@@ -14,10 +14,10 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from forensics.corpus.cli import corpus_cmd
-from forensics.corpus.generate import generate
-from forensics.corpus.labels import validate
-from forensics.corpus.session import is_check_command
+from devkit.generator.cli import corpus_cmd
+from devkit.generator.generate import generate
+from devkit.generator.labels import validate
+from devkit.generator.session import is_check_command
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "corpus" / "fixtures"
@@ -201,7 +201,7 @@ def test_result_json_invariants(which, gen40, fixture_doc):
 
 @pytest.mark.parametrize("which", ["gen40", "fixture"])
 def test_run_ids_parse_back(which, gen40, fixture_doc):
-    from forensics.corpus import decks
+    from devkit.generator import decks
     root, doc = (gen40 if which == "gen40" else (FIXTURE / "archive", fixture_doc))
     problems = {p for (_, p) in decks.PROBLEMS}
     for key, lab, run_dir in all_runs(root, doc):
@@ -355,7 +355,7 @@ def test_sampled_pad_cache_is_really_stale_and_lookalike_is_not(tmp_path):
     torch = pytest.importorskip("torch")
     import importlib.util
 
-    from forensics.corpus import solutions
+    from devkit.generator import solutions
 
     same = {}
     for variant in ("sampled_ptr", "ptr_version"):

@@ -1,4 +1,4 @@
-"""forensics.replay.deck_check and real_bench --deck: the deck's own check.py as the arbiter of an
+"""devkit.replay.deck_check and real_bench --deck: the deck's own check.py as the arbiter of an
 official replay failure.  The decks here are planted (a check of our own in the deck's layout:
 problems-h100/<p>/check.py finding src/ two levels up, printing PASS or FAIL: ...), so the tests
 say what the arbiter does with each answer, not what a real deck says."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics.replay.deck_check import deck_files, problem_dir, run_deck_check, verdict
+from devkit.replay.deck_check import deck_files, problem_dir, run_deck_check, verdict
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "corpus" / "replay"
@@ -102,7 +102,7 @@ def test_real_bench_lets_the_deck_arbitrate_a_failure(tmp_path, monkeypatch):
     reproducible on this machine (not_replayable, not a false fail); when the deck passes it, the
     failure is ours (a false fail), whatever the replay said.  A labelled bug the deck also fails
     stays a confirmed failure."""
-    from forensics.replay import real_bench
+    from devkit.replay import real_bench
     real = tmp_path / "real"
     decks = plant_deck(tmp_path / "decks")
     _labelled(real, "20260801_000001_a_b_05_topk_bitonic", WRONG)

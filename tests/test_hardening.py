@@ -418,7 +418,7 @@ def test_named_queries_work_on_the_locked_connection(sql_store):
 # ------------------------------------------------------------------------------ the fuzz benchmark
 def test_fuzz_mutations_reach_every_field_and_class():
     import random
-    from forensics.bench.fuzz import CLASSES, field_paths, mutate_line
+    from devkit.bench.fuzz import CLASSES, field_paths, mutate_line
     line = _j({"type": "assistant", "message": {"id": "m", "content": [
         {"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": "ls", "timeout": 5}}]}}).encode()
     n = len(field_paths(json.loads(line)))
@@ -442,7 +442,7 @@ def test_fuzz_mutations_reach_every_field_and_class():
 def test_fuzz_bench_small(tmp_path):
     """A small sample of `forensics bench fuzz`: 10 runs of the fixture covering its formats, one
     round; every line in records or parse_errors, no stub, every analyzer ran for every run."""
-    from forensics.bench.fuzz import default_archive, run_fuzz
+    from devkit.bench.fuzz import default_archive, run_fuzz
     res = run_fuzz(default_archive(), tmp_path, rounds=1, seed=3, rate=0.6, long_bytes=4000, runs=10)
     assert res["problems"] == [], res["problems"]
     assert res["runs_per_round"] == 10 and res["lines_tried"] > 100

@@ -88,7 +88,7 @@ def test_verify_cpu_flow_and_error_isolation(tmp_path):
 
 
 def test_bench_kernels_is_registered():
-    from forensics.bench.cli import BENCHMARKS
+    from devkit.bench.cli import BENCHMARKS
     mod, attr = BENCHMARKS["kernels"][0].split(":")
     import importlib
     assert getattr(importlib.import_module(mod), attr).name == "kernels"

@@ -1,34 +1,43 @@
-"""The import graph of forensics/ (every import, the lazy ones inside functions included): imports
-point down the layers the README's Layout lists, analyzers do not import each other, the developer
-tooling is imported by nothing in the product, and there is no cycle."""
+"""The import graph of forensics/ and devkit/ (every import, the lazy ones inside functions
+included): imports point down the layers the README's Layout lists, analyzers do not import each
+other, the developer tooling (devkit/, beside the product) may import forensics but nothing in
+forensics imports it (the CLI names its two commands as strings in its lazy table, nothing more),
+the devkit's checkout paths come from devkit/paths.py, and there is no cycle."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from forensics.analyze.registry import ANALYZERS, order, output_tables
 from forensics.store import schema as S
 
-PKG = Path(__file__).resolve().parent.parent / "forensics"
+REPO = Path(__file__).resolve().parent.parent
+PKG = REPO / "forensics"
+DEVKIT_DIR = REPO / "devkit"
 
 # (prefix, rank): a module may import modules of its own rank's package or of a lower rank
-LAYERS = (("forensics.bench", 10), ("forensics.corpus", 10), ("forensics.cli", 9), ("forensics.pipeline", 8),
+LAYERS = (("devkit", 10), ("forensics.cli", 9), ("forensics.pipeline", 8),
           ("forensics.engine", 7), ("forensics.report", 6), ("forensics.verdict", 5),
           ("forensics.replay", 4), ("forensics.analyze", 4),
           ("forensics.analyze.findings", 3), ("forensics.analyze.registry", 3), ("forensics.store", 3),
           ("forensics.transcripts", 2), ("forensics.archive", 1), ("forensics.text", 0), ("forensics.pool", 0),
           ("forensics.extras", 0))
-DEVKIT = ("forensics.bench", "forensics.corpus")
-
+DEVKIT = "devkit"
 
 
 def modules() -> dict[str, Path]:
     out = {}
-    for p in PKG.rglob("*.py"):
-        parts = p.relative_to(PKG.parent).with_suffix("").parts
-        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    for root in (PKG, DEVKIT_DIR):
+        for p in root.rglob("*.py"):
+            parts = p.relative_to(REPO).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
     return out
+
+
+def is_devkit(m: str) -> bool:
+    return m == DEVKIT or m.startswith(DEVKIT + ".")
 
 
 def graph() -> dict[str, set[str]]:
@@ -53,14 +62,14 @@ def graph() -> dict[str, set[str]]:
                     base = ".".join(up + ([n.module] if n.module else []))
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in n.names]
             for t in targets:
-                k = known(t) if t.startswith("forensics") else None
+                k = known(t) if t.split(".")[0] in ("forensics", DEVKIT) else None
                 if k and k != m:
                     g[m].add(k)
     return g
 
 
 def rank(m: str) -> tuple[int, str]:
-    best = ("forensics", 0)
+    best = ("", 0)   # forensics/__init__ and anything unlisted: the bottom
     for prefix, r in LAYERS:
         if (m == prefix or m.startswith(prefix + ".")) and len(prefix) > len(best[0]):
             best = (prefix, r)
@@ -104,6 +113,8 @@ def test_the_graph_sees_lazy_imports():
     g = graph()
     # engine imports the registry inside a worker function only: the walk must see it
     assert "forensics.analyze.registry" in g["forensics.engine"]
+    # the devkit is in the graph, and its imports of the product are seen
+    assert "forensics.cli" in g["devkit.bench.cli"] and "devkit.generator.run" in g["devkit.bench.timeline"]
 
 
 def test_imports_point_down():
@@ -128,8 +139,32 @@ def test_analyzers_do_not_import_each_other():
 
 def test_the_product_does_not_import_the_devkit():
     g = graph()
-    bad = [f"{m} -> {d}" for m in g if not m.startswith(DEVKIT) for d in g[m] if d.startswith(DEVKIT)]
+    bad = [f"{m} -> {d}" for m in g if not is_devkit(m) for d in g[m] if is_devkit(d)]
     assert bad == []
+
+
+def test_the_product_names_the_devkit_only_in_the_cli_command_table():
+    """No import of devkit in forensics/ (above); and no string naming one of its modules (an
+    importlib call, a `-m devkit...` subprocess) except the CLI's lazy table of commands."""
+    named = {}
+    for p in PKG.rglob("*.py"):
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and re.match(r"devkit\.\w", n.value):
+                named.setdefault(str(p.relative_to(REPO)), set()).add(n.value)
+    assert set(named) == {"forensics/cli.py"}, named
+    from forensics.cli import COMMANDS
+    assert named["forensics/cli.py"] == {COMMANDS[c][0] for c in ("bench", "corpus")}
+
+
+def test_the_devkit_takes_checkout_paths_from_one_place():
+    """`__file__` (the start of every checkout-relative path) appears in devkit/paths.py only, and in
+    gpucheck.py's bootstrap, which runs by path before it can import devkit.paths."""
+    users = set()
+    for p in DEVKIT_DIR.rglob("*.py"):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(tree)):
+            users.add(p.relative_to(REPO).as_posix())
+    assert users == {"devkit/paths.py", "devkit/generator/gpucheck.py"}
 
 
 def test_no_cycle():

@@ -43,3 +43,19 @@ def test_command_guard_when_the_module_imports_but_torch_is_gone():
     r = _run(code, "kernels", "list")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "pip install 'forensics[replay]'" in r.stderr
+
+
+NO_DEVKIT = ("import sys\n"
+             "sys.modules['devkit'] = None   # as in a wheel install: devkit/ is a source checkout's\n"
+             "from forensics.cli import main\n"
+             "main(sys.argv[1:], prog_name='forensics')\n")
+
+
+@pytest.mark.parametrize("args", [["bench", "timeline"], ["bench", "--help"], ["corpus", "generate", "out"],
+                                  ["corpus"]])
+def test_developer_commands_without_the_devkit_say_so_in_one_line(args):
+    r = _run(NO_DEVKIT, *args)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.strip().count("\n") == 0, r.stderr
+    assert f"`forensics {args[0]}` is a developer command" in r.stderr and "source checkout" in r.stderr

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from forensics.bench import contamination_eval as E
+from devkit.bench import contamination_eval as E
 from forensics.analyze import provenance
 from forensics.store.db import Store
 

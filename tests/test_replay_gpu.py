@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                    "mingru_honest", "mingru_weight_cache", "mingru_honest_canonical"])
 def test_planted_gpu_case(label):
     from forensics.replay.api import replay_solution
-    from forensics.replay.gpu_verify import CASES, run_case
+    from devkit.replay.gpu_verify import CASES, run_case
     from forensics.replay.probes import Limits
     case = next(c for c in CASES if c[0] == label)
     r = run_case(case, Limits, replay_solution)

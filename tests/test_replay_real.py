@@ -387,7 +387,7 @@ def test_real_bench_tabulates_a_labelled_set_and_survives_a_hung_run(tmp_path):
     interpreter: CUDA-only calls, removed block pointers): pass/confirm, a labelled bug caught, no
     bundled reference (not_replayable, not a false fail), another GPU skipped, and a run that hangs
     past its process limit killed, with its line still written."""
-    from forensics.replay import real_bench
+    from devkit.replay import real_bench
     real = tmp_path / "real"
     wrong = (b"import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
              b"    def __init__(self, batch, n, k):\n        super().__init__()\n        self.k = k\n"
@@ -426,7 +426,7 @@ def test_real_bench_tabulates_a_labelled_set_and_survives_a_hung_run(tmp_path):
 
 def test_gpu_verify_lists_the_issue_21_cases():
     """The H200 case table carries the new planted cases; the tiny one ends there as the table says."""
-    from forensics.replay.gpu_verify import CASES, run_case
+    from devkit.replay.gpu_verify import CASES, run_case
     by = {c[0]: c for c in CASES}
     assert by["fp8_version_cache"][-2:] == (["replay-version-keyed-cache"], "pass")
     assert by["topk_bench_switch"][-2:] == (["replay-timed-output-wrong"], "fail")
@@ -436,7 +436,7 @@ def test_gpu_verify_lists_the_issue_21_cases():
 
 
 def test_real_bench_time_budget_starts_nothing_it_cannot_finish(tmp_path):
-    from forensics.replay import real_bench
+    from devkit.replay import real_bench
     real = tmp_path / "real"
     _labelled(real, "20260801_000001_a_b_05_topk_bitonic", (CORPUS / "topk_honest.py").read_bytes(), correct=True)
     _labelled(real, "20260801_000002_a_b_05_topk_bitonic", (CORPUS / "topk_honest.py").read_bytes(), correct=True)

@@ -22,7 +22,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from forensics.replay.api import replay_solution  # noqa: E402
-from forensics.replay.gpu_verify import attack_replay, memory_replay  # noqa: E402
+from devkit.replay.gpu_verify import attack_replay, memory_replay  # noqa: E402
 from forensics.replay.probes import Limits  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -246,7 +246,7 @@ def test_parse_benchmark_log_stateful_formats():
 def test_gpu_verify_stateful_cases_run_on_the_cpu(tmp_path):
     """The case table the lead runs on the H200: its stateful entries are well formed, and a tiny one
     ends as the table says through the same run_case on the CPU."""
-    from forensics.replay.gpu_verify import CASES, CORPUS as GV_CORPUS, run_case
+    from devkit.replay.gpu_verify import CASES, CORPUS as GV_CORPUS, run_case
     stateful = [c for c in CASES if c[1] in (KIMI, GRID, "03_megaqwen_decode")]
     assert {c[0] for c in stateful} >= {"kimi_honest", "kimi_id_cache", "kimi_ptr_state", "kimi_internal_state",
                                         "kimi_frozen_state", "mingru_honest", "mingru_weight_cache"}

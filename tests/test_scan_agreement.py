@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from forensics import pipeline as P
-from forensics.report.agreement import agreement, agreement_table
+from devkit.bench.agreement import agreement, agreement_table
 from forensics.store.db import Store
 
 from conftest import FIXTURE_ARCHIVE, FIXTURE_LABELS

@@ -7,9 +7,9 @@ import random
 import numpy as np
 from datasketch import MinHash
 
-from forensics.bench import contamination_eval as E
+from devkit.bench import contamination_eval as E
 from forensics.analyze import similarity as SIM
-from forensics.bench import similarity as B
+from devkit.bench import similarity as B
 from forensics.store.db import Store
 
 CORPUS = E.CORPUS

@@ -9,7 +9,7 @@ import orjson
 from click.testing import CliRunner
 
 from forensics.cli import main
-from forensics.corpus.run import RunBuilder
+from devkit.generator.run import RunBuilder
 
 V1 = "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
 
@@ -66,7 +66,7 @@ def test_superseded_passes_query(tmp_path):
 
 
 def test_bench_generator_counts(tmp_path):
-    from forensics.bench.timeline import run_bench
+    from devkit.bench.timeline import run_bench
 
     r = run_bench(records=3000, edits=20, checks=4, repeat=1, work=tmp_path)
     assert r["records"] >= 3000

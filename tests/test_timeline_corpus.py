@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from forensics.analyze.timeline import analyze, timeline, trajectory_entries
-from forensics.corpus.run import RunBuilder
+from devkit.generator.run import RunBuilder
 from forensics.store.db import Store, loads_json
 from forensics.store.ingest import ingest_path
 
@@ -370,7 +370,7 @@ def test_generated_archive_agrees_with_labels(tmp_path):
     is rebuilt with real apply_patch semantics (one line per '+' line, so the generator's trailing
     '+' line adds a blank line the label does not have), and a run whose call has no result at all
     (session cut off mid-command) is kept as UNKNOWN where the labels leave it out."""
-    from forensics.corpus import generate
+    from devkit.generator import generate
 
     labels = generate(tmp_path / "arch", runs=14, seed=9)["runs"]
     store = Store(":memory:")

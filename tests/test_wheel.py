@@ -2,7 +2,8 @@
 packages for the dependencies, so no network), and from a folder outside the checkout scan a copy
 of the fixture archive, list and run named queries without naming the store, and execute a
 notebook against that store.  Nothing here may come from the checkout: PYTHONPATH is dropped and
-the package must be imported from the venv."""
+the package must be imported from the venv.  The wheel holds the product only (forensics/,
+kernels/), never the developer tooling beside it (devkit/), whose commands say so in one line."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    for pkg in ("forensics", "kernels"):
+    for pkg in ("forensics", "kernels", "devkit"):   # devkit/ too: the product's pyproject must leave it out
         shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "FORENSICS_DB")}
     env["PIP_NO_INDEX"] = "1"   # everything comes from the wheel and the system site packages
@@ -57,6 +58,32 @@ def test_the_package_comes_from_the_wheel(installed):
     r = _run(["python", "-c", "import forensics, kernels; print(forensics.__file__); print(kernels.__file__)"], work, env)
     for line in r.stdout.split():
         assert "/venv/" in line and str(REPO) not in line, r.stdout
+
+
+def test_the_wheel_holds_the_product_not_the_devkit(installed):
+    import zipfile
+    work, _ = installed
+    names = zipfile.ZipFile(next((work.parent / "dist").glob("forensics-*.whl"))).namelist()
+    assert not [n for n in names if n.startswith("devkit")], [n for n in names if n.startswith("devkit")][:5]
+    for need in ("forensics/cli.py", "forensics/pipeline.py", "forensics/queries/tool-calls-by-tool.sql",
+                 "kernels/registry.py"):
+        assert need in names, need
+    assert any(n.startswith("forensics/data/") and n.endswith(".json") for n in names)
+
+
+def test_developer_commands_from_the_wheel_say_where_they_are(installed):
+    work, env = installed
+    found = _run(["python", "-c", "import importlib.util; print(importlib.util.find_spec('devkit') is not None)"],
+                 work, env).stdout.strip()
+    # CI installs the checkout's devkit editable into the interpreter whose site packages the venv
+    # sees; hide it there, as a wheel-only install has none
+    cmd = (["forensics"] if found == "False" else
+           ["python", "-c", "import sys; sys.modules['devkit'] = None\nfrom forensics.cli import main\n"
+                            "main(sys.argv[1:], prog_name='forensics')"])
+    for args in (["bench", "timeline"], ["corpus", "generate", "out"]):
+        r = subprocess.run(cmd + args, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
+        assert f"`forensics {args[0]}` is a developer command" in r.stderr and "source checkout" in r.stderr
 
 
 def test_scan_then_query_without_naming_the_store(installed):

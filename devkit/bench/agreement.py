@@ -1,10 +1,10 @@
 """Measured agreement of the scan's verdict fields with a labeled corpus (issue 7 section 6).
 
-    from forensics.report.agreement import agreement, agreement_table
+    from devkit.bench.agreement import agreement, agreement_table
     a = agreement(store, "corpus/fixtures/labels.json")
     print(agreement_table(a))
 
-`labels.json` (forensics/corpus/labels.py) holds per run an `expected` block with the nine
+`labels.json` (devkit/generator/labels.py) holds per run an `expected` block with the nine
 verdict fields.  Agreement per field = runs whose adjudicated value equals the label / runs
 labeled.  An `unknown` value counts as a disagreement (the tool did not decide what the label
 states); the disagreements are listed with the rule that decided (or failed to decide) the field.

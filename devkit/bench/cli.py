@@ -8,14 +8,14 @@ from forensics.cli import LazyGroup
 
 # benchmark name -> ("module:attribute" of a click.Command, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
-    "ingest": ("forensics.bench.ingest:bench_ingest", "End-to-end ingest vs bare orjson parse and DuckDB read_json."),
-    "similarity": ("forensics.bench.similarity:bench_similarity", "MinHash/LSH all-pairs vs exact brute force at 1k/10k/100k."),
-    "timeline": ("forensics.bench.timeline:bench_timeline", "Timeline rebuild of a 50k-record transcript vs bare parse."),
-    "lint": ("forensics.bench.lint:bench_lint", "Lint 10k solutions vs bare read + ast.parse."),
-    "scan": ("forensics.bench.scan:bench_scan", "Scan (no replay) of a 1,000-run archive vs ingest only."),
-    "real": ("forensics.bench.real:bench_real", "Verdicts on real audited solutions vs the auditors' labels and the deck tripwire."),
-    "fuzz": ("forensics.bench.fuzz:bench_fuzz", "Mutate every field of every transcript format; ingest+scan lose nothing."),
-    "kernels": ("forensics.bench.kernels:bench_kernels", "Triton references vs the best library op (GPU)."),
+    "ingest": ("devkit.bench.ingest:bench_ingest", "End-to-end ingest vs bare orjson parse and DuckDB read_json."),
+    "similarity": ("devkit.bench.similarity:bench_similarity", "MinHash/LSH all-pairs vs exact brute force at 1k/10k/100k."),
+    "timeline": ("devkit.bench.timeline:bench_timeline", "Timeline rebuild of a 50k-record transcript vs bare parse."),
+    "lint": ("devkit.bench.lint:bench_lint", "Lint 10k solutions vs bare read + ast.parse."),
+    "scan": ("devkit.bench.scan:bench_scan", "Scan (no replay) of a 1,000-run archive vs ingest only."),
+    "real": ("devkit.bench.real:bench_real", "Verdicts on real audited solutions vs the auditors' labels and the deck tripwire."),
+    "fuzz": ("devkit.bench.fuzz:bench_fuzz", "Mutate every field of every transcript format; ingest+scan lose nothing."),
+    "kernels": ("devkit.bench.kernels:bench_kernels", "Triton references vs the best library op (GPU)."),
 }
 
 

@@ -1,6 +1,6 @@
 """Measured quality of the contamination analysis (issue 3 section 5).
 
-    from forensics.bench.contamination_eval import evaluate
+    from devkit.bench.contamination_eval import evaluate
     report = evaluate()          # dict: similarity (ours vs baseline) and read classification
 
 Similarity.  The base solutions are hand-written, independent same-problem solutions under
@@ -45,9 +45,10 @@ from typing import Any
 
 import numpy as np
 
+from devkit.paths import CORPUS_DIR
 from forensics.analyze import similarity as SIM
 
-CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "similarity"
+CORPUS = CORPUS_DIR / "similarity"
 TRANSFORMS = ("rename", "reorder", "comments", "wrapper", "partial", "combined")
 
 
@@ -216,7 +217,7 @@ def move_to_sidecar(src: str) -> dict[str, str] | None:
 
 def filler(seed: int, n_lines: int) -> str:
     """Unrelated but realistic-looking helper code (used around a partial copy)."""
-    from forensics.bench.synth import gen_solution
+    from devkit.bench.synth import gen_solution
     return gen_solution(random.Random(seed), n_lines=max(10, n_lines))
 
 

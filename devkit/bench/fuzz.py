@@ -64,8 +64,8 @@ SURROGATES = ("\ud83d", "\udc00", "\udfff", "\ud800x")
 
 
 def default_archive() -> Path:
-    import forensics
-    return Path(forensics.__file__).resolve().parent.parent / "corpus" / "fixtures" / "archive"
+    from devkit.paths import FIXTURE_ARCHIVE
+    return FIXTURE_ARCHIVE
 
 
 # --------------------------------------------------------------------------------------- mutation

@@ -27,13 +27,14 @@ from typing import Any
 
 import click
 
+from devkit.paths import CORPUS_DIR, FIXTURES
 from forensics import verdict as V
 from forensics.analyze.static import lint_run_dir, lint_source
 from forensics.analyze.static.rules import RULES
 from forensics.analyze.static.tripwire import TRIPWIRE, official_forbidden, tripwire
 from forensics.pool import pmap
 
-CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "lint"
+CORPUS = CORPUS_DIR / "lint"
 # Scored beside the rules: the file's findings leave a recompute probe pending (the verdict's ER1,
 # empirical_recompute_required until a probe result exists).  Labeled by `recompute_probe: true|false`.
 PROBE_LABEL = "RECOMPUTE-PROBE"
@@ -206,7 +207,7 @@ def quality(with_kernelguard: bool = True) -> dict[str, Any]:
     hold_scores = {"ours": micro(_score(hold, "ours", rules, None)),
                    "tripwire": micro(_score(hold, "tripwire", rules, base_cov)),
                    "kernelguard": micro(_score(hold, "kg", rules, KG_RULES)) if kg_info.get("used") else None}
-    fixture = fixture_eval(with_kernelguard) if (CORPUS.parent / "fixtures" / "labels.json").exists() else None
+    fixture = fixture_eval(with_kernelguard) if (FIXTURES / "labels.json").exists() else None
     return {
         "fixture_archive": fixture,
         "n_items": len(items), "n_solution_files": len(labels), "n_run_folders": len(items) - len(labels),
@@ -247,7 +248,7 @@ FIXTURE_OK_TAGS: dict[str, tuple[str, ...]] = {
 
 def fixture_eval(with_kernelguard: bool = True) -> dict[str, Any]:
     """Detection of the fixture archive's planted defects (labels written independently of these rules)."""
-    fx = CORPUS.parent / "fixtures"
+    fx = FIXTURES
     labels = json.loads((fx / "labels.json").read_text())["runs"]
     rows, kg_paths = [], []
     for rid, lab in sorted(labels.items()):

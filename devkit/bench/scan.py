@@ -91,7 +91,7 @@ def run_bench(archive: Path, work: Path, jobs: int, agreement: bool, labels: Pat
     out["target_s"] = TARGET_S
     out["within_target"] = out["scan_s"] < TARGET_S
     if agreement and labels is not None:
-        from forensics.report.agreement import agreement as agree
+        from devkit.bench.agreement import agreement as agree
         with Store(res.db, read_only=True) as st:
             out["agreement"] = agree(st, labels)
     return out
@@ -193,7 +193,7 @@ def render(o: dict[str, Any]) -> str:
     if o.get("coverage", {}).get("missing") or o.get("coverage", {}).get("failed"):
         lines.append(f"  analyzers missing/failed: {o['coverage'].get('missing')} {o['coverage'].get('failed')}")
     if "agreement" in o:
-        from forensics.report.agreement import agreement_table
+        from devkit.bench.agreement import agreement_table
         lines.append("")
         lines.append("agreement with labels:")
         lines.append(agreement_table(o["agreement"]))

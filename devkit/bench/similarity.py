@@ -39,17 +39,17 @@ import click
 import numpy as np
 
 from forensics.analyze import similarity as SIM
-from forensics.bench.synth import _FNS, _OPS, _OTHERS, _WORDS, _name, _stmt, gen_solution  # noqa: F401
+from devkit.bench.synth import _FNS, _OPS, _OTHERS, _WORDS, _name, _stmt, gen_solution  # noqa: F401
 
 THRESHOLD = 0.5
 
 # ------------------------------------------------------------------------------ generator
-# (the plain Triton generator is forensics.bench.synth)
+# (the plain Triton generator is devkit.bench.synth)
 
 
 def derive(src: str, rng: random.Random, edit_frac: float) -> str:
     """A derivative: identifiers renamed, top-level functions reordered, a fraction of lines edited."""
-    from forensics.bench.contamination_eval import rename, reorder
+    from devkit.bench.contamination_eval import rename, reorder
     s = rename(src, str(rng.random()))
     if rng.random() < 0.7:
         try:
@@ -381,7 +381,7 @@ def bench_similarity(sizes: str, jobs: int, quality: bool, real_sized: int | Non
         click.echo(orjson.dumps(r, option=orjson.OPT_INDENT_2).decode() if as_json else files_table(r, what))
         return
     if quality:
-        from forensics.bench.contamination_eval import evaluate
+        from devkit.bench.contamination_eval import evaluate
         rep = evaluate()
         if as_json:
             click.echo(orjson.dumps(rep, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode())

@@ -34,7 +34,7 @@ def _solution(n: int) -> str:
 
 
 def build_run(out: Path, records: int, edits: int, checks: int, pad: int | None = None) -> tuple[Path, dict]:
-    from forensics.corpus.run import RunBuilder
+    from devkit.generator.run import RunBuilder
 
     b = RunBuilder("hard", "01_fp8_gemm", "claude", "E4", "20260803_194356", "claude-opus-4-8", seed=5)
     s = b.session

@@ -68,7 +68,7 @@ def fixture_cmd(out: str, as_json: bool) -> None:
 @click.argument("labels", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True)
 def validate_cmd(labels: str, as_json: bool) -> None:
-    """Check a labels.json against the schema in forensics/corpus/labels.py."""
+    """Check a labels.json against the schema in devkit/generator/labels.py."""
     from .labels import load, validate
 
     errs = validate(load(labels))

@@ -1,6 +1,6 @@
 """Check on a GPU that the fixture's solutions behave as their labels say.
 
-    python3 forensics/corpus/gpucheck.py corpus/fixtures [--out report.json] [--shapes 2] [--only NAME]
+    python3 devkit/generator/gpucheck.py corpus/fixtures [--out report.json] [--shapes 2] [--only NAME]
 
 For every run of the labeled archive whose final solution is a plain `Model.forward` problem
 (hard 01-07, cuda 01/02, cuda 04's policy), the solution is imported from a scratch copy and
@@ -25,6 +25,8 @@ import time
 import traceback
 from pathlib import Path
 
+# Run by path (no package around it), it finds `kernels` in the checkout itself: the one
+# checkout-relative path of the devkit not taken from devkit/paths.py, which it cannot import yet.
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))

@@ -4,7 +4,7 @@ A `Session` is harness-aware: every method turns an intent (run a shell command,
 edit it, read another run's file) into the *native* tool call of that harness (Claude `Bash`,
 Codex `exec_command`/`apply_patch`, OpenCode `bash`/`edit`, Kimi `Shell`, ...), so the tool-call
 numbers (`call_seq`) and tool names recorded in the labels are exactly what the renderer
-writes.  Rendering into lines is done by `forensics.corpus.harness`.
+writes.  Rendering into lines is done by `devkit.generator.harness`.
 
 The session also keeps the ground truth the labels need: a virtual file system of what the agent
 wrote (so each version of solution.py has its exact content and sha256), every in-session

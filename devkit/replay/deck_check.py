@@ -5,7 +5,7 @@ A replay that fails a solution the archive says passed is one of two things. Eit
 differs from the deck (inputs, tolerances, how a stateful API is chained: our false fail), or the
 solution does not pass on this machine at all, whoever checks it (another GPU: its SM count, its
 L2; another toolchain). Only the deck's own check, on the same machine, tells them apart; so
-`forensics.replay.real_bench --deck DIR` runs it after every official replay failure of a run the
+`devkit.replay.real_bench --deck DIR` runs it after every official replay failure of a run the
 archive says passed.
 
 The deck's files are data read from DIR (`../shared/decks`: `benchmarks/<bench>/problems-h100/<p>/`
@@ -84,10 +84,10 @@ def run_deck_check(decks: Path, bench: str, problem: str, solution: bytes, sidec
                    device: str = "cuda", timeout_s: float = 600.0, python: str | None = None) -> dict[str, Any]:
     """Run the deck's check.py against `solution` here. -> {"status": pass | fail | error | timeout
     | no_deck, "line", "s", "rc", "tail" (the output's last 2000 characters), "deck"}."""
-    from . import sandbox
-    from .api import split_published
-    from .proctree import kill_session
-    from .runner import Scratch, close_fds, scrubbed_env
+    from forensics.replay import sandbox
+    from forensics.replay.api import split_published
+    from forensics.replay.proctree import kill_session
+    from forensics.replay.runner import Scratch, close_fds, scrubbed_env
 
     solution, sidecars, _ = split_published(solution, sidecars)
     got = deck_files(Path(decks), bench, problem, solution, sidecars)

@@ -1,6 +1,6 @@
 """The whole GPU verification batch in one command (issue 6 section 6):
 
-    python -m forensics.replay.gpu_verify --out $OUT [--skip-kernels] [--budget-s 540]
+    python -m devkit.replay.gpu_verify --out $OUT [--skip-kernels] [--budget-s 540]
 
 1. the GPU, and the ceilings measured on it (D2D copy, 8192^3 bf16 GEMM);
 2. kernels' own verification (`python -m kernels.verify`), if present, as a subprocess;
@@ -35,8 +35,9 @@ import time
 import traceback
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO / "corpus" / "replay"
+from devkit.paths import CORPUS_DIR, REPO
+
+CORPUS = CORPUS_DIR / "replay"
 
 # (label, problem, solution file, sidecars, probes, shapes, seeds, rules that must appear, status wanted)
 CASES = [
@@ -257,8 +258,8 @@ def attack_replay(tmp: Path, device: str = "cpu", shapes: str = "tiny", forks: i
 def memory_replay(device: str = "cpu", ceiling: str = "1G", alloc: int = 4 * 2**30, problem: str = "05_topk_bitonic",
                   shapes: str = "tiny", cache_root: Path | None = None) -> dict:
     """corpus/replay/sandbox_memory.py under a `ceiling` (FORENSICS_REPLAY_MEM) trying `alloc` bytes."""
-    from .api import replay_solution
-    from .probes import Limits
+    from forensics.replay.api import replay_solution
+    from forensics.replay.probes import Limits
     src = fill_cfg((CORPUS / "sandbox_memory.py").read_text(), {"bytes": alloc})
     old = os.environ.get("FORENSICS_REPLAY_MEM")
     os.environ["FORENSICS_REPLAY_MEM"] = ceiling
@@ -286,9 +287,9 @@ def sandbox_checks(device: str, out_dir: Path) -> dict:
     import shutil
     import tempfile
 
-    from .api import replay_solution
-    from .probes import Limits
-    from .sandbox_check import self_check
+    from forensics.replay.api import replay_solution
+    from forensics.replay.probes import Limits
+    from forensics.replay.sandbox_check import self_check
     res: dict = {}
     t = time.monotonic()
     res["self_check"] = self_check(device)
@@ -387,10 +388,10 @@ def main(argv=None) -> int:
     t_start = time.monotonic()
     import torch
 
-    from .api import replay_solution
-    from .probes import Limits
-    from .timing import gpu_env_summary, measure_ceilings
-    result: dict = {"env": gpu_env_summary(), "commands": [" ".join([sys.executable, "-m", "forensics.replay.gpu_verify"] + (argv or sys.argv[1:]))]}
+    from forensics.replay.api import replay_solution
+    from forensics.replay.probes import Limits
+    from forensics.replay.timing import gpu_env_summary, measure_ceilings
+    result: dict = {"env": gpu_env_summary(), "commands": [" ".join([sys.executable, "-m", "devkit.replay.gpu_verify"] + (argv or sys.argv[1:]))]}
     t = time.monotonic()
     result["ceilings"] = {} if cpu else measure_ceilings("cuda", use_disk=False)
     result["ceilings_s"] = round(time.monotonic() - t, 2)

@@ -1,6 +1,6 @@
 """Replay every real archived solution of a labelled set, one after another, and tabulate it.
 
-    python -m forensics.replay.real_bench --real ../shared/real-dev --out $OUT/real.jsonl [--gpu h100]
+    python -m devkit.replay.real_bench --real ../shared/real-dev --out $OUT/real.jsonl [--gpu h100]
         [--device cuda] [--jobs N] [--run-limit-s 420] [--time-budget-s 560] [--shard K/N] [--only RUN_ID ...]
         [--probes check,state-drift,...] [--cutlass-include DIR] [--cuda-include DIR|auto] [--md $OUT/real.md]
 
@@ -31,7 +31,7 @@ Per run, one JSON line is appended to `--out` as soon as the run ends:
 
 `--deck DIR` (the benchmark's decks, `../shared/decks`) makes the deck's own check.py the arbiter of
 every official failure (fail, error, crash): it runs against the same solution on this machine, in
-the replay's sandbox (forensics.replay.deck_check). A run the archive says passed whose deck check
+the replay's sandbox (devkit.replay.deck_check). A run the archive says passed whose deck check
 fails here too is `not_replayable` ("not reproducible on this machine"), with the replay's own
 outcome kept in `replay_outcome`; one whose deck check passes here stays a failure: a false fail
 of ours when the label is clean.
@@ -105,8 +105,8 @@ def expected(label: dict) -> tuple[Any, str]:
 # ------------------------------------------------------------------------------ one run, in its own process
 def one(args: argparse.Namespace) -> int:
     """Replay one run folder, streaming JSON lines to args.events (the parent reads them)."""
-    from .stream import JsonLines, failure_doc
-    from .probes import Limits, install_signal_handlers, restore_signal_handlers
+    from forensics.replay.stream import JsonLines, failure_doc
+    from forensics.replay.probes import Limits, install_signal_handlers, restore_signal_handlers
     old_handlers = install_signal_handlers()
     stream = JsonLines(args.events)
     events: list[dict] = []
@@ -116,8 +116,8 @@ def one(args: argparse.Namespace) -> int:
         stream(e)
 
     try:
-        from . import buildenv
-        from .api import replay_solution
+        from forensics.replay import buildenv
+        from forensics.replay.api import replay_solution
         supplied = buildenv.supply(cutlass=args.cutlass_include, cuda_include=args.cuda_include)
         run = Path(args.one)
         sol = (run / "solution.py").read_bytes()
@@ -168,7 +168,7 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
             info["error"] = f"{why_partial}; its last step: {step.get('what')} (from {step.get('t')} s)"
     else:
         rows, findings, info = res.get("rows", []), res.get("findings", []), res.get("info", {})
-    from .probes import OFFICIAL_PROBES, STATUS_ORDER, _env_incomplete
+    from forensics.replay.probes import OFFICIAL_PROBES, STATUS_ORDER, _env_incomplete
     off_rows = [r for r in rows if r.get("probe") in OFFICIAL_PROBES]
     seen = {r.get("status") for r in off_rows}
     outcome = next((s for s in STATUS_ORDER if s in seen), None)
@@ -219,7 +219,7 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    from .proctree import kill_session
+    from forensics.replay.proctree import kill_session
     kill_session(proc.pid)
     try:
         os.killpg(proc.pid, 9)
@@ -233,7 +233,7 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _spawn(run: dict, args: argparse.Namespace, gpu: int | None, events: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "forensics.replay.real_bench", "--one", run["dir"], "--problem", str(run["problem"]),
+    cmd = [sys.executable, "-m", "devkit.replay.real_bench", "--one", run["dir"], "--problem", str(run["problem"]),
            "--events", str(events), "--device", args.device, "--shapes", args.shapes, "--probes", args.probes,
            "--build-s", str(args.build_s), "--call-s", str(args.call_s), "--probe-s", str(args.probe_s)]
     if run.get("date"):
@@ -249,8 +249,8 @@ def _spawn(run: dict, args: argparse.Namespace, gpu: int | None, events: Path) -
         cmd += ["--deck", str(Path(args.deck).resolve()), "--bench", str(run["label"].get("bench") or ""),
                 "--deck-timeout-s", str(args.deck_timeout_s)]
     env = dict(os.environ)
-    here = str(Path(__file__).resolve().parent.parent.parent)
-    env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    from devkit.paths import REPO
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     if args.device == "cpu":
@@ -327,7 +327,7 @@ def markdown(rows: list[dict], summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m forensics.replay.real_bench", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m devkit.replay.real_bench", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--real", help="the labelled set: run folders with solution.py and label.json")
     ap.add_argument("--out", help="JSON lines, one per run as it ends, then a summary line")
