@@ -7,7 +7,7 @@ run folder, writing into $HOME and the project checkout, a TCP connection to a l
 single-threaded fork), and 200 processes that leave the worker's process group and outlive it.
 forward raises with whatever it reached, so a leak lands in the findings; with nothing reached
 it computes top-k honestly.  `CFG` (targets, nonces) is filled in by
-`forensics.replay.gpu_verify.hostile_source`; as written here every attempt has no target.
+`devkit.replay.gpu_verify.hostile_source`; as written here every attempt has no target.
 """
 import ctypes
 import os
