@@ -117,7 +117,8 @@ def input_fingerprints(store: Store, run_ids: Sequence[str], analyzers: Sequence
 
 
 def _code_digest() -> str:
-    """Digest of the analysis code (analyzers + verdict), so upgrading the tool re-analyses."""
+    """Digest of the analysis code (analyzers + verdict), so upgrading the tool re-analyses.  Over
+    the files' contents, not their mtimes: two clones of one commit give the same fingerprints."""
     import forensics
     root = Path(forensics.__file__).parent
     h = hashlib.sha256()
@@ -127,10 +128,11 @@ def _code_digest() -> str:
         files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
         for f in files:
             try:
-                st = f.stat()
-                h.update(f"{f.relative_to(root)}:{st.st_size}:{int(st.st_mtime)}".encode())
+                data = f.read_bytes()
             except OSError:
-                pass
+                continue
+            h.update(f"{f.relative_to(root)}:{len(data)}:".encode())
+            h.update(hashlib.sha256(data).digest())
     return h.hexdigest()[:16]
 
 

@@ -214,3 +214,21 @@ def test_annotations_dir_confirm_and_refute(archive, tmp_path):
     name = re.sub(r"[^A-Za-z0-9._@-]", "_", v0["run_id"])
     y = yaml.safe_load((tmp_path / "b" / "annotations" / f"{name}.yaml").read_text())
     assert y["archived_verdict_check"]["verdict"]["status"] == "disagree"
+
+
+def test_code_digest_follows_contents_not_mtimes(tmp_path, monkeypatch):
+    """The fingerprint's code digest: two clones of one commit (same bytes, other mtimes) agree; an
+    edited analyzer changes it (so the scan re-analyses)."""
+    import shutil
+
+    import forensics
+    from forensics.pipeline import _code_digest
+    copy = tmp_path / "forensics"
+    shutil.copytree(Path(forensics.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(forensics, "__file__", str(copy / "__init__.py"))
+    before = _code_digest()
+    target = copy / "verdict.py"
+    os.utime(target, (1_000_000, 1_000_000))
+    assert _code_digest() == before
+    target.write_text(target.read_text() + "\n# edited\n")
+    assert _code_digest() != before

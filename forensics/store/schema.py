@@ -502,7 +502,7 @@ TABLES: tuple[Table, ...] = (
             C("archived", "JSON", "The archived verdict fields (annotation YAML / result.json) and per-field agree | disagree | cannot_tell."),
             C("summary", "VARCHAR", "Trace of the rules and facts that decided the verdict (the annotation's rule_trace; the plain-language summary is written by forensics.report.prose)."),
             C("rules", "JSON", "{field: rule id of docs/verdict.md that decided it} (K0 / CO5 / ... for unknown ones)."),
-            C("input_fingerprint", "VARCHAR", "Hash of the run's ingest fingerprint, tool version, analyzer set and annotation file; `forensics scan` skips a run whose verdict has the same fingerprint (resume)."),
+            C("input_fingerprint", "VARCHAR", "Hash of the run's ingest fingerprint, tool version, analyzer set, analysis code (file contents) and annotation file; `forensics scan` skips a run whose verdict has the same fingerprint (resume)."),
             C("adjudicated_at", "TIMESTAMPTZ", "When this verdict row was written (the last step of a run's analysis)."),
         ),
         primary_key=("run_id",),
