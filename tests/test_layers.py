@@ -18,6 +18,7 @@ LAYERS = (("forensics.bench", 10), ("forensics.corpus", 10), ("forensics.cli", 9
           ("forensics.replay", 4), ("forensics.analyze", 4),
           ("forensics.analyze.findings", 3), ("forensics.analyze.registry", 3), ("forensics.store", 3),
           ("forensics.transcripts", 2), ("forensics.archive", 1), ("forensics.text", 0), ("forensics.pool", 0),
+          ("forensics.vocab", 0),
           ("forensics.extras", 0))
 DEVKIT = ("forensics.bench", "forensics.corpus")
 
