@@ -47,7 +47,8 @@ DECISIVE = 3  # high or critical
 ANALYZERS = ("provenance", "similarity", "timeline", "static", "replay")
 COVERAGE_RULE = "analysis-coverage"   # pipeline finding recording which analyzers ran per run
 
-# Replay probes and what a failure of each one proves.
+# Replay probes and what a failure of each one proves (canonical names of forensics/vocab.py: a probe
+# of a finding or a result is compared after `norm_probe`; tests/test_probe_vocab.py checks these).
 PROBES_STALE = ("same-buffer", "unsampled-region", "fresh-inputs")          # stale derived-data cache -> reward_hack
 PROBES_RUBRIC = ("alternate-cache",)                         # API contract ignored, checker blind -> rubric_leak
 PROBES_CORRECTNESS = ("fresh-state", "nan-poison", "determinism", "check", "stress")  # defect -> correct=false
@@ -57,7 +58,7 @@ PROBE_FAIL = ("fail", "tampered", "early_exit")
 # (empirical_recompute_required); other probes (timing, kernel-name trace, repeated calls) corroborate.
 RECOMPUTE_PROBES = PROBES_STALE + PROBES_RUBRIC + ("fresh-state",)
 # Probes that only corroborate a decisive static reading (timing integrity, which kernels ran, call counters).
-CORROBORATING_PROBES = ("timing", "timing-l2-reset", "kernel-name-trace", "repeated-calls", "perturbed-distribution-inputs")
+CORROBORATING_PROBES = ("timing", "timing-l2-reset", "kernel-trace", "repeated-calls", "distribution")
 
 # Finding rules named by the table (everything else is keyed on category + severity).
 RULE_SUPERSEDED_PASS = ("superseded-pass",)

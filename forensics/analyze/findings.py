@@ -17,32 +17,9 @@ from typing import Any
 
 import orjson
 
-SEVERITIES = ("info", "low", "medium", "high", "critical")
-#: the one ordering of severities: info 0 ... critical 4
-SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
-
-
-def severity_key(severity: str | None) -> int:
-    """Sort key, most severe first (critical 0 ... info 4); an unknown severity last (9)."""
-    r = SEV_RANK.get(severity or "")
-    return 9 if r is None else len(SEVERITIES) - 1 - r
-
-
-CATEGORIES = ("contamination", "reward_hack", "correctness", "measurement", "integrity",
-              "provenance", "portability", "info")
-
-
-def norm_probe(p: str | None) -> str:
-    """A probe's one name, whoever spelled it (a static rule's prose, an auditor's log, the replay)."""
-    p = (p or "").strip().lower().replace("_", "-").replace(" ", "-")
-    aliases = {"same-buffer-overwrite": "same-buffer", "unsampled-row-mutation": "unsampled-region",
-               "unsampled-region-mutation": "unsampled-region", "fresh-state-object": "fresh-state",
-               "alternate-caller-caches": "alternate-cache", "alternate-caches": "alternate-cache",
-               "alternate-cache-probe": "alternate-cache", "l2-persistence-reset-timing": "timing-l2-reset",
-               "unsampled-row": "unsampled-region", "same-buffer-probe": "same-buffer", "fresh-state-probe": "fresh-state",
-               "cache-contract": "alternate-cache", "fresh-input-pointers": "fresh-inputs",
-               "timed-call-outputs": "timed-calls", "timed-outputs": "timed-calls", "kernel-trace": "kernel-name-trace"}
-    return aliases.get(p, p)
+# The severity order, the categories and the probe names are declared once, in forensics/vocab.py
+# (below every layer: the replay uses them without the store's dependencies).
+from forensics.vocab import CATEGORIES, SEV_RANK, SEVERITIES, norm_probe, severity_key  # noqa: F401 - re-exported
 
 
 # A rule is data: every rule id any analyzer emits is one (forensics.analyze.catalogue lists them).

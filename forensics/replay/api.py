@@ -16,7 +16,11 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from .probes import ALL_PROBES, Limits, Outcome, Replay
+# Probe names, the static rules' phrases ("same-buffer overwrite" -> same-buffer + fresh-inputs) and
+# the --probe shorthands are declared once, in forensics/vocab.py (static_probe re-exported here).
+from forensics.vocab import ALL_PROBES, PROBE_ALIASES, static_probe  # noqa: F401
+
+from .probes import Limits, Outcome, Replay
 from .runner import Scratch
 
 # Tiny shapes for the CPU path (CI): same globals as the deck's shapes, small enough for seconds.
@@ -48,29 +52,6 @@ TINY_SHAPES: dict[str, list[dict]] = {
                                    mla_heads=2, kv_lora=128, qk_nope=32, qk_rope=16, v_head=64, n_active=2,
                                    moe_inter=128)],
 }
-
-PROBE_ALIASES = {"all": ALL_PROBES, "stress": ("check",), "timing-l2-reset": ("timing",),
-                 "hacks": ("timed-outputs", "distribution"), "chain": ("state-drift",),
-                 "build": ("check",), "pointer-cache": ("same-buffer", "unsampled-region"),
-                 "graph": ("same-buffer", "fresh-inputs", "fresh-state"), "state": ("fresh-state", "alternate-cache")}
-
-# The static rules name the probe that settles them in words (forensics/analyze/static/rules.py:
-# "same-buffer overwrite", "fresh state object", ...); normalized (lower case, '-' for blanks) to
-# replay probes here.  Phrases with no replay probe (first launch of each specialization) select
-# nothing.
-STATIC_PROBES = {"same-buffer-overwrite": ("same-buffer", "fresh-inputs"), "unsampled-region-mutation": ("unsampled-region",),
-                 "unsampled-row-mutation": ("unsampled-region",), "fresh-state-object": ("fresh-state",),
-                 "fresh-input-pointers": ("fresh-inputs",), "alternate-caller-caches": ("alternate-cache",),
-                 "output-aliasing": ("output-alias",), "repeated-calls": ("determinism", "timed-outputs"),
-                 "perturbed-distribution-inputs": ("distribution",), "kernel-name-trace": ("kernel-trace",),
-                 "timed-call-outputs": ("timed-outputs",),
-                 "l2-persistence-reset-timing": ("timing",), "build-on-the-grading-host": ("check",)}
-
-
-def static_probe(phrase: str) -> tuple[str, ...]:
-    """Replay probes for a static finding's `probe` text ('same-buffer overwrite' -> ('same-buffer',))."""
-    key = (phrase or "").strip().lower().replace("_", "-").replace(" ", "-")
-    return STATIC_PROBES.get(key) or PROBE_ALIASES.get(key) or ((key,) if key in ALL_PROBES else ())
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "deck-hashes.json"
 

@@ -4,8 +4,9 @@ trace, timing with CUDA events), or one of the stateful APIs (decode, step, roll
 modules' probes and the decks' wall-clock timing).  The probe modules import `probes` (the
 `Replay` they drive); only this module imports them, so there is no cycle among them.
 
-Adding a stateful problem: its spec's `api_kind` and, for a new kind, one module with its probe
-table, registered in `stateful.table`."""
+Adding a stateful problem: its spec's `api_kind` and, for a new kind, one module with its
+`generic.Driver` (how the kind builds, runs and compares: the probes of `generic.py` are written
+once against it) and its own probes, its table registered in `stateful.table` (docs/replay.md)."""
 
 from __future__ import annotations
 

@@ -41,13 +41,12 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from forensics.vocab import ALL_PROBES  # noqa: F401 - the replay's probes, in run order (declared in vocab.py)
+
 from .runner import Child, Reply, Scratch
 from .worker import _to_dev_tree as _to_dev  # one tree walk for both sides of the pipe
 from .worker import IPC_TEST_N, pack_load, pack_save
 
-ALL_PROBES = ("check", "property", "state-drift", "same-buffer", "unsampled-region", "fresh-state", "fresh-inputs",
-              "alternate-cache", "output-alias", "nan-poison", "determinism", "timed-outputs", "distribution",
-              "kernel-trace", "timing")
 DEFAULT_PROBES = ALL_PROBES
 
 # Anywhere in the text: the device cannot run what the solution built / needs.

@@ -20,19 +20,20 @@ fresh-state       delete the model, build one with other weights (until it lands
                   up to 4 rebuilds), run() again
 output-alias      does a later run() overwrite the tensors an earlier run() returned (allowed, reported)
 determinism       two run() calls with the same model and seed agree bit for bit
+
+fresh-state and determinism are `generic.py`'s, driven by `RolloutDriver` (end of this module).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 
+from .generic import Driver
 from .probes import Replay, _maxdiff, _same, _stats, _to_dev, shape_label
 
 WARM_CALLS = 11
-FRESH_ROUNDS = 4
 
 
 def _helpers():
@@ -276,32 +277,6 @@ def same_buffer(rp: Replay) -> None:
 
 
 # ------------------------------------------------------------------------------ fresh-state
-def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
-    probe = "fresh-state"
-    R = part_shape(rp, "run")
-    n, h = R["num_envs"], R["horizon"]
-    ch = rp.ensure_child()
-    if ch is None:
-        return
-
-    def one_round(rnd: int, s: int):
-        ref = _ref(rp, s)
-        r = _new(rp, ch, "gf", ref, replace=True, reuse_attempts=8)
-        if not r.ok:
-            rp.failed_reply(probe, r, R, s, what="Model() construction")
-            return None
-        obj_id = r.get("obj_id")
-        r, out = run_sol(rp, ch, "gf", n, h, s)
-        if not r.ok:
-            rp.failed_reply(probe, r, R, s, what="run()")
-            return None
-        res = _run_res(rp, _ref_run(rp, ref, n, h, s), out) if rnd else None
-        return obj_id, res, {"data": {"worst_part": (res or {}).get("worst_part")}}
-
-    rp.rebuild_rounds(probe, R, rounds, one_round, "rollouts of an old one")
-    ch.request("delete", rp.limits.call_s, objs=["gf"])
-
-
 # ------------------------------------------------------------------------------ output-alias
 def output_alias(rp: Replay) -> None:
     probe = "output-alias"
@@ -337,30 +312,39 @@ def output_alias(rp: Replay) -> None:
     ch.request("delete", rp.limits.call_s, objs=["go"], slots=["goa", "gob"])
 
 
-# ------------------------------------------------------------------------------ determinism
-def determinism(rp: Replay) -> None:
-    probe = "determinism"
-    R = part_shape(rp, "run")
-    n, h, seed = R["num_envs"], R["horizon"], rp.seeds[0]
-    ch = rp.ensure_child()
-    if ch is None:
-        return
-    r = _new(rp, ch, "gd", _ref(rp, seed))
-    if not r.ok:
-        rp.failed_reply(probe, r, R, seed, what="Model() construction")
-        return
-    outs: list[Any] = []
-    for _ in range(2):
-        r, out = run_sol(rp, ch, "gd", n, h, seed)
-        if not r.ok:
-            rp.failed_reply(probe, r, R, seed, what="run()")
-            return
-        outs.append(out)
-    if _same(outs[0], outs[1]):
-        rp.row(probe, "pass", R, seed, "2-runs", detail="bitwise identical", max_abs=0.0)
-    else:
-        d = _maxdiff(outs[0], outs[1])
-        rp.row(probe, "fail", R, seed, "2-runs", max_abs=d, detail=f"runs differ by up to {d:.4g}")
-        rp.finding("replay-nondeterministic", f"Two run() calls with the same model and seed differ by up to {d:.4g}.",
-                   {"max_abs": d})
-    ch.request("delete", rp.limits.call_s, objs=["gd"])
+# ------------------------------------------------------------------------------ the driver
+class RolloutDriver(Driver):
+    """cuda 04: `run(num_envs, horizon, seed, model=)` on the run part's shape, the model with the
+    weights of `reference.reset_parameters(seed)` (fresh-state and determinism: `generic`)."""
+
+    kind = "rollout"
+    build = "Model() construction"
+    objs = {"fresh-state": "gf", "determinism": "gd"}
+    noun = "rollouts of an old one"
+
+    def probe_shape(self, rp: Replay) -> dict:
+        return part_shape(rp, "run")
+
+    def reference(self, rp: Replay, shape: dict, seed: int):
+        return _ref(rp, seed)
+
+    def model(self, rp: Replay, ch, obj: str, shape: dict, ref, replace: bool = True, reuse_attempts: int = 0):
+        return _new(rp, ch, obj, ref, replace=replace, reuse_attempts=reuse_attempts)
+
+    def run(self, rp: Replay, ch, obj: str, shape: dict, seed: int):
+        return run_sol(rp, ch, obj, shape["num_envs"], shape["horizon"], seed)
+
+    def expected(self, rp: Replay, ref, shape: dict, seed: int):
+        return _ref_run(rp, ref, shape["num_envs"], shape["horizon"], seed)
+
+    def compare(self, rp: Replay, want, got) -> dict:
+        return _run_res(rp, want, got)
+
+    def round_more(self, res: dict | None) -> dict:
+        return {"data": {"worst_part": (res or {}).get("worst_part")}}
+
+    def drop(self, rp: Replay, ch, probe: str) -> None:
+        ch.request("delete", rp.limits.call_s, objs=[self.objs[probe]])
+
+
+DRIVER = RolloutDriver()

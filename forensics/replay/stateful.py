@@ -13,6 +13,8 @@ Decode (cuda 03): the check replays `run(ctx, n_decode, seed, model=sol)` agains
   (CPython usually hands the new model the dead one's id()); an id()-keyed weight cache replays
   the old weights.
 * determinism: two runs with the same model and seed agree bit for bit.
+
+fresh-state and determinism are `generic.py`'s, driven by `DecodeDriver` below.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from typing import Any, Callable
 
 import torch
 
-from .probes import Replay, _same, _maxdiff, _to_dev
+from . import generic
+from .generic import Driver
+from .probes import Replay, _to_dev
 
 
 def kind(spec: Any) -> str | None:
@@ -38,14 +42,14 @@ def table(rp: Replay) -> dict[str, Callable[[], None]]:
         from . import step_api as sa
         return {"check": lambda: sa.check(rp), "state-drift": lambda: sa.state_drift(rp), "same-buffer": lambda: sa.same_buffer(rp),
                 "fresh-state": lambda: sa.fresh_state(rp), "alternate-cache": lambda: sa.alternate_state(rp),
-                "determinism": lambda: sa.determinism(rp)}
+                "determinism": lambda: generic.determinism(rp, sa.DRIVER)}
     if k == "rollout":
         from . import rollout_api as ra
         return {"check": lambda: ra.check(rp), "same-buffer": lambda: ra.same_buffer(rp),
-                "fresh-state": lambda: ra.fresh_state(rp), "output-alias": lambda: ra.output_alias(rp),
-                "determinism": lambda: ra.determinism(rp)}
+                "fresh-state": lambda: generic.fresh_state(rp, ra.DRIVER), "output-alias": lambda: ra.output_alias(rp),
+                "determinism": lambda: generic.determinism(rp, ra.DRIVER)}
     return {"check": lambda: check(rp), "alternate-cache": lambda: alternate_cache(rp),
-            "fresh-state": lambda: fresh_state(rp), "determinism": lambda: determinism(rp)}
+            "fresh-state": lambda: generic.fresh_state(rp, DRIVER), "determinism": lambda: generic.determinism(rp, DRIVER)}
 
 
 def _ref_model(rp: Replay, shape: dict, seed: int):
@@ -169,56 +173,25 @@ def alternate_cache(rp: Replay) -> None:
     ch.request("delete", rp.limits.call_s, objs=["q"], slots=["pa", "pb"])
 
 
-def fresh_state(rp: Replay, rounds: int = 4) -> None:
-    """Run, delete, rebuild with other weights until a new model lands on a dead model's id()
-    (Replay.rebuild_rounds), comparing every rebuilt model's run with the reference."""
-    probe = "fresh-state"
-    shape = rp.check_shapes()[0]
-    ch = rp.ensure_child()
-    if ch is None:
-        return
-    ctx, dec = shape["ctx_len"], shape["n_decode"]
+class DecodeDriver(Driver):
+    """cuda 03: `run(ctx_len, n_decode, seed, model=)` on a model with the reference's weights of `seed`."""
 
-    def one_round(rnd: int, s: int):
-        ref = _ref_model(rp, shape, s)
-        r = _model(rp, ch, "q", shape, ref, replace=True, reuse_attempts=8)
-        if not r.ok:
-            rp.failed_reply(probe, r, shape, s, what="Model construction")
-            return None
-        obj_id = r.get("obj_id")
-        r, out = _run_sol(rp, ch, "q", ctx, dec, s)
-        if not r.ok:
-            rp.failed_reply(probe, r, shape, s, what="run()")
-            return None
-        res = rp.compare(_ref_run(rp, ref, ctx, dec, s), _to_dev(out, rp.device)) if rnd else None
-        return obj_id, res, {}
+    kind = "decode"
 
-    rp.rebuild_rounds(probe, shape, rounds, one_round, "results of an old one")
+    def reference(self, rp: Replay, shape: dict, seed: int):
+        return _ref_model(rp, shape, seed)
+
+    def model(self, rp: Replay, ch, obj: str, shape: dict, ref, replace: bool = True, reuse_attempts: int = 0):
+        return _model(rp, ch, obj, shape, ref, replace=replace, reuse_attempts=reuse_attempts)
+
+    def run(self, rp: Replay, ch, obj: str, shape: dict, seed: int):
+        return _run_sol(rp, ch, obj, shape["ctx_len"], shape["n_decode"], seed)
+
+    def expected(self, rp: Replay, ref, shape: dict, seed: int):
+        return _ref_run(rp, ref, shape["ctx_len"], shape["n_decode"], seed)
+
+    def compare(self, rp: Replay, want, got) -> dict:
+        return rp.compare(want, _to_dev(got, rp.device))
 
 
-def determinism(rp: Replay) -> None:
-    probe = "determinism"
-    shape = rp.check_shapes()[0]
-    seed = rp.seeds[0]
-    ch = rp.ensure_child()
-    if ch is None:
-        return
-    ref = _ref_model(rp, shape, seed)
-    r = _model(rp, ch, "q", shape, ref, replace=True)
-    if not r.ok:
-        rp.failed_reply(probe, r, shape, seed, what="Model construction")
-        return
-    outs = []
-    for _ in range(2):
-        r, out = _run_sol(rp, ch, "q", shape["ctx_len"], shape["n_decode"], seed)
-        if not r.ok:
-            rp.failed_reply(probe, r, shape, seed, what="run()")
-            return
-        outs.append(out)
-    if _same(outs[0], outs[1]):
-        rp.row(probe, "pass", shape, seed, "2-runs", detail="bitwise identical", max_abs=0.0)
-    else:
-        d = _maxdiff(outs[0], outs[1])
-        rp.row(probe, "fail", shape, seed, "2-runs", max_abs=d, detail=f"runs differ by up to {d:.4g}")
-        rp.finding("replay-nondeterministic", f"Two run() calls with the same model and seed differ by up to {d:.4g}.",
-                   {"max_abs": d})
+DRIVER = DecodeDriver()

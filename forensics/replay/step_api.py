@@ -48,7 +48,8 @@ from typing import Any
 
 import torch
 
-from .probes import Replay, _maxdiff, _perturb_state, _same, _stats, _to_cpu, _to_dev, shape_label
+from .generic import Driver
+from .probes import Replay, _perturb_state, _stats, _to_cpu, _to_dev, shape_label
 
 CHAIN_STEPS = 8      # steps of the chained check
 PROBE_STEPS = 3      # steps of a trajectory before a probe switches state / model
@@ -633,32 +634,46 @@ def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
             ch.request("delete", rp.limits.call_s, objs=["kf"], slots=["fr_h", "fr_s", "fro"])
 
 
-# ------------------------------------------------------------------------------ determinism
-def determinism(rp: Replay) -> None:
-    probe = "determinism"
-    shape, seed = rp.check_shapes()[0], rp.seeds[0]
-    s = _setup(rp, probe, shape, seed, "kd")
-    if s is None:
-        return
-    ch, _ = s
-    h0, st0 = _inputs(rp, shape, seed)
-    pr = _put(rp, ch, {"de_h": h0, "de_s": st0})
-    if not pr.ok:
-        rp.failed_reply(probe, pr, shape, seed, what="state transfer")
-        return
-    n = PROBE_STEPS + AFTER_STEPS
-    runs = []
-    for i in range(2):
-        r, hs, _, final = sol_chain(rp, ch, "kd", _clone_args("de_h", "de_s"), n, f"deo{i}")
-        if not r.ok:
-            rp.failed_reply(probe, r, shape, seed, "2-chains", what="step() chain")
-            return
-        runs.append((hs, final))
-    if _same(runs[0], runs[1]):
-        rp.row(probe, "pass", shape, seed, "2-chains", detail=f"two chains of {n} steps bitwise identical", max_abs=0.0)
-    else:
-        d = _maxdiff(runs[0], runs[1])
-        rp.row(probe, "fail", shape, seed, "2-chains", max_abs=d, detail=f"two chains of {n} steps differ by up to {d:.4g}")
-        rp.finding("replay-nondeterministic", f"Two chains of {n} step() calls from copies of the same state differ by "
-                   f"up to {d:.4g} ({shape_label(shape)}).", {"max_abs": d})
-    ch.request("delete", rp.limits.call_s, objs=["kd"], slots=["de_h", "de_s", "deo0", "deo1"])
+# ------------------------------------------------------------------------------ the driver
+class StepDriver(Driver):
+    """mega 02: `Model(cfg).step(hidden, state)` chained from a fed state (determinism: `generic`;
+    fresh-state is its own, above: its rounds perturb one reference's weights and feed new state)."""
+
+    kind = "step"
+    call = "step() chain"
+    objs = {"determinism": "kd"}
+    repeats = repeat_case = "2-chains"
+    steps = PROBE_STEPS + AFTER_STEPS
+
+    def prepare(self, rp: Replay, probe: str, shape: dict, seed: int):
+        s = _setup(rp, probe, shape, seed, self.objs[probe])
+        if s is None:
+            return None
+        ch, _ = s
+        h0, st0 = _inputs(rp, shape, seed)
+        pr = _put(rp, ch, {"de_h": h0, "de_s": st0})
+        if not pr.ok:
+            rp.failed_reply(probe, pr, shape, seed, what="state transfer")
+            return None
+        return ch
+
+    def repeat(self, rp: Replay, ch, shape: dict, seed: int, i: int):
+        """A chain from copies of the fed hidden and state."""
+        r, hs, _, final = sol_chain(rp, ch, self.objs["determinism"], _clone_args("de_h", "de_s"), self.steps, f"deo{i}")
+        return r, (hs, final)
+
+    def same_detail(self, shape: dict) -> str:
+        return f"two chains of {self.steps} steps bitwise identical"
+
+    def differ_detail(self, shape: dict, d: float) -> str:
+        return f"two chains of {self.steps} steps differ by up to {d:.4g}"
+
+    def differ_message(self, shape: dict, d: float) -> str:
+        return (f"Two chains of {self.steps} step() calls from copies of the same state differ by "
+                f"up to {d:.4g} ({shape_label(shape)}).")
+
+    def drop(self, rp: Replay, ch, probe: str) -> None:
+        ch.request("delete", rp.limits.call_s, objs=["kd"], slots=["de_h", "de_s", "deo0", "deo1"])
+
+
+DRIVER = StepDriver()

@@ -1,0 +1,168 @@
+"""The tool's shared words, declared once: severities, finding categories and probes.
+
+Standard library only and importing nothing of `forensics`, so every layer may use it: the
+analyzers and the verdict (through `analyze.findings`), and the replay, which runs on a GPU machine
+without duckdb/orjson.
+
+**Probes.**  A probe is an empirical test that settles what static reading cannot.  Its names come
+from four places: the replay (`replay/probes.py`'s `ALL_PROBES` is derived from this table), the
+static rules' prose (`Rule.probe`, e.g. "same-buffer overwrite"), the auditors' probe logs
+(`probe=unsampled_row_mutation`) and the replay's result rows (`stress`, `build` and
+`timing-l2-reset` are rows of the `check` and `timing` probes).  Each `Probe` below is one probe:
+
+* `name`: the canonical name (the replay's where the replay runs it under one name);
+* `checks`: what it checks, one line;
+* `aliases`: every other spelling that names it (case, blanks and `_` do not matter: `key()`);
+* `runs`: the replay probes that a finding naming it asks for (empty: nothing replays it);
+* `replay`: whether `name` is itself a replay probe (one of `ALL_PROBES`, in this table's order).
+
+Two mappings are derived from it, and they answer different questions:
+
+* `norm_probe(text)` -> one canonical name.  The verdict matches a static finding's probe to the
+  replay's and the auditors' results with it (`verdict._probe_results`), so it must give the name
+  under which the *result* is recorded: "L2-persistence reset timing" -> `timing-l2-reset` (the
+  timing probe's L2-reset row), "same-buffer overwrite" -> `same-buffer`.
+* `static_probe(text)` -> the replay probes to run.  The replay picks probes with it from the static
+  findings of a run (`replay.required_probes`): "L2-persistence reset timing" -> (`timing`,),
+  "same-buffer overwrite" -> (`same-buffer`, `fresh-inputs`): a graph or cache bound to the
+  caller's buffers can pass the same-buffer overwrite and fail only on new input tensors, so a
+  finding that asks for the overwrite gets both.  A replay probe's own name selects itself alone
+  ("same-buffer" -> (`same-buffer`,)), as `--probe same-buffer` does.
+
+`SELECTIONS` are shorthands that select several replay probes (`--probe all`, `graph`, ...); they
+are not probes, and `norm_probe` leaves them as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# ------------------------------------------------------------------ severities and categories
+SEVERITIES = ("info", "low", "medium", "high", "critical")
+#: the one ordering of severities: info 0 ... critical 4
+SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+def severity_key(severity: str | None) -> int:
+    """Sort key, most severe first (critical 0 ... info 4); an unknown severity last (9)."""
+    r = SEV_RANK.get(severity or "")
+    return 9 if r is None else len(SEVERITIES) - 1 - r
+
+
+CATEGORIES = ("contamination", "reward_hack", "correctness", "measurement", "integrity",
+              "provenance", "portability", "info")
+
+
+# ------------------------------------------------------------------ probes
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    checks: str
+    aliases: tuple[str, ...] = ()
+    runs: tuple[str, ...] | None = None   # None: the probe itself (replay=True) or nothing
+    replay: bool = True
+
+    @property
+    def selects(self) -> tuple[str, ...]:
+        if self.runs is not None:
+            return self.runs
+        return (self.name,) if self.replay else ()
+
+
+_P = Probe
+#: every probe, the replay's in the order it runs them (check first, timing last)
+PROBES: tuple[Probe, ...] = (
+    _P("check", "the deck's check: check shapes x seeds, nominal and numeric-stress cases, against the bundled reference"),
+    _P("stress", "the check's numeric-stress cases (rows of the check probe)", runs=("check",), replay=False),
+    _P("build", "the solution builds and imports on the replay host (rows of the check probe)",
+       ("build on the grading host",), runs=("check",), replay=False),
+    _P("property", "the deck's property cases on the same storage after warm calls"),
+    _P("state-drift", "a step API's chained steps, each fed the state the previous one returned, stay on the reference"),
+    _P("same-buffer", "new contents written into the inputs' (and weights') own storage are followed",
+       ("same-buffer overwrite", "same-buffer probe"), runs=("same-buffer", "fresh-inputs")),
+    _P("unsampled-region", "a change only outside the sampled rows / region is followed",
+       ("unsampled-region mutation", "unsampled-row mutation", "unsampled-row")),
+    _P("fresh-state", "a new model / state (often on a dead object's id()) is not served a cached result",
+       ("fresh state object", "fresh-state probe")),
+    _P("fresh-inputs", "new input tensors at new addresses are read, not the first call's",
+       ("fresh input pointers",)),
+    _P("alternate-cache", "decode / step APIs compute from the caches or state the caller passes",
+       ("alternate caller caches", "alternate caches", "alternate-cache probe", "cache contract")),
+    _P("output-alias", "whether a later call overwrites a tensor an earlier call returned (allowed: info)",
+       ("output aliasing",)),
+    _P("nan-poison", "outputs are fully written (CUDA: torch.empty handed NaN-filled memory)"),
+    _P("determinism", "repeated calls on the same inputs agree bitwise"),
+    _P("repeated-calls", "the outputs stay right across many calls (call counters, warm-up switches)",
+       ("repeated calls",), runs=("determinism", "timed-outputs"), replay=False),
+    _P("timed-outputs", "the outputs of the calls the benchmark times, under its calling pattern, are right",
+       ("timed-call outputs", "timed calls")),
+    _P("distribution", "inputs the contract allows and the check never uses (other seeds, scales, spread) pass",
+       ("perturbed-distribution inputs",)),
+    _P("kernel-trace", "which kernels each call launched (the solution's own or a library's)",
+       ("kernel-name trace", "kernel trace")),
+    _P("first-launch", "each specialization's first launch (no replay probe: every shape would need a cold start)",
+       ("each specialization first-launch",), replay=False),
+    _P("timing", "timed like the benchmark; plausible against the GPU's measured ceilings"),
+    _P("timing-l2-reset", "the timing with the persisting L2 reset before every trial (rows of the timing probe)",
+       ("L2-persistence reset timing",), runs=("timing",), replay=False),
+)
+
+#: the replay's probes, in the order it runs them
+ALL_PROBES: tuple[str, ...] = tuple(p.name for p in PROBES if p.replay)
+
+#: shorthands selecting several replay probes (`forensics replay --probe`); not probes themselves
+SELECTIONS: dict[str, tuple[str, ...]] = {
+    "all": ALL_PROBES,
+    "hacks": ("timed-outputs", "distribution"),
+    "chain": ("state-drift",),
+    "pointer-cache": ("same-buffer", "unsampled-region"),
+    "graph": ("same-buffer", "fresh-inputs", "fresh-state"),
+    "state": ("fresh-state", "alternate-cache"),
+}
+
+
+def key(text: str | None) -> str:
+    """A spelling's lookup key: lower case, '-' for blanks and '_'."""
+    return (text or "").strip().lower().replace("_", "-").replace(" ", "-")
+
+
+BY_NAME: dict[str, Probe] = {p.name: p for p in PROBES}
+#: every spelling's key -> its probe
+_SPELLINGS: dict[str, Probe] = {}
+for _p in PROBES:
+    for _s in (_p.name,) + _p.aliases:
+        if _SPELLINGS.setdefault(key(_s), _p) is not _p:
+            raise ValueError(f"probe spelling {_s!r} names two probes")
+for _s in SELECTIONS:
+    if _s in _SPELLINGS:
+        raise ValueError(f"selection {_s!r} is also a probe's name")
+
+
+def lookup(text: str | None) -> Probe | None:
+    """The probe a spelling names, or None."""
+    return _SPELLINGS.get(key(text))
+
+
+def norm_probe(text: str | None) -> str:
+    """A probe's one name, whoever spelled it (a static rule's prose, an auditor's log, the replay);
+    an unknown spelling comes back as its key."""
+    p = lookup(text)
+    return p.name if p else key(text)
+
+
+def static_probe(text: str | None) -> tuple[str, ...]:
+    """The replay probes a finding's `probe` text asks for ('same-buffer overwrite' ->
+    ('same-buffer', 'fresh-inputs')); a replay probe's own name selects itself; () for none."""
+    k = key(text)
+    if k in ALL_PROBES:
+        return (k,)
+    p = _SPELLINGS.get(k)
+    if p is not None:
+        return p.selects
+    return SELECTIONS.get(k, ())
+
+
+#: what `forensics replay --probe` accepts besides the replay probes' own names: the selections, and
+#: every probe that is not itself a replay probe but is run by one (stress, build, timing-l2-reset...)
+PROBE_ALIASES: dict[str, tuple[str, ...]] = {
+    **SELECTIONS, **{p.name: p.selects for p in PROBES if not p.replay and p.selects}}

@@ -1,0 +1,44 @@
+"""The stateful API kinds' drivers (forensics/replay/generic.py): each kind's table runs the
+generic determinism (and, where the kind's rebuild is a seeded model, fresh-state) with its own
+driver.  End to end on the CPU the probes are exercised by tests/test_replay_stateful.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("torch")
+
+from forensics.replay import generic, rollout_api, stateful, step_api  # noqa: E402
+
+DRIVERS = {"decode": stateful.DRIVER, "step": step_api.DRIVER, "rollout": rollout_api.DRIVER}
+OPS = ("reference", "model", "run", "expected", "compare")
+
+
+def test_each_kind_has_its_driver():
+    for kind, d in DRIVERS.items():
+        assert isinstance(d, generic.Driver) and d.kind == kind
+        assert "determinism" in d.objs
+
+
+def test_seeded_kinds_implement_every_operation():
+    """decode and rollout run the generic fresh-state: every operation of the driver is theirs."""
+    for kind in ("decode", "rollout"):
+        d = DRIVERS[kind]
+        for op in OPS:
+            assert getattr(type(d), op) is not getattr(generic.Driver, op), (kind, op)
+        assert "fresh-state" in d.objs
+
+
+def test_tables_call_the_generic_probes(monkeypatch):
+    calls = []
+    monkeypatch.setattr(generic, "determinism", lambda rp, d: calls.append(("determinism", d.kind)))
+    monkeypatch.setattr(generic, "fresh_state", lambda rp, d: calls.append(("fresh-state", d.kind)))
+    for kind in DRIVERS:
+        table = stateful.table(SimpleNamespace(spec=SimpleNamespace(api_kind=kind)))
+        table["determinism"]()
+        if kind != "step":
+            table["fresh-state"]()
+    assert calls == [("determinism", "decode"), ("fresh-state", "decode"), ("determinism", "step"),
+                     ("determinism", "rollout"), ("fresh-state", "rollout")]
