@@ -33,17 +33,35 @@ def starts(text: str, heads: Iterable[str], pos: int = 0, endpos: int | None = N
 def finditer(rx: re.Pattern, text: str, heads: Iterable[str], pos: int = 0,
              endpos: int | None = None) -> Iterator[re.Match]:
     """The matches of `rx.finditer(text, pos, endpos)`, for a pattern every match of which begins
-    with one of the literal strings `heads` (so no match is empty)."""
+    with one of the literal strings `heads` (so no match is empty).
+
+    Candidate offsets are taken in increasing order, each head's next occurrence found only when
+    the scan has passed its last one (a search that stops at the first match reads little)."""
     end = len(text) if endpos is None else min(endpos, len(text))
-    cur = pos
+    find = text.find
+    nxt: dict[str, int] = {}
+    for h in heads:
+        if not h:
+            raise ValueError("a head must be a non-empty literal")
+        i = find(h, pos, end)
+        if i != -1:
+            nxt[h] = i
     match = rx.match
-    for s in starts(text, heads, pos, end):
-        if s < cur:
-            continue
+    while nxt:
+        s = min(nxt.values())
         m = match(text, s, end)
         if m is not None:
             yield m
             cur = m.end()
+        else:
+            cur = s + 1
+        for h, i in list(nxt.items()):
+            if i < cur:
+                j = find(h, cur, end)
+                if j == -1:
+                    del nxt[h]
+                else:
+                    nxt[h] = j
 
 
 def search(rx: re.Pattern, text: str, heads: Iterable[str], pos: int = 0, endpos: int | None = None) -> re.Match | None:

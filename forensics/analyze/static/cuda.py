@@ -18,6 +18,7 @@ from forensics.text import rx as RX
 
 from . import problems as P
 from .base import Hit
+from .model import walk
 from .python import Module
 
 ARCH_RX = re.compile(r"\b(sm|compute)_(\d{2,3})([af]?)\b")
@@ -191,10 +192,10 @@ def extract(mod: Module) -> tuple[list[Blob], list[tuple[str, ast.AST]], list[tu
                 blob = bl.blob(origin)
                 if blob:
                     blobs.append(blob)
-                    for m in ast.walk(e):
+                    for m in walk(e):
                         used_nodes.add(id(m))
                     if isinstance(e, ast.Name) and e.id in mod.consts:
-                        for m in ast.walk(mod.consts[e.id]):
+                        for m in walk(mod.consts[e.id]):
                             used_nodes.add(id(m))
     # any other string that holds CUDA/C++ (kernels kept in a constant and passed indirectly)
     for n in mod.of(ast.Constant):

@@ -9,7 +9,7 @@ import re
 
 from . import problems as P
 from .base import Hit
-from .model import FORWARD_NAMES, Module, _deco_func, _getattr_call
+from .model import FORWARD_NAMES, Module, _deco_func, _getattr_call, unparse
 
 
 # ---------------------------------------------------------------------- forbidden ops and libraries
@@ -142,7 +142,24 @@ GEMM_OPS = set(P.CORE_LIBRARY_OPS["gemm"]) | set(P.CORE_LIBRARY_OPS["attention"]
 FALLBACK_HINT = re.compile(r"fallback|_ref\b|reference|_torch|naive|slow|eager|check|verify|test|debug|bench", re.I)
 
 
+# an availability test (`if _ext is None`, `if not HAS_TRITON`), not a lazy initialisation
+# (`if self._graph is None: capture`), which is the main path's first call
+AVAILABILITY_TEST = re.compile(r"HAS_|_ok\b|available|(ext|lib|kernel|mod|module|_C|ops|triton|cuda|compiled)\w*\s+is None|"
+                               r"not \w*(ext|lib|kernel|mod)|fallback|ImportError|_EXT|device\.type|is_cuda", re.I)
+
+
 def _fallback_context(mod: Module, n: ast.AST) -> str | None:
+    """Why `n` sits off the main path (an except handler, a fallback-named function, a branch on an
+    availability test), or None.  Computed once per node: the work accounting and the library rule
+    ask about the same calls."""
+    memo = mod.__dict__.setdefault("_fallback_memo", {})
+    key = id(n)
+    if key not in memo:
+        memo[key] = _fallback_context_uncached(mod, n)
+    return memo[key]
+
+
+def _fallback_context_uncached(mod: Module, n: ast.AST) -> str | None:
     p, child = mod.parent.get(n), n
     while p is not None:
         if isinstance(p, ast.ExceptHandler):
@@ -150,11 +167,8 @@ def _fallback_context(mod: Module, n: ast.AST) -> str | None:
         if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and FALLBACK_HINT.search(p.name):
             return f"function {p.name}"
         if isinstance(p, ast.If) and child in p.body + p.orelse:
-            t = ast.unparse(p.test)
-            # an availability test (`if _ext is None`, `if not HAS_TRITON`), not a lazy initialisation
-            # (`if self._graph is None: capture`), which is the main path's first call
-            if re.search(r"HAS_|_ok\b|available|(ext|lib|kernel|mod|module|_C|ops|triton|cuda|compiled)\w*\s+is None|"
-                         r"not \w*(ext|lib|kernel|mod)|fallback|ImportError|_EXT|device\.type|is_cuda", t, re.I):
+            t = unparse(p.test)
+            if AVAILABILITY_TEST.search(t):
                 return f"branch `{t[:50]}`"
         child, p = p, mod.parent.get(p)
     return None

@@ -58,7 +58,15 @@ class FuncInfo:
 
 _SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "kind", "type_comment", "level", "module",
                             "asname", "conversion", "is_async", "n", "s", "type_ignores"})
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_PLANS: dict[type, tuple[tuple[str, ...], int]] = {}
+
+
+def _plan(t: type) -> tuple[tuple[str, ...], int]:
+    """A node type's fields that can hold nodes, and its scope kind: 1 a def, 2 a class or lambda, 0 other."""
+    fl = tuple(f for f in t._fields if f not in _SCALAR_FIELDS) if t is not ast.Constant else ()
+    kind = 1 if t in (ast.FunctionDef, ast.AsyncFunctionDef) else 2 if t in (ast.ClassDef, ast.Lambda) else 0
+    _PLANS[t] = plan = (fl, kind)
+    return plan
 
 
 class Module:
@@ -86,51 +94,49 @@ class Module:
         self.all_nodes: list[ast.AST] = []
         self.by_type: dict[type, list[ast.AST]] = {}
         self._by_scope: dict[int, list[ast.AST]] = {}
-        excluded = object()
-        stack: list[tuple[ast.AST, Any]] = [(self.tree, None)]
+        # one walk: every node, by type, its parent, and the node list of the function it belongs to.
+        # A stack entry carries the list of its function scope (None: module level, or inside a
+        # class or lambda, whose nodes belong to no function's list).
+        stack: list[tuple[ast.AST, list | None]] = [(self.tree, None)]
+        pop, push = stack.pop, stack.append
         parent = self.parent
         by_type = self.by_type
         by_scope = self._by_scope
-        fdefs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        plans = _PLANS
         AST = ast.AST
-        fields_of = _FIELDS
-        all_nodes = self.all_nodes
+        add_node = self.all_nodes.append
         while stack:
-            node, scope = stack.pop()
-            all_nodes.append(node)
-            t = type(node)
+            node, sl = pop()
+            add_node(node)
+            t = node.__class__
             lst = by_type.get(t)
             if lst is None:
-                lst = by_type[t] = []
-            lst.append(node)
-            if scope is not None and scope is not excluded:
-                sl = by_scope.get(id(scope))
-                if sl is None:
-                    sl = by_scope[id(scope)] = []
-                sl.append(node)
-            fl = fields_of.get(t)
-            if fl is None:
-                fl = fields_of[t] = tuple(f for f in t._fields if f not in _SCALAR_FIELDS) if t is not ast.Constant else ()
-            if t in fdefs:
-                inner = node
-            elif t is ast.ClassDef or t is ast.Lambda:
-                inner = None if scope is None else excluded
+                by_type[t] = [node]
             else:
-                inner = scope
+                lst.append(node)
+            if sl is not None:
+                sl.append(node)
+            plan = plans.get(t)
+            if plan is None:
+                plan = _plan(t)
+            fl, kind = plan
+            if kind == 1:        # a def: its body is its own scope; decorators, defaults, annotations are not
+                own = by_scope[id(node)] = []
+            elif kind == 2:      # a class or lambda: nothing under it belongs to the enclosing function
+                sl = None
             for f in fl:
                 v = getattr(node, f, None)
                 if v is None:
                     continue
-                # a def's decorators, defaults and annotations belong to the enclosing scope, its body to itself
-                cs = inner if (f == "body" or inner is scope or t is ast.ClassDef or t is ast.Lambda) else scope
-                if type(v) is list:
+                cs = own if (kind == 1 and f == "body") else sl
+                if v.__class__ is list:
                     for ch in v:
                         if isinstance(ch, AST):
                             parent[ch] = node
-                            stack.append((ch, cs))
+                            push((ch, cs))
                 elif isinstance(v, AST):
                     parent[v] = node
-                    stack.append((v, cs))
+                    push((v, cs))
         for lst in by_type.values():
             lst.reverse()
         self.all_nodes.reverse()
@@ -576,12 +582,49 @@ def _declared_global(fn: ast.AST, name: str) -> bool:
     return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in _walk_func(fn))
 
 
+# fields that hold an identifier, a number or a flag in every node type (never a node)
+_NON_NODE_FIELDS = frozenset({"id", "attr", "name", "arg", "kind", "type_comment", "level", "module", "asname",
+                              "conversion", "is_async"})
+_WALK_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _ast_walk(node: ast.AST) -> tuple[ast.AST, ...]:
+    """tuple(ast.walk(node)): the same nodes in the same (breadth-first) order, without ast.walk's
+    generator per node and getattr of fields that never hold a node."""
+    out = [node]
+    append = out.append
+    fields_of = _WALK_FIELDS
+    AST = ast.AST
+    for n in out:              # the list grows while it is read: a FIFO queue, as ast.walk's deque
+        t = n.__class__
+        fl = fields_of.get(t)
+        if fl is None:
+            fl = fields_of[t] = () if t is ast.Constant else tuple(f for f in t._fields if f not in _NON_NODE_FIELDS)
+        for f in fl:
+            v = getattr(n, f, None)
+            if isinstance(v, AST):
+                append(v)
+            elif isinstance(v, list):
+                for item in v:
+                    if isinstance(item, AST):
+                        append(item)
+    return tuple(out)
+
+
 def walk(node: ast.AST) -> tuple[ast.AST, ...]:
     """walk(node) as a tuple, computed once per node (kept on the node): the rules walk the same
     expressions many times (keys, cached values, branch tests)."""
     r = node.__dict__.get("_fx_walk")
     if r is None:
-        r = node.__dict__["_fx_walk"] = tuple(ast.walk(node))
+        r = node.__dict__["_fx_walk"] = _ast_walk(node)
+    return r
+
+
+def unparse(node: ast.AST) -> str:
+    """ast.unparse(node), computed once per node (kept on the node, like walk)."""
+    r = node.__dict__.get("_fx_unparse")
+    if r is None:
+        r = node.__dict__["_fx_unparse"] = ast.unparse(node)
     return r
 
 
