@@ -299,7 +299,7 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
     for fi in mod.funcs.values():
         if fi.is_triton:
             continue
-        for n in fi.nodes:
+        for n in fi.of(ast.Subscript, ast.Call, ast.Compare):
             if not isinstance(n, (ast.Subscript, ast.Call, ast.Compare)):
                 continue
             parts = _lookup_parts(mod, n, fi)
@@ -322,7 +322,7 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
             if op in ("eq", "is"):
                 s.style = "saved-key" if op == "eq" else "identity"
         # stores: container[key] = value  and  saved-key attributes assigned in the same function
-        for n in fi.nodes:
+        for n in fi.of(ast.Assign):
             if isinstance(n, ast.Assign):
                 for t in n.targets:
                     if isinstance(t, ast.Subscript):
@@ -336,7 +336,7 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
         fi = s.func
         if s.style in ("saved-key", "identity"):
             # what is kept alongside the saved key: other persistent attrs assigned in this function
-            for n in fi.nodes:
+            for n in fi.of(ast.Assign):
                 if isinstance(n, ast.Assign):
                     for t in n.targets:
                         c = mod.persistent(t, fi) if isinstance(t, ast.Attribute) else None
@@ -359,7 +359,7 @@ def _result_functions(mod: Module) -> set[str]:
     for fi in mod.funcs.values():
         if fi.node.name in FORWARD_NAMES:
             out.add(fi.qualname)
-            for n in fi.nodes:
+            for n in fi.of(ast.Return):
                 if isinstance(n, ast.Return) and isinstance(n.value, ast.Call):
                     out |= {c.qualname for c in mod.callees(n.value, fi)}
     return out
@@ -471,7 +471,7 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
                     return True
             return False
 
-        for n in fi.nodes:
+        for n in fi.of(ast.Call, ast.Compare):
             pair: tuple[ast.AST, ast.AST] | None = None
             if isinstance(n, ast.Call):
                 q = mod.qn(n.func) or ""
@@ -526,7 +526,7 @@ def _refs_persistent(mod: Module, e: ast.AST, fi: FuncInfo) -> bool:
 def check_persistent_output(mod: Module) -> list[Hit]:
     hits = []
     for fi in _entries(mod):
-        for n in fi.nodes:
+        for n in fi.of(ast.Return):
             if not (isinstance(n, ast.Return) and n.value is not None):
                 continue
             elts = n.value.elts if isinstance(n.value, ast.Tuple) else [n.value]
@@ -564,7 +564,7 @@ def check_graphs(mod: Module) -> list[Hit]:
         key_kinds |= s.kinds
     # key kinds of shape-keyed graph dicts are not identity; look at graph stores directly
     for fi in mod.funcs.values():
-        for n in fi.nodes:
+        for n in fi.of(ast.Assign):
             if isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) for t in n.targets) and _is_graph_expr(mod, n.value, fi):
                 for t in n.targets:
                     if isinstance(t, ast.Subscript):
@@ -574,7 +574,7 @@ def check_graphs(mod: Module) -> list[Hit]:
     for r in replays:
         fi = mod.scope_of(r)
         if fi is not None and not (key_kinds & set(IDENT_KINDS)):
-            for n in fi.nodes:
+            for n in fi.of(ast.Compare):
                 if isinstance(n, ast.Compare) and _ptr_call(n):
                     key_kinds.add("ptr")
                 elif isinstance(n, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot)) for o in n.ops) and not any(
@@ -588,10 +588,10 @@ def check_graphs(mod: Module) -> list[Hit]:
         if fi is None:
             continue
         live = set(fi.params)
-        for n in fi.nodes:  # loop variables over the inputs (for dst, src in zip(static, (q, k, v)))
+        for n in fi.of(ast.For):  # loop variables over the inputs (for dst, src in zip(static, (q, k, v)))
             if isinstance(n, ast.For) and _names(n.iter) & live:
                 live |= set(_names_in_target(n.target))
-        for n in fi.nodes:
+        for n in fi.of(ast.Call):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "copy_" and n.args and \
                     (_names(n.args[0]) & live):
                 copy_in = True
@@ -661,7 +661,7 @@ def check_retained_input(mod: Module) -> list[Hit]:
     for fi in _entries(mod):
         params = set(_entry_params(fi)) - {"args", "kwargs"}
         done: set[str] = set()
-        for n in fi.nodes:
+        for n in fi.of(ast.Assign):
             if not isinstance(n, ast.Assign) or not (src := _retained_param(n.value, params)):
                 continue
             for t in n.targets:

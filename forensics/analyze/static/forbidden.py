@@ -185,7 +185,7 @@ def _reached_from_entry(mod: Module) -> set[str]:
         if fi.qualname in seen:
             continue
         seen.add(fi.qualname)
-        for n in fi.nodes:
+        for n in fi.of(ast.Call):
             if isinstance(n, ast.Call):
                 todo.extend(mod.callees(n, fi))
     return seen

@@ -55,6 +55,31 @@ class FuncInfo:
     globals_: set = field(default_factory=set)         # names declared global/nonlocal
     returned: set = field(default_factory=set)         # names appearing in return values
 
+    def of(self, *types: type) -> list[ast.AST]:
+        """The nodes of `nodes` whose exact type is one of `types`, in `nodes` order: what
+        `[n for n in fi.nodes if isinstance(n, types)]` gives for parsed nodes (the parser makes no
+        subclasses).  One pass indexes every type; a set of several types is merged once."""
+        idx = self.__dict__.get("_of")
+        if idx is None:
+            idx = {}
+            for n in self.nodes:
+                t = n.__class__
+                lst = idx.get(t)
+                if lst is None:
+                    idx[t] = [n]
+                else:
+                    lst.append(n)
+            self.__dict__["_of"] = idx
+        if len(types) == 1:
+            return idx.get(types[0], _EMPTY)
+        r = idx.get(types)
+        if r is None:
+            ts = frozenset(types)
+            r = idx[types] = [n for n in self.nodes if n.__class__ in ts] if any(t in idx for t in ts) else _EMPTY
+        return r
+
+
+_EMPTY: list = []      # shared and never mutated: what FuncInfo.of returns for an absent type
 
 _SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "kind", "type_comment", "level", "module",
                             "asname", "conversion", "is_async", "n", "s", "type_ignores"})
@@ -208,11 +233,11 @@ class Module:
         self.scope: dict[int, FuncInfo] = {}
         for fi in self.funcs.values():
             fi.nodes = self._by_scope.get(id(fi.node), [])
-            for n in fi.nodes:
-                self.scope[id(n)] = fi
-                if isinstance(n, (ast.Global, ast.Nonlocal)):
-                    fi.globals_.update(n.names)
-                elif isinstance(n, ast.Return) and n.value is not None:
+            self.scope.update(dict.fromkeys(map(id, fi.nodes), fi))
+            for n in fi.of(ast.Global, ast.Nonlocal):
+                fi.globals_.update(n.names)
+            for n in fi.of(ast.Return):
+                if n.value is not None:
                     fi.returned |= _names(n.value)
         self._sites: list | None = None
         # nodes that can carry an identity kind (sources, local helper calls) and all their ancestors:
@@ -248,12 +273,12 @@ class Module:
         for fi in self.funcs.values():
             self._local_env(fi)
         # helper summaries, fixpoints over intra-module calls: identity kinds a function returns ...
-        rets = {fi.qualname: [n.value for n in fi.nodes if isinstance(n, ast.Return) and n.value is not None
+        rets = {fi.qualname: [n.value for n in fi.of(ast.Return) if n.value is not None
                               and id(n.value) in self.ident_marked] for fi in self.funcs.values()}
         callers: dict[str, set[str]] = {}
         for fi in self.funcs.values():
-            for c in fi.nodes:
-                if isinstance(c, ast.Call) and id(c) in self.ident_marked:
+            for c in fi.of(ast.Call):
+                if id(c) in self.ident_marked:
                     for callee in self.callees(c, fi):
                         callers.setdefault(callee.qualname, set()).add(fi.qualname)
         for _ in range(4):
@@ -274,11 +299,10 @@ class Module:
         callee_map: dict[str, list[FuncInfo]] = {}
         for fi in self.funcs.values():
             cl: list[FuncInfo] = []
-            for c in fi.nodes:
-                if isinstance(c, ast.Call):
-                    if not fi.has_launch and self._launch_direct(c):
-                        fi.has_launch = True
-                    cl.extend(self.callees(c, fi))
+            for c in fi.of(ast.Call):
+                if not fi.has_launch and self._launch_direct(c):
+                    fi.has_launch = True
+                cl.extend(self.callees(c, fi))
             callee_map[fi.qualname] = cl
         changed = True
         while changed:
@@ -292,7 +316,7 @@ class Module:
         al = fi.__dict__.get("_assign_list")
         if al is None:
             al = []
-            for n in fi.nodes:
+            for n in fi.of(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr):
                 if isinstance(n, ast.Assign):
                     al.append((n.lineno, n.targets, n.value))
                 elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and n.value is not None:

@@ -241,7 +241,7 @@ def _triton_core(mod: Module) -> dict[str, bool]:
             continue
         seg = "\n".join(mod.lines[fi.node.lineno - 1:(fi.node.end_lineno or fi.node.lineno)])
         core = bool(TRITON_CORE.search(seg))
-        for n in fi.nodes:
+        for n in fi.of(ast.BinOp, ast.Call):
             if core:
                 break
             if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.RShift, ast.LShift)):
@@ -382,7 +382,7 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
                 continue
             seen.add(fi.qualname)
             live = _live_tensors(mod, fi)
-            for n in fi.nodes:
+            for n in fi.of(ast.Call, ast.BinOp, ast.AugAssign):
                 if not isinstance(n, (ast.Call, ast.BinOp, ast.AugAssign)):
                     continue
                 if _fallback_context(mod, n):
