@@ -24,6 +24,31 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
         targets = []
     alias_roots = {v.split(".")[0] for v in mod.aliases.values()}
     alias_vals = set(mod.aliases.values())
+    # which targets a bare name or an attribute chain hits is decided by its resolved name alone
+    # (a Name's by its id; an Attribute's by its qualname, when no target is a method): one answer per name
+    by_name: dict[str, list[str]] = {}
+    by_qual: dict[str, list[str]] = {}
+    any_method = any(t.kind == "method" for t in targets)
+
+    def target_hit(t, n: ast.AST, q: str) -> bool:
+        if t.kind == "qualname":
+            hit = q == t.value or q.startswith(t.value + ".")
+            if not hit and t.value.startswith("torch.nn.functional.") and isinstance(n, ast.Attribute):
+                hit = q.endswith(".functional." + t.value.rsplit(".", 1)[1])
+            return hit
+        if t.kind == "name":
+            if t.value in q.split("."):
+                return not (isinstance(n, ast.Name) and n.id in local_defs and n.id not in mod.aliases)
+            return False
+        if t.kind == "method" and isinstance(n, ast.Attribute) and n.attr == t.value:
+            parent = mod.parent.get(n)
+            base_q = mod.qn(n.value) or ""
+            base_is_module = base_q.split(".")[0] in alias_roots and isinstance(n.value, (ast.Name, ast.Attribute)) and (
+                base_q in alias_vals or (isinstance(n.value, ast.Name) and n.value.id in mod.aliases))
+            return isinstance(parent, ast.Call) and parent.func is n and (not base_is_module or base_q.startswith("torch")) \
+                and not _python_container(mod, n.value)
+        return False
+
     for n in (mod.of(ast.Import, ast.ImportFrom, ast.Call, ast.Attribute, ast.Name) if targets else ()):
         imported: list[str] = []
         q = None
@@ -52,6 +77,19 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
             if not isinstance(n.ctx, ast.Load) or isinstance(mod.parent.get(n), ast.Attribute):
                 continue  # only the outermost attribute of a chain
             q = mod.qn(n) or ""
+            if isinstance(n, ast.Name):
+                lits = by_name.get(n.id)
+                if lits is None:
+                    lits = by_name[n.id] = [t.literal for t in targets if target_hit(t, n, q)]
+            elif not any_method:
+                lits = by_qual.get(q)
+                if lits is None:
+                    lits = by_qual[q] = [t.literal for t in targets if target_hit(t, n, q)]
+            else:
+                lits = [t.literal for t in targets if target_hit(t, n, q)]
+            for lit in lits:
+                uses.setdefault(lit, []).append(n)
+            continue
         else:
             continue
         for t in targets:
@@ -64,21 +102,8 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
                     hit = any(m == t.value or m.startswith(t.value + ".") for m in imported)
                 elif t.kind == "name":
                     hit = any(t.value in m.split(".") for m in imported)
-            elif t.kind == "qualname":
-                hit = q == t.value or q.startswith(t.value + ".")
-                if not hit and t.value.startswith("torch.nn.functional.") and isinstance(n, ast.Attribute):
-                    hit = q.endswith(".functional." + t.value.rsplit(".", 1)[1])
-            elif t.kind == "name":
-                if t.value in q.split("."):
-                    hit = not (isinstance(n, ast.Name) and n.id in local_defs and n.id not in mod.aliases)
-            elif t.kind == "method" and isinstance(n, ast.Attribute) and n.attr == t.value:
-                parent = mod.parent.get(n)
-                base_q = mod.qn(n.value) or ""
-                base_is_module = base_q.split(".")[0] in alias_roots and isinstance(n.value, (ast.Name, ast.Attribute)) and (
-                    base_q in alias_vals or (isinstance(n.value, ast.Name) and n.value.id in mod.aliases))
-                if isinstance(parent, ast.Call) and parent.func is n and (not base_is_module or base_q.startswith("torch")) \
-                        and not _python_container(mod, n.value):
-                    hit = True
+            else:
+                hit = target_hit(t, n, q)
             if hit:
                 uses.setdefault(t.literal, []).append(n)
     # mega: AST import bans (module, submodule or parent)
