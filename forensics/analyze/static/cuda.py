@@ -50,11 +50,13 @@ class _Builder:
         self.exact = True
 
     def add(self, text: str, file: str, start: int | None, exact: bool) -> None:
-        lines = text.split("\n")
+        extra = text.count("\n")          # lines after the first
         if not self.map:
             self.map.append((file, start))
-        for i, _ in enumerate(lines[1:], 1):
-            self.map.append((file, (start + i) if (exact and start) else start))
+        if exact and start:
+            self.map.extend([(file, start + i) for i in range(1, extra + 1)])
+        else:
+            self.map.extend([(file, start)] * extra)
         self.parts.append(text)
         self.exact &= exact
 
@@ -138,6 +140,11 @@ FLAG_KW = ("extra_cuda_cflags", "extra_cflags", "extra_include_paths", "extra_ld
            "options", "library_dirs", "sources")
 
 
+# a string constant that holds CUDA/C++ (and the literals every match begins with)
+_CUDA_TEXT = re.compile(r"__global__|#include|asm\s*(volatile)?\s*\(|__device__|extern\s+\"C\"")
+_CUDA_TEXT_HEADS = ("__global__", "#include", "asm", "__device__", "extern")
+
+
 def extract(mod: Module) -> tuple[list[Blob], list[tuple[str, ast.AST]], list[tuple[str, ast.AST]]]:
     """Blobs of C/CUDA text, flag strings (value, node), and source-file references (path, node)."""
     blobs: list[Blob] = []
@@ -200,7 +207,7 @@ def extract(mod: Module) -> tuple[list[Blob], list[tuple[str, ast.AST]], list[tu
     # any other string that holds CUDA/C++ (kernels kept in a constant and passed indirectly)
     for n in mod.of(ast.Constant):
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in used_nodes and len(n.value) > 40 and \
-                re.search(r"__global__|#include|asm\s*(volatile)?\s*\(|__device__|extern\s+\"C\"", n.value):
+                RX.search(_CUDA_TEXT, n.value, _CUDA_TEXT_HEADS):
             bl = _Builder()
             resolve(mod, n, bl)
             blob = bl.blob("string constant")

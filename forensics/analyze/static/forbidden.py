@@ -49,7 +49,8 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
                 and not _python_container(mod, n.value)
         return False
 
-    for n in (mod.of(ast.Import, ast.ImportFrom, ast.Call, ast.Attribute, ast.Name) if targets else ()):
+    # (mod.of returns the nodes type by type, imports, calls, attributes, names: each group in its own loop)
+    for n in (mod.of(ast.Import, ast.ImportFrom, ast.Call) if targets else ()):
         imported: list[str] = []
         q = None
         if isinstance(n, ast.Import):
@@ -73,23 +74,6 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
                     imported = [s_imp]
             if not imported:
                 continue
-        elif isinstance(n, (ast.Attribute, ast.Name)):
-            if not isinstance(n.ctx, ast.Load) or isinstance(mod.parent.get(n), ast.Attribute):
-                continue  # only the outermost attribute of a chain
-            q = mod.qn(n) or ""
-            if isinstance(n, ast.Name):
-                lits = by_name.get(n.id)
-                if lits is None:
-                    lits = by_name[n.id] = [t.literal for t in targets if target_hit(t, n, q)]
-            elif not any_method:
-                lits = by_qual.get(q)
-                if lits is None:
-                    lits = by_qual[q] = [t.literal for t in targets if target_hit(t, n, q)]
-            else:
-                lits = [t.literal for t in targets if target_hit(t, n, q)]
-            for lit in lits:
-                uses.setdefault(lit, []).append(n)
-            continue
         else:
             continue
         for t in targets:
@@ -106,6 +90,26 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
                 hit = target_hit(t, n, q)
             if hit:
                 uses.setdefault(t.literal, []).append(n)
+    parent_of = mod.parent.get
+    for n in (mod.of(ast.Attribute) if targets else ()):
+        if not isinstance(n.ctx, ast.Load) or isinstance(parent_of(n), ast.Attribute):
+            continue  # only the outermost attribute of a chain
+        q = mod.qn(n) or ""
+        if not any_method:
+            lits = by_qual.get(q)
+            if lits is None:
+                lits = by_qual[q] = [t.literal for t in targets if target_hit(t, n, q)]
+        else:
+            lits = [t.literal for t in targets if target_hit(t, n, q)]
+        for lit in lits:
+            uses.setdefault(lit, []).append(n)
+    for n in (mod.of(ast.Name) if targets else ()):
+        lits = by_name.get(n.id)
+        if lits is None:
+            lits = by_name[n.id] = [t.literal for t in targets if target_hit(t, n, mod.qn(n) or "")]
+        if lits and isinstance(n.ctx, ast.Load) and not isinstance(parent_of(n), ast.Attribute):
+            for lit in lits:
+                uses.setdefault(lit, []).append(n)
     # mega: AST import bans (module, submodule or parent)
     for banned in P.MEGA_IMPORT_BANS.get(problem or "", ()):
         for n in mod.of(ast.Import, ast.ImportFrom):
