@@ -261,6 +261,7 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
                 site.hit_launches = True
 
     scan(fi.node.body, True, False)
+    del launches, hit_stmts, scan   # recursive closures are reference cycles: drop them now
 
 
 def _live_names(fi: FuncInfo) -> set[str]:
@@ -449,6 +450,23 @@ def check_ptr_compare(mod: Module) -> list[Hit]:
     return hits
 
 
+def _sampled(fi: FuncInfo, inputs: set[str], e: ast.AST, depth: int = 0) -> bool:
+    """Is `e` a slice or sample (x[:n], x.narrow(...)) of the function's inputs?  (A module-level
+    function, not a closure: a recursive closure is a reference cycle that outlives the lint.)"""
+    if depth > 3:
+        return False
+    if isinstance(e, ast.Name):
+        return any(_sampled(fi, inputs, v, depth + 1) for v in fi.assigns.get(e.id, []))
+    for n in walk(e):
+        if isinstance(n, ast.Subscript) and any(isinstance(s, ast.Slice) for s in walk(n.slice)):
+            if _names(n.value) & (inputs | {v for v in fi.assigns if _names_derived(fi, v, inputs)}):
+                return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("narrow", "index_select") \
+                and _names(n.func.value) & inputs:
+            return True
+    return False
+
+
 def check_sampled_validation(mod: Module) -> list[Hit]:
     """torch.equal(x[:n], self._saved) / (x.view(-1)[::k] == cached).all() ..."""
     hits = []
@@ -456,20 +474,6 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
         if fi.is_triton:
             continue
         inputs = set(_entry_params(fi))
-
-        def sampled(e: ast.AST, depth: int = 0) -> bool:
-            if depth > 3:
-                return False
-            if isinstance(e, ast.Name):
-                return any(sampled(v, depth + 1) for v in fi.assigns.get(e.id, []))
-            for n in walk(e):
-                if isinstance(n, ast.Subscript) and any(isinstance(s, ast.Slice) for s in walk(n.slice)):
-                    if _names(n.value) & (inputs | {v for v in fi.assigns if _names_derived(fi, v, inputs)}):
-                        return True
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("narrow", "index_select") \
-                        and _names(n.func.value) & inputs:
-                    return True
-            return False
 
         for n in fi.of(ast.Call, ast.Compare):
             pair: tuple[ast.AST, ast.AST] | None = None
@@ -489,7 +493,7 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
                     mod.persistent(m, fi) for m in walk(y) if isinstance(m, (ast.Attribute, ast.Name)))
                 if not stored:
                     stored = any(_from_persistent(mod, fi, m.id) for m in walk(y) if isinstance(m, ast.Name))
-                if stored and sampled(x):
+                if stored and _sampled(fi, inputs, x):
                     hits.append(mod.hit("SAMPLED-VALIDATION", n,
                                         f"{fi.qualname} validates cached input by comparing only a slice of the "
                                         f"input with a stored copy; changes outside the window go unnoticed",

@@ -49,7 +49,9 @@ def _pid_coordinates(mod: Module, fi: FuncInfo) -> tuple[dict[str, set[str]], di
         while r in parent_of:
             r = parent_of[r]
         axis[c] = base.get(r, "axis?")
-    return {c: leaves(c) for c in coords}, axis
+    out = {c: leaves(c) for c in coords}
+    del leaves   # a recursive closure is a reference cycle: drop it now
+    return out, axis
 
 
 def check_triton_hints(mod: Module) -> list[Hit]:

@@ -229,6 +229,7 @@ class Module:
                     for h in getattr(st, "handlers", []) or []:
                         visit(h.body, prefix, cls)
         visit(self.tree.body, "", None)
+        del visit   # a recursive closure refers to itself (and to self): drop the cycle now
         # per-function node lists, computed once
         self.scope: dict[int, FuncInfo] = {}
         for fi in self.funcs.values():
@@ -612,9 +613,9 @@ _NON_NODE_FIELDS = frozenset({"id", "attr", "name", "arg", "kind", "type_comment
 _WALK_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _ast_walk(node: ast.AST) -> tuple[ast.AST, ...]:
-    """tuple(ast.walk(node)): the same nodes in the same (breadth-first) order, without ast.walk's
-    generator per node and getattr of fields that never hold a node."""
+def _walk_below(node: ast.AST) -> tuple[ast.AST, ...]:
+    """tuple(ast.walk(node))[1:]: the nodes under `node` in ast.walk's (breadth-first) order, without
+    ast.walk's generator per node and getattr of fields that never hold a node."""
     out = [node]
     append = out.append
     fields_of = _WALK_FIELDS
@@ -632,16 +633,18 @@ def _ast_walk(node: ast.AST) -> tuple[ast.AST, ...]:
                 for item in v:
                     if isinstance(item, AST):
                         append(item)
-    return tuple(out)
+    return tuple(out[1:])
 
 
 def walk(node: ast.AST) -> tuple[ast.AST, ...]:
-    """walk(node) as a tuple, computed once per node (kept on the node): the rules walk the same
-    expressions many times (keys, cached values, branch tests)."""
+    """tuple(ast.walk(node)), its walk below the node computed once per node (kept on the node): the
+    rules walk the same expressions many times (keys, cached values, branch tests).  What is kept
+    leaves the node itself out, so that no node refers to itself: the tree is freed by reference
+    counting when the lint drops it, not left to the cyclic collector."""
     r = node.__dict__.get("_fx_walk")
     if r is None:
-        r = node.__dict__["_fx_walk"] = _ast_walk(node)
-    return r
+        r = node.__dict__["_fx_walk"] = _walk_below(node)
+    return (node,) + r
 
 
 def unparse(node: ast.AST) -> str:
