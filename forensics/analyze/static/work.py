@@ -428,7 +428,7 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
                     continue
                 if q and q.split(".")[0] not in KNOWN_ROOTS and (isinstance(f, ast.Name) and f.id in mod.aliases
                                                                  or isinstance(f, ast.Attribute)
-                                                                 and unparse(f).split(".")[0] in mod.aliases):
+                                                                 and _leading_name(f) in mod.aliases):
                     acc.unknown.append((ln, q))   # a call into a module of its own we cannot see (a sidecar)
                     continue
                 if isinstance(f, ast.Attribute) and _target_is_ext(mod, f):
@@ -463,8 +463,21 @@ OWN_METHODS = {"add", "sub", "mul", "div", "exp", "log", "sqrt", "rsqrt", "sigmo
                "square", "reciprocal", "floor", "round", "sign", "argmax", "argmin", "bincount", "nonzero", "einsum"}
 
 
+def _leading_name(f: ast.Attribute) -> str:
+    """unparse(f).split(".")[0]: for a chain of attributes on a name (`a.b.c`) that is the name,
+    read without unparsing; any other chain is unparsed."""
+    base = f.value
+    while isinstance(base, ast.Attribute):
+        base = base.value
+    if isinstance(base, ast.Name):
+        return base.id
+    return unparse(f).split(".")[0]
+
+
 def _target_is_ext(mod: Module, f: ast.Attribute) -> bool:
     """`_ext.fn(...)` / `self._mod.fn(...)` on a name bound to a compiled extension."""
+    if not mod.ext_names:
+        return False   # nothing is bound to an extension: neither test below can hold
     key = unparse(f.value)
     return key in mod.ext_names or (isinstance(f.value, ast.Attribute) and f.value.attr in
                                     {e.split(".")[-1] for e in mod.ext_names if "." in e})
