@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from forensics.text import rx as RX
+
 _GLOBAL = re.compile(r"\b__global__\b")
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^()]*(?:\([^()]*\)[^()]*)*\)")
 _NAME_CALL = re.compile(r"([A-Za-z_]\w*)\s*\(")
@@ -14,7 +16,7 @@ def global_kernel_names(text: str) -> list[str]:
     before the parameter list, whatever sits between (`template <...>`, `extern "C"`, return type,
     `__launch_bounds__(...)`, `static`, `inline`)."""
     out: list[str] = []
-    for m in _GLOBAL.finditer(text):
+    for m in RX.finditer(_GLOBAL, text, ("__global__",)):
         end = len(text)
         for stop in ("{", ";"):
             j = text.find(stop, m.end())

@@ -43,7 +43,7 @@ def check_call_counter(mod: Module) -> list[Hit]:
     if not counters:
         return hits
     for fi in mod.funcs.values():
-        for n in fi.nodes:
+        for n in fi.of(ast.If, ast.While, ast.IfExp):
             test = n.test if isinstance(n, (ast.If, ast.While, ast.IfExp)) else None
             if test is None:
                 continue
@@ -181,7 +181,7 @@ def check_input_dispatch(mod: Module) -> list[Hit]:
             for v in vals:
                 if _value_reduction(mod, v, inputs):
                     stat_vars.add(name)
-        for n in fi.nodes:
+        for n in fi.of(ast.If, ast.IfExp, ast.While):
             if isinstance(n, (ast.If, ast.IfExp, ast.While)):
                 if _value_reduction(mod, n.test, inputs) or (_names(n.test) & stat_vars):
                     differ = _arms_compute_differently(mod, n)
@@ -217,7 +217,7 @@ JOIN_CALLS = {"torch.cuda.synchronize", "torch.cuda.current_stream().wait_stream
 
 def _joins(mod: Module, fi: FuncInfo) -> bool:
     """Does this function make the caller's stream (or the host) wait for other streams?"""
-    for n in fi.nodes:
+    for n in fi.of(ast.Call):
         if isinstance(n, ast.Call):
             q = mod.qn(n.func) or ""
             if q in JOIN_CALLS or (isinstance(n.func, ast.Attribute) and n.func.attr in JOIN_METHODS):
@@ -229,7 +229,7 @@ def _stream_blocks(mod: Module, fi: FuncInfo) -> list[ast.With]:
     """`with torch.cuda.stream(s):` blocks of a function that launch work on a stream other than the
     current one."""
     out = []
-    for n in fi.nodes:
+    for n in fi.of(ast.With):
         if not isinstance(n, ast.With):
             continue
         for item in n.items:
@@ -272,7 +272,7 @@ def check_unjoined_stream(mod: Module) -> list[Hit]:
                                     data={"function": fi.qualname, "entry": entry.qualname,
                                           "chain": [f.qualname for f in chain]}))
                 break
-            for n in fi.nodes:
+            for n in fi.of(ast.Call):
                 if isinstance(n, ast.Call):
                     todo.extend((c, chain + [c]) for c in mod.callees(n, fi))
     return hits

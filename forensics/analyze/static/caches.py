@@ -261,6 +261,7 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
                 site.hit_launches = True
 
     scan(fi.node.body, True, False)
+    del launches, hit_stmts, scan   # recursive closures are reference cycles: drop them now
 
 
 def _live_names(fi: FuncInfo) -> set[str]:
@@ -299,7 +300,7 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
     for fi in mod.funcs.values():
         if fi.is_triton:
             continue
-        for n in fi.nodes:
+        for n in fi.of(ast.Subscript, ast.Call, ast.Compare):
             if not isinstance(n, (ast.Subscript, ast.Call, ast.Compare)):
                 continue
             parts = _lookup_parts(mod, n, fi)
@@ -322,7 +323,7 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
             if op in ("eq", "is"):
                 s.style = "saved-key" if op == "eq" else "identity"
         # stores: container[key] = value  and  saved-key attributes assigned in the same function
-        for n in fi.nodes:
+        for n in fi.of(ast.Assign):
             if isinstance(n, ast.Assign):
                 for t in n.targets:
                     if isinstance(t, ast.Subscript):
@@ -336,7 +337,7 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
         fi = s.func
         if s.style in ("saved-key", "identity"):
             # what is kept alongside the saved key: other persistent attrs assigned in this function
-            for n in fi.nodes:
+            for n in fi.of(ast.Assign):
                 if isinstance(n, ast.Assign):
                     for t in n.targets:
                         c = mod.persistent(t, fi) if isinstance(t, ast.Attribute) else None
@@ -359,7 +360,7 @@ def _result_functions(mod: Module) -> set[str]:
     for fi in mod.funcs.values():
         if fi.node.name in FORWARD_NAMES:
             out.add(fi.qualname)
-            for n in fi.nodes:
+            for n in fi.of(ast.Return):
                 if isinstance(n, ast.Return) and isinstance(n.value, ast.Call):
                     out |= {c.qualname for c in mod.callees(n.value, fi)}
     return out
@@ -449,6 +450,23 @@ def check_ptr_compare(mod: Module) -> list[Hit]:
     return hits
 
 
+def _sampled(fi: FuncInfo, inputs: set[str], e: ast.AST, depth: int = 0) -> bool:
+    """Is `e` a slice or sample (x[:n], x.narrow(...)) of the function's inputs?  (A module-level
+    function, not a closure: a recursive closure is a reference cycle that outlives the lint.)"""
+    if depth > 3:
+        return False
+    if isinstance(e, ast.Name):
+        return any(_sampled(fi, inputs, v, depth + 1) for v in fi.assigns.get(e.id, []))
+    for n in walk(e):
+        if isinstance(n, ast.Subscript) and any(isinstance(s, ast.Slice) for s in walk(n.slice)):
+            if _names(n.value) & (inputs | {v for v in fi.assigns if _names_derived(fi, v, inputs)}):
+                return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("narrow", "index_select") \
+                and _names(n.func.value) & inputs:
+            return True
+    return False
+
+
 def check_sampled_validation(mod: Module) -> list[Hit]:
     """torch.equal(x[:n], self._saved) / (x.view(-1)[::k] == cached).all() ..."""
     hits = []
@@ -457,21 +475,7 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
             continue
         inputs = set(_entry_params(fi))
 
-        def sampled(e: ast.AST, depth: int = 0) -> bool:
-            if depth > 3:
-                return False
-            if isinstance(e, ast.Name):
-                return any(sampled(v, depth + 1) for v in fi.assigns.get(e.id, []))
-            for n in walk(e):
-                if isinstance(n, ast.Subscript) and any(isinstance(s, ast.Slice) for s in walk(n.slice)):
-                    if _names(n.value) & (inputs | {v for v in fi.assigns if _names_derived(fi, v, inputs)}):
-                        return True
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("narrow", "index_select") \
-                        and _names(n.func.value) & inputs:
-                    return True
-            return False
-
-        for n in fi.nodes:
+        for n in fi.of(ast.Call, ast.Compare):
             pair: tuple[ast.AST, ast.AST] | None = None
             if isinstance(n, ast.Call):
                 q = mod.qn(n.func) or ""
@@ -489,7 +493,7 @@ def check_sampled_validation(mod: Module) -> list[Hit]:
                     mod.persistent(m, fi) for m in walk(y) if isinstance(m, (ast.Attribute, ast.Name)))
                 if not stored:
                     stored = any(_from_persistent(mod, fi, m.id) for m in walk(y) if isinstance(m, ast.Name))
-                if stored and sampled(x):
+                if stored and _sampled(fi, inputs, x):
                     hits.append(mod.hit("SAMPLED-VALIDATION", n,
                                         f"{fi.qualname} validates cached input by comparing only a slice of the "
                                         f"input with a stored copy; changes outside the window go unnoticed",
@@ -526,7 +530,7 @@ def _refs_persistent(mod: Module, e: ast.AST, fi: FuncInfo) -> bool:
 def check_persistent_output(mod: Module) -> list[Hit]:
     hits = []
     for fi in _entries(mod):
-        for n in fi.nodes:
+        for n in fi.of(ast.Return):
             if not (isinstance(n, ast.Return) and n.value is not None):
                 continue
             elts = n.value.elts if isinstance(n.value, ast.Tuple) else [n.value]
@@ -564,7 +568,7 @@ def check_graphs(mod: Module) -> list[Hit]:
         key_kinds |= s.kinds
     # key kinds of shape-keyed graph dicts are not identity; look at graph stores directly
     for fi in mod.funcs.values():
-        for n in fi.nodes:
+        for n in fi.of(ast.Assign):
             if isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) for t in n.targets) and _is_graph_expr(mod, n.value, fi):
                 for t in n.targets:
                     if isinstance(t, ast.Subscript):
@@ -574,7 +578,7 @@ def check_graphs(mod: Module) -> list[Hit]:
     for r in replays:
         fi = mod.scope_of(r)
         if fi is not None and not (key_kinds & set(IDENT_KINDS)):
-            for n in fi.nodes:
+            for n in fi.of(ast.Compare):
                 if isinstance(n, ast.Compare) and _ptr_call(n):
                     key_kinds.add("ptr")
                 elif isinstance(n, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot)) for o in n.ops) and not any(
@@ -588,10 +592,10 @@ def check_graphs(mod: Module) -> list[Hit]:
         if fi is None:
             continue
         live = set(fi.params)
-        for n in fi.nodes:  # loop variables over the inputs (for dst, src in zip(static, (q, k, v)))
+        for n in fi.of(ast.For):  # loop variables over the inputs (for dst, src in zip(static, (q, k, v)))
             if isinstance(n, ast.For) and _names(n.iter) & live:
                 live |= set(_names_in_target(n.target))
-        for n in fi.nodes:
+        for n in fi.of(ast.Call):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "copy_" and n.args and \
                     (_names(n.args[0]) & live):
                 copy_in = True
@@ -661,7 +665,7 @@ def check_retained_input(mod: Module) -> list[Hit]:
     for fi in _entries(mod):
         params = set(_entry_params(fi)) - {"args", "kwargs"}
         done: set[str] = set()
-        for n in fi.nodes:
+        for n in fi.of(ast.Assign):
             if not isinstance(n, ast.Assign) or not (src := _retained_param(n.value, params)):
                 continue
             for t in n.targets:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from forensics.text import rx as RX
+
 from . import problems as P
 from .base import Hit
+from .model import walk
 from .python import Module
 
 ARCH_RX = re.compile(r"\b(sm|compute)_(\d{2,3})([af]?)\b")
@@ -46,11 +50,13 @@ class _Builder:
         self.exact = True
 
     def add(self, text: str, file: str, start: int | None, exact: bool) -> None:
-        lines = text.split("\n")
+        extra = text.count("\n")          # lines after the first
         if not self.map:
             self.map.append((file, start))
-        for i, _ in enumerate(lines[1:], 1):
-            self.map.append((file, (start + i) if (exact and start) else start))
+        if exact and start:
+            self.map.extend([(file, start + i) for i in range(1, extra + 1)])
+        else:
+            self.map.extend([(file, start)] * extra)
         self.parts.append(text)
         self.exact &= exact
 
@@ -134,6 +140,11 @@ FLAG_KW = ("extra_cuda_cflags", "extra_cflags", "extra_include_paths", "extra_ld
            "options", "library_dirs", "sources")
 
 
+# a string constant that holds CUDA/C++ (and the literals every match begins with)
+_CUDA_TEXT = re.compile(r"__global__|#include|asm\s*(volatile)?\s*\(|__device__|extern\s+\"C\"")
+_CUDA_TEXT_HEADS = ("__global__", "#include", "asm", "__device__", "extern")
+
+
 def extract(mod: Module) -> tuple[list[Blob], list[tuple[str, ast.AST]], list[tuple[str, ast.AST]]]:
     """Blobs of C/CUDA text, flag strings (value, node), and source-file references (path, node)."""
     blobs: list[Blob] = []
@@ -188,15 +199,15 @@ def extract(mod: Module) -> tuple[list[Blob], list[tuple[str, ast.AST]], list[tu
                 blob = bl.blob(origin)
                 if blob:
                     blobs.append(blob)
-                    for m in ast.walk(e):
+                    for m in walk(e):
                         used_nodes.add(id(m))
                     if isinstance(e, ast.Name) and e.id in mod.consts:
-                        for m in ast.walk(mod.consts[e.id]):
+                        for m in walk(mod.consts[e.id]):
                             used_nodes.add(id(m))
     # any other string that holds CUDA/C++ (kernels kept in a constant and passed indirectly)
     for n in mod.of(ast.Constant):
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in used_nodes and len(n.value) > 40 and \
-                re.search(r"__global__|#include|asm\s*(volatile)?\s*\(|__device__|extern\s+\"C\"", n.value):
+                RX.search(_CUDA_TEXT, n.value, _CUDA_TEXT_HEADS):
             bl = _Builder()
             resolve(mod, n, bl)
             blob = bl.blob("string constant")
@@ -215,10 +226,19 @@ def extract(mod: Module) -> tuple[list[Blob], list[tuple[str, ast.AST]], list[tu
     return blobs, flags, files
 
 
+_C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def _blank(m: re.Match) -> str:
+    """A comment's text with every character but newlines made a space (offsets and lines kept)."""
+    return "\n".join(" " * len(p) for p in m.group(0).split("\n"))
+
+
+@lru_cache(maxsize=64)
 def strip_c_comments(text: str) -> str:
-    def repl(m: re.Match) -> str:
-        return re.sub(r"[^\n]", " ", m.group(0))
-    return re.sub(r"//[^\n]*|/\*.*?\*/", repl, text, flags=re.S)
+    """`text` with its // and /* */ comments blanked.  Computed once per text: the CUDA rules, the
+    language classifier and the work accounting all read the same blobs."""
+    return _C_COMMENT.sub(_blank, text)
 
 
 def _hit(blob: Blob, rule: str, offset: int, end: int, message: str, **kw: Any) -> Hit:
@@ -239,37 +259,53 @@ L2_WINDOW = re.compile(r"cudaAccessPolicyWindow|accessPolicyWindow|cudaLimitPers
                        r"CU_ACCESS_PROPERTY_PERSISTING")
 LIB_WORK = re.compile(r"\b(cublas(?:Lt)?\w*|at::(?:matmul|mm|bmm|addmm|linear|_scaled_mm|einsum|scaled_dot_product_attention|baddbmm)|"
                       r"torch::(?:matmul|mm|bmm|addmm|linear|einsum)|cudnn\w+)\s*\(")
+# the literals every match of a pattern begins with (forensics.text.rx: the pattern is tried only there)
+L2_WINDOW_HEADS = ("cudaAccessPolicyWindow", "accessPolicyWindow", "cudaLimitPersistingL2CacheSize",
+                   "cudaAccessPropertyPersisting", "cudaStreamAttributeAccessPolicyWindow", "hitProp",
+                   "persistingL2CacheMaxSize", "CU_LIMIT_PERSISTING_L2_CACHE_SIZE", "CU_ACCESS_PROPERTY_PERSISTING")
+LIB_WORK_HEADS = ("cublas", "at::", "torch::", "cudnn")
+_IF = re.compile(r"\bif\s*\(")
 SHFL = re.compile(r"__shfl(?:_xor|_up|_down)?_sync\s*\(")
 ATOMIC = re.compile(r"\batomic(Add|Sub|Max|Min|And|Or|Xor|Inc|Dec|Exch)\s*\(\s*&?\s*\(?\s*([A-Za-z_]\w*)")
 SMALL_DECL = re.compile(r"\b(unsigned\s+short|short|uint16_t|int16_t|unsigned\s+char|signed\s+char|char|uint8_t|int8_t|bool)"
                         r"\s*\*?\s*(?:__restrict__\s+)?([A-Za-z_]\w*)\s*(?:\[|=|;|,|\))")
+SMALL_DECL_HEADS = ("unsigned", "short", "uint16_t", "int16_t", "signed", "char", "uint8_t", "int8_t", "bool")
 LANE_SEEDS = {"threadIdx", "laneid", "lane", "lane_id", "laneId", "tid", "ltid", "thread_id", "tx", "warp_lane"}
 
 
+_ARG_PUNCT = re.compile(r"[()\[\]{},]")
+
+
 def _split_args(text: str, start: int) -> tuple[list[str], int]:
-    """Arguments of a call whose '(' is at text[start-1]; returns (args, end offset)."""
-    depth, cur, args, i = 1, [], [], start
-    while i < len(text) and depth:
-        c = text[i]
-        if c in "([{":
+    """Arguments of a call whose '(' is at text[start-1]; returns (args, end offset: the closing
+    bracket, or the end of the text).  Brackets of any kind nest; commas split at depth 1 only."""
+    depth, seg, args = 1, start, []
+    for m in _ARG_PUNCT.finditer(text, start):
+        c = m.group()
+        if c == ",":
+            if depth == 1:
+                args.append(text[seg:m.start()])
+                seg = m.start() + 1
+        elif c in "([{":
             depth += 1
-        elif c in ")]}":
+        else:
             depth -= 1
             if depth == 0:
-                break
-        if c == "," and depth == 1:
-            args.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-        i += 1
-    args.append("".join(cur))
-    return [a.strip() for a in args], i
+                i = m.start()
+                args.append(text[seg:i])
+                return [a.strip() for a in args], i
+    args.append(text[seg:])
+    return [a.strip() for a in args], max(start, len(text))
+
+
+_MEMBER = re.compile(r"(\.|->)\s*[A-Za-z_]\w*")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_ASSIGN = re.compile(r"\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[+\-*/|&^]?=(?!=)\s*([^;]+);")
 
 
 def _idents(expr: str) -> set[str]:
     """Identifiers of an expression, member names dropped (`blockIdx.x` -> blockIdx, `p.L[l]` -> p, l)."""
-    return set(re.findall(r"[A-Za-z_]\w*", re.sub(r"(\.|->)\s*[A-Za-z_]\w*", "", expr)))
+    return set(_IDENT.findall(_MEMBER.sub("", expr)))
 
 
 def _lane_varying(text: str) -> set[str]:
@@ -277,13 +313,14 @@ def _lane_varying(text: str) -> set[str]:
     seeded by threadIdx/lane ids and spread through assignments.  blockIdx, loop counters that start
     from a uniform value and names assigned only from uniform values are uniform."""
     var = set(LANE_SEEDS)
-    assigns = re.findall(r"\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[+\-*/|&^]?=(?!=)\s*([^;]+);", text)
+    # each right-hand side read once (the fixpoint below visits them up to five times)
+    assigns = [(name, _idents(rhs), "%laneid" in rhs) for name, rhs in _ASSIGN.findall(text)]
     for _ in range(5):
         changed = False
-        for name, rhs in assigns:
+        for name, rhs_ids, laneid in assigns:
             if name in var:
                 continue
-            if _idents(rhs) & var or "%laneid" in rhs:
+            if rhs_ids & var or laneid:
                 var.add(name)
                 changed = True
         if not changed:
@@ -301,11 +338,11 @@ def _uniform_loop_counters(text: str, pos: int, varying: set[str]) -> set[str]:
     on every lane), whatever the same name means elsewhere in the function."""
     lo, _ = _scope(text, pos)
     out = set()
-    for m in FOR_HEAD.finditer(text, lo, pos):
+    for m in RX.finditer(FOR_HEAD, text, ("for",), lo, pos):
         name, init = m.group(1), m.group(2)
         if _idents(init) & (varying - {name}):
             continue
-        _, hdr_end = _split_args(text, m.start() + text[m.start():].index("(") + 1)
+        _, hdr_end = _split_args(text, text.index("(", m.start()) + 1)
         j = hdr_end + 1
         while j < len(text) and text[j] in " \t\n":
             j += 1
@@ -317,19 +354,23 @@ def _uniform_loop_counters(text: str, pos: int, varying: set[str]) -> set[str]:
 
 def _scope(text: str, pos: int) -> tuple[int, int]:
     """The enclosing function of offset `pos`, from its parameter list to its closing brace, or the
-    whole text at file scope."""
-    best = None
-    for f in outline(text):
-        if f.open <= pos <= f.close:
-            best = f      # functions do not nest in C++: the last one that holds pos
-        elif f.open > pos:
-            break
-    return (best.params, best.close) if best else (0, len(text))
+    whole text at file scope: of the functions opened at or before `pos` (outline order is by
+    opening brace), the last one that is still open at `pos` (functions do not nest in C++)."""
+    funcs, opens, max_close = _outline_index(text)
+    i = bisect_right(opens, pos) - 1
+    if i >= 0 and max_close[i] >= pos:
+        while i >= 0:
+            f = funcs[i]
+            if f.close >= pos:
+                return f.params, f.close
+            i -= 1
+    return 0, len(text)
 
 
 CREATEPOLICY = re.compile(r"createpolicy\.(?:fractional|range)(?P<kinds>(?:\.L2::\w+)+)(?:\.b64)?\s*(?P<ops>[^;\"\\]*)")
 L2_DIRECT = re.compile(r"\.L2::evict_last\b|cuda::access_property::persisting|__nv_associate_access_property|"
                        r"access_property\(\s*[^)]*persisting")
+L2_DIRECT_HEADS = (".L2::evict_last", "cuda::access_property::persisting", "__nv_associate_access_property", "access_property(")
 PERSIST_PROP = re.compile(r"cudaAccessPropertyPersisting|CU_ACCESS_PROPERTY_PERSISTING")
 HIT_PROP = re.compile(r"hitProp\s*=\s*([\w:]+)")
 
@@ -372,14 +413,14 @@ def l2_hints(blob: Blob, text: str) -> list[Hit]:
                              f"L2 policy createpolicy ... evict_last (fraction {frac}) in {blob.origin}; intra-call reuse "
                              f"cannot be read from CUDA source here, so the timing probe must settle it", severity="high",
                              data={"policy": "evict_last", "fraction": frac}))
-    for m in L2_DIRECT.finditer(text):
+    for m in RX.finditer(L2_DIRECT, text, L2_DIRECT_HEADS):
         if any(a <= m.start() < b for a, b in spans):
             continue
         hits.append(_hit(blob, "L2-EVICT-LAST", m.start(), m.end(),
                          f"L2 persistence hint '{m.group(0)[:40]}' in {blob.origin}; intra-call reuse cannot be read from "
                          f"CUDA source here, so the timing probe must settle it", severity="high",
                          data={"policy": m.group(0)[:40]}))
-    window = list(L2_WINDOW.finditer(text))
+    window = list(RX.finditer(L2_WINDOW, text, L2_WINDOW_HEADS))
     if window:
         persisting = list(PERSIST_PROP.finditer(text))
         props = sorted({p.group(1).split("::")[-1] for p in HIT_PROP.finditer(text)})
@@ -405,7 +446,7 @@ def analyse_blob(blob: Blob) -> list[Hit]:
         if not path.startswith(STD_PREFIXES):
             hits.append(_hit(blob, "NONPORTABLE-INCLUDE", m.start(), m.end(), f"absolute #include '{path}'",
                              data={"path": path}))
-    for m in LIB_WORK.finditer(text):
+    for m in RX.finditer(LIB_WORK, text, LIB_WORK_HEADS):
         name = m.group(1)
         gemmish = bool(re.match(r"cublas|at::(matmul|mm|bmm|addmm|linear|_scaled_mm|einsum|baddbmm)|torch::|at::scaled", name))
         if gemmish:
@@ -452,7 +493,7 @@ def analyse_blob(blob: Blob) -> list[Hit]:
                                  f"lane-varying source '{args[2][:40]}'", data={"value": args[1], "src_lane": args[2][:80]}))
     # divergent barriers (only where a barrier exists at all; the branch body is read before the
     # lane-variance of its condition, which costs more)
-    for m in (re.finditer(r"\bif\s*\(", text) if "__syncthreads" in text else ()):
+    for m in (RX.finditer(_IF, text, ("if",)) if "__syncthreads" in text else ()):
         cond, cend = _split_args(text, m.end())
         j = cend + 1
         while j < len(text) and text[j] in " \t\n":
@@ -465,7 +506,7 @@ def analyse_blob(blob: Blob) -> list[Hit]:
             body = text[j:k + 1]
         barrier_in = "__syncthreads" in body and not re.search(r"\b(for|while)\b", body)
         early_return = not barrier_in and re.match(r"\s*return\s*;", body.strip("{} \n")) \
-            and "__syncthreads" in text[k:_scope(text, k)[1]]
+            and text.find("__syncthreads", k, _scope(text, k)[1]) != -1
         if not (barrier_in or early_return):
             continue
         cond_s = ",".join(cond)
@@ -480,18 +521,22 @@ def analyse_blob(blob: Blob) -> list[Hit]:
                              severity="low", data={"condition": cond_s[:80]}))
     # atomics on types without an overload: the declaration in the atomic's own function (or at file
     # scope), not a same-named variable of another function
-    for m in ATOMIC.finditer(text):
+    small_decls: list[re.Match] | None = None     # SMALL_DECL over the whole text, when first needed
+    for m in RX.finditer(ATOMIC, text, ("atomic",)):
         name = m.group(2)
         lo, hi = _scope(text, m.start())
         decl = None
-        for d in SMALL_DECL.finditer(text, lo, m.start()):
+        for d in RX.finditer(SMALL_DECL, text, SMALL_DECL_HEADS, lo, m.start()):
             if d.group(2) == name:
                 decl = d
         if decl is None:
-            inner = [m2 for m2 in re.finditer(rf"\b[\w:<>]+\s*\*?\s*{re.escape(name)}\s*[=;,)\[]", text[lo:m.start()])]
-            if inner:
+            # every declaration the pattern finds spells the name: without it in the function, none
+            if text.find(name, lo, m.start()) != -1 and re.search(
+                    rf"\b[\w:<>]+\s*\*?\s*{re.escape(name)}\s*[=;,)\[]", text[lo:m.start()]):
                 continue   # declared in this function with another type
-            for d in SMALL_DECL.finditer(text):
+            if small_decls is None:
+                small_decls = list(RX.finditer(SMALL_DECL, text, SMALL_DECL_HEADS))
+            for d in small_decls:
                 if d.group(2) == name and _scope(text, d.start()) == (0, len(text)):
                     decl = d   # a file-scope declaration
         if decl is not None:
@@ -516,8 +561,7 @@ def analyse_blob(blob: Blob) -> list[Hit]:
                              f"static once-flag '{st.group(1)}' guards cudaFuncSetAttribute inside a template: every "
                              f"specialization sharing the instantiation skips the attribute after the first",
                              data={"flag": st.group(1)}))
-    for m in ARCH_RX.finditer(text):
-        pass  # arch flags inside source text are rare; flags are collected from options
+    # (arch flags inside source text are rare; flags are collected from options)
     return hits
 
 
@@ -543,11 +587,12 @@ def _matches(text: str, pattern: str, open_c: str) -> dict[int, int]:
     """close offset -> open offset for one bracket pair, in one pass over the brackets only."""
     out: dict[int, int] = {}
     stack: list[int] = []
-    for m in re.finditer(pattern, text):
-        if m.group(0) == open_c:
-            stack.append(m.start())
+    push, pop = stack.append, stack.pop
+    for i in [m.start() for m in re.compile(pattern).finditer(text)]:
+        if text[i] == open_c:
+            push(i)
         elif stack:
-            out[m.start()] = stack.pop()
+            out[i] = pop()
     return out
 
 
@@ -555,6 +600,19 @@ def _matches(text: str, pattern: str, open_c: str) -> dict[int, int]:
 def brace_close(text: str) -> dict[int, int]:
     """'{' offset -> its matching '}' offset, computed once per text."""
     return {o: c for c, o in _matches(text, r"[{}]", "{").items()}
+
+
+@lru_cache(maxsize=64)
+def _outline_index(text: str) -> tuple[tuple[CFunc, ...], list[int], list[int]]:
+    """outline(text), its opening-brace offsets, and the running maximum of its closing offsets."""
+    funcs = outline(text)
+    opens = [f.open for f in funcs]
+    max_close: list[int] = []
+    hi = -1
+    for f in funcs:
+        hi = max(hi, f.close)
+        max_close.append(hi)
+    return funcs, opens, max_close
 
 
 def _name_before(text: str, i: int) -> str:

@@ -9,7 +9,7 @@ import re
 
 from . import problems as P
 from .base import Hit
-from .model import FORWARD_NAMES, Module, _deco_func, _getattr_call
+from .model import FORWARD_NAMES, Module, _deco_func, _getattr_call, unparse
 
 
 # ---------------------------------------------------------------------- forbidden ops and libraries
@@ -24,7 +24,33 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
         targets = []
     alias_roots = {v.split(".")[0] for v in mod.aliases.values()}
     alias_vals = set(mod.aliases.values())
-    for n in (mod.of(ast.Import, ast.ImportFrom, ast.Call, ast.Attribute, ast.Name) if targets else ()):
+    # which targets a bare name or an attribute chain hits is decided by its resolved name alone
+    # (a Name's by its id; an Attribute's by its qualname, when no target is a method): one answer per name
+    by_name: dict[str, list[str]] = {}
+    by_qual: dict[str, list[str]] = {}
+    any_method = any(t.kind == "method" for t in targets)
+
+    def target_hit(t, n: ast.AST, q: str) -> bool:
+        if t.kind == "qualname":
+            hit = q == t.value or q.startswith(t.value + ".")
+            if not hit and t.value.startswith("torch.nn.functional.") and isinstance(n, ast.Attribute):
+                hit = q.endswith(".functional." + t.value.rsplit(".", 1)[1])
+            return hit
+        if t.kind == "name":
+            if t.value in q.split("."):
+                return not (isinstance(n, ast.Name) and n.id in local_defs and n.id not in mod.aliases)
+            return False
+        if t.kind == "method" and isinstance(n, ast.Attribute) and n.attr == t.value:
+            parent = mod.parent.get(n)
+            base_q = mod.qn(n.value) or ""
+            base_is_module = base_q.split(".")[0] in alias_roots and isinstance(n.value, (ast.Name, ast.Attribute)) and (
+                base_q in alias_vals or (isinstance(n.value, ast.Name) and n.value.id in mod.aliases))
+            return isinstance(parent, ast.Call) and parent.func is n and (not base_is_module or base_q.startswith("torch")) \
+                and not _python_container(mod, n.value)
+        return False
+
+    # (mod.of returns the nodes type by type, imports, calls, attributes, names: each group in its own loop)
+    for n in (mod.of(ast.Import, ast.ImportFrom, ast.Call) if targets else ()):
         imported: list[str] = []
         q = None
         if isinstance(n, ast.Import):
@@ -48,10 +74,6 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
                     imported = [s_imp]
             if not imported:
                 continue
-        elif isinstance(n, (ast.Attribute, ast.Name)):
-            if not isinstance(n.ctx, ast.Load) or isinstance(mod.parent.get(n), ast.Attribute):
-                continue  # only the outermost attribute of a chain
-            q = mod.qn(n) or ""
         else:
             continue
         for t in targets:
@@ -64,23 +86,30 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
                     hit = any(m == t.value or m.startswith(t.value + ".") for m in imported)
                 elif t.kind == "name":
                     hit = any(t.value in m.split(".") for m in imported)
-            elif t.kind == "qualname":
-                hit = q == t.value or q.startswith(t.value + ".")
-                if not hit and t.value.startswith("torch.nn.functional.") and isinstance(n, ast.Attribute):
-                    hit = q.endswith(".functional." + t.value.rsplit(".", 1)[1])
-            elif t.kind == "name":
-                if t.value in q.split("."):
-                    hit = not (isinstance(n, ast.Name) and n.id in local_defs and n.id not in mod.aliases)
-            elif t.kind == "method" and isinstance(n, ast.Attribute) and n.attr == t.value:
-                parent = mod.parent.get(n)
-                base_q = mod.qn(n.value) or ""
-                base_is_module = base_q.split(".")[0] in alias_roots and isinstance(n.value, (ast.Name, ast.Attribute)) and (
-                    base_q in alias_vals or (isinstance(n.value, ast.Name) and n.value.id in mod.aliases))
-                if isinstance(parent, ast.Call) and parent.func is n and (not base_is_module or base_q.startswith("torch")) \
-                        and not _python_container(mod, n.value):
-                    hit = True
+            else:
+                hit = target_hit(t, n, q)
             if hit:
                 uses.setdefault(t.literal, []).append(n)
+    parent_of = mod.parent.get
+    for n in (mod.of(ast.Attribute) if targets else ()):
+        if not isinstance(n.ctx, ast.Load) or isinstance(parent_of(n), ast.Attribute):
+            continue  # only the outermost attribute of a chain
+        q = mod.qn(n) or ""
+        if not any_method:
+            lits = by_qual.get(q)
+            if lits is None:
+                lits = by_qual[q] = [t.literal for t in targets if target_hit(t, n, q)]
+        else:
+            lits = [t.literal for t in targets if target_hit(t, n, q)]
+        for lit in lits:
+            uses.setdefault(lit, []).append(n)
+    for n in (mod.of(ast.Name) if targets else ()):
+        lits = by_name.get(n.id)
+        if lits is None:
+            lits = by_name[n.id] = [t.literal for t in targets if target_hit(t, n, mod.qn(n) or "")]
+        if lits and isinstance(n.ctx, ast.Load) and not isinstance(parent_of(n), ast.Attribute):
+            for lit in lits:
+                uses.setdefault(lit, []).append(n)
     # mega: AST import bans (module, submodule or parent)
     for banned in P.MEGA_IMPORT_BANS.get(problem or "", ()):
         for n in mod.of(ast.Import, ast.ImportFrom):
@@ -142,7 +171,24 @@ GEMM_OPS = set(P.CORE_LIBRARY_OPS["gemm"]) | set(P.CORE_LIBRARY_OPS["attention"]
 FALLBACK_HINT = re.compile(r"fallback|_ref\b|reference|_torch|naive|slow|eager|check|verify|test|debug|bench", re.I)
 
 
+# an availability test (`if _ext is None`, `if not HAS_TRITON`), not a lazy initialisation
+# (`if self._graph is None: capture`), which is the main path's first call
+AVAILABILITY_TEST = re.compile(r"HAS_|_ok\b|available|(ext|lib|kernel|mod|module|_C|ops|triton|cuda|compiled)\w*\s+is None|"
+                               r"not \w*(ext|lib|kernel|mod)|fallback|ImportError|_EXT|device\.type|is_cuda", re.I)
+
+
 def _fallback_context(mod: Module, n: ast.AST) -> str | None:
+    """Why `n` sits off the main path (an except handler, a fallback-named function, a branch on an
+    availability test), or None.  Computed once per node: the work accounting and the library rule
+    ask about the same calls."""
+    memo = mod.__dict__.setdefault("_fallback_memo", {})
+    key = id(n)
+    if key not in memo:
+        memo[key] = _fallback_context_uncached(mod, n)
+    return memo[key]
+
+
+def _fallback_context_uncached(mod: Module, n: ast.AST) -> str | None:
     p, child = mod.parent.get(n), n
     while p is not None:
         if isinstance(p, ast.ExceptHandler):
@@ -150,11 +196,8 @@ def _fallback_context(mod: Module, n: ast.AST) -> str | None:
         if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and FALLBACK_HINT.search(p.name):
             return f"function {p.name}"
         if isinstance(p, ast.If) and child in p.body + p.orelse:
-            t = ast.unparse(p.test)
-            # an availability test (`if _ext is None`, `if not HAS_TRITON`), not a lazy initialisation
-            # (`if self._graph is None: capture`), which is the main path's first call
-            if re.search(r"HAS_|_ok\b|available|(ext|lib|kernel|mod|module|_C|ops|triton|cuda|compiled)\w*\s+is None|"
-                         r"not \w*(ext|lib|kernel|mod)|fallback|ImportError|_EXT|device\.type|is_cuda", t, re.I):
+            t = unparse(p.test)
+            if AVAILABILITY_TEST.search(t):
                 return f"branch `{t[:50]}`"
         child, p = p, mod.parent.get(p)
     return None
@@ -171,7 +214,7 @@ def _reached_from_entry(mod: Module) -> set[str]:
         if fi.qualname in seen:
             continue
         seen.add(fi.qualname)
-        for n in fi.nodes:
+        for n in fi.of(ast.Call):
             if isinstance(n, ast.Call):
                 todo.extend(mod.callees(n, fi))
     return seen

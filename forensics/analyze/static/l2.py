@@ -49,7 +49,9 @@ def _pid_coordinates(mod: Module, fi: FuncInfo) -> tuple[dict[str, set[str]], di
         while r in parent_of:
             r = parent_of[r]
         axis[c] = base.get(r, "axis?")
-    return {c: leaves(c) for c in coords}, axis
+    out = {c: leaves(c) for c in coords}
+    del leaves   # a recursive closure is a reference cycle: drop it now
+    return out, axis
 
 
 def check_triton_hints(mod: Module) -> list[Hit]:
@@ -63,11 +65,11 @@ def check_triton_hints(mod: Module) -> list[Hit]:
         all_leaves = set().union(*coord_leaves.values()) if coord_leaves else set()
         # a loop variable depends on what its range is built from
         loop_deps: dict[str, set[str]] = {}
-        for n in fi.nodes:
+        for n in fi.of(ast.For):
             if isinstance(n, ast.For):
                 for t in _names_in_target(n.target):
                     loop_deps.setdefault(t, set()).update(_names(n.iter))
-        for n in fi.nodes:
+        for n in fi.of(ast.Call):
             if not (isinstance(n, ast.Call) and (mod.qn(n.func) or "").split(".")[-1] in ("load", "store")):
                 continue
             pol = next((mod.const_str(k.value) for k in n.keywords if k.arg in ("eviction_policy", "cache_modifier")), None)

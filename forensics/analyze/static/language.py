@@ -15,6 +15,8 @@ import ast
 import re
 from typing import Any
 
+from forensics.text import rx as RX
+
 TRITON_GATE = {
     "import_triton": re.compile(r"^\s*(import\s+triton|from\s+triton)\b", re.M),
     "triton_jit": re.compile(r"@\s*triton\.jit"),
@@ -63,10 +65,29 @@ NEEDLE = {"import_triton": "triton", "triton_jit": "triton", "triton_language": 
           "cuda_wmma": "wmma", "triton": "triton", "cuda_raw": "", "cudagraph": "raph", "compile": "torch.compile"}
 
 
+# the literals every match of a pattern begins with: the pattern is tried only where one occurs
+# (forensics.text.rx; the same answer as a full search, without trying every offset)
+HEADS = {"triton_language": ("triton.language", "tl."), "cute_dsl": ("from", "import", "cutlass.cute", "cute.dsl"),
+         "cuda_python_kernel": ("cuda.cooperative", "numba.cuda.jit", "@"),
+         "load_inline": ("load_inline", "cpp_extension.load"), "ptx_inline": ("asm", "mma.sync", "tcgen05."),
+         "wmma": ("wmma::", "nvcuda::wmma"), "cutlass_cpp": ("cutlass::", "cute::", "<cutlass/"),
+         "ptx": ("asm", "mma.sync", "ld.global.", "cp.async", "tcgen05", "wgmma"),
+         "cutlass3": ("cute::", "cutlass/gemm/collective", "CollectiveBuilder", "cutlass::gemm::collective"),
+         "cutlass2": ("cutlass::gemm::device", "cutlass::gemm::kernel", "<cutlass/"),
+         "cutlass": ("cutlass::", "cute::", "<cutlass/"), "cuda_wmma": ("wmma::",),
+         "cuda_raw": ("__global__", "load_inline", "cpp_extension"), "cudagraph": ("CUDAGraph", "cuda.graph(")}
+
+
 def _has(name: str, rx: re.Pattern, text: str) -> bool:
     needle = NEEDLE.get(name, "")
     if needle and needle not in text:
         return False
+    if name == "thunderkittens" and text.isascii():
+        # re.I over ASCII text: ASCII letters match their other case only
+        return "thunderkittens" in text.lower()
+    heads = HEADS.get(name)
+    if heads is not None:
+        return RX.search(rx, text, heads) is not None
     return rx.search(text) is not None
 
 
@@ -99,6 +120,15 @@ def gate(sources: dict[str, str], bench: str | None = "cuda", allow_triton: bool
         "forbidden_hits": triton_hits + dsl_hits,
         "ok": (not triton_cheat) and (not dsl_cheat) and (has_ev or not require_cuda_evidence),
     }
+
+
+# language evidence in comment-stripped CUDA: (language, pattern, the literals its matches begin with)
+CLASSIFY_CUDA = (("ptx", re.compile(r"asm\s*(volatile)?\s*\(|mma\.sync|tcgen05\.|wgmma|cp\.async\.bulk"),
+                  ("asm", "mma.sync", "tcgen05.", "wgmma", "cp.async.bulk")),
+                 ("cutlass_cpp", re.compile(r"cutlass::|cute::|#\s*include\s*[<\"]cutlass/"), ("cutlass::", "cute::", "#")),
+                 ("wmma", re.compile(r"\bwmma::"), ("wmma::",)),
+                 ("raw_cuda", re.compile(r"__global__\s+"), ("__global__",)),
+                 ("cublas", re.compile(r"\bcublas\w*\s*\("), ("cublas",)))
 
 
 def classify(mod, cuda_texts: list[tuple[str, Any]], py_text: str) -> dict[str, Any]:
@@ -152,12 +182,8 @@ def classify(mod, cuda_texts: list[tuple[str, Any]], py_text: str) -> dict[str, 
     from .cuda import strip_c_comments  # local import: cuda imports python which imports nothing here
     for text, blob in cuda_texts:
         t = strip_c_comments(text)
-        for lang, rx in (("ptx", r"asm\s*(volatile)?\s*\(|mma\.sync|tcgen05\.|wgmma|cp\.async\.bulk"),
-                         ("cutlass_cpp", r"cutlass::|cute::|#\s*include\s*[<\"]cutlass/"),
-                         ("wmma", r"\bwmma::"),
-                         ("raw_cuda", r"__global__\s+"),
-                         ("cublas", r"\bcublas\w*\s*\(")):
-            m = re.search(rx, t)
+        for lang, rx, heads in CLASSIFY_CUDA:
+            m = RX.search(rx, t, heads)
             if m:
                 f, ln = blob.where(m.start())
                 add(lang, m.group(0).strip()[:30], f, ln)

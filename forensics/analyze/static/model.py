@@ -55,10 +55,43 @@ class FuncInfo:
     globals_: set = field(default_factory=set)         # names declared global/nonlocal
     returned: set = field(default_factory=set)         # names appearing in return values
 
+    def of(self, *types: type) -> list[ast.AST]:
+        """The nodes of `nodes` whose exact type is one of `types`, in `nodes` order: what
+        `[n for n in fi.nodes if isinstance(n, types)]` gives for parsed nodes (the parser makes no
+        subclasses).  One pass indexes every type; a set of several types is merged once."""
+        idx = self.__dict__.get("_of")
+        if idx is None:
+            idx = {}
+            for n in self.nodes:
+                t = n.__class__
+                lst = idx.get(t)
+                if lst is None:
+                    idx[t] = [n]
+                else:
+                    lst.append(n)
+            self.__dict__["_of"] = idx
+        if len(types) == 1:
+            return idx.get(types[0], _EMPTY)
+        r = idx.get(types)
+        if r is None:
+            ts = frozenset(types)
+            r = idx[types] = [n for n in self.nodes if n.__class__ in ts] if any(t in idx for t in ts) else _EMPTY
+        return r
+
+
+_EMPTY: list = []      # shared and never mutated: what FuncInfo.of returns for an absent type
 
 _SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "kind", "type_comment", "level", "module",
                             "asname", "conversion", "is_async", "n", "s", "type_ignores"})
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_PLANS: dict[type, tuple[tuple[str, ...], int]] = {}
+
+
+def _plan(t: type) -> tuple[tuple[str, ...], int]:
+    """A node type's fields that can hold nodes, and its scope kind: 1 a def, 2 a class or lambda, 0 other."""
+    fl = tuple(f for f in t._fields if f not in _SCALAR_FIELDS) if t is not ast.Constant else ()
+    kind = 1 if t in (ast.FunctionDef, ast.AsyncFunctionDef) else 2 if t in (ast.ClassDef, ast.Lambda) else 0
+    _PLANS[t] = plan = (fl, kind)
+    return plan
 
 
 class Module:
@@ -86,51 +119,49 @@ class Module:
         self.all_nodes: list[ast.AST] = []
         self.by_type: dict[type, list[ast.AST]] = {}
         self._by_scope: dict[int, list[ast.AST]] = {}
-        excluded = object()
-        stack: list[tuple[ast.AST, Any]] = [(self.tree, None)]
+        # one walk: every node, by type, its parent, and the node list of the function it belongs to.
+        # A stack entry carries the list of its function scope (None: module level, or inside a
+        # class or lambda, whose nodes belong to no function's list).
+        stack: list[tuple[ast.AST, list | None]] = [(self.tree, None)]
+        pop, push = stack.pop, stack.append
         parent = self.parent
         by_type = self.by_type
         by_scope = self._by_scope
-        fdefs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        plans = _PLANS
         AST = ast.AST
-        fields_of = _FIELDS
-        all_nodes = self.all_nodes
+        add_node = self.all_nodes.append
         while stack:
-            node, scope = stack.pop()
-            all_nodes.append(node)
-            t = type(node)
+            node, sl = pop()
+            add_node(node)
+            t = node.__class__
             lst = by_type.get(t)
             if lst is None:
-                lst = by_type[t] = []
-            lst.append(node)
-            if scope is not None and scope is not excluded:
-                sl = by_scope.get(id(scope))
-                if sl is None:
-                    sl = by_scope[id(scope)] = []
-                sl.append(node)
-            fl = fields_of.get(t)
-            if fl is None:
-                fl = fields_of[t] = tuple(f for f in t._fields if f not in _SCALAR_FIELDS) if t is not ast.Constant else ()
-            if t in fdefs:
-                inner = node
-            elif t is ast.ClassDef or t is ast.Lambda:
-                inner = None if scope is None else excluded
+                by_type[t] = [node]
             else:
-                inner = scope
+                lst.append(node)
+            if sl is not None:
+                sl.append(node)
+            plan = plans.get(t)
+            if plan is None:
+                plan = _plan(t)
+            fl, kind = plan
+            if kind == 1:        # a def: its body is its own scope; decorators, defaults, annotations are not
+                own = by_scope[id(node)] = []
+            elif kind == 2:      # a class or lambda: nothing under it belongs to the enclosing function
+                sl = None
             for f in fl:
                 v = getattr(node, f, None)
                 if v is None:
                     continue
-                # a def's decorators, defaults and annotations belong to the enclosing scope, its body to itself
-                cs = inner if (f == "body" or inner is scope or t is ast.ClassDef or t is ast.Lambda) else scope
-                if type(v) is list:
+                cs = own if (kind == 1 and f == "body") else sl
+                if v.__class__ is list:
                     for ch in v:
                         if isinstance(ch, AST):
                             parent[ch] = node
-                            stack.append((ch, cs))
+                            push((ch, cs))
                 elif isinstance(v, AST):
                     parent[v] = node
-                    stack.append((v, cs))
+                    push((v, cs))
         for lst in by_type.values():
             lst.reverse()
         self.all_nodes.reverse()
@@ -198,15 +229,16 @@ class Module:
                     for h in getattr(st, "handlers", []) or []:
                         visit(h.body, prefix, cls)
         visit(self.tree.body, "", None)
+        del visit   # a recursive closure refers to itself (and to self): drop the cycle now
         # per-function node lists, computed once
         self.scope: dict[int, FuncInfo] = {}
         for fi in self.funcs.values():
             fi.nodes = self._by_scope.get(id(fi.node), [])
-            for n in fi.nodes:
-                self.scope[id(n)] = fi
-                if isinstance(n, (ast.Global, ast.Nonlocal)):
-                    fi.globals_.update(n.names)
-                elif isinstance(n, ast.Return) and n.value is not None:
+            self.scope.update(dict.fromkeys(map(id, fi.nodes), fi))
+            for n in fi.of(ast.Global, ast.Nonlocal):
+                fi.globals_.update(n.names)
+            for n in fi.of(ast.Return):
+                if n.value is not None:
                     fi.returned |= _names(n.value)
         self._sites: list | None = None
         # nodes that can carry an identity kind (sources, local helper calls) and all their ancestors:
@@ -242,12 +274,12 @@ class Module:
         for fi in self.funcs.values():
             self._local_env(fi)
         # helper summaries, fixpoints over intra-module calls: identity kinds a function returns ...
-        rets = {fi.qualname: [n.value for n in fi.nodes if isinstance(n, ast.Return) and n.value is not None
+        rets = {fi.qualname: [n.value for n in fi.of(ast.Return) if n.value is not None
                               and id(n.value) in self.ident_marked] for fi in self.funcs.values()}
         callers: dict[str, set[str]] = {}
         for fi in self.funcs.values():
-            for c in fi.nodes:
-                if isinstance(c, ast.Call) and id(c) in self.ident_marked:
+            for c in fi.of(ast.Call):
+                if id(c) in self.ident_marked:
                     for callee in self.callees(c, fi):
                         callers.setdefault(callee.qualname, set()).add(fi.qualname)
         for _ in range(4):
@@ -268,11 +300,10 @@ class Module:
         callee_map: dict[str, list[FuncInfo]] = {}
         for fi in self.funcs.values():
             cl: list[FuncInfo] = []
-            for c in fi.nodes:
-                if isinstance(c, ast.Call):
-                    if not fi.has_launch and self._launch_direct(c):
-                        fi.has_launch = True
-                    cl.extend(self.callees(c, fi))
+            for c in fi.of(ast.Call):
+                if not fi.has_launch and self._launch_direct(c):
+                    fi.has_launch = True
+                cl.extend(self.callees(c, fi))
             callee_map[fi.qualname] = cl
         changed = True
         while changed:
@@ -286,7 +317,7 @@ class Module:
         al = fi.__dict__.get("_assign_list")
         if al is None:
             al = []
-            for n in fi.nodes:
+            for n in fi.of(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr):
                 if isinstance(n, ast.Assign):
                     al.append((n.lineno, n.targets, n.value))
                 elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and n.value is not None:
@@ -576,12 +607,51 @@ def _declared_global(fn: ast.AST, name: str) -> bool:
     return any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in _walk_func(fn))
 
 
+# fields that hold an identifier, a number or a flag in every node type (never a node)
+_NON_NODE_FIELDS = frozenset({"id", "attr", "name", "arg", "kind", "type_comment", "level", "module", "asname",
+                              "conversion", "is_async"})
+_WALK_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _walk_below(node: ast.AST) -> tuple[ast.AST, ...]:
+    """tuple(ast.walk(node))[1:]: the nodes under `node` in ast.walk's (breadth-first) order, without
+    ast.walk's generator per node and getattr of fields that never hold a node."""
+    out = [node]
+    append = out.append
+    fields_of = _WALK_FIELDS
+    AST = ast.AST
+    for n in out:              # the list grows while it is read: a FIFO queue, as ast.walk's deque
+        t = n.__class__
+        fl = fields_of.get(t)
+        if fl is None:
+            fl = fields_of[t] = () if t is ast.Constant else tuple(f for f in t._fields if f not in _NON_NODE_FIELDS)
+        for f in fl:
+            v = getattr(n, f, None)
+            if isinstance(v, AST):
+                append(v)
+            elif isinstance(v, list):
+                for item in v:
+                    if isinstance(item, AST):
+                        append(item)
+    return tuple(out[1:])
+
+
 def walk(node: ast.AST) -> tuple[ast.AST, ...]:
-    """walk(node) as a tuple, computed once per node (kept on the node): the rules walk the same
-    expressions many times (keys, cached values, branch tests)."""
+    """tuple(ast.walk(node)), its walk below the node computed once per node (kept on the node): the
+    rules walk the same expressions many times (keys, cached values, branch tests).  What is kept
+    leaves the node itself out, so that no node refers to itself: the tree is freed by reference
+    counting when the lint drops it, not left to the cyclic collector."""
     r = node.__dict__.get("_fx_walk")
     if r is None:
-        r = node.__dict__["_fx_walk"] = tuple(ast.walk(node))
+        r = node.__dict__["_fx_walk"] = _walk_below(node)
+    return (node,) + r
+
+
+def unparse(node: ast.AST) -> str:
+    """ast.unparse(node), computed once per node (kept on the node, like walk)."""
+    r = node.__dict__.get("_fx_unparse")
+    if r is None:
+        r = node.__dict__["_fx_unparse"] = ast.unparse(node)
     return r
 
 

@@ -138,6 +138,7 @@ def _precision_split(mod: Module, flag_hits: list[Hit]) -> list[Hit]:
         return None
 
     low = {fi.qualname: lowers(fi) for fi in entries}
+    del lowers   # a recursive closure is a reference cycle: drop it now
     full = [fi for fi in entries if low[fi.qualname] is None]
     out = []
     for fi in entries:

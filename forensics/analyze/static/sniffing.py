@@ -65,12 +65,14 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
         elif isinstance(n, ast.Attribute):
             if n.attr in FRAME_ATTRS and not isinstance(n.ctx, ast.Store):
                 hits.append(mod.hit("STACK-SNIFF", n, f"reads frame attribute .{n.attr}", data={"attr": n.attr}))
-            q = mod.qn(n) or ""
-            if q == "sys.argv" and not mod.in_main(n):
+            # an attribute's dotted name ends with its own attr: only `.argv` can be sys.argv
+            if n.attr == "argv" and (mod.qn(n) or "") == "sys.argv" and not mod.in_main(n):
                 hits.append(mod.hit("GRADER-READ", n, "reads sys.argv to see which script runs it", severity="medium",
                                     data={"target": "sys.argv"}))
         elif isinstance(n, ast.Subscript):
             q = mod.qn(n.value) or ""
+            if q not in ("os.environ", "sys.modules"):
+                continue
             s = mod.const_str(n.slice)
             if q == "os.environ" and s and s.upper().startswith(("KBH", "KERNELBENCH")):
                 hits.extend(_env_hit(mod, n, s, isinstance(n.ctx, (ast.Store, ast.Del))))

@@ -17,7 +17,13 @@ from . import problems as P
 def official_forbidden(text: str, problem: str | None) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for lit in P.FORBIDDEN.get(problem or "", ()):
-        lines = sorted({text.count("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(lit), text)})
+        found: set[int] = set()
+        line, prev = 1, 0
+        for m in re.finditer(re.escape(lit), text):     # in order: count newlines since the last match only
+            line += text.count("\n", prev, m.start())
+            prev = m.start()
+            found.add(line)
+        lines = sorted(found)
         if lines:
             out[lit] = lines
     return out

@@ -36,10 +36,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from forensics.text import rx as RX
 from forensics.text.cuda import global_kernel_names
 
 from .base import Hit
 from .cuda import Blob, outline, strip_c_comments
+from .model import unparse
 from .python import (FORWARD_NAMES, walk, NON_WORK_TORCH, Module, _deco_func, _entry_params, _fallback_context, _names,
                      _names_in_target)
 
@@ -90,6 +92,13 @@ CUTLASS = re.compile(r"\bcutlass::(gemm|conv|epilogue|arch)\b|\bGemmUniversal\w*
 CPP_LIBRARY = re.compile(r"\b(cublas(?:Lt)?\w*Gemm\w*|cublasLtMatmul|cublas[SDHCZ]gemm\w*|cublasGemm\w*|"
                          r"at::(?:matmul|mm|bmm|addmm|baddbmm|linear|_scaled_mm|einsum|scaled_dot_product_attention|"
                          r"topk|sort|argsort)|torch::(?:matmul|mm|bmm|addmm|linear|einsum)|cudnn\w+Forward\w*)\s*\(")
+# the literals every match of a pattern begins with (forensics.text.rx: the pattern is tried only there)
+CPP_LIBRARY_HEADS = ("cublas", "at::", "torch::", "cudnn")
+CUDA_CORE_HEADS = ("mma", "wmma", "wgmma", "ldmatrix", "tcgen05", "hmma", "__shfl", "atomic", "__hfma", "fma", "__fma",
+                   "for", "while", "cub::", "cute::")
+LAUNCH_HEADS = ("<<<", "cudaLaunch", "cuLaunch")
+CUTLASS_HEADS = ("cutlass::", "GemmUniversal", "CollectiveBuilder", "cute::", "KernelTmaWarpSpecialized")
+_WORD = re.compile(r"\w+")
 PYBIND_DEF = re.compile(r"\bm\.def\s*\(\s*\"(\w+)\"\s*,\s*&?\s*([\w:]+)")
 
 
@@ -127,7 +136,7 @@ def parse_extension(blobs: list[Blob], exported_names: set[str]) -> Extension:
             ext.exported[m.group(1)] = m.group(2).split("::")[-1]
     for n in exported_names:
         ext.exported.setdefault(n, n)
-    kernel_core = {f.name: bool(CUDA_CORE.search(f.body) or CUDA_MATH.search(f.body))
+    kernel_core = {f.name: bool(RX.search(CUDA_CORE, f.body, CUDA_CORE_HEADS) or RX.search(CUDA_MATH, f.body, CUDA_MATH_HEADS))
                    for f in ext.funcs.values() if f.is_kernel}
     host = {f.name: f for f in ext.funcs.values() if not f.is_kernel}
     calls = {n: {m for m in re.findall(r"\b([A-Za-z_]\w*)\s*(?:<[^;()]*>)?\s*\(", f.body) if m in host and m != n}
@@ -135,17 +144,20 @@ def parse_extension(blobs: list[Blob], exported_names: set[str]) -> Extension:
     direct: dict[str, set[str]] = {}
     for n, f in host.items():
         marks = set()
-        launched = {k for k in kernel_core if re.search(rf"\b{re.escape(k)}\b", f.body)}
-        if LAUNCH.search(f.body) or launched:
-            if any(kernel_core.get(k) for k in launched) or CUTLASS.search(f.body):
+        # a kernel name (all word characters) matches \bname\b exactly where it is a whole word of the body
+        words = set(_WORD.findall(f.body)) if kernel_core else set()
+        launched = {k for k in kernel_core if k in words}
+        cutlass = RX.search(CUTLASS, f.body, CUTLASS_HEADS) is not None
+        if RX.search(LAUNCH, f.body, LAUNCH_HEADS) or launched:
+            if any(kernel_core.get(k) for k in launched) or cutlass:
                 marks.add("authored-core")
             elif launched:
                 marks.add("authored-token")
             else:
                 marks.add("authored-unknown")   # a launch of a kernel whose source is not here
-        if CUTLASS.search(f.body):
+        if cutlass:
             marks.add("authored-core")
-        if CPP_LIBRARY.search(f.body):
+        if RX.search(CPP_LIBRARY, f.body, CPP_LIBRARY_HEADS):
             marks.add("library")
         direct[n] = marks
     for n in host:
@@ -216,6 +228,8 @@ TRITON_PLUMBING = {"load", "store", "arange", "program_id", "num_programs", "cdi
                    "permute", "join", "split", "interleave", "ravel"}
 CUDA_MATH = re.compile(r"\b(__expf|expf?|exp2f?|__logf|logf?|log2f?|sqrtf?|rsqrtf?|tanhf?|__fdividef|sinf?|cosf?|"
                        r"__hexp2?|h2exp|hrsqrt|__saturatef|erff?)\s*\(|\b(lop3|prmt|bfe|bfi)\b")
+CUDA_MATH_HEADS = ("__expf", "exp", "__logf", "log", "sqrt", "rsqrt", "tanh", "__fdividef", "sin", "cos", "__hexp", "h2exp",
+                   "hrsqrt", "__saturatef", "erf", "lop3", "prmt", "bfe", "bfi")
 
 
 def _triton_core(mod: Module) -> dict[str, bool]:
@@ -227,7 +241,7 @@ def _triton_core(mod: Module) -> dict[str, bool]:
             continue
         seg = "\n".join(mod.lines[fi.node.lineno - 1:(fi.node.end_lineno or fi.node.lineno)])
         core = bool(TRITON_CORE.search(seg))
-        for n in fi.nodes:
+        for n in fi.of(ast.BinOp, ast.Call):
             if core:
                 break
             if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.RShift, ast.LShift)):
@@ -338,7 +352,7 @@ def _library_candidates(mod: Module, blobs: list[Blob], ops: tuple[str, ...]) ->
     if any(isinstance(d, (ast.Name, ast.Attribute, ast.Call)) and (mod.qn(_deco_func(d)) or "") in COMPILE
            for fi in mod.funcs.values() for d in fi.node.decorator_list):
         return True
-    return any(CPP_LIBRARY.search(b.text) for b in blobs)
+    return any(RX.search(CPP_LIBRARY, b.text, CPP_LIBRARY_HEADS) for b in blobs)
 
 
 def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account]:
@@ -368,7 +382,7 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
                 continue
             seen.add(fi.qualname)
             live = _live_tensors(mod, fi)
-            for n in fi.nodes:
+            for n in fi.of(ast.Call, ast.BinOp, ast.AugAssign):
                 if not isinstance(n, (ast.Call, ast.BinOp, ast.AugAssign)):
                     continue
                 if _fallback_context(mod, n):
@@ -390,7 +404,7 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
                     if kname in tcore:
                         (acc.authored_core if tcore[kname] else acc.authored_token).append((ln, kname))
                     else:
-                        acc.unknown.append((ln, ast.unparse(base)[:40]))
+                        acc.unknown.append((ln, unparse(base)[:40]))
                     continue
                 lib = _library_call(mod, n, ops)
                 if lib:
@@ -414,7 +428,7 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
                     continue
                 if q and q.split(".")[0] not in KNOWN_ROOTS and (isinstance(f, ast.Name) and f.id in mod.aliases
                                                                  or isinstance(f, ast.Attribute)
-                                                                 and ast.unparse(f).split(".")[0] in mod.aliases):
+                                                                 and _leading_name(f) in mod.aliases):
                     acc.unknown.append((ln, q))   # a call into a module of its own we cannot see (a sidecar)
                     continue
                 if isinstance(f, ast.Attribute) and _target_is_ext(mod, f):
@@ -449,9 +463,22 @@ OWN_METHODS = {"add", "sub", "mul", "div", "exp", "log", "sqrt", "rsqrt", "sigmo
                "square", "reciprocal", "floor", "round", "sign", "argmax", "argmin", "bincount", "nonzero", "einsum"}
 
 
+def _leading_name(f: ast.Attribute) -> str:
+    """unparse(f).split(".")[0]: for a chain of attributes on a name (`a.b.c`) that is the name,
+    read without unparsing; any other chain is unparsed."""
+    base = f.value
+    while isinstance(base, ast.Attribute):
+        base = base.value
+    if isinstance(base, ast.Name):
+        return base.id
+    return unparse(f).split(".")[0]
+
+
 def _target_is_ext(mod: Module, f: ast.Attribute) -> bool:
     """`_ext.fn(...)` / `self._mod.fn(...)` on a name bound to a compiled extension."""
-    key = ast.unparse(f.value)
+    if not mod.ext_names:
+        return False   # nothing is bound to an extension: neither test below can hold
+    key = unparse(f.value)
     return key in mod.ext_names or (isinstance(f.value, ast.Attribute) and f.value.attr in
                                     {e.split(".")[-1] for e in mod.ext_names if "." in e})
 
