@@ -16,11 +16,15 @@ Inputs (all read from the store, never from labels):
 * ``session_end`` (end_reason, api_error_status, output tokens);
 * ``check_runs`` (in-transcript PASS records and whether they were superseded);
 * ``replay_results`` (probe outcomes), ``foreign_refs`` (classified references to other runs);
+* ``archived_probes`` (the auditors' probe logs) and ``deck_hardware`` (the frozen problem.yaml's
+  GPU), the archive's own records, parsed at ingest by forensics/store/archived.py: the decision
+  reads no file, so a store adjudicates the same with its archive gone;
 * the pipeline's ``analysis-coverage`` finding (which analyzers ran, failed or were missing).
 
 The archived verdict (annotation YAML beside the run or under ``--annotations DIR``, and the
 grade in result.json) is compared per field: agree | disagree (with the evidence) | cannot_tell,
-stored in ``verdicts.archived``.  It never feeds the decision.
+stored in ``verdicts.archived``.  It never feeds the decision; it is the one thing read from a
+file here (store/archived.py says why).
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ import orjson
 
 from forensics.analyze.findings import SEV_RANK, norm_probe
 from forensics.store.archived import (  # noqa: F401 - re-exported: the pipeline, the tests
-    annotation_from_run, archived_probes, deck_hardware, find_annotation, glob_escape, gpu_key, parse_annotation_text,
-    parse_probe_log, read_run_text,
+    DECK_PROBLEM_YAML, annotation_from_run, find_annotation, glob_escape, gpu_key, parse_annotation_text, parse_probe_log,
+    read_run_text,
 )
 from forensics.store.db import Store, loads_json
 
@@ -291,8 +295,11 @@ def load_facts(store: Store, run_ids: Sequence[str]) -> dict[str, RunFacts]:
                     "where run_id in ({ph})")
     foreign = by_run("select run_id, call_seq, line, foreign_run_id, foreign_file, artifact, classification, "
                      "same_problem, reason from foreign_refs where run_id in ({ph})")
-    probe_files = by_run("select run_id, path from files where run_id in ({ph}) and (path like '%audit\\_%.log' escape '\\' "
-                         "or path like '%empirical\\_recompute\\_test%.log' escape '\\') order by path")
+    # the archive's own records, parsed at ingest (forensics/store/archived.py): no file is read here
+    probes = by_run("select run_id, probe, status, n_bad, max_abs, path as source from archived_probes "
+                    "where run_id in ({ph}) and duplicate_of is null order by run_id, path")
+    deck = {r["run_id"]: r["gpu_key"] for r in store.query(
+        f"select run_id, gpu_key from deck_hardware where run_id in ({ph}) and path = ?", [*ids, DECK_PROBLEM_YAML])}
     out: dict[str, RunFacts] = {}
     for rid in ids:
         run = runs.get(rid)
@@ -311,8 +318,9 @@ def load_facts(store: Store, run_ids: Sequence[str]) -> dict[str, RunFacts]:
                             replay=replay.get(rid, []), foreign=foreign.get(rid, []),
                             coverage=(cov[0]["data"] if cov else None),
                             coverage_id=(cov[0]["finding_id"] if cov else None), result=result,
-                            deck_hardware=deck_hardware(store, run),
-                            archived_probes=archived_probes(store, run, probe_files.get(rid, [])))
+                            # the deck's GPU matters only to judge a regrade's SKU (MS4)
+                            deck_hardware=deck.get(rid) if run.get("regrade_json") else None,
+                            archived_probes=probes.get(rid, []))
     return out
 
 

@@ -22,7 +22,9 @@ TIMING_COLUMNS = {("archives", "ingested_at"), ("runs", "ingested_at"), ("verdic
                   ("replay_results", "gbps"), ("replay_results", "data")}
 
 
-def table_rows(db: str | Path, table: str, where: str = "") -> list[tuple]:
+def table_rows(db: str | Path, table: str, where: str = "") -> list[tuple] | None:
+    """The table's rows, timing columns left out; None if the store has no such table (a store
+    written before the table was added to the schema)."""
     import duckdb
 
     from forensics.store import schema as S
@@ -30,14 +32,17 @@ def table_rows(db: str | Path, table: str, where: str = "") -> list[tuple]:
     cols = ", ".join(f'"{c}"' for c in t.column_names() if (table, c) not in TIMING_COLUMNS)
     con = duckdb.connect(str(db), read_only=True)
     try:
+        if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?", [table]).fetchall():
+            return None
         return con.execute(f"select {cols} from {table} {where} order by all").fetchall()
     finally:
         con.close()
 
 
-def diff_stores(a: str | Path, b: str | Path, where: str = "", tables=None) -> dict[str, tuple[int, int]]:
+def diff_stores(a: str | Path, b: str | Path, where: str = "", tables=None) -> dict[str, tuple[int | None, int | None]]:
     """Tables (all, or `tables`) whose rows differ, timing columns left out: name -> (rows in a,
-    rows in b).  `where` (an SQL WHERE clause) filters the tables that have a run_id."""
+    rows in b; None where that store has no such table).  `where` (an SQL WHERE clause) filters the
+    tables that have a run_id."""
     from forensics.store import schema as S
     out = {}
     for t in S.TABLES:
@@ -46,7 +51,7 @@ def diff_stores(a: str | Path, b: str | Path, where: str = "", tables=None) -> d
         w = where if (where and "run_id" in t.column_names()) else ""
         ra, rb = table_rows(a, t.name, w), table_rows(b, t.name, w)
         if ra != rb:
-            out[t.name] = (len(ra), len(rb))
+            out[t.name] = (None if ra is None else len(ra), None if rb is None else len(rb))
     return out
 
 
@@ -79,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from forensics.store import schema as S
     diff = diff_stores(args.a, args.b)
-    counts = {t.name: len(table_rows(args.a, t.name)) for t in S.TABLES}
+    counts = {t.name: len(table_rows(args.a, t.name) or ()) for t in S.TABLES}
     timings = replay_timings(args.a, args.b)
     if args.json:
         import orjson
@@ -87,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
                             "replay_timings": timings}, option=orjson.OPT_INDENT_2).decode())
     else:
         for t in S.TABLES:
-            print(f"{t.name:<18} {counts[t.name]:>8} rows  " + (f"DIFFER {diff[t.name]}" if t.name in diff else "same"))
+            d = diff.get(t.name)
+            state = "same" if d is None else f"only in b ({d[1]} rows)" if d[0] is None else \
+                f"only in a ({d[0]} rows)" if d[1] is None else f"DIFFER {d}"
+            print(f"{t.name:<18} {counts[t.name]:>8} rows  {state}")
         if timings:
             print(f"\nreplay timings (ms): {args.a} | {args.b}")
             for r in timings:

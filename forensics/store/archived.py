@@ -1,17 +1,47 @@
-"""What the archive recorded about a run beyond its transcript, read through the store's files
-(read-only, any archive kind): the auditors' probe logs, the deck's hardware in the frozen
-problem.yaml, annotation YAML (in the run folder or a directory of them).  The verdict's facts come
-from here; the verdict itself reads no file."""
+"""What the archive recorded about a run beyond its transcript and runner logs, and the one place
+that knows these record formats:
+
+* the auditors' probe logs (``audit_*.log``, ``empirical_recompute_test*.log`` anywhere in the run
+  folder; spec 2.5: ``key=value`` lines such as ``probe=unsampled_row_mutation``, ``result=FAIL``);
+* the deck's hardware, the ``hardware:`` line of the frozen ``template_files/problem.yaml``;
+* annotation YAML (in the run folder, or a directory of them given to ``forensics scan --annotations``).
+
+The first two are parsed at ingest: `archived_rows` is called by forensics/store/ingest.py on the
+bytes the ingest reads anyway (they are hashed for the ``files`` table from the same read) and
+gives the rows of ``archived_probes`` and ``deck_hardware``, each citing its file and line, plus
+the ``parse_errors`` rows of what could not be read (a log naming no probe or no result, a value
+that is not a number, undecodable bytes, a file over the size bound: parsed up to the bound).
+A bad record costs that record, never the run.  The verdict reads those tables (store queries in
+forensics/verdict.py `load_facts`), never a file: a store adjudicates the same with its archive gone.
+
+Annotation YAML stays read at adjudication (`find_annotation`, `annotation_from_run`), on purpose:
+an annotation never feeds the decision, only the per-field agree / disagree comparison stored in
+``verdicts.archived``; most annotations come from outside the archive (``--annotations DIR``, named
+at scan time, read then, and hashed into the verdict's input fingerprint so a changed file re-decides
+the run), and the in-run copy is read by the same code so the two sources compare alike; and its
+values (YAML dates, nested quotes) are compared as YAML gives them, which a JSON column would change.
+"""
+
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from forensics.analyze.findings import norm_probe
 from forensics.store.db import Store
+from forensics.vocab import norm_probe
+
+#: size bounds: a record over its bound is parsed up to the bound, with a `huge_document` parse error
+PROBE_LOG_MAX = 4 << 20
+PROBLEM_YAML_MAX = 1 << 20
+FIELDS_MAX, FIELD_MAX = 100, 500   # archived_probes.fields keeps the first 100 keys, values clipped
+DECK_PROBLEM_YAML = "template_files/problem.yaml"
+ARCHIVED_PROBE_LOG = re.compile(r"(^|/)(audit_[A-Za-z0-9_]+|empirical_recompute_test[A-Za-z0-9_]*)\.log$")
+
+#: a parse error: (line or None, reason, detail, excerpt)
+Problem = tuple[int | None, str, str, str]
 
 
 def read_run_text(store: Store, run_id: str, path: str, run: dict[str, Any] | None = None) -> str | None:
@@ -23,48 +53,64 @@ def read_run_text(store: Store, run_id: str, path: str, run: dict[str, Any] | No
         return None
 
 
-ARCHIVED_PROBE_LOG = re.compile(r"(^|/)(audit_[A-Za-z0-9_]+|empirical_recompute_test[A-Za-z0-9_]*)\.log$")
+def decode_record(data: bytes, limit: int, what: str) -> tuple[str, list[Problem]]:
+    """Text of a small record file: at most `limit` bytes, undecodable bytes replaced (each case a problem)."""
+    problems: list[Problem] = []
+    if len(data) > limit:
+        problems.append((None, "huge_document", f"{what} of {len(data)}+ bytes exceeds {limit} bytes; "
+                         f"only the first {limit} bytes parsed", ""))
+        data = data[:limit]
+    try:
+        return data.decode("utf-8"), problems
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        problems.append((line, "invalid_utf8", f"{what}: {e.reason} at byte {e.start}; bad bytes replaced",
+                         data[max(0, e.start - 40):e.start + 40].decode("utf-8", "replace")))
+        return data.decode("utf-8", "replace"), problems
 
 
-def parse_probe_log(text: str, path: str) -> dict[str, Any] | None:
-    """An auditor's probe log (spec 2.5: key=value lines such as `probe=unsampled_row_mutation`,
-    `result=FAIL`) as a replay_results-like row; None if it names no probe or no result."""
+def read_probe_log(text: str, path: str) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """An auditor's probe log as a replay_results-like row (probe as written, status pass|fail,
+    n_bad, max_abs, source, the lines of `probe=` and of the result, every key's first value), and
+    the problems found; the row is None if the log names no probe or no pass/fail result."""
     kv: dict[str, str] = {}
-    for line in text.splitlines():
+    at: dict[str, int] = {}
+    for i, line in enumerate(text.splitlines(), 1):
         for tok in line.split():
             if "=" in tok:
                 k, _, v = tok.partition("=")
-                kv.setdefault(k.strip().lower(), v.strip())
+                k = k.strip().lower()
+                if k not in kv:
+                    kv[k], at[k] = v.strip(), i
     probe = kv.get("probe")
+    rkey = "result" if kv.get("result") else "status"
     res = (kv.get("result") or kv.get("status") or "").lower()
     if not probe or res not in ("fail", "failed", "pass", "passed", "ok"):
-        return None
+        why = "no probe= key" if not probe else f"no result=PASS/FAIL (result={res or 'absent'})"
+        return None, [(at.get("probe") or at.get(rkey), "bad_probe_log", f"{path}: {why}; not a probe result",
+                       text[:200])]
+    problems: list[Problem] = []
     bad = kv.get("bad", "")
-    n_bad = int(bad.split("/")[0]) if bad.split("/")[0].isdigit() else None
+    head = bad.split("/")[0]
+    n_bad = int(head) if head.isascii() and head.isdigit() and len(head) <= 18 else None
+    if bad and n_bad is None:
+        problems.append((at["bad"], "bad_field", f"{path}: bad={bad} is not a count; n_bad left NULL", bad[:200]))
+    mkey = "max_abs_diff" if kv.get("max_abs_diff") else "max_abs"
     try:
         max_abs = float(kv.get("max_abs_diff") or kv.get("max_abs") or "nan")
     except ValueError:
         max_abs = None
+        problems.append((at[mkey], "bad_field", f"{path}: {mkey}={kv[mkey]} is not a number; max_abs left NULL",
+                         kv[mkey][:200]))
     return {"probe": probe, "status": "fail" if res.startswith("fail") else "pass", "n_bad": n_bad,
-            "max_abs": None if max_abs != max_abs else max_abs, "source": path}
+            "max_abs": None if max_abs != max_abs else max_abs, "source": path,
+            "line": at["probe"], "result_line": at[rkey],
+            "fields": {k: v[:FIELD_MAX] for k, v in list(kv.items())[:FIELDS_MAX]}}, problems
 
 
-def archived_probes(store: Store, run: dict[str, Any], files: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The auditors' probe logs among the run's `files` (rows with `path`), parsed, duplicates dropped."""
-    out, seen = [], set()
-    for f in files:
-        if not ARCHIVED_PROBE_LOG.search(f["path"]):
-            continue
-        text = read_run_text(store, run["run_id"], f["path"], run)
-        row = parse_probe_log(text or "", f["path"])
-        if row is None:
-            continue
-        key = (norm_probe(row["probe"]), row["status"], row["n_bad"], row["max_abs"])
-        if key in seen:  # the regrade copies scratch/ back into the workspace: same log twice
-            continue
-        seen.add(key)
-        out.append(row)
-    return out
+def parse_probe_log(text: str, path: str) -> dict[str, Any] | None:
+    """`read_probe_log`'s row alone (None if the log names no probe or no result)."""
+    return read_probe_log(text, path)[0]
 
 
 def gpu_key(name: str | None) -> str | None:
@@ -86,15 +132,62 @@ def gpu_key(name: str | None) -> str | None:
 _HW = re.compile(r"^hardware\s*:\s*['\"]?([A-Za-z0-9_ ]+?)['\"]?\s*(#.*)?$", re.M)
 
 
-def deck_hardware(store: Store, run: dict[str, Any]) -> str | None:
-    """`hardware:` of the frozen template_files/problem.yaml (the deck's GPU), None if absent."""
-    if not run.get("regrade_json"):
-        return None  # only needed to judge a regrade's SKU
-    text = read_run_text(store, run["run_id"], "template_files/problem.yaml", run)
-    if not text:
-        return None
+def parse_deck_hardware(text: str) -> tuple[str | None, int | None]:
+    """(`hardware:` value as written, its line) of a problem.yaml; (None, None) if it has none."""
     m = _HW.search(text)
-    return gpu_key(m.group(1).strip()) if m else None
+    if not m:
+        return None, None
+    return m.group(1).strip(), text.count("\n", 0, m.start()) + 1
+
+
+def archived_rows(run_id: str, files: Mapping[str, Any], read: Callable[[str, int | None], bytes | None]
+                  ) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The ingest's part: rows of ``archived_probes`` and ``deck_hardware`` for one run, and its
+    ``parse_errors`` rows (without run_id counts: the caller adds them).  `files` maps the run's
+    relative paths to entries (``is_symlink``, ``size``); `read(rel, limit)` returns the bytes (None
+    if unreadable: the caller has reported it).  Links are never followed (the `files` row records them)."""
+    errors: list[dict[str, Any]] = []
+    probes: list[dict[str, Any]] = []
+    hardware: list[dict[str, Any]] = []
+
+    def load(rel: str, limit: int, what: str) -> str | None:
+        e = files[rel]
+        data = read(rel, limit + 1) if (e.size or 0) > limit else read(rel, None)
+        if data is None:
+            return None
+        text, problems = decode_record(data, limit, what)
+        for line, reason, detail, excerpt in problems:
+            errors.append({"source": rel, "line": line, "reason": reason, "detail": detail, "excerpt": excerpt})
+        return text
+
+    seen: dict[tuple, str] = {}
+    for rel in sorted(files):
+        if getattr(files[rel], "is_symlink", False):
+            continue
+        if ARCHIVED_PROBE_LOG.search(rel):
+            text = load(rel, PROBE_LOG_MAX, "probe log")
+            if text is None:
+                continue
+            row, problems = read_probe_log(text, rel)
+            for line, reason, detail, excerpt in problems:
+                errors.append({"source": rel, "line": line, "reason": reason, "detail": detail, "excerpt": excerpt})
+            if row is None:
+                continue
+            canon = norm_probe(row["probe"])
+            key = (canon, row["status"], row["n_bad"], row["max_abs"])
+            probes.append({"run_id": run_id, "path": rel, "line": row["line"], "result_line": row["result_line"],
+                           "probe": canon, "probe_written": row["probe"], "status": row["status"],
+                           "n_bad": row["n_bad"], "max_abs": row["max_abs"],
+                           # the regrade copies scratch/ back into the workspace: the same log twice
+                           "duplicate_of": seen.get(key), "fields": row["fields"]})
+            seen.setdefault(key, rel)
+        elif rel == DECK_PROBLEM_YAML:
+            text = load(rel, PROBLEM_YAML_MAX, "problem.yaml")
+            if text is None:
+                continue
+            hw, line = parse_deck_hardware(text)
+            hardware.append({"run_id": run_id, "path": rel, "line": line, "hardware": hw, "gpu_key": gpu_key(hw)})
+    return {"archived_probes": probes, "deck_hardware": hardware}, errors
 
 
 _KV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$")
@@ -161,5 +254,6 @@ def annotation_from_run(store: Store, run: dict[str, Any]) -> tuple[dict[str, An
     return data, paths[0], err
 
 
-__all__ = ["ARCHIVED_PROBE_LOG", "annotation_from_run", "archived_probes", "deck_hardware", "find_annotation", "glob_escape", "gpu_key",
-           "parse_annotation_text", "parse_probe_log", "read_run_text"]
+__all__ = ["ARCHIVED_PROBE_LOG", "DECK_PROBLEM_YAML", "annotation_from_run", "archived_rows", "decode_record",
+           "find_annotation", "glob_escape", "gpu_key", "parse_annotation_text", "parse_deck_hardware",
+           "parse_probe_log", "read_probe_log", "read_run_text"]

@@ -395,7 +395,9 @@ class Store:
     def init_schema(self) -> None:
         """Create missing tables, add columns added since the file was made, rename tables renamed
         since (schema.RENAMED_TABLES), (re)create the views whose definition changed, and (re)write
-        the comments that differ, all in one transaction (cheap when up to date)."""
+        the comments that differ, all in one transaction (cheap when up to date).  A new ingest table
+        (schema.INGEST_TABLES) in a store that has runs marks their fingerprints, so that the next
+        ingest re-reads them and fills it."""
         tables = {r[0] for r in self.con.execute(
             "select table_name from duckdb_tables() where schema_name='main'").fetchall()}
         views = dict(self.con.execute(
@@ -434,6 +436,11 @@ class Store:
             for c in t.columns:
                 if have.get(c.name) != c.comment:
                     stmts.append(f'COMMENT ON COLUMN {t.name}."{c.name}" IS {S._sql_str(c.comment)}')
+        if "runs" in cols and any(t not in cols for t in S.INGEST_TABLES):
+            # a store written before an ingest table existed holds no rows of it for its runs: their
+            # fingerprints are marked so the next ingest re-reads them (an unchanged run is skipped)
+            stmts.append("UPDATE runs SET fingerprint = 'schema:' || coalesce(fingerprint, '') "
+                         "WHERE coalesce(fingerprint, '') NOT LIKE 'schema:%'")
         for v in S.VIEWS:
             have = cols.get(v.name, {})
             if v.name not in views or _view_ast(self.con, views[v.name]) != _view_ast(self.con, v.select):

@@ -5,8 +5,9 @@
 For every run folder the archive holds (forensics.archive.discover), one pass reads its files
 read-only, parses result.json, the runner logs and every transcript source, and writes the rows
 of ``runs, files, record_rows, record_spans, tool_calls, tool_results, file_accesses,
-session_end, parse_errors, check_log_lines`` for that run in ONE transaction (old rows of the run
-deleted first).  Transcript records go to the ``records`` view: runs of consecutive heartbeat
+session_end, parse_errors, check_log_lines, archived_probes, deck_hardware`` for that run in ONE
+transaction (old rows of the run deleted first).  The last two are the archive's own records the
+verdict reads (the auditors' probe logs, the deck's hardware), parsed by forensics/store/archived.py.  Transcript records go to the ``records`` view: runs of consecutive heartbeat
 lines as one ``record_spans`` row each, every other record as a ``record_rows`` row.  So:
 
 * re-ingesting adds no duplicate rows, and a run whose files are unchanged (same fingerprint of
@@ -47,6 +48,7 @@ from forensics.archive.result import infer_era, read_result, result_fields
 from forensics.archive.runid import bench_of_problem
 from forensics.archive.source import ArchiveError, ArchiveSource, open_source
 from forensics.pool import here, maybe_fault, pmap
+from forensics.store import archived as A
 from forensics.store import schema as S
 from forensics.store.db import RowBuffer, Store
 
@@ -446,6 +448,20 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             check_summary = summary
         elif rel == "benchmark.log":
             bench_summary = summary
+
+    # ---- the archive's own records: the auditors' probe logs and the deck's hardware (the verdict's
+    # facts, read from these tables; store/archived.py knows the formats).  Read with `read`, so the
+    # files table hashes the same bytes; a record that cannot be parsed is a parse_errors row.
+    try:
+        arows, aerrs = A.archived_rows(rid, files, read)
+    except Exception as e:  # noqa: BLE001 - a parser bug costs these records, never the run
+        arows, aerrs = {}, [{"source": None, "line": None, "reason": "internal",
+                             "detail": f"archived records not parsed: {type(e).__name__}: {e}", "excerpt": ""}]
+    for t, rows in arows.items():
+        for r in rows:
+            sink.add(t, r)
+    for e in aerrs:
+        perr(e["source"], e["line"], e["reason"], e["detail"], e.get("excerpt") or "")
 
     # ---- transcripts
     sources = transcript_sources(files)

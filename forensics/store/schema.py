@@ -314,7 +314,7 @@ TABLES: tuple[Table, ...] = (
             SOURCE,
             LINE,
             C("byte_offset", "BIGINT", "Byte offset of the bad line, if a line."),
-            C("reason", "VARCHAR", "invalid_json | invalid_utf8 | truncated_line | huge_line | unknown_record | unknown_format | bad_field | missing_file | empty_file | compressed | unreadable | truncated_document | huge_document | bad_result_json | bad_log_line ..."),
+            C("reason", "VARCHAR", "invalid_json | invalid_utf8 | truncated_line | huge_line | unknown_record | unknown_format | bad_field | missing_file | empty_file | compressed | unreadable | truncated_document | huge_document | bad_result_json | bad_log_line | bad_probe_log ..."),
             C("detail", "VARCHAR", "Human-readable detail (decoder message)."),
             C("excerpt", "VARCHAR", "First 200 characters of the offending content (replacement chars for bad bytes)."),
         ),
@@ -337,6 +337,38 @@ TABLES: tuple[Table, ...] = (
             C("text", "VARCHAR", "The line verbatim."),
         ),
         owner="archive.logs",
+    ),
+    Table(
+        "archived_probes",
+        "The auditors' probe logs archived in the run folder (`audit_*.log`, `empirical_recompute_test*.log` anywhere in it; spec 2.5 `key=value` lines), one row per log that names a probe and a pass/fail result, parsed at ingest by forensics/store/archived.py. The verdict reads them beside replay_results (rows with duplicate_of NULL). A log naming no probe or no result, a value that is not a number, undecodable bytes or a log over 4 MiB is a parse_errors row (source = the log).",
+        (
+            RUN,
+            C("path", "VARCHAR NOT NULL", "The log, relative to the run directory."),
+            C("line", "BIGINT", "1-based line of the log's `probe=` key."),
+            C("result_line", "BIGINT", "1-based line of its `result=` (or `status=`) key."),
+            C("probe", "VARCHAR", "Canonical probe name (forensics/vocab.py `norm_probe`: unsampled_row_mutation -> unsampled-region)."),
+            C("probe_written", "VARCHAR", "The probe as the log writes it."),
+            C("status", "VARCHAR", "pass | fail (result FAIL/FAILED -> fail; PASS/PASSED/OK -> pass)."),
+            C("n_bad", "BIGINT", "Mismatching elements, the count before the '/' of `bad=` (NULL if absent or not a count)."),
+            C("max_abs", "DOUBLE", "`max_abs_diff=` (or `max_abs=`), NULL if absent, NaN or not a number."),
+            C("duplicate_of", "VARCHAR", "Path of an earlier log (path order) with the same probe, status, n_bad and max_abs (the regrade copies scratch/ back into the workspace); NULL for the first. The verdict counts each result once."),
+            C("fields", "JSON", "Every key=value of the log (keys lower-cased, the first value of each; first 100 keys, values clipped to 500 characters)."),
+        ),
+        primary_key=("run_id", "path"),
+        owner="store.ingest",
+    ),
+    Table(
+        "deck_hardware",
+        "The deck's GPU as the frozen template_files/problem.yaml states it (`hardware:`), parsed at ingest by forensics/store/archived.py: one row per run that has the file (hardware NULL if it has no such line). The verdict judges a sequential_isolated regrade's SKU against it (MS4). Undecodable bytes or a file over 1 MiB is a parse_errors row.",
+        (
+            RUN,
+            C("path", "VARCHAR NOT NULL", "The file, relative to the run directory (template_files/problem.yaml)."),
+            C("line", "BIGINT", "1-based line of the `hardware:` key (NULL if none)."),
+            C("hardware", "VARCHAR", "The value as written (H100, \"RTX PRO 6000\", ...)."),
+            C("gpu_key", "VARCHAR", "Leaderboard GPU key of that value (spec 3.5: H100, H100_SXM, RTX_PRO_6000, B200, H200, ...)."),
+        ),
+        primary_key=("run_id", "path"),
+        owner="store.ingest",
     ),
     # ------------------------------------------------------------------ analyzers (issues 3-7)
     Table(
@@ -549,7 +581,7 @@ VIEW_BY_NAME = {v.name: v for v in VIEWS}
 
 # Per-run tables that an ingest of a run rewrites (delete + insert in one transaction).
 INGEST_TABLES = ("runs", "files", "record_rows", "record_spans", "tool_calls", "tool_results", "file_accesses",
-                 "session_end", "parse_errors", "check_log_lines")
+                 "session_end", "parse_errors", "check_log_lines", "archived_probes", "deck_hardware")
 
 # Tables renamed since stores were first written: old name -> new name (Store.init_schema renames).
 RENAMED_TABLES = {"records": "record_rows"}
