@@ -69,6 +69,12 @@ def test_ingest_fills_the_tables_with_cited_rows(tmp_path):
             text = (arch / "outputs" / "runs-h100" / rid / r["path"]).read_text().splitlines()
             assert text[r["line"] - 1].startswith("hardware:") and r["hardware"] in text[r["line"] - 1]
             assert r["gpu_key"] == A.gpu_key(r["hardware"])
+        from forensics.store.queries import run_named
+        cols, rows = run_named(s, "archived-probes", status="fail")
+        got = {(r[cols.index("run_id")], r[cols.index("probe")], r[cols.index("path")], r[cols.index("copies")],
+                r[cols.index("deck_gpu")]) for r in rows}
+        assert got == {(FP8, "unsampled-region", "repo/problems/01_fp8_gemm/audit_same_buffer.log", 1, "H100"),
+                       (MEGA, "alternate-cache", "repo/problems/03_megaqwen_decode/audit_cache_contract.log", 1, "H100")}
         # nothing of this was a parse error
         assert not _rows(s, "select * from parse_errors where source like '%audit%' or source like '%problem.yaml'")
 
