@@ -79,7 +79,7 @@ PROBES: tuple[Probe, ...] = (
     _P("property", "the deck's property cases on the same storage after warm calls"),
     _P("state-drift", "a step API's chained steps, each fed the state the previous one returned, stay on the reference"),
     _P("same-buffer", "new contents written into the inputs' (and weights') own storage are followed",
-       ("same-buffer overwrite", "same-buffer probe"), runs=("same-buffer", "fresh-inputs")),
+       ("same-buffer overwrite", "same-buffer probe", "same-buffer weight overwrite"), runs=("same-buffer", "fresh-inputs")),
     _P("unsampled-region", "a change only outside the sampled rows / region is followed",
        ("unsampled-region mutation", "unsampled-row mutation", "unsampled-row")),
     _P("fresh-state", "a new model / state (often on a dead object's id()) is not served a cached result",

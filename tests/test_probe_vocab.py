@@ -73,6 +73,8 @@ def test_norm_and_static_round_trip():
     # one name for the verdict, two probes for the replay (a graph on the caller's buffers passes
     # the overwrite and fails only new inputs)
     assert norm_probe("same-buffer overwrite") == "same-buffer"
+    # an auditor's log of the variant that overwrites the weights in place (spec 2.5 key=value form)
+    assert norm_probe("same_buffer_weight_overwrite") == "same-buffer"
     assert vocab.static_probe("same-buffer overwrite") == ("same-buffer", "fresh-inputs")
     assert vocab.static_probe("same-buffer") == ("same-buffer",)
     # unknown spellings: normalized, select nothing
