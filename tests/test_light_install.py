@@ -59,3 +59,19 @@ def test_developer_commands_without_the_devkit_say_so_in_one_line(args):
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
     assert r.stderr.strip().count("\n") == 0, r.stderr
     assert f"`forensics {args[0]}` is a developer command" in r.stderr and "source checkout" in r.stderr
+
+
+def test_replay_side_imports_without_the_store_dependencies():
+    """The GPU machine has torch but not the store's packages (orjson, duckdb, pyarrow...): the
+    replay, its rule table and the real-archive bench must import there.  (Rule lives in
+    analyze/findings.py, which once imported orjson at its top: the H200 run died on it.)"""
+    pytest.importorskip("torch")
+    code = ("import sys\n"
+            "for k in ('orjson', 'duckdb', 'pyarrow', 'rapidfuzz', 'datasketch'):\n"
+            "    sys.modules[k] = None\n"
+            "import forensics.replay.rules, forensics.replay.probes, forensics.replay.api, forensics.replay.drivers\n"
+            "import forensics.replay.worker, forensics.replay.runner\n"
+            "import devkit.replay.real_bench, devkit.replay.deck_check\n"
+            "print('ok')\n")
+    r = _run(code)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]

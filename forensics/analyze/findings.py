@@ -15,8 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import orjson
-
 # The severity order, the categories and the probe names are declared once, in forensics/vocab.py
 # (below every layer: the replay uses them without the store's dependencies).
 from forensics.vocab import CATEGORIES, SEV_RANK, SEVERITIES, norm_probe, severity_key  # noqa: F401 - re-exported
@@ -76,6 +74,7 @@ class Finding:
 
     @property
     def finding_id(self) -> str:
+        import orjson  # here, not at import: the replay reads this module's Rule on a GPU machine without orjson
         h = hashlib.sha256(orjson.dumps([e.to_dict() for e in self.evidence], option=orjson.OPT_SORT_KEYS)
                            + self.message.encode()).hexdigest()[:12]
         return f"{self.analyzer}:{self.rule}:{h}"
