@@ -160,6 +160,21 @@ def test_a_compiler_in_its_own_process_group_dies_with_the_timed_out_child(tmp_p
     assert _wait_dead(tag), f"compiler {tag} outlived the replay"
 
 
+def test_a_call_that_times_out_while_a_compiler_runs_says_it_was_building(tmp_path):
+    """Mechanism: at a call's time limit the runner lists the build tools alive under the child
+    (proctree.compilers_running) and names them in the timeout's reason.  Look-alike: a forward that
+    simply hangs (topk_loop) times out without that clause."""
+    lim = Limits(build_s=6, call_s=3, probe_s=10, time_s=5)
+    out = _replay("topk_builds_in_call.py", limits=lim, tmp_path=tmp_path)
+    assert out.status() == "timeout"
+    details = " ".join(str(r.get("detail") or "") for r in out.rows) + " ".join(f["message"] for f in out.findings)
+    assert "while a build was still running under it (nvcc)" in details, details[-2000:]
+    out = _replay("topk_loop.py", limits=lim, tmp_path=tmp_path)
+    assert out.status() == "timeout"
+    details = " ".join(str(r.get("detail") or "") for r in out.rows) + " ".join(f["message"] for f in out.findings)
+    assert "no reply to" in details and "build was still running" not in details
+
+
 def test_problem_without_a_bundled_reference_is_not_replayable():
     out = replay_solution("01_rl_grid_ppo", b"x = 1\n", None, device="cpu")
     assert out.status() == "not_replayable" and out.official()["correct"] is None

@@ -66,6 +66,38 @@ def members(pid: int, descendants: bool = True) -> set[int]:
     return found
 
 
+#: executables of a native build: what ninja / setuptools / nvcc start for a CUDA or C++ extension
+COMPILERS = frozenset({"nvcc", "cicc", "ptxas", "cudafe++", "fatbinary", "nvlink", "ninja", "cc1plus", "cc1",
+                       "c++", "g++", "gcc", "cc", "clang", "clang++", "ld", "ld.gold", "ld.lld", "collect2"})
+
+
+def compilers_running(pid: int) -> list[str]:
+    """Names of the build tools (COMPILERS) alive in `pid`'s session and among its descendants,
+    sorted, without repeats.  A call that times out with one of them running is building (a
+    `load_inline` inside the first forward), not necessarily hanging; the runner says so.
+
+    Mechanism: /proc/PID/comm (the executable's name as the kernel keeps it, 15 characters) and the
+    base name of argv[0].  Look-alike it must not flag: the solution's own Python process (its
+    command line may name `nvcc` as an argument: only argv[0] counts), a zombie compiler that has
+    already finished (its state is Z)."""
+    found: set[str] = set()
+    for p in members(pid):
+        try:
+            with open(f"/proc/{p}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            with open(f"/proc/{p}/comm", "rb") as f:
+                comm = f.read().strip().decode(errors="replace")
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0", 1)[0].decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+        for name in (comm, os.path.basename(argv0)):
+            if name in COMPILERS:
+                found.add(name)
+    return sorted(found)
+
+
 def kill_session(pid: int, rounds: int = 5) -> list[int]:
     """SIGKILL every member of `pid`'s session (and its descendants while it lives), repeatedly
     until none is left (a process may fork while it is being killed).  -> the pids signalled."""

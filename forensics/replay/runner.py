@@ -322,9 +322,13 @@ class Child:
         while b"\n" not in self.buf:
             left = deadline - time.monotonic()
             if left <= 0:
+                from .proctree import compilers_running
+                building = compilers_running(self.proc.pid)
                 self.kill()
-                r = Reply(False, "timeout", {"log_tail": self.log_tail()},
-                          f"no reply to {op} {limit}; process group killed")
+                why = f"no reply to {op} {limit}; process group killed"
+                if building:   # a build inside the call (load_inline in forward): say so, it may only be slow
+                    why += f" while a build was still running under it ({', '.join(building)})"
+                r = Reply(False, "timeout", {"log_tail": self.log_tail(), "building": building or None}, why)
                 self.dead = r
                 return r
             ready, _, _ = select.select([self.rfd], [], [], min(left, 1.0))
