@@ -126,3 +126,19 @@ def test_real_bench_lets_the_deck_arbitrate_a_failure(tmp_path, monkeypatch):
     assert summary["false_fails"] == [runs["2"]["run_id"]]
     assert "| deck |" in (tmp_path / "real.md").read_text()
     assert not os.listdir(decks / "benchmarks/hard/problems-h100/05_topk_bitonic").count("solution.py")
+
+
+def test_out_of_memory_while_replays_share_a_gpu_is_a_rerun_not_a_false_fail():
+    """Mechanism: with --per-gpu > 1 an out-of-memory ending is the bench's packing, so the run is
+    listed to rerun alone; look-alike: the same ending on a GPU of its own stays a false fail."""
+    from devkit.replay.real_bench import summarize
+    row = lambda rid, reason, ff: {"run_id": rid, "outcome": "fail", "vs_label": "refute", "reason": reason,  # noqa: E731
+                                   "false_fail": ff, "label_verdict": "clean", "findings": [], "partial": False,
+                                   "overhead_s": 1.0}
+    table = [row("a", "oom in replay: CUDA out of memory. Tried to allocate 4.00 GiB", True),
+             row("b", "last_hidden: 987/1024 elements outside atol", True),
+             row("c", None, False)]
+    s = summarize(table, [], [], shared=True)
+    assert s["oom_while_sharing"] == ["a"] and s["rerun"] == ["a"] and s["false_fails"] == ["b"]
+    s = summarize(table, ["d"], [], shared=False)
+    assert s["oom_while_sharing"] == [] and s["rerun"] == ["d"] and s["false_fails"] == ["a", "b"]
