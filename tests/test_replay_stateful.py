@@ -298,3 +298,35 @@ def test_a_drifting_solution_is_not_read_as_stale(tmp_path):
         rows = _rows(out, probe)
         assert rows and all(r["status"] == "pass" for r in rows), probe
         assert any("drifts from the reference" in (r["detail"] or "") for r in rows), probe
+
+
+def _off_by_half(spec, model, inputs):
+    """A broken fast reference: the deck's call, then last_hidden moved by 0.5."""
+    out = spec.deck_fn(spec, model, inputs)
+    return {"last_hidden": out["last_hidden"] + 0.5}
+
+
+def test_the_decks_own_call_arbitrates_a_fast_reference_that_disagrees(tmp_path, monkeypatch):
+    """Mechanism: megaqwen's fast reference (reference_fn) disagreeing with a solution is checked
+    against the deck's literal call (deck_fn) on the same model: an honest solution passes, with
+    replay-reference-disagrees recording our defect.  Look-alike: a solution off from the deck's
+    call too still fails the check."""
+    from kernels import registry
+    spec = registry.get("03_megaqwen_decode")
+    monkeypatch.setattr(spec, "reference_fn", _off_by_half)
+    side = {"mq_core.py": (CORPUS / "mq_core.py").read_bytes()}
+    out = _replay("mq_honest.py", "03_megaqwen_decode", ["check"], side, (42,), tmp_path)
+    rows = _rows(out, "check")
+    assert rows and all(r["status"] == "pass" for r in rows), [(r["status"], r["detail"]) for r in rows]
+    assert "replay-reference-disagrees" in _rules(out) and "replay-check-failed" not in _rules(out)
+    assert all((r["detail"] or "").startswith("judged against the deck's own call") for r in rows)
+    wrong = (b"import mq_honest\nfrom mq_honest import Model, prefill, decode_steps  # noqa: F401\n\n\n"
+             b"def run(*a, **k):\n    out = mq_honest.run(*a, **k)\n"
+             b"    return dict(out, last_hidden=out['last_hidden'] + 1.0)\n")
+    side["mq_honest.py"] = (CORPUS / "mq_honest.py").read_bytes()
+    out = replay_solution("03_megaqwen_decode", wrong, side, device="cpu", shapes="tiny", probes=["check"],
+                          limits=FAST, seeds=(42,), cache_root=tmp_path / "cache2")
+    rows = _rows(out, "check")
+    assert rows and all(r["status"] == "fail" for r in rows)
+    assert "replay-check-failed" in _rules(out) and "replay-reference-disagrees" not in _rules(out)
+    assert all((r["detail"] or "").endswith("(against the deck's own call too)") for r in rows)

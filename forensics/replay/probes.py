@@ -857,6 +857,36 @@ class Replay:
         with self.timed("compare"):
             return self.spec.compare(ref_out, sol_out, case=case, inputs=inputs)
 
+    def check_compare(self, ref_model, inputs, ref_out, sol_out, case: str = "nominal", where: str = "") -> dict:
+        """The check's comparison, with the deck's literal call as the arbiter of our faster reference.
+
+        Mechanism: where the spec's reference is a faster formulation of the deck's call (`deck_fn`
+        and `reference_fn` both set: the fused Triton megaqwen step on a GPU), a solution that fails
+        against it is compared again with the deck's own call on the same model and inputs
+        (`spec.deck_forward`).  Agreeing with the deck's call, it passes: the fast reference was the
+        one off, and `replay-reference-disagrees` records both comparisons (the deck's check passed
+        a run ours failed on the H200, BENCHMARKS.md round 4).  Look-alike kept as a failure: a
+        solution that disagrees with the deck's call too; the result says so (`deck_reference`)."""
+        res = self.compare(ref_out, sol_out, case=case, inputs=inputs)
+        if res.get("ok") or self.spec.deck_fn is None or self.spec.reference_fn is None:
+            return res
+        try:
+            with self.timed("deck-reference"):
+                deck_out = self.spec.deck_forward(ref_model, inputs)
+        except Exception as e:  # noqa: BLE001 - the deck's call failing leaves our comparison as it is
+            return dict(res, deck_reference=f"error: {type(e).__name__}: {e}"[:300])
+        res2 = self.compare(deck_out, sol_out, case=case, inputs=inputs)
+        if not res2.get("ok"):
+            return dict(res, msg=f"{res.get('msg', '')} (against the deck's own call too)",
+                        deck_reference="fails too: " + str(res2.get("msg", ""))[:300])
+        self.finding("replay-reference-disagrees",
+                     f"{where or case}: the solution fails against the bundled fast reference "
+                     f"({str(res.get('msg', ''))[:200]}) and passes against the deck's own call",
+                     {"fast_reference": {k: res.get(k) for k in ("msg", "max_abs", "n_bad")},
+                      "deck_reference": {k: res2.get(k) for k in ("msg", "max_abs", "n_bad")}})
+        return dict(res2, reference="deck", msg=f"judged against the deck's own call: the bundled fast reference "
+                    f"disagreed ({str(res.get('msg', ''))[:300]})")
+
     # ---------------------------------------------------------------- probe: check (+stress)
     def stress_cases(self) -> list:
         cases = list(self.spec.stress_cases)
@@ -942,7 +972,11 @@ class Replay:
         if r.status != "ok":
             self.failed_reply(probe, r, shape, seed, case.name)
             return
-        res = self.compare(ref_out, self._sol_out(payload), case=case.name, inputs=x)
+        if case.state_scales:   # the reference's state was scaled for the call and is restored now
+            res = self.compare(ref_out, self._sol_out(payload), case=case.name, inputs=x)
+        else:
+            res = self.check_compare(ref, x, ref_out, self._sol_out(payload), case=case.name,
+                                     where=f"{probe} on {shape_label(shape)} seed {seed} case {case.name}")
         if res.get("ok"):
             self.row(probe, "pass", shape, seed, case.name, res)
         else:

@@ -37,6 +37,11 @@ REPLAY_RULES: tuple[Rule, ...] = (
     _R("replay-version-keyed-cache", "replay", "info", "info", "A weight cache keyed on Tensor._version",
        "Follows copy_ writes, not writes through .data: allowed, reported.",
        "shape", "same-buffer"),
+    _R("replay-reference-disagrees", "replay", "info", "low", "Our fast reference disagreed with the deck's own call",
+       "The solution fails against the bundled fast reference (a faster formulation of the deck's call, "
+       "spec.reference_fn) but passes against the deck's literal call on the same model and inputs: the "
+       "check's row is judged against the deck's call, and this records a defect of the replay, not of the run.",
+       "shape, seed, case and both comparisons", "check"),
     _R("replay-state-drift", "replay", "correctness", "medium", "State drift beyond the deck's check",
        "Chained steps drift from the reference; the deck checks one step, so the archived verdict stands.",
        "the worst part", "state-drift"),

@@ -104,7 +104,7 @@ def check(rp: Replay) -> None:
             rp.failed_reply("check", r, shape, seed, "nominal", what="run()")
             continue
         ref_out = _ref_run(rp, ref, ctx, dec, seed)
-        res = rp.compare(ref_out, _to_dev(out, rp.device))
+        res = rp.check_compare(ref, [ctx, dec, seed], ref_out, _to_dev(out, rp.device), where=f"run({ctx}, {dec}, {seed})")
         rp.row("check", "pass" if res.get("ok") else "fail", shape, seed, "nominal", res)
         if not res.get("ok"):
             rp.finding("replay-check-failed", f"run({ctx}, {dec}, {seed}) disagrees with the reference: "
