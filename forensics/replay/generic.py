@@ -8,6 +8,10 @@ here with the driver of the problem's kind.
 
 Written once here:
 
+* `check`: per check shape x seed (`Driver.check_plan`), a solution model with the reference's
+  weights of that seed, one judged run (`check_run`) (decode).  `check_run`, the judged run itself
+  (run, the reference's run, compare, row, `replay-check-failed`), is also the rollout check's
+  `run()` part;
 * `determinism`: build, run twice on the same inputs, compare bitwise (every kind);
 * `fresh_state`: `Replay.rebuild_rounds`, each round a reference with other weights (the round's
   seed), a new solution model on it (placed on a dead model's id() where it can be), one run,
@@ -15,9 +19,19 @@ Written once here:
   perturb the weights of one unseeded reference and feed a new state without a copy, tracking
   whether it lands on the dead state's storage, and a drifting solution is judged by one step.
 
-check, same-buffer and alternate-cache stay per kind: what they feed, overwrite and compare
-differs by more than the driver's operations (the decode API re-prefills, the step API threads a
-state, the rollout API overwrites policy inputs and parameters).
+Still per kind, because what they do differs by more than the driver's operations:
+
+* the rollout check (`rollout_api.check`) judges three parts of the API, not one run: it builds one
+  model and reloads it per seed (as the deck's check does), judges `policy_forward` under the
+  deck's stress cases and `env_step` exactly, and only then the rollout (through `check_run`);
+* the step check (`step_api.check`) feeds a state (a `put` that can fail on its own), builds one
+  model per config and stops at the first failed build, judges one step by the deck's cosine rule
+  (`_nominal`), and compares a malformed step() output instead of reporting the call as failed;
+* same-buffer: the decode API has none, the step API overwrites a returned state in place and
+  continues a chain, the rollout API overwrites policy inputs and then every parameter (twice,
+  `_version` bumped and kept): no two share a step beyond `rp.write`;
+* alternate-cache (decode: two prefills, decode from the first's caches) and alternate-state
+  (step: two chains, continue the earlier one) feed different objects and judge differently.
 """
 
 from __future__ import annotations
@@ -34,7 +48,8 @@ class Driver:
     kind = ""
     call = "run()"                      # one solution run, as failures name it
     build = "Model construction"        # building the solution model, as failures name it
-    objs = {"fresh-state": "q", "determinism": "q"}   # the child's object name, per probe
+    check_build = "Model construction / strict load"   # building check's model, as failures name it
+    objs = {"check": "q", "fresh-state": "q", "determinism": "q"}   # the child's object name, per probe
     noun = "results of an old one"      # what a stale fresh-state round returns
     repeats = "2-runs"                  # the determinism row's case
     repeat_case: str | None = None      # the case a failed repeat's row carries
@@ -63,6 +78,19 @@ class Driver:
 
     def compare(self, rp: Replay, want: Any, got: Any) -> dict:
         """Judge the solution's output `got` against `want` (a row's result dict, `ok` the verdict)."""
+        raise NotImplementedError
+
+    def check_plan(self, rp: Replay) -> list[tuple[dict, int]]:
+        """The (shape, seed) pairs the generic check judges: every check shape x seed."""
+        return [(s, seed) for s in rp.check_shapes() for seed in rp.seeds]
+
+    def check_compare(self, rp: Replay, ref: Any, shape: dict, seed: int, want: Any, got: Any) -> dict:
+        """check's judgement of a run (default: `compare`; decode: `Replay.check_compare`, the deck's
+        own call arbitrating a failure against a faster reference)."""
+        return self.compare(rp, want, got)
+
+    def check_finding(self, rp: Replay, shape: dict, seed: int, case: str, res: dict) -> tuple[str, dict]:
+        """(message, data) of the `replay-check-failed` finding of a run that fails `compare`."""
         raise NotImplementedError
 
     def round_more(self, res: dict | None) -> dict:
@@ -96,6 +124,41 @@ class Driver:
 
     def differ_message(self, shape: dict, d: float) -> str:
         return f"Two {self.call} calls with the same model and seed differ by up to {d:.4g}."
+
+
+def check(rp: Replay, drv: Driver, case: str = "nominal") -> None:
+    """The deck's check of a `run(..., model=)` API: per (shape, seed) of `Driver.check_plan`, a new
+    solution model with the reference's weights of the seed and one judged run (`check_run`)."""
+    probe = "check"
+    for shape, seed in drv.check_plan(rp):
+        ch = rp.ensure_child()
+        if ch is None or rp.early_exit or rp.hung:
+            rp.row(probe, "skipped", shape, seed, case, detail="no working child")
+            continue
+        ref = drv.reference(rp, shape, seed)
+        r = drv.model(rp, ch, drv.objs[probe], shape, ref, replace=True)
+        if not r.ok:
+            rp.failed_reply(probe, r, shape, seed, case, what=drv.check_build)
+            continue
+        check_run(rp, drv, ch, ref, shape, seed, case)
+
+
+def check_run(rp: Replay, drv: Driver, ch, ref: Any, shape: dict, seed: int, case: str) -> bool | None:
+    """One judged run of check: the solution's run on `objs["check"]` (a failed call is reported as
+    `drv.call`), the reference's, compared; a row, and `replay-check-failed` if they disagree.
+    -> the verdict, None if the run failed."""
+    probe = "check"
+    r, out = drv.run(rp, ch, drv.objs[probe], shape, seed)
+    if not r.ok:
+        rp.failed_reply(probe, r, shape, seed, case, what=drv.call)
+        return None
+    res = drv.check_compare(rp, ref, shape, seed, drv.expected(rp, ref, shape, seed), out)
+    ok = bool(res.get("ok"))
+    rp.row(probe, "pass" if ok else "fail", shape, seed, case, res)
+    if not ok:
+        msg, data = drv.check_finding(rp, shape, seed, case, res)
+        rp.finding("replay-check-failed", msg, data, probe=probe)
+    return ok
 
 
 def determinism(rp: Replay, drv: Driver) -> None:

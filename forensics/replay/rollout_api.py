@@ -21,7 +21,9 @@ fresh-state       delete the model, build one with other weights (until it lands
 output-alias      does a later run() overwrite the tensors an earlier run() returned (allowed, reported)
 determinism       two run() calls with the same model and seed agree bit for bit
 
-fresh-state and determinism are `generic.py`'s, driven by `RolloutDriver` (end of this module).
+fresh-state and determinism are `generic.py`'s, driven by `RolloutDriver` (end of this module); the
+check's `run` part is `generic.check_run` (the rest of the check, policy_forward under the stress
+cases and env_step on one model reloaded per seed, is this module's).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from . import generic
 from .generic import Driver
 from .probes import Replay, _maxdiff, _same, _stats, _to_dev, shape_label
 
@@ -103,12 +106,17 @@ def _run_res(rp: Replay, ref_out, sol_out) -> dict:
     return _helpers().compare_run(ref_out, _to_dev(sol_out, rp.device))
 
 
+def _run_finding(shape, seed, case: str, res: dict, what: str) -> tuple[str, dict]:
+    """(message, data) of a finding on a rollout that fails `_run_res`."""
+    return (f"{what} ({shape_label(shape)}, seed {seed}, {case}): {res.get('msg', '')}"[:700],
+            _stats(res) | {"variant": case, "worst_part": res.get("worst_part")})
+
+
 def _row_run(rp: Replay, probe: str, rule: str | None, shape, seed, case: str, ref_out, sol_out, what: str) -> bool:
     res = _run_res(rp, ref_out, sol_out)
     rp.row(probe, "pass" if res.get("ok") else "fail", shape, seed, case, res)
     if not res.get("ok") and rule:
-        rp.finding(rule, f"{what} ({shape_label(shape)}, seed {seed}, {case}): {res.get('msg', '')}"[:700],
-                   _stats(res) | {"variant": case, "worst_part": res.get("worst_part")}, probe=probe)
+        rp.finding(rule, *_run_finding(shape, seed, case, res, what), probe=probe)
     return bool(res.get("ok"))
 
 
@@ -173,14 +181,8 @@ def check(rp: Replay) -> None:
                                f"{res.get('msg', '')}"[:600], _stats(res), probe="check")
         else:
             rp.row("check", "skipped", E, seed, "env_step", detail="the solution defines no env_step (optional)")
-        # 3. the rollout
-        n, h = R["num_envs"], R["horizon"]
-        r, out = run_sol(rp, ch, "g", n, h, seed)
-        if not r.ok:
-            rp.failed_reply("check", r, R, seed, "run", what="run()")
-            continue
-        _row_run(rp, "check", "replay-check-failed", R, seed, "run", _ref_run(rp, ref, n, h, seed), out,
-                 f"run({n}, {h}, {seed}) disagrees with the reference")
+        # 3. the rollout: generic.check_run, the judged run of every `run(..., model=)` kind
+        generic.check_run(rp, DRIVER, ch, ref, R, seed, "run")
     if ch.alive():
         ch.request("delete", rp.limits.call_s, objs=["g"], slots=["gx0", "gx1", "ge0", "ge1", "ge2", "ge3"])
 
@@ -319,7 +321,7 @@ class RolloutDriver(Driver):
 
     kind = "rollout"
     build = "Model() construction"
-    objs = {"fresh-state": "gf", "determinism": "gd"}
+    objs = {"check": "g", "fresh-state": "gf", "determinism": "gd"}
     noun = "rollouts of an old one"
 
     def probe_shape(self, rp: Replay) -> dict:
@@ -339,6 +341,10 @@ class RolloutDriver(Driver):
 
     def compare(self, rp: Replay, want, got) -> dict:
         return _run_res(rp, want, got)
+
+    def check_finding(self, rp: Replay, shape: dict, seed: int, case: str, res: dict) -> tuple[str, dict]:
+        n, h = shape["num_envs"], shape["horizon"]
+        return _run_finding(shape, seed, case, res, f"run({n}, {h}, {seed}) disagrees with the reference")
 
     def round_more(self, res: dict | None) -> dict:
         return {"data": {"worst_part": (res or {}).get("worst_part")}}

@@ -14,7 +14,7 @@ Decode (cuda 03): the check replays `run(ctx, n_decode, seed, model=sol)` agains
   the old weights.
 * determinism: two runs with the same model and seed agree bit for bit.
 
-fresh-state and determinism are `generic.py`'s, driven by `DecodeDriver` below.
+check, fresh-state and determinism are `generic.py`'s, driven by `DecodeDriver` below.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def table(rp: Replay) -> dict[str, Callable[[], None]]:
         return {"check": lambda: ra.check(rp), "same-buffer": lambda: ra.same_buffer(rp),
                 "fresh-state": lambda: generic.fresh_state(rp, ra.DRIVER), "output-alias": lambda: ra.output_alias(rp),
                 "determinism": lambda: generic.determinism(rp, ra.DRIVER)}
-    return {"check": lambda: check(rp), "alternate-cache": lambda: alternate_cache(rp),
+    return {"check": lambda: generic.check(rp, DRIVER), "alternate-cache": lambda: alternate_cache(rp),
             "fresh-state": lambda: generic.fresh_state(rp, DRIVER), "determinism": lambda: generic.determinism(rp, DRIVER)}
 
 
@@ -80,36 +80,6 @@ def _run_sol(rp: Replay, ch, obj: str, ctx: int, dec: int, seed: int):
 
 def _ref_run(rp: Replay, ref, ctx: int, dec: int, seed: int):
     return rp.spec.reference_forward(ref, [ctx, dec, seed])
-
-
-def check(rp: Replay) -> None:
-    shapes = rp.check_shapes()
-    long = (rp.spec.stateful or {}).get("long_context_check")
-    plan = [(s, seed) for s in shapes for seed in rp.seeds]
-    if long and rp.shapes_mode != "tiny":
-        plan.append((dict(ctx_len=long["ctx_len"], n_decode=long["n_decode"]), long["seed"]))
-    for shape, seed in plan:
-        ch = rp.ensure_child()
-        if ch is None or rp.early_exit or rp.hung:
-            rp.row("check", "skipped", shape, seed, "nominal", detail="no working child")
-            continue
-        ref = _ref_model(rp, shape, seed)
-        r = _model(rp, ch, "q", shape, ref, replace=True)
-        if not r.ok:
-            rp.failed_reply("check", r, shape, seed, "nominal", what="Model construction / strict load")
-            continue
-        ctx, dec = shape["ctx_len"], shape["n_decode"]
-        r, out = _run_sol(rp, ch, "q", ctx, dec, seed)
-        if not r.ok:
-            rp.failed_reply("check", r, shape, seed, "nominal", what="run()")
-            continue
-        ref_out = _ref_run(rp, ref, ctx, dec, seed)
-        res = rp.check_compare(ref, [ctx, dec, seed], ref_out, _to_dev(out, rp.device), where=f"run({ctx}, {dec}, {seed})")
-        rp.row("check", "pass" if res.get("ok") else "fail", shape, seed, "nominal", res)
-        if not res.get("ok"):
-            rp.finding("replay-check-failed", f"run({ctx}, {dec}, {seed}) disagrees with the reference: "
-                       f"{res.get('msg', '')}"[:600], {"max_abs": res.get("max_abs"), "n_bad": res.get("n_bad")},
-                       probe="check")
 
 
 def _has_split(rp: Replay) -> bool:
@@ -177,6 +147,23 @@ class DecodeDriver(Driver):
     """cuda 03: `run(ctx_len, n_decode, seed, model=)` on a model with the reference's weights of `seed`."""
 
     kind = "decode"
+
+    def check_plan(self, rp: Replay) -> list[tuple[dict, int]]:
+        """Every check shape x seed, and the spec's long-context check outside tiny shapes."""
+        plan = super().check_plan(rp)
+        long = (rp.spec.stateful or {}).get("long_context_check")
+        if long and rp.shapes_mode != "tiny":
+            plan.append((dict(ctx_len=long["ctx_len"], n_decode=long["n_decode"]), long["seed"]))
+        return plan
+
+    def check_finding(self, rp: Replay, shape: dict, seed: int, case: str, res: dict) -> tuple[str, dict]:
+        return (f"run({shape['ctx_len']}, {shape['n_decode']}, {seed}) disagrees with the reference: "
+                f"{res.get('msg', '')}"[:600], {"max_abs": res.get("max_abs"), "n_bad": res.get("n_bad")})
+
+    def check_compare(self, rp: Replay, ref, shape: dict, seed: int, want, got) -> dict:
+        """`Replay.check_compare`: the deck's own call arbitrates a failure against the fast reference."""
+        ctx, dec = shape["ctx_len"], shape["n_decode"]
+        return rp.check_compare(ref, [ctx, dec, seed], want, _to_dev(got, rp.device), where=f"run({ctx}, {dec}, {seed})")
 
     def reference(self, rp: Replay, shape: dict, seed: int):
         return _ref_model(rp, shape, seed)
