@@ -42,3 +42,17 @@ def test_tables_call_the_generic_probes(monkeypatch):
             table["fresh-state"]()
     assert calls == [("determinism", "decode"), ("fresh-state", "decode"), ("determinism", "step"),
                      ("determinism", "rollout"), ("fresh-state", "rollout")]
+
+
+def test_decode_check_is_the_generic_one(monkeypatch):
+    """decode's check is generic.check; the rollout and step checks stay their own (generic.py says why)."""
+    calls = []
+    monkeypatch.setattr(generic, "check", lambda rp, d: calls.append(d.kind))
+    for kind in DRIVERS:
+        table = stateful.table(SimpleNamespace(spec=SimpleNamespace(api_kind=kind)))
+        if kind == "decode":
+            table["check"]()
+    assert calls == ["decode"]
+    for kind in ("decode", "rollout"):
+        d = DRIVERS[kind]
+        assert "check" in d.objs and type(d).check_finding is not generic.Driver.check_finding
