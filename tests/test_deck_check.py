@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,3 +144,114 @@ def test_out_of_memory_while_replays_share_a_gpu_is_a_rerun_not_a_false_fail():
     assert s["oom_while_sharing"] == ["a"] and s["rerun"] == ["a"] and s["false_fails"] == ["b"]
     s = summarize(table, ["d"], [], shared=False)
     assert s["oom_while_sharing"] == [] and s["rerun"] == ["d"] and s["false_fails"] == ["a", "b"]
+
+
+def test_packing_fits_runs_by_memory_and_runs_an_oom_alone():
+    """Mechanism: Packing admits a run on a GPU only while the memory estimates of its runs fit
+    (two 65 GB sonic replays do not share a 120 GB GPU), a measured peak replaces a smaller estimate,
+    and a run marked `alone` waits for an empty GPU and keeps it.  Look-alikes: small runs still
+    join a large one while the sum fits; an estimate larger than the GPU still runs on an empty one."""
+    from devkit.replay.real_bench import Packing
+    run = lambda rid, problem, **kw: dict(run_id=rid, problem=problem, **kw)  # noqa: E731
+    p = Packing([0], per_gpu=4, mem_gb=120.0)
+    sonic1, sonic2, topk = run("s1", "06_sonic_moe_swiglu"), run("s2", "06_sonic_moe_swiglu"), run("t", "05_topk_bitonic")
+    assert p.place([sonic1]) == (sonic1, 0)
+    p.start(sonic1, 0)
+    assert p.place([sonic2, topk]) == (topk, 0)          # sonic2 does not fit beside sonic1; topk does
+    p.start(topk, 0)
+    assert sonic1["shared_with"] == ["t"] and topk["shared_with"] == ["s1"]
+    assert p.place([sonic2]) is None
+    p.end(sonic1, 0, peak_gb=30.0)                         # measured: 30 GB -> 33 beside the old 65
+    assert p.estimate(sonic2) == 65.0
+    kimi = run("k", "02_kimi_linear_decode")
+    p.end(topk, 0, peak_gb=None)
+    p.end(run("k0", "02_kimi_linear_decode"), 0, peak_gb=150.0)   # a peak above the GPU: 165 estimated
+    assert p.place([kimi]) == (kimi, 0)                    # an empty GPU takes it anyway
+    p.start(kimi, 0)
+    assert p.place([topk]) is None                         # 165 + 20 > 120
+    p.end(kimi, 0, None)
+    alone = run("a", "05_topk_bitonic", alone=True)
+    p.start(topk, 0)
+    assert p.place([alone]) is None                        # waits for an empty GPU
+    p.end(topk, 0, None)
+    p.start(alone, 0)
+    assert p.place([run("t2", "05_topk_bitonic")]) is None  # and keeps it
+    two = Packing([0, 1], per_gpu=1, mem_gb=None)
+    a, b = run("a", "x"), run("b", "x")
+    two.start(a, 0)
+    assert two.place([b]) == (b, 1)
+
+
+def test_real_bench_reruns_alone_a_run_out_of_memory_beside_another(tmp_path, monkeypatch):
+    """The bench's loop: a run whose replay ended out of GPU memory while another shared its GPU is
+    written as `run_superseded` and replayed again alone; the table keeps the alone result.  The
+    replay is stood in for by a process that reports an OOM the first time only (its own events)."""
+    from devkit.replay import real_bench
+    real = tmp_path / "real"
+    for rid in ("20260801_000001_a_b_05_topk_bitonic", "20260801_000002_a_b_05_topk_bitonic"):
+        (real / rid).mkdir(parents=True)
+        (real / rid / "solution.py").write_text("x = 1\n")
+        (real / rid / "label.json").write_text(json.dumps({"gpu": "h100", "verdict_family": "clean", "correct": True}))
+    spawned = []
+
+    def fake_spawn(run, args, gpu, events):
+        first = not any(r["run_id"] == run["run_id"] for r, _ in spawned)
+        spawned.append((dict(run), gpu))
+        reason = "oom in replay: CUDA out of memory" if first and run["run_id"].endswith("2_a_b_05_topk_bitonic") else ""
+        row = {"probe": "check", "status": "not_run" if reason else "pass", "detail": reason}
+        res = {"event": "result", "rows": [row], "findings": [],
+               "info": {"status": row["status"], "error": reason or None, "gpu_peak_gb": {"replay": 1.0}}}
+        Path(events).write_text(json.dumps(res) + "\n")
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+
+    monkeypatch.setattr(real_bench, "_spawn", fake_spawn)
+    monkeypatch.setattr(real_bench, "_kill", lambda proc: proc.wait())
+    out = tmp_path / "out.jsonl"
+    assert real_bench.main(["--real", str(real), "--out", str(out), "--device", "cpu", "--probes", "check",
+                            "--jobs", "1", "--gpu", "h100"]) == 0
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    # on the CPU the bench runs one at a time: nothing shared, so the OOM is the run's own result
+    assert [x["event"] for x in lines] == ["run", "run", "summary"] and lines[-1]["rerun_alone"] == []
+    p = real_bench.Packing([0], per_gpu=2, mem_gb=None)
+    monkeypatch.setattr(real_bench, "Packing", lambda *a, **kw: p)
+    spawned.clear()
+    out.unlink()
+    assert real_bench.main(["--real", str(real), "--out", str(out), "--device", "cpu", "--probes", "check",
+                            "--jobs", "1", "--gpu", "h100"]) == 0
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["event"] for x in lines].count("run_superseded") == 1, lines
+    s = lines[-1]
+    assert s["rerun_alone"] == ["20260801_000002_a_b_05_topk_bitonic"] and s["oom_while_sharing"] == [], s
+    assert [r["alone"] for r, _ in spawned if r.get("alone")] == [True] and s["outcome"] == {"pass": 2}, s
+
+
+def test_longest_first_orders_by_the_latest_earlier_wall_time(tmp_path):
+    """Runs with no earlier time go first, then the longest; a later row of the same run wins and a
+    broken line is skipped."""
+    from devkit.replay.real_bench import longest_first
+    f = tmp_path / "a.jsonl"
+    f.write_text("\n".join([json.dumps({"event": "run", "run_id": "a", "wall_s": 300}),
+                            json.dumps({"event": "run", "run_id": "b", "wall_s": 10}), "{broken",
+                            json.dumps({"event": "run", "run_id": "a", "wall_s": 5}),
+                            json.dumps({"event": "summary", "run_id": "b", "wall_s": 999})]))
+    runs = [{"run_id": x} for x in ("a", "b", "c")]
+    assert [r["run_id"] for r in longest_first(runs, [f, tmp_path / "missing.jsonl"])] == ["c", "b", "a"]
+
+
+def test_merge_keeps_each_runs_latest_finished_row(tmp_path):
+    """A later output replaces a run's row, except by a row cut short by the time budget (it measured
+    nothing); a run only ever cut keeps its cut row and is listed under cut_by_budget."""
+    from devkit.replay.real_bench import merge
+    row = lambda rid, outcome, reason="": {"event": "run", "run_id": rid, "outcome": outcome, "reason": reason,  # noqa: E731
+                                           "vs_label": "confirm", "false_fail": outcome != "pass",
+                                           "label_verdict": "clean", "findings": [], "partial": False,
+                                           "overhead_s": 1.0, "shared_with": []}
+    cut = "killed (cut short by --time-budget-s: run it again)"
+    a, b = tmp_path / "r1.jsonl", tmp_path / "r2.jsonl"
+    a.write_text("\n".join(json.dumps(x) for x in (row("x", "pass"), row("y", "fail"), row("z", "timeout", cut))))
+    b.write_text("\n".join([json.dumps(row("x", "timeout", cut)), json.dumps(row("y", "pass")), "{bad",
+                            json.dumps(row("z", "timeout", cut)), json.dumps({"event": "summary"})]))
+    rows, s = merge([a, b])
+    got = {r["run_id"]: (r["outcome"], r["source"]) for r in rows}
+    assert got == {"x": ("pass", "r1.jsonl"), "y": ("pass", "r2.jsonl"), "z": ("timeout", "r2.jsonl")}
+    assert s["cut_by_budget"] == ["z"] and s["rerun"] == ["z"] and s["false_fails"] == [] and s["merged_from"] == ["r1.jsonl", "r2.jsonl"]

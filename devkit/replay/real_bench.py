@@ -219,6 +219,124 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
             "interrupted": info.get("interrupted")}
 
 
+#: the replay's GPU memory at canonical shapes, GiB (this process and the solution's together),
+#: where the default would pack too many: measured on the H200 in rounds 3-4 (BENCHMARKS.md: the GLM
+#: reference held 64.7 GB; sonic-MoE runs 40-65 GB, seven of them ran out of 140 GB).  Each run that
+#: ends reports its peak (info.gpu_peak_gb), which replaces a smaller estimate for later runs.
+MEM_GB = {"01_glm52_fused_moe": 70.0, "06_sonic_moe_swiglu": 65.0}
+#: any other problem until one of its runs has reported a peak
+DEFAULT_MEM_GB = 20.0
+
+
+class Packing:
+    """Which pending run starts next, and on which GPU.
+
+    Mechanism: a GPU takes at most `per_gpu` runs, and only while the memory estimates of the runs
+    on it (MEM_GB, `--mem-gb`, or the largest peak a finished run of the problem reported, +10 %)
+    fit `mem_gb`; a GPU with nothing on it takes any run, so an estimate larger than the GPU never
+    stalls the bench.  A run marked `alone` (it ran out of memory while sharing) waits for an empty
+    GPU and keeps it to itself.  Runs start in their order; one that does not fit now lets the next
+    one by.  Look-alike it must not hold back: small runs beside a large one while the sum fits."""
+
+    def __init__(self, gpus: list[int | None], per_gpu: int, mem_gb: float | None,
+                 estimates: dict[str, float] | None = None, max_active: int | None = None) -> None:
+        self.gpus = list(dict.fromkeys(gpus))
+        self.max_active = max_active or len(self.gpus) * max(1, per_gpu)
+        self.per_gpu = max(1, per_gpu)
+        self.mem_gb = mem_gb
+        self.est = dict(MEM_GB, **(estimates or {}))
+        self.on: dict[Any, list[dict]] = {g: [] for g in self.gpus}
+
+    def estimate(self, run: dict) -> float:
+        return float(self.est.get(str(run.get("problem")), DEFAULT_MEM_GB))
+
+    def fits(self, run: dict, gpu: Any) -> bool:
+        here = self.on[gpu]
+        if not here:
+            return True
+        if run.get("alone") or any(r.get("alone") for r in here) or len(here) >= self.per_gpu:
+            return False
+        return self.mem_gb is None or sum(map(self.estimate, here)) + self.estimate(run) <= self.mem_gb
+
+    def place(self, pending: list[dict]) -> tuple[dict, Any] | None:
+        """The first pending run that fits a GPU now, and that GPU (the emptiest that fits), or None."""
+        if sum(map(len, self.on.values())) >= self.max_active:
+            return None
+        for run in pending:
+            fit = [g for g in self.gpus if self.fits(run, g)]
+            if fit:
+                return run, min(fit, key=lambda g: len(self.on[g]))
+        return None
+
+    def start(self, run: dict, gpu: Any) -> None:
+        self.on[gpu].append(run)
+        for r in self.on[gpu]:   # who shared this GPU at any time of its life
+            r["shared_with"] = sorted(set(r.get("shared_with") or []) | {x["run_id"] for x in self.on[gpu]} - {r["run_id"]})
+
+    def end(self, run: dict, gpu: Any, peak_gb: float | None) -> None:
+        self.on[gpu] = [r for r in self.on[gpu] if r is not run]
+        if peak_gb:
+            key = str(run.get("problem"))
+            self.est[key] = max(float(self.est.get(key, 0.0)), round(1.1 * float(peak_gb), 1))
+
+
+def _peak_gb(events: list[dict]) -> float | None:
+    """The replay's GPU peak (its own process and the solution's) from a run's result line."""
+    res = next((e for e in reversed(events) if e.get("event") == "result"), None)
+    peaks = ((res or {}).get("info") or {}).get("gpu_peak_gb") or {}
+    vals = [float(v) for v in peaks.values() if isinstance(v, (int, float))]
+    return sum(vals) if vals else None
+
+
+def longest_first(runs: list[dict], earlier: list[Path]) -> list[dict]:
+    """`runs` with the longest earlier wall time first (the largest-first rule: a long run started
+    last keeps the whole bench waiting on it); a run without an earlier time counts as longest.  The
+    latest row of each run in `earlier` (real_bench outputs; unreadable lines skipped) counts."""
+    took: dict[str, float] = {}
+    for path in earlier:
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and row.get("event") == "run" and isinstance(row.get("wall_s"), (int, float)):
+                took[str(row.get("run_id"))] = float(row["wall_s"])
+    return sorted(runs, key=lambda r: -took.get(r["run_id"], float("inf")))
+
+
+def _cut(row: dict) -> bool:
+    return "cut short by --time-budget-s" in str(row.get("reason") or "")
+
+
+def merge(outputs: list[Path]) -> tuple[list[dict], dict]:
+    """One table from several bench outputs, in the order given (oldest first): each run's latest
+    row, except that a row cut short by the time budget never replaces a finished one (it measured
+    nothing), and a run only ever cut keeps its latest cut row.  -> (rows, summary with `sources`:
+    which output each row came from).  Unreadable lines are skipped."""
+    latest: dict[str, tuple[dict, str]] = {}
+    for path in outputs:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict) or row.get("event") != "run" or "run_id" not in row:
+                continue
+            old = latest.get(row["run_id"])
+            if old is not None and _cut(row) and not _cut(old[0]):
+                continue
+            latest[row["run_id"]] = (row, path.name)
+    rows = [dict(r, source=src) for r, src in sorted(latest.values(), key=lambda x: x[0]["run_id"])]
+    shared = any(r.get("shared_with", True) for r in rows)
+    cut = [r["run_id"] for r in rows if _cut(r)]
+    summary = dict(summarize(rows, [], cut, shared), merged_from=[p.name for p in outputs])
+    return rows, summary
+
+
 def _kill(proc: subprocess.Popen) -> None:
     from forensics.replay.proctree import kill_session
     kill_session(proc.pid)
@@ -313,11 +431,13 @@ def prepare_carry(real: Path, dest: Path, gpu: str | None, wheel: str | None) ->
 def markdown(rows: list[dict], summary: dict) -> str:
     cols = ("run_id", "problem", "label_verdict", "label_correct", "outcome", "vs_label", "reason", "deck", "findings",
             "wall_s", "overhead_s")
+    cols += tuple(c for c in ("shared", "source") if any(c in r or (c == "shared" and "shared_with" in r) for r in rows))
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cells = []
         for c in cols:
-            v = r.get(c) if c != "deck" else (r.get("deck_check") or {}).get("status")
+            v = (r.get("deck_check") or {}).get("status") if c == "deck" else \
+                len(r.get("shared_with") or []) if c == "shared" and "shared_with" in r else r.get(c)
             if isinstance(v, list):
                 v = ", ".join(v)
             cells.append(str(v if v is not None else "").replace("|", "/").replace("\n", " ")[:160])
@@ -325,6 +445,10 @@ def markdown(rows: list[dict], summary: dict) -> str:
     lines.append("")
     lines.append("Summary: " + json.dumps({k: v for k, v in summary.items() if k != "event"}, default=str))
     return "\n".join(lines) + "\n"
+
+
+def _oom(row: dict) -> bool:
+    return "out of memory" in str(row.get("reason") or "").lower()
 
 
 def summarize(table: list[dict], not_started: list[str], cut: list[str], shared: bool, skipped: int = 0) -> dict:
@@ -335,13 +459,13 @@ def summarize(table: list[dict], not_started: list[str], cut: list[str], shared:
     of memory in round 4 (BENCHMARKS.md) where three did not.  Such runs are listed in
     `oom_while_sharing` and `rerun` (run them again alone), not in `false_fails`.  Look-alike kept
     as it is: an out-of-memory failure on a GPU of its own is the run's result."""
-    oom_shared = [r["run_id"] for r in table
-                  if shared and "out of memory" in str(r.get("reason") or "").lower()] if shared else []
+    oom_shared = [r["run_id"] for r in table if shared and _oom(r) and r.get("shared_with", True)]
     by = lambda key: {v: sum(1 for r in table if str(r.get(key)) == v) for v in sorted({str(r.get(key)) for r in table})}  # noqa: E731
     return {"event": "summary", "runs": len(table), "skipped": skipped, "not_started": not_started,
             "cut_by_budget": cut, "oom_while_sharing": oom_shared, "rerun": not_started + cut + oom_shared,
             "outcome": by("outcome"), "vs_label": by("vs_label"),
-            "false_fails": [r["run_id"] for r in table if r["false_fail"] and r["run_id"] not in oom_shared],
+            # a run cut by the budget or out of memory beside others measured nothing: a rerun, not a false fail
+            "false_fails": [r["run_id"] for r in table if r["false_fail"] and r["run_id"] not in oom_shared + cut],
             "labelled_bugs_caught": [r["run_id"] for r in table if r["label_verdict"] == "failed_or_bug"
                                      and (r["outcome"] == "fail" or r["findings"])],
             "labelled_bugs_missed": [r["run_id"] for r in table if r["label_verdict"] == "failed_or_bug"
@@ -365,6 +489,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="runs at once, each on its own GPU")
     ap.add_argument("--per-gpu", type=int, default=1,
                     help="runs sharing one GPU at once (for the check's correctness only: timings contend)")
+    ap.add_argument("--gpu-mem-gb", type=float, default=None,
+                    help="memory of one GPU the runs sharing it may use in all (default: 92%% of the device's)")
+    ap.add_argument("--mem-gb", action="append", default=None, metavar="PROBLEM=GB",
+                    help="the GPU memory one replay of PROBLEM needs (default: MEM_GB, then measured peaks)")
+    ap.add_argument("--longest-first", nargs="*", default=None, metavar="JSONL",
+                    help="start the runs that took longest in these earlier outputs first (runs not in them first of all)")
     ap.add_argument("--run-limit-s", type=float, default=420.0, help="wall time of one run's process")
     ap.add_argument("--time-budget-s", type=float, default=None,
                     help="the whole command's wall time: each run's limit shrinks to what is left, and no run starts "
@@ -382,6 +512,11 @@ def main(argv: list[str] | None = None) -> int:
                          "check.py here too; a run the archive says passed whose deck check also fails here is "
                          "not_replayable (not reproducible on this machine), not a false fail")
     ap.add_argument("--deck-timeout-s", type=float, default=240.0)
+    ap.add_argument("--events-dir", default=None, metavar="DIR",
+                    help="keep each run's event stream (every row with its detail, the findings, the child's log) "
+                         "in DIR (default: a temporary folder)")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="JSONL",
+                    help="tabulate earlier outputs (oldest first: each run's latest finished row) into --md, then stop")
     ap.add_argument("--prepare-carry", default=None, metavar="DIR",
                     help="copy the --gpu runs of --real (and, with --cutlass-wheel, CUTLASS headers) into DIR for a "
                          "device call to carry, then stop")
@@ -404,6 +539,13 @@ def main(argv: list[str] | None = None) -> int:
         args.shapes = "canonical" if args.device == "cuda" else "tiny"
     if args.one:
         return one(args)
+    if args.merge:
+        rows, summary = merge([Path(x) for x in args.merge])
+        md = markdown(rows, summary)
+        if args.md:
+            Path(args.md).write_text(md)
+        print(md)
+        return 0
     if args.prepare_carry:
         if not args.real:
             ap.error("--prepare-carry needs --real")
@@ -416,13 +558,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.shard:
         k, n = (int(x) for x in args.shard.split("/"))
         runs = runs[k - 1::n]
+    if args.longest_first is not None:
+        runs = longest_first(runs, [Path(x) for x in args.longest_first])
     gpus: list[int | None] = [None]
+    mem_gb = args.gpu_mem_gb
     if args.device == "cuda" and args.jobs > 1:
         import torch
         n_gpu = max(1, torch.cuda.device_count())
         # one run per GPU, or --per-gpu runs sharing each (correctness only: shared GPUs contend timings)
         gpus = [i % n_gpu for i in range(min(args.jobs, n_gpu * max(1, args.per_gpu)))]
-    work = tempfile.mkdtemp(prefix="real-bench-")
+        if mem_gb is None:
+            mem_gb = 0.92 * torch.cuda.get_device_properties(0).total_memory / 2**30
+    pack = Packing(gpus, args.per_gpu if len(gpus) > len(set(gpus)) else 1, mem_gb,
+                   {k: float(v) for k, v in (kv.split("=", 1) for kv in args.mem_gb or [])}, max_active=len(gpus))
+    if args.events_dir:   # every run's own stream (its rows, findings, progress and log) is kept there
+        Path(args.events_dir).mkdir(parents=True, exist_ok=True)
+    work = args.events_dir or tempfile.mkdtemp(prefix="real-bench-")
     out_f = open(args.out, "a", encoding="utf-8")
 
     def write(obj: dict) -> None:
@@ -431,14 +582,13 @@ def main(argv: list[str] | None = None) -> int:
 
     table: list[dict] = []
     pending = list(runs)
-    active: dict[int, tuple] = {}    # slot -> (run, proc, events path, t0)
+    active: list[tuple] = []    # (run, gpu, proc, events path, t0, limit)
     not_started: list[str] = []
     cut: list[str] = []
+    rerun_alone: list[str] = []
     try:
         while pending or active:
-            for slot, g in enumerate(gpus):
-                if slot in active or not pending:
-                    continue
+            while pending:
                 limit = args.run_limit_s
                 if args.time_budget_s is not None:   # a run may not outlast the budget: its limit shrinks
                     limit = min(limit, args.time_budget_s - (time.monotonic() - t_start) - 5.0)
@@ -446,11 +596,16 @@ def main(argv: list[str] | None = None) -> int:
                         not_started.extend(r["run_id"] for r in pending)
                         pending = []
                         break
-                run = pending.pop(0)
-                ev = Path(work) / f"{run['run_id']}.jsonl"
-                active[slot] = (run, _spawn(run, args, g, ev), ev, time.monotonic(), limit)
-            for slot in list(active):
-                run, proc, ev, t0, limit = active[slot]
+                placed = pack.place(pending)
+                if placed is None:
+                    break
+                run, g = placed
+                pending.remove(run)
+                pack.start(run, g)
+                ev = Path(work) / f"{run['run_id']}{'.alone' if run.get('alone') else ''}.jsonl"
+                active.append((run, g, _spawn(run, args, g, ev), ev, time.monotonic(), limit))
+            for item in list(active):
+                run, g, proc, ev, t0, limit = item
                 elapsed = time.monotonic() - t0
                 why = None
                 if proc.poll() is None:
@@ -464,22 +619,31 @@ def main(argv: list[str] | None = None) -> int:
                 elif proc.returncode != 0:
                     why = f"the run's process ended with status {proc.returncode}"
                 _kill(proc)   # whatever it left behind (its session)
-                row = summarize_run(run, _read_events(ev), elapsed, why)
+                events = _read_events(ev)
+                row = summarize_run(run, events, elapsed, why)
                 if why and not row.get("reason"):
                     row["reason"] = why
+                row["gpu"], row["shared_with"], row["gpu_peak_gb"] = g, run.get("shared_with") or [], _peak_gb(events)
+                active.remove(item)
+                pack.end(run, g, row["gpu_peak_gb"])
+                if _oom(row) and row["shared_with"] and not run.get("alone"):
+                    # out of memory beside other replays says nothing of the solution: once more, alone
+                    write(dict(row, event="run_superseded", why="out of GPU memory while sharing it: run again alone"))
+                    rerun_alone.append(run["run_id"])
+                    pending.insert(0, dict(run, alone=True, shared_with=[]))
+                    continue
                 table.append(row)
                 write(dict(row, event="run"))
-                del active[slot]
             time.sleep(0.2)
     except KeyboardInterrupt:
-        for run, proc, ev, t0, _ in active.values():
+        for run, _g, proc, ev, t0, _ in active:
             _kill(proc)
             row = summarize_run(run, _read_events(ev), time.monotonic() - t0, "the bench was interrupted")
             table.append(row)
             write(dict(row, event="run"))
         not_started.extend(r["run_id"] for r in pending)
     shared = len(gpus) > len(set(gpus))
-    summary = dict(summarize(table, not_started, cut, shared, len(skipped)),
+    summary = dict(summarize(table, not_started, cut, shared, len(skipped)), rerun_alone=rerun_alone,
                    wall_s_total=round(time.monotonic() - t_start, 1), device=args.device, shapes=args.shapes,
                    probes=args.probes, jobs=len(gpus))
     write(summary)
