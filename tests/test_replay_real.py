@@ -175,6 +175,28 @@ def test_a_call_that_times_out_while_a_compiler_runs_says_it_was_building(tmp_pa
     assert "no reply to" in details and "build was still running" not in details
 
 
+def test_a_later_call_that_builds_gets_the_build_budget(tmp_path):
+    """Mechanism: a call past its limit with a build tool running under the child waits on, out of
+    the child's build budget (Child.build_grace_s), and gets its own limit again once the build
+    ends; the wait is recorded in info['build_waits'].  The w4a16 run built its CUTLASS extension
+    in the first call at a new shape, not the child's first call.  Look-alikes: a build that never
+    ends exhausts the budget and times out saying so; a hang with no build tool is not extended."""
+    lim = Limits(build_s=20, call_s=2, probe_s=30, time_s=5)
+    out = _replay("topk_builds_late.py", limits=lim, tmp_path=tmp_path)
+    assert out.official()["status"] == "pass", out.rows
+    waits = out.info.get("build_waits") or []
+    assert waits and waits[0]["op"] == "call" and waits[0]["tools"] == ["nvcc"], waits
+    assert 2 <= sum(w["extra_s"] for w in waits) <= 20
+    forever = (CORPUS / "topk_builds_late.py").read_bytes().replace(b"BUILD_S = 5", b"BUILD_S = 600")
+    t0 = time.monotonic()
+    out = _replay("", limits=Limits(build_s=4, call_s=2, probe_s=10, time_s=5), tmp_path=tmp_path, solution=forever)
+    assert time.monotonic() - t0 < 120
+    details = " ".join(str(r.get("detail") or "") for r in out.rows) + " ".join(f["message"] for f in out.findings)
+    assert out.status() == "timeout" and "the build budget is spent" in details, details[-2000:]
+    out = _replay("topk_loop.py", limits=Limits(build_s=20, call_s=2, probe_s=30, time_s=5), tmp_path=tmp_path)
+    assert out.status() == "timeout" and not out.info.get("build_waits")
+
+
 def test_problem_without_a_bundled_reference_is_not_replayable():
     out = replay_solution("01_rl_grid_ppo", b"x = 1\n", None, device="cpu")
     assert out.status() == "not_replayable" and out.official()["correct"] is None
@@ -418,7 +440,8 @@ def test_real_bench_tabulates_a_labelled_set_and_survives_a_hung_run(tmp_path):
     os.environ["FORENSICS_REPLAY_CACHE"] = str(tmp_path / "cache")
     try:
         rc = real_bench.main(["--real", str(real), "--out", str(out), "--device", "cpu", "--probes", "check",
-                              "--run-limit-s", "40", "--call-s", "300", "--md", str(tmp_path / "real.md")])
+                              "--run-limit-s", "40", "--call-s", "300", "--md", str(tmp_path / "real.md"),
+                              "--events-dir", str(tmp_path / "events")])
     finally:
         if env_cache is None:
             os.environ.pop("FORENSICS_REPLAY_CACHE", None)
@@ -437,6 +460,8 @@ def test_real_bench_tabulates_a_labelled_set_and_survives_a_hung_run(tmp_path):
     assert summary["false_fails"] == [runs["5"]["run_id"]]     # a labelled-clean run that hangs here
     assert summary["labelled_bugs_caught"] == [runs["2"]["run_id"]]
     assert "| run_id |" in (tmp_path / "real.md").read_text()
+    kept = json.loads((tmp_path / "events" / f"{runs['2']['run_id']}.jsonl").read_text().splitlines()[-1])
+    assert kept["event"] == "result" and any(r["status"] == "fail" for r in kept["rows"])   # --events-dir
 
 
 def test_gpu_verify_lists_the_issue_21_cases():
@@ -484,3 +509,26 @@ def test_failures_after_a_missing_build_piece_are_not_replayable_not_failed():
     plain.rows.append({"probe": "check", "status": "not_replayable", "detail": "no kernel image is available"})
     plain.rows.append({"probe": "check", "status": "fail", "detail": "wrong"})
     assert plain.status() == "fail"    # a device limit is not a missing build piece
+
+
+def test_a_build_lock_left_by_a_killed_replay_is_cleared_but_not_a_live_one(tmp_path):
+    """Mechanism: torch's load_inline waits while its extension folder holds `lock`; a replay killed
+    mid-build leaves it, and every later replay of that solution (same sha-keyed cache) waited out its
+    build budget (two Kimi runs on the H100).  A replay that holds the cache's claim removes them.
+    Look-alike: while another replay of the same solution holds the claim, its lock is live: kept."""
+    from forensics.replay.runner import Scratch
+    sol = b"x = 1\n"
+    first = Scratch(sol, cache_root=tmp_path / "cache")
+    lock = first.cache / "torch_extensions" / "py311_cu126" / "w4a16_ext" / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    second = Scratch(sol, cache_root=tmp_path / "cache")      # `first` is alive: its build may be running
+    assert second.stale_build_locks == [] and lock.exists()
+    second.cleanup()
+    first.cleanup()                                           # (as if killed: the claim goes with the process)
+    third = Scratch(sol, cache_root=tmp_path / "cache")
+    assert third.stale_build_locks == ["torch_extensions/py311_cu126/w4a16_ext/lock"] and not lock.exists()
+    third.cleanup()
+    other = Scratch(b"y = 2\n", cache_root=tmp_path / "cache")   # another solution: another cache
+    assert other.cache != third.cache
+    other.cleanup()

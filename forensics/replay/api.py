@@ -181,6 +181,8 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
                     official=out.official())
     if split:
         out.info["sidecars_split"] = split
+    if scratch.stale_build_locks:   # a killed replay of this solution had left them (claim_build_cache)
+        out.info["stale_build_locks_removed"] = scratch.stale_build_locks
     if keep_scratch:
         out.info["scratch_root"] = str(scratch.root)
     out.info["sandbox"] = sandbox_info(scratch.sandbox_reports)

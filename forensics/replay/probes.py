@@ -526,6 +526,8 @@ class Replay:
         self.owned.clear()   # the last child's slots died with it
         ch.on_delete = self._forget_slots
         ch.deadline = self.probe_deadline
+        ch.build_grace_s = float(self.limits.build_s)
+        ch.on_build_wait = self._waited_on_build
         self.progress("starting the solution's process")
         h = ch.request("hello", self.limits.build_s)
         if not h.ok:
@@ -583,14 +585,15 @@ class Replay:
                 return orig(op, timeout, **fields)
             armed[0] = False
             budget = max(float(timeout), float(self.limits.build_s))
-            saved = ch.deadline
-            ch.deadline = None
+            saved, grace = ch.deadline, ch.build_grace_s
+            ch.deadline, ch.build_grace_s = None, 0.0   # this call has the build budget already
             t0 = time.monotonic()
             try:
                 return orig(op, budget, **fields)
             finally:
                 took = time.monotonic() - t0
                 extra = max(0.0, took - float(timeout))
+                ch.build_grace_s = max(0.0, grace - extra)   # one build budget per child in all
                 if saved is not None:
                     ch.deadline = saved + extra
                 if self.probe_deadline is not None:
@@ -599,6 +602,15 @@ class Replay:
                     {"op": op, "s": round(took, 3), "budget_s": budget})
 
         ch.request = request  # type: ignore[method-assign]
+
+    def _waited_on_build(self, op: str, granted_s: float, tools: list[str]) -> None:
+        """A request waited past its limit while build tools ran under the child (runner's
+        build grace): the probe's whole-probe limit moves back by as much, and the wait is recorded
+        (out.info['build_waits'])."""
+        if self.probe_deadline is not None:
+            self.probe_deadline += granted_s
+        self.out.info.setdefault("build_waits", []).append(
+            {"op": op, "extra_s": granted_s, "tools": [t for t in tools if t != "(call)"]})
 
     def _boot_and_prefetch(self) -> None:
         """Start the child, and while it imports torch and the solution, generate the check's
@@ -645,12 +657,26 @@ class Replay:
                     pass
         self._booting = self.child = None
 
+    def gpu_peak(self, side: str, gb: Any) -> None:
+        """Record the most GPU memory `side` (replay: this process, solution: the child) held, in
+        GiB (out.info['gpu_peak_gb']); the bench packs replays onto shared GPUs by it."""
+        try:
+            gb = float(gb)
+        except (TypeError, ValueError):
+            return
+        peaks = self.out.info.setdefault("gpu_peak_gb", {})
+        peaks[side] = max(gb, float(peaks.get(side) or 0.0))
+
     def close(self) -> None:
+        if self.device.startswith("cuda") and torch.cuda.is_initialized():
+            self.gpu_peak("replay", round(torch.cuda.max_memory_reserved() / 2**30, 3))
         if self._booting is not None:
             self._booting.kill()
             self._booting = None
         if self.child is not None:
             r = self.child.close()
+            if r is not None and r.ok and r.get("gpu_peak_gb") is not None:
+                self.gpu_peak("solution", r.get("gpu_peak_gb"))
             if r is not None and r.status in ("early_exit", "crash"):
                 self.failed_reply("build", r, what="shutdown")
             elif r is not None:

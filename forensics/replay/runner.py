@@ -193,6 +193,12 @@ class Child:
         #: called with the slot names of every "delete" request sent (the parent frees what it
         #: holds for them)
         self.on_delete: Callable[[list[str]], None] | None = None
+        #: seconds a request may wait beyond its own limit (and the probe's) while a build tool runs
+        #: under the child: a `load_inline` inside a later call (a new shape's path) is building, not
+        #: hanging.  Shared by every request of this child; 0: none (see `request`)
+        self.build_grace_s = 0.0
+        #: called with (op, seconds granted, build tools seen) after a request waited on a build
+        self.on_build_wait: Callable[[str, float, list[str]], None] | None = None
 
     def sandbox_report(self, timeout: float = 60.0) -> dict:
         """The layers in force for this child (waits for the launcher's report, written just
@@ -319,34 +325,40 @@ class Child:
         except (BrokenPipeError, OSError):
             return self._died(op)
         deadline = t0 + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                from .proctree import compilers_running
-                building = compilers_running(self.proc.pid)
-                self.kill()
-                why = f"no reply to {op} {limit}; process group killed"
-                if building:   # a build inside the call (load_inline in forward): say so, it may only be slow
-                    why += f" while a build was still running under it ({', '.join(building)})"
-                r = Reply(False, "timeout", {"log_tail": self.log_tail(), "building": building or None}, why)
-                self.dead = r
-                return r
-            ready, _, _ = select.select([self.rfd], [], [], min(left, 1.0))
-            if not ready:
-                if self.proc.poll() is not None:
-                    # drain what is left before deciding
-                    try:
-                        chunk = os.read(self.rfd, 1 << 20)
-                    except OSError:
-                        chunk = b""
-                    if not chunk:
-                        return self._died(op)
-                    self.buf += chunk
-                continue
-            chunk = os.read(self.rfd, 1 << 20)
-            if not chunk:
-                return self._died(op)
-            self.buf += chunk
+        waited: list[str] = []   # build tools seen while the request waited past its limit
+        granted = 0.0
+        try:
+            while b"\n" not in self.buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    step = self._build_step(timeout, waited)
+                    if step > 0:
+                        deadline += step
+                        granted += step
+                        continue
+                    return self._timed_out(op, limit, waited)
+                ready, _, _ = select.select([self.rfd], [], [], min(left, 1.0))
+                if not ready:
+                    if self.proc.poll() is not None:
+                        # drain what is left before deciding
+                        try:
+                            chunk = os.read(self.rfd, 1 << 20)
+                        except OSError:
+                            chunk = b""
+                        if not chunk:
+                            return self._died(op)
+                        self.buf += chunk
+                    continue
+                chunk = os.read(self.rfd, 1 << 20)
+                if not chunk:
+                    return self._died(op)
+                self.buf += chunk
+        finally:
+            if granted:
+                if self.deadline is not None:
+                    self.deadline += granted
+                if self.on_build_wait is not None:
+                    self.on_build_wait(op, round(granted, 3), sorted(set(waited)))
         line, _, self.buf = self.buf.partition(b"\n")
         elapsed = time.monotonic() - t0
         try:
@@ -360,6 +372,43 @@ class Child:
             self.finished = True
         return Reply(bool(data.get("ok")), status, data, data.get("error", ""), elapsed)
 
+    #: how long one build-grace extension lasts before the build tools are looked at again
+    BUILD_POLL_S = 2.0
+
+    def _build_step(self, timeout: float, waited: list[str]) -> float:
+        """Seconds more a request whose limit ran out may wait (0: none).  While a build tool
+        (proctree.COMPILERS) runs under the child, the wait goes on in BUILD_POLL_S steps out of
+        `build_grace_s`; once the tools seen have all exited, the call itself gets its own limit
+        once more (its build is done, what is left is the call).
+
+        Look-alike it must not extend: a forward that hangs with no build tool under it (nothing
+        was seen: no step), and one that builds forever (the grace runs out)."""
+        from .proctree import compilers_running
+        building = compilers_running(self.proc.pid)
+        if building and self.build_grace_s > 0:
+            waited.extend(building)
+            step = min(self.BUILD_POLL_S, self.build_grace_s)
+            self.build_grace_s -= step
+            return step
+        if waited and not building and waited[-1] != "(call)":
+            waited.append("(call)")   # the build ended: the call after it gets its own limit
+            return max(float(timeout), 1.0)
+        return 0.0
+
+    def _timed_out(self, op: str, limit: str, waited: list[str]) -> Reply:
+        from .proctree import compilers_running
+        building = compilers_running(self.proc.pid)
+        self.kill()
+        why = f"no reply to {op} {limit}; process group killed"
+        if building:   # a build inside the call (load_inline in forward): say so, it may only be slow
+            why += f" while a build was still running under it ({', '.join(building)})"
+        tools = sorted({t for t in waited if t != "(call)"})
+        if tools:
+            why += f" (it had waited past its limit while {', '.join(tools)} ran: the build budget is spent)"
+        r = Reply(False, "timeout", {"log_tail": self.log_tail(), "building": building or None}, why)
+        self.dead = r
+        return r
+
     def close(self, timeout: float = 30) -> Reply | None:
         """Ask for the completion marker, then wait for a clean exit."""
         if self.dead is not None:
@@ -372,6 +421,41 @@ class Child:
                 pass
         self.kill()
         return r
+
+
+def claim_build_cache(cache: Path) -> tuple[int, list[str]]:
+    """Hold `cache` (one solution's build cache, shared by every replay of that solution) for this
+    replay, and clear the build locks a killed replay left in it.  -> (fd holding the claim, or -1;
+    the stale locks removed, relative to `cache`).
+
+    Mechanism: torch's `load_inline` builds under a `lock` file in its extension's folder
+    (torch_extensions/<python+cuda tag>/<name>/lock) and every later build of that extension waits
+    for the file to go.  A replay killed mid-build (a run limit, a time budget) leaves it behind, and
+    every later replay of the same solution then waits out its whole build budget: on the H100 two
+    Kimi runs cut mid-build in one call timed out at import in the next two.  With an exclusive
+    flock on cache/.replay-claim no other replay of this solution is alive, so a `lock` there is
+    stale and goes.  Look-alike it must not touch: the lock of a build in progress in a concurrent
+    replay of the same solution (the claim is held by it: nothing is removed)."""
+    import fcntl
+    try:
+        fd = os.open(cache / ".replay-claim", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return -1, []
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return -1, []   # another replay of this solution holds it: its locks may be live
+    removed = []
+    ext = cache / "torch_extensions"
+    for lock in sorted(ext.glob("*/*/lock")) + sorted(ext.glob("*/lock")):
+        try:
+            if lock.is_file() and not lock.is_symlink():
+                lock.unlink()
+                removed.append(str(lock.relative_to(cache)))
+        except OSError:
+            pass
+    return fd, removed
 
 
 class Scratch:
@@ -436,6 +520,7 @@ class Scratch:
         self.cache = (cache_root or default_cache_root()) / self.sha256[:32]
         for sub in ("torch_extensions", "triton", "cuda"):
             (self.cache / sub).mkdir(parents=True, exist_ok=True)
+        self._cache_fd, self.stale_build_locks = claim_build_cache(self.cache)
         self._n = 0
 
     def path(self, stem: str) -> str:
@@ -477,6 +562,8 @@ class Scratch:
         self._owner = uid
 
     def cleanup(self) -> None:
+        close_fds(self._cache_fd)
+        self._cache_fd = -1
         if self._io_tmp is not None:
             shutil.rmtree(self._io_tmp, ignore_errors=True)
         if not self.keep:

@@ -1024,7 +1024,7 @@ class Worker:
         return {"tamper": diff_snapshots(self.base_snapshot, snapshot())}
 
     def op_bye(self, req):
-        return {"done": True, "tamper": diff_snapshots(self.base_snapshot, snapshot())}
+        return {"done": True, "tamper": diff_snapshots(self.base_snapshot, snapshot()), "gpu_peak_gb": _gpu_peak_gb()}
 
     # ---- loop
     def reply(self, msg: dict) -> None:
@@ -1117,6 +1117,19 @@ def _bench_namespace(worker, cuda: bool, keep) -> dict:
         flush = (lambda: None)
     torch_ns = types.SimpleNamespace(no_grad=_no_grad, cuda=cuda_ns)
     return {"__name__": "src.eval.timing", "torch": torch_ns, "_l2_flush": flush, "_keep": keep}
+
+
+def _gpu_peak_gb() -> float | None:
+    """The most GPU memory this process's caching allocator held (GiB), None without CUDA.  The
+    bench sizes how many replays share a GPU from it; a solution may misreport it (it only steers
+    scheduling, never a verdict)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return None
+        return round(torch.cuda.max_memory_reserved() / 2**30, 3)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _tb() -> str:
