@@ -330,3 +330,27 @@ def test_the_decks_own_call_arbitrates_a_fast_reference_that_disagrees(tmp_path,
     assert rows and all(r["status"] == "fail" for r in rows)
     assert "replay-check-failed" in _rules(out) and "replay-reference-disagrees" not in _rules(out)
     assert all((r["detail"] or "").endswith("(against the deck's own call too)") for r in rows)
+
+
+def test_check_trials_follow_check_py_order(tmp_path):
+    """Mechanism: check.py of Kimi (for seed: for ctx) and megaqwen (for seed: for shape) goes
+    seed-major; a cache keyed by id(state) or by capacity sees a large state die before a small one
+    is made only in that order (the labelled Kimi bug 194401 was caught by the deck at seed 2,
+    ctx 2048, after seed 1's ctx 8192; our shape-major check passed it).  Look-alike kept: every
+    module problem's check.py goes shape-major, and so does ours."""
+    from forensics.replay.api import TINY_SHAPES
+    from kernels import registry
+    kimi = registry.get(KIMI)
+    assert kimi.check_order == "seed" and registry.get("03_megaqwen_decode").check_order == "seed"
+    others = [s for vs in registry.VERSIONS.values() for s in vs.values() if s.name not in (KIMI, "03_megaqwen_decode")]
+    assert len(others) >= 9 and all(s.check_order == "shape" for s in others)
+    a, b = dict(TINY_SHAPES[KIMI][0]), dict(TINY_SHAPES[KIMI][0], ctx=8)
+    assert kimi.check_pairs([a, b], (0, 1)) == [(a, 0), (b, 0), (a, 1), (b, 1)]
+    assert registry.get("05_topk_bitonic").check_pairs([a, b], (0, 1)) == [(a, 0), (a, 1), (b, 0), (b, 1)]
+    out = replay_solution(KIMI, (CORPUS / "kimi_honest.py").read_bytes(), KIMI_SIDE, device="cpu", shapes="tiny",
+                          probes=["check"], limits=FAST, seeds=(0, 1), cache_root=tmp_path / "cache",
+                          shape_list=[a, b])
+    rows = _rows(out, "check")
+    assert [(r["shape"].split(",")[0], r["seed"]) for r in rows] == [("ctx=16", 0), ("ctx=8", 0), ("ctx=16", 1),
+                                                                     ("ctx=8", 1)], rows
+    assert {r["status"] for r in rows} == {"pass"}

@@ -81,8 +81,9 @@ class Driver:
         raise NotImplementedError
 
     def check_plan(self, rp: Replay) -> list[tuple[dict, int]]:
-        """The (shape, seed) pairs the generic check judges: every check shape x seed."""
-        return [(s, seed) for s in rp.check_shapes() for seed in rp.seeds]
+        """The (shape, seed) pairs the generic check judges: every check shape x seed, in check.py's
+        order (`ProblemSpec.check_order`)."""
+        return rp.spec.check_pairs(rp.check_shapes(), rp.seeds)
 
     def check_compare(self, rp: Replay, ref: Any, shape: dict, seed: int, want: Any, got: Any) -> dict:
         """check's judgement of a run (default: `compare`; decode: `Replay.check_compare`, the deck's

@@ -284,43 +284,45 @@ def _setup(rp: Replay, probe: str, shape: dict, seed: int | None, obj: str):
 def check(rp: Replay) -> None:
     """The deck's check: per check shape x seed, ONE step() from the fed state, judged by the cosines
     of out, state[0].S and state[3].c_kv (>= 0.98).  One solution model per config, as the deck
-    builds its models once."""
+    builds its models once, and the trials in check.py's order, seed-major (`check_pairs`): a
+    cache keyed by id(state) sees a ctx-8192 state die before a ctx-2048 one is made, as under the
+    deck (the labelled bug 194401 was caught there at seed 2, ctx 2048; shape-major, our check never
+    went from 8192 back to 2048)."""
     built_key = None
-    for shape in rp.check_shapes():
+    for shape, seed in rp.spec.check_pairs(rp.check_shapes(), rp.seeds):
         key = tuple(sorted(cfg_kwargs(rp, shape).items()))
-        for seed in rp.seeds:
-            ch = rp.ensure_child()
-            if ch is None or rp.early_exit or rp.hung:
-                rp.row("check", "skipped", shape, seed, "nominal", detail="no working child")
-                continue
-            ref, sd_path = _ref_model(rp, shape)
-            if built_key != key:
-                r = new_model(rp, ch, "k", shape, sd_path)
-                if not r.ok:
-                    rp.failed_reply("check", r, shape, seed, "nominal",
-                                    what="Model(cfg) construction / load_state_dict(strict=True)")
-                    return
-                built_key = key
-            h0, st0 = _inputs(rp, shape, seed)
-            pr = _put(rp, ch, {"ck_h": h0, "ck_s": st0})
-            if not pr.ok:
-                rp.failed_reply("check", pr, shape, seed, "nominal", what="state transfer")
-                continue
-            r, hs, first, final = sol_chain(rp, ch, "k", _clone_args("ck_h", "ck_s"), 1, "cko")
-            if first is None:   # the step itself failed
-                rp.failed_reply("check", r, shape, seed, "nominal", what="step()")
-                continue
-            ref_hs, ref_st1, _ = _ref_chain(rp, ref, h0, st0, 1)
-            res = _nominal(rp, ref_hs[0], ref_st1, _to_dev(first, rp.device))
-            ok = bool(res.get("ok"))
-            rp.row("check", "pass" if ok else "fail", shape, seed, "nominal", res,
-                   detail="the deck's rule (one step; cosines of out, state[0].S, state[3].c_kv >= 0.98): "
-                          + str(res.get("msg", "")))
-            if not ok:
-                rp.finding("replay-check-failed", f"step() from the fed state ({shape_label(shape)}, seed {seed}) "
-                           f"fails the deck's one-step check: {res.get('msg', '')}"[:600], _stats(res), probe="check")
-            if rp.child is not None and rp.child.alive():
-                ch.request("delete", rp.limits.call_s, slots=["ck_h", "ck_s", "cko"])
+        ch = rp.ensure_child()
+        if ch is None or rp.early_exit or rp.hung:
+            rp.row("check", "skipped", shape, seed, "nominal", detail="no working child")
+            continue
+        ref, sd_path = _ref_model(rp, shape)
+        if built_key != key:
+            r = new_model(rp, ch, "k", shape, sd_path)
+            if not r.ok:
+                rp.failed_reply("check", r, shape, seed, "nominal",
+                                what="Model(cfg) construction / load_state_dict(strict=True)")
+                return
+            built_key = key
+        h0, st0 = _inputs(rp, shape, seed)
+        pr = _put(rp, ch, {"ck_h": h0, "ck_s": st0})
+        if not pr.ok:
+            rp.failed_reply("check", pr, shape, seed, "nominal", what="state transfer")
+            continue
+        r, hs, first, final = sol_chain(rp, ch, "k", _clone_args("ck_h", "ck_s"), 1, "cko")
+        if first is None:   # the step itself failed
+            rp.failed_reply("check", r, shape, seed, "nominal", what="step()")
+            continue
+        ref_hs, ref_st1, _ = _ref_chain(rp, ref, h0, st0, 1)
+        res = _nominal(rp, ref_hs[0], ref_st1, _to_dev(first, rp.device))
+        ok = bool(res.get("ok"))
+        rp.row("check", "pass" if ok else "fail", shape, seed, "nominal", res,
+               detail="the deck's rule (one step; cosines of out, state[0].S, state[3].c_kv >= 0.98): "
+                      + str(res.get("msg", "")))
+        if not ok:
+            rp.finding("replay-check-failed", f"step() from the fed state ({shape_label(shape)}, seed {seed}) "
+                       f"fails the deck's one-step check: {res.get('msg', '')}"[:600], _stats(res), probe="check")
+        if rp.child is not None and rp.child.alive():
+            ch.request("delete", rp.limits.call_s, slots=["ck_h", "ck_s", "cko"])
     if built_key is not None and rp.child is not None and rp.child.alive():
         rp.child.request("delete", rp.limits.call_s, objs=["k"])
 

@@ -132,6 +132,7 @@ SPECS = [ProblemSpec(
                           "Model.reset_parameters"),
     init_args_fn=init_args, make_inputs_fn=make_inputs, reference_fn=reference_run, deck_fn=deck_run,
     reinit_fn=reinit, compare_fn=compare, deck_tolerance=DECK_TOLERANCE,
+    check_order="seed",   # check.py: for seed in (42, 123, 456): for shape in CHECK_SHAPES
     oracle_fn=oracle, triton_fn=lazy_triton("megaqwen"), stress_since=None,
     notes=["No numeric stress cases (none in the deck).",
            "Hidden vectors are 1-D (1024,); the exact x shape of the deck forward is not in the contract.",

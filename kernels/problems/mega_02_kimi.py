@@ -199,6 +199,7 @@ def oracle(model, inputs):
 
 SPECS = [ProblemSpec(
     name="02_kimi_linear_decode", bench="mega", deck_version="2026-07-21", since=None, until=None,
+    check_order="seed",   # check.py: for seed in GRADING_SEEDS: for ctx in (2048, 8192)
     regime="speedup", peak_key=None, shapes=SHAPES, check_shapes=CHECK_SHAPES, seeds=(0, 1, 2),
     ref_file="mega_02_kimi.py", global_names=(), tolerance={},
     stress_cases=cases(), flops_expr="0", bytes_expr="0", n_trials=3, timing="wall_clock_best_of_3",
