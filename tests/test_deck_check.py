@@ -148,7 +148,7 @@ def test_out_of_memory_while_replays_share_a_gpu_is_a_rerun_not_a_false_fail():
 
 def test_packing_fits_runs_by_memory_and_runs_an_oom_alone():
     """Mechanism: Packing admits a run on a GPU only while the memory estimates of its runs fit
-    (two 65 GB sonic replays do not share a 120 GB GPU), a measured peak replaces a smaller estimate,
+    (two 64 GB sonic replays do not share a 120 GB GPU), a measured peak replaces a smaller estimate,
     and a run marked `alone` waits for an empty GPU and keeps it.  Look-alikes: small runs still
     join a large one while the sum fits; an estimate larger than the GPU still runs on an empty one."""
     from devkit.replay.real_bench import Packing
@@ -161,14 +161,14 @@ def test_packing_fits_runs_by_memory_and_runs_an_oom_alone():
     p.start(topk, 0)
     assert sonic1["shared_with"] == ["t"] and topk["shared_with"] == ["s1"]
     assert p.place([sonic2]) is None
-    p.end(sonic1, 0, peak_gb=30.0)                         # measured: 30 GB -> 33 beside the old 65
-    assert p.estimate(sonic2) == 65.0
+    p.end(sonic1, 0, peak_gb=30.0)                         # measured: 30 GB -> 33 beside the old 64
+    assert p.estimate(sonic2) == 64.0
     kimi = run("k", "02_kimi_linear_decode")
     p.end(topk, 0, peak_gb=None)
     p.end(run("k0", "02_kimi_linear_decode"), 0, peak_gb=150.0)   # a peak above the GPU: 165 estimated
     assert p.place([kimi]) == (kimi, 0)                    # an empty GPU takes it anyway
     p.start(kimi, 0)
-    assert p.place([topk]) is None                         # 165 + 20 > 120
+    assert p.place([topk]) is None                         # 165 + 8 > 120
     p.end(kimi, 0, None)
     alone = run("a", "05_topk_bitonic", alone=True)
     p.start(topk, 0)
