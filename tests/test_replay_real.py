@@ -197,6 +197,29 @@ def test_a_later_call_that_builds_gets_the_build_budget(tmp_path):
     assert out.status() == "timeout" and not out.info.get("build_waits")
 
 
+def test_a_namespace_nvidia_package_is_named_and_can_be_given_a_file(tmp_path, monkeypatch):
+    """Mechanism: a solution deriving CUDA include paths from nvidia.__file__ fails to import where the
+    `nvidia` wheels form a namespace package (the GLM run 194401 on the H200): not_replayable with the
+    piece named; with --nvidia-file (FORENSICS_NVIDIA_FILE=1) the child gives the package the
+    __file__ of its directory and the solution passes.  Look-alike: a regular `nvidia` package keeps
+    its own __file__ (worker._give_nvidia_a_file leaves it)."""
+    side = {"nvidia/cublas/include/cublas_v2.h": b"/* a header */\n"}   # a namespace portion in the scratch
+    monkeypatch.delenv("FORENSICS_NVIDIA_FILE", raising=False)
+    out = _replay("topk_nvidia_file.py", sidecars=side, tmp_path=tmp_path)
+    assert out.status() == "not_replayable", out.rows
+    assert out.info["not_replayable"].startswith("build environment: Python package `nvidia` has no __file__")
+    assert "--nvidia-file" in out.info["not_replayable"]
+    env: dict = {}
+    assert buildenv.supply(env=env, nvidia_file=True) == {"nvidia_file": True} and env["FORENSICS_NVIDIA_FILE"] == "1"
+    monkeypatch.setenv("FORENSICS_NVIDIA_FILE", "1")
+    out = _replay("topk_nvidia_file.py", sidecars=side, tmp_path=tmp_path)
+    assert out.official()["status"] == "pass", out.rows
+    regular = dict(side, **{"nvidia/__init__.py": b"MARK = 1\n"})
+    out = _replay("", tmp_path=tmp_path, sidecars=regular, solution=(CORPUS / "topk_nvidia_file.py").read_bytes()
+                  + b"\nassert nvidia.__file__.endswith('nvidia/__init__.py') and nvidia.MARK == 1\n")
+    assert out.official()["status"] == "pass", out.rows
+
+
 def test_problem_without_a_bundled_reference_is_not_replayable():
     out = replay_solution("01_rl_grid_ppo", b"x = 1\n", None, device="cpu")
     assert out.status() == "not_replayable" and out.official()["correct"] is None

@@ -119,7 +119,8 @@ def one(args: argparse.Namespace) -> int:
     try:
         from forensics.replay import buildenv
         from forensics.replay.api import replay_solution
-        supplied = buildenv.supply(cutlass=args.cutlass_include, cuda_include=args.cuda_include)
+        supplied = buildenv.supply(cutlass=args.cutlass_include, cuda_include=args.cuda_include,
+                                   nvidia_file=args.nvidia_file)
         run = Path(args.one)
         sol = (run / "solution.py").read_bytes()
         side: dict[str, bytes] = {}
@@ -365,6 +366,8 @@ def _spawn(run: dict, args: argparse.Namespace, gpu: int | None, events: Path) -
         v = getattr(args, opt)
         if v:
             cmd += ["--" + opt.replace("_", "-"), v]
+    if args.nvidia_file:
+        cmd.append("--nvidia-file")
     if args.deck:
         cmd += ["--deck", str(Path(args.deck).resolve()), "--bench", str(run["label"].get("bench") or ""),
                 "--deck-timeout-s", str(args.deck_timeout_s)]
@@ -508,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="replay PROBLEM on this one shape instead (a CPU run of a solution that asserts its sizes)")
     ap.add_argument("--cutlass-include", default=None)
     ap.add_argument("--cuda-include", default=None)
+    ap.add_argument("--nvidia-file", action="store_true", help="give a namespace `nvidia` package a __file__ (buildenv)")
     ap.add_argument("--deck", default=None, metavar="DIR",
                     help="the benchmark's decks (../shared/decks): after an official failure, run the deck's own "
                          "check.py here too; a run the archive says passed whose deck check also fails here is "

@@ -20,6 +20,10 @@ import failure (error, traceback, compiler output) and names the piece; the repl
   to the toolkit root when unset, which cupy-style NVRTC callers turn into `-I` options.  NVRTC
   itself reads no environment variable: a solution that compiles with NVRTC and passes no include
   option for `cuda_bf16.h` stays `not_replayable`, and the reason names the header.
+* `nvidia.__file__`: `--nvidia-file` / `FORENSICS_NVIDIA_FILE=1`.  Where the `nvidia` wheels form a
+  namespace package, the child gives it the `__file__` a regular package in its directory has
+  (worker._give_nvidia_a_file), as the machines that ship `nvidia/__init__.py` do: a solution that
+  derives the CUDA include paths from `os.path.dirname(nvidia.__file__)` builds.
 
 The variables reach the child through the runner's environment allowlist (runner.ENV_ALLOW).
 """
@@ -73,7 +77,7 @@ def missing_piece(text: str, local_modules: set[str] | None = None) -> str | Non
                         "FORENSICS_CUDA_INCLUDE; NVRTC takes include directories only from its options)")
     if "nvidia.__file__" in text and ("nonetype" in low or "has no attribute '__file__'" in low):
         return ("Python package `nvidia` has no __file__ here (a namespace package; the solution derives CUDA "
-                "include paths from nvidia.__file__)")
+                "include paths from nvidia.__file__; supply --nvidia-file)")
     if "ninja is required to load c++ extensions" in low:
         return "ninja (required by torch.utils.cpp_extension) is not installed"
     m = _NO_MODULE.search(text)
@@ -121,12 +125,15 @@ def _prepend(env: dict, key: str, dirs: list[Path]) -> None:
 
 
 def supply(cutlass: str | os.PathLike | None = None, cuda_include: str | os.PathLike | None = None,
-           env: dict | None = None) -> dict:
+           env: dict | None = None, nvidia_file: bool = False) -> dict:
     """Set the variables (in `env`, default os.environ, which the children inherit through the
     runner's allowlist); -> what was supplied, for the replay's info.  Defaults come from
-    FORENSICS_CUTLASS_DIR and FORENSICS_CUDA_INCLUDE."""
+    FORENSICS_CUTLASS_DIR, FORENSICS_CUDA_INCLUDE and FORENSICS_NVIDIA_FILE."""
     env = os.environ if env is None else env
     done: dict = {}
+    if nvidia_file or env.get("FORENSICS_NVIDIA_FILE") == "1":
+        env["FORENSICS_NVIDIA_FILE"] = "1"
+        done["nvidia_file"] = True
     cutlass = cutlass or env.get("FORENSICS_CUTLASS_DIR")
     if cutlass:
         root, dirs = cutlass_dirs(cutlass)

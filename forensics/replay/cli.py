@@ -78,13 +78,16 @@ def _print_outcome(out, as_json: bool) -> None:
 @click.option("--cuda-include", default=None, metavar="DIR",
               help="CUDA headers for the solution's builds, 'auto' for the toolkit's "
                    "(default: $FORENSICS_CUDA_INCLUDE).")
+@click.option("--nvidia-file", is_flag=True, default=False,
+              help="Give a namespace `nvidia` package the __file__ of a regular one (solutions that find CUDA "
+                   "headers from nvidia.__file__; default: $FORENSICS_NVIDIA_FILE=1).")
 @click.option("--jsonl", "jsonl", default=None, metavar="PATH",
               help="Append each finished probe's rows and findings as a JSON line to PATH ('-': stdout), then "
                    "the whole result as the last line.")
 @click.option("--keep-scratch", is_flag=True, help="Keep the scratch copy (path in the JSON info).")
 @click.option("--json", "as_json", is_flag=True)
 def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_timeout, call_timeout, cutlass_include,
-               cuda_include, jsonl, keep_scratch, as_json):
+               cuda_include, nvidia_file, jsonl, keep_scratch, as_json):
     """Replay RUN_DIR's solution.py against the bundled reference (read-only; no store needed).
 
     The result says whether it confirms or refutes the archived `correct` (result.json).  The
@@ -105,7 +108,7 @@ def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_tim
     try:
         from . import buildenv
         from .api import replay_run_dir
-        supplied = buildenv.supply(cutlass=cutlass_include, cuda_include=cuda_include)
+        supplied = buildenv.supply(cutlass=cutlass_include, cuda_include=cuda_include, nvidia_file=nvidia_file)
         device = device or _default_device()
         out = replay_run_dir(run_dir, problem=problem, device=device, probes=list(probes) or None, shapes=shapes,
                              deck_version=deck_version, keep_scratch=keep_scratch, on_event=on_event,

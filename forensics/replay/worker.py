@@ -560,6 +560,8 @@ class Worker:
 
     def op_import(self, req):
         name = req["module"]
+        if name == "solution" and os.environ.get(NVIDIA_FILE_ENV) == "1":
+            _give_nvidia_a_file()
         before = snapshot()
         mod = importlib.import_module(name)
         self.modules[name] = mod
@@ -1117,6 +1119,31 @@ def _bench_namespace(worker, cuda: bool, keep) -> dict:
         flush = (lambda: None)
     torch_ns = types.SimpleNamespace(no_grad=_no_grad, cuda=cuda_ns)
     return {"__name__": "src.eval.timing", "torch": torch_ns, "_l2_flush": flush, "_keep": keep}
+
+
+#: set to 1 by the replay (buildenv.supply(nvidia_file=True)): the `nvidia` package gets a __file__
+NVIDIA_FILE_ENV = "FORENSICS_NVIDIA_FILE"
+
+
+def _give_nvidia_a_file() -> str | None:
+    """Where the Python `nvidia` wheels are a namespace package (no __init__.py, `__file__` None),
+    give it the `__file__` a regular package in its directory would have, as on machines where the
+    wheels ship an `nvidia/__init__.py`: solutions that find the CUDA headers from
+    `os.path.dirname(nvidia.__file__)` then build.  The directory is the namespace portion holding
+    the most subpackages (all of them, where every wheel installed into one site-packages).  A
+    regular package, or no `nvidia` at all, is left as it is.  -> the path set, or None."""
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    if getattr(nvidia, "__file__", None):
+        return None
+    portions = [d for d in getattr(nvidia, "__path__", []) if os.path.isdir(d)]
+    if not portions:
+        return None
+    best = max(portions, key=lambda d: sum(1 for e in os.scandir(d) if e.is_dir()))
+    nvidia.__file__ = os.path.join(best, "__init__.py")
+    return nvidia.__file__
 
 
 def _gpu_peak_gb() -> float | None:
