@@ -2,7 +2,9 @@
 
     python -m devkit.replay.real_bench --real ../shared/real-dev --out $OUT/real.jsonl [--gpu h100]
         [--device cuda] [--jobs N] [--run-limit-s 420] [--time-budget-s 560] [--shard K/N] [--only RUN_ID ...]
-        [--probes check,state-drift,...] [--cutlass-include DIR] [--cuda-include DIR|auto] [--md $OUT/real.md]
+        [--probes check,state-drift,...] [--cutlass-include DIR] [--cuda-include DIR|auto] [--nvidia-file]
+        [--per-gpu K] [--mem-gb PROBLEM=GB] [--longest-first JSONL...] [--events-dir DIR] [--md $OUT/real.md]
+    python -m devkit.replay.real_bench --merge OLDEST.jsonl ... NEWEST.jsonl --md merged.md
 
 The labelled set is a folder of run folders holding `solution.py` (in the public archive's form:
 sidecars appended, split back by the replay) and `label.json` (the auditors' verdict, `correct`,
@@ -13,7 +15,12 @@ runs) are replayed; the others are skipped.  Nothing of the labelled set is writ
 Each run is replayed in its own process (`--one`), in a session of its own, under `--run-limit-s`
 of wall time: a replay that hangs, dies or is killed costs that run only, and whatever it had
 streamed (one JSON line per finished probe) is kept.  With `--jobs N` (N <= the visible GPUs) N
-runs go at once, each on its own GPU (CUDA_VISIBLE_DEVICES).  `--time-budget-s` bounds the whole
+runs go at once, each on its own GPU (CUDA_VISIBLE_DEVICES); `--per-gpu K` lets K share a GPU while
+their memory estimates fit it (`Packing`: MEM_GB / `--mem-gb`, then each problem's measured peak
+`info.gpu_peak_gb`; `--gpu-mem-gb`), a run out of GPU memory beside others runs again alone
+(`run_superseded`, `rerun_alone`), and `--longest-first JSONL...` starts the runs that took
+longest in earlier outputs first.  `--events-dir DIR` keeps each run's own stream (every row with
+its detail); `--merge JSONL...` tabulates earlier outputs, each run's latest finished row.  `--time-budget-s` bounds the whole
 command (a device call of 10 minutes): a run's limit shrinks to what is left, no run starts with
 less than `--min-run-s`, and the summary lists `rerun` (not started, cut short by the budget, or
 out of GPU memory while sharing it: `summarize`)
