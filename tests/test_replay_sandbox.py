@@ -288,3 +288,28 @@ def test_supplied_build_dirs_are_bound_even_inside_the_checkout_but_never_a_tree
         assert str(tmp_path.resolve()) not in ro     # it holds the archive
     finally:
         sc.cleanup()
+
+
+# ------------------------------------------------------------------------------ CPU time
+def test_a_child_past_its_cpu_time_limit_is_named(tmp_path, monkeypatch):
+    """Mechanism: RLIMIT_CPU is set with a hard limit CPU_GRACE_S above the soft one, so the kernel
+    sends SIGXCPU at the limit (at soft == hard it sends SIGKILL, and a real Kimi replay on the H100
+    died as `signal SIGKILL during new` with no reason), and the crash names the limit.  Look-alike:
+    a forward that hangs within the CPU budget is a timeout (the wall limit), not this."""
+    from forensics.replay.sandbox import CPU_GRACE_S, Policy
+    assert CPU_GRACE_S > 0 and Policy().cpu_s >= 3600
+    sol = (REPO / "corpus" / "replay" / "topk_loop.py").read_bytes()
+    one = [dict(batch=4, n=512, k=8)]   # one shape: one child to burn
+    monkeypatch.setenv("FORENSICS_REPLAY_CPU_S", "12")
+    out = replay_solution("05_topk_bitonic", sol, None, device="cpu", shapes="tiny", probes=["check"],
+                          limits=Limits(build_s=120, call_s=90, probe_s=120, time_s=60), seeds=(42,),
+                          cache_root=tmp_path / "cache", shape_list=one)
+    if "cpu" not in out.info["sandbox"].get("rlimits", {}):
+        pytest.skip("RLIMIT_CPU could not be set here: " + "; ".join(out.info["sandbox"].get("missing") or []))
+    details = " ".join(str(r.get("detail") or "") for r in out.rows)
+    assert out.status() == "crash" and "signal SIGXCPU" in details and "RLIMIT_CPU 12 s" in details, details[-1500:]
+    monkeypatch.setenv("FORENSICS_REPLAY_CPU_S", "600")
+    out = replay_solution("05_topk_bitonic", sol, None, device="cpu", shapes="tiny", probes=["check"],
+                          limits=Limits(build_s=20, call_s=3, probe_s=30, time_s=3), seeds=(42,),
+                          cache_root=tmp_path / "cache", shape_list=one)
+    assert out.status() == "timeout"

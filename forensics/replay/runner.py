@@ -302,6 +302,10 @@ class Child:
             elif oom.get("oom_kill"):
                 msg += (f"; killed by the kernel at the sandbox's memory ceiling "
                         f"({(rep.get('cgroup') or {}).get('memory_max', 0) / 2**30:.1f} GiB)")
+            elif sig == signal.SIGXCPU:
+                cpu = ((rep.get("rlimits") or {}).get("cpu"))
+                msg += (f"; the sandbox's CPU-time limit (RLIMIT_CPU {cpu} s, all the child's threads "
+                        f"together; FORENSICS_REPLAY_CPU_S)")
             r = Reply(False, "crash", {"returncode": rc, "log_tail": tail, "oom": oom or None}, msg)
         self.dead = r
         self.kill()

@@ -438,7 +438,10 @@ class Policy:
         self.as_bytes = None if device.startswith("cuda") else self.mem + 2**30 + ncpu * 128 * 2**20
         self.nproc = int(env.get("FORENSICS_REPLAY_NPROC") or max(1024, 64 * ncpu))
         self.nofile = 4096
-        self.cpu_s = int(env.get("FORENSICS_REPLAY_CPU_S") or 3600)
+        # CPU time of the worker, all its threads together: 10 minutes of the whole machine, at least
+        # an hour.  A flat 3600 s killed a real Kimi replay on a 16-core H100 host (its full-size
+        # models are initialised on the CPU by every thread, once per probe that rebuilds them)
+        self.cpu_s = int(env.get("FORENSICS_REPLAY_CPU_S") or max(3600, 600 * ncpu))
         self.fsize = max(4 * 2**30, self.mem)
         # the worker's uid.  On a GPU the worker stays uid 0, without capabilities: torch's CUDA IPC
         # keeps its reference counters in /dev/shm files created 0600 by their process, which the
@@ -880,6 +883,10 @@ def _lo_up() -> None:
         s.close()
 
 
+#: CPU seconds between RLIMIT_CPU's SIGXCPU and the kernel's SIGKILL
+CPU_GRACE_S = 30
+
+
 def _apply_rlimits(rl: dict, rep: _Report) -> None:
     names = {"as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC, "nofile": resource.RLIMIT_NOFILE,
              "cpu": resource.RLIMIT_CPU, "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE}
@@ -887,7 +894,10 @@ def _apply_rlimits(rl: dict, rep: _Report) -> None:
         try:
             soft, hard = resource.getrlimit(names[k])
             v = int(v) if hard == resource.RLIM_INFINITY else min(int(v), hard)
-            resource.setrlimit(names[k], (v, v))
+            # CPU time: SIGXCPU at the limit, which the parent can name (at soft == hard the kernel
+            # sends SIGKILL, which says nothing), and SIGKILL CPU_GRACE_S later if that is caught
+            top = v if k != "cpu" else (v + CPU_GRACE_S if hard == resource.RLIM_INFINITY else max(v, hard))
+            resource.setrlimit(names[k], (v, top))
             rep.d["rlimits"][k] = v
         except (OSError, ValueError) as e:
             rep.miss(f"RLIMIT_{k.upper()}", e)
