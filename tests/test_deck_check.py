@@ -173,6 +173,7 @@ def test_packing_fits_runs_by_memory_and_runs_an_oom_alone():
     alone = run("a", "05_topk_bitonic", alone=True)
     p.start(topk, 0)
     assert p.place([alone]) is None                        # waits for an empty GPU
+    assert p.place([alone, run("t3", "05_topk_bitonic")]) is None   # and nothing joins while it waits
     p.end(topk, 0, None)
     p.start(alone, 0)
     assert p.place([run("t2", "05_topk_bitonic")]) is None  # and keeps it

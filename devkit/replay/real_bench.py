@@ -244,7 +244,8 @@ class Packing:
     on it (MEM_GB, `--mem-gb`, or the largest peak a finished run of the problem reported, +10 %)
     fit `mem_gb`; a GPU with nothing on it takes any run, so an estimate larger than the GPU never
     stalls the bench.  A run marked `alone` (it ran out of memory while sharing) waits for an empty
-    GPU and keeps it to itself.  Runs start in their order; one that does not fit now lets the next
+    GPU and keeps it to itself; while one waits no other run starts (the GPUs drain for it, so the time
+    budget does not cut it after every other run).  Runs start in their order; one that does not fit now lets the next
     one by.  Look-alike it must not hold back: small runs beside a large one while the sum fits."""
 
     def __init__(self, gpus: list[int | None], per_gpu: int, mem_gb: float | None,
@@ -271,7 +272,8 @@ class Packing:
         """The first pending run that fits a GPU now, and that GPU (the emptiest that fits), or None."""
         if sum(map(len, self.on.values())) >= self.max_active:
             return None
-        for run in pending:
+        alone = [r for r in pending if r.get("alone")]
+        for run in alone or pending:   # a rerun alone goes first: GPUs drain for it, nothing new joins
             fit = [g for g in self.gpus if self.fits(run, g)]
             if fit:
                 return run, min(fit, key=lambda g: len(self.on[g]))
