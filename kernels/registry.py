@@ -97,7 +97,7 @@ class ProblemSpec:
     default_dtype_key: str = "bfloat16"
     # the order of check.py's trials: "shape" (for shape: for seed, every problem but two) or "seed"
     # (for seed: for shape; cuda 03 megaqwen, mega 02 Kimi).  A cache keyed by id() or capacity sees
-    # the trials in this order, so the replay keeps it (CHECK_ORDERS, Replay.check_pairs)
+    # the trials in this order, so the replay keeps it (CHECK_ORDERS, check_pairs)
     check_order: str = "shape"
 
     def __post_init__(self) -> None:

@@ -303,19 +303,8 @@ def longest_first(runs: list[dict], earlier: list[Path]) -> list[dict]:
     """`runs` with the longest earlier wall time first (the largest-first rule: a long run started
     last keeps the whole bench waiting on it); a run without an earlier time counts as longest.  The
     latest row of each run in `earlier` (real_bench outputs; unreadable lines skipped) counts."""
-    took: dict[str, float] = {}
-    for path in earlier:
-        try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and row.get("event") == "run" and isinstance(row.get("wall_s"), (int, float)):
-                took[str(row.get("run_id"))] = float(row["wall_s"])
+    took = {str(row["run_id"]): float(row["wall_s"]) for path in earlier for row in _run_rows(path)
+            if isinstance(row.get("wall_s"), (int, float))}
     return sorted(runs, key=lambda r: -took.get(r["run_id"], float("inf")))
 
 
@@ -330,13 +319,9 @@ def merge(outputs: list[Path]) -> tuple[list[dict], dict]:
     which output each row came from).  Unreadable lines are skipped."""
     latest: dict[str, tuple[dict, str]] = {}
     for path in outputs:
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(row, dict) or row.get("event") != "run" or "run_id" not in row:
-                continue
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such bench output")
+        for row in _run_rows(path):
             old = latest.get(row["run_id"])
             if old is not None and _cut(row) and not _cut(old[0]):
                 continue
@@ -389,6 +374,11 @@ def _spawn(run: dict, args: argparse.Namespace, gpu: int | None, events: Path) -
         env.setdefault("TRITON_INTERPRET", "1")
     return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=open(str(events) + ".log", "wb"), start_new_session=True)
+
+
+def _run_rows(path: Path) -> list[dict]:
+    """The run rows (`"event": "run"`) of a bench output, in order; unreadable lines skipped."""
+    return [e for e in _read_events(path) if isinstance(e, dict) and e.get("event") == "run" and "run_id" in e]
 
 
 def _read_events(path: Path) -> list[dict]:

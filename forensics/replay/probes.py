@@ -610,7 +610,7 @@ class Replay:
         if self.probe_deadline is not None:
             self.probe_deadline += granted_s
         self.out.info.setdefault("build_waits", []).append(
-            {"op": op, "extra_s": granted_s, "tools": [t for t in tools if t != "(call)"]})
+            {"op": op, "extra_s": granted_s, "tools": tools})
 
     def _boot_and_prefetch(self) -> None:
         """Start the child, and while it imports torch and the solution, generate the check's

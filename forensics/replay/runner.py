@@ -363,7 +363,7 @@ class Child:
                 if self.deadline is not None:
                     self.deadline += granted
                 if self.on_build_wait is not None:
-                    self.on_build_wait(op, round(granted, 3), sorted(set(waited)))
+                    self.on_build_wait(op, round(granted, 3), _tools(waited))
         line, _, self.buf = self.buf.partition(b"\n")
         elapsed = time.monotonic() - t0
         try:
@@ -407,7 +407,7 @@ class Child:
         why = f"no reply to {op} {limit}; process group killed"
         if building:   # a build inside the call (load_inline in forward): say so, it may only be slow
             why += f" while a build was still running under it ({', '.join(building)})"
-        tools = sorted({t for t in waited if t != "(call)"})
+        tools = _tools(waited)
         if tools:
             why += f" (it had waited past its limit while {', '.join(tools)} ran: the build budget is spent)"
         r = Reply(False, "timeout", {"log_tail": self.log_tail(), "building": building or None}, why)
@@ -426,6 +426,11 @@ class Child:
                 pass
         self.kill()
         return r
+
+
+def _tools(waited: list[str]) -> list[str]:
+    """The build tools a request waited on (Child._build_step's list, without its "(call)" marks)."""
+    return sorted({t for t in waited if t != "(call)"})
 
 
 def claim_build_cache(cache: Path) -> tuple[int, list[str]]:
