@@ -347,6 +347,12 @@ def test_check_trials_follow_check_py_order(tmp_path):
     a, b = dict(TINY_SHAPES[KIMI][0]), dict(TINY_SHAPES[KIMI][0], ctx=8)
     assert kimi.check_pairs([a, b], (0, 1)) == [(a, 0), (b, 0), (a, 1), (b, 1)]
     assert registry.get("05_topk_bitonic").check_pairs([a, b], (0, 1)) == [(a, 0), (a, 1), (b, 0), (b, 1)]
+    # the module check (Replay.probe_check) is shape-major by construction: a spec that asks otherwise is refused
+    import dataclasses
+    topk = registry.get("05_topk_bitonic")
+    with pytest.raises(ValueError, match="shape-major"):
+        dataclasses.replace(topk, check_order="seed")
+    assert dataclasses.replace(kimi, check_order="shape").check_order == "shape"
     out = replay_solution(KIMI, (CORPUS / "kimi_honest.py").read_bytes(), KIMI_SIDE, device="cpu", shapes="tiny",
                           probes=["check"], limits=FAST, seeds=(0, 1), cache_root=tmp_path / "cache",
                           shape_list=[a, b])
