@@ -91,6 +91,7 @@ def timed_outputs(rp: Replay) -> None:
     try:
         payload = pack_load(p, ipc=rp.ipc)
     except (OSError, ValueError) as e:
+        rp.note_exchange(e)
         rp.failed_reply(probe, Reply(False, "error", {}, f"unreadable output file from the solution's process: {e}"),
                         shape, seed)
         return

@@ -43,9 +43,12 @@ import torch
 
 from forensics.vocab import ALL_PROBES  # noqa: F401 - the replay's probes, in run order (declared in vocab.py)
 
-from .runner import Child, Reply, Scratch
+from .runner import Child, Reply, Scratch, ScratchTampered
 from .worker import _to_dev_tree as _to_dev  # one tree walk for both sides of the pipe
-from .worker import IPC_TEST_N, pack_load, pack_save
+from .worker import IPC_TEST_N, ExchangeTampered, pack_load, pack_save
+
+#: what this side raises when a name the child can write is not the file the protocol put there
+EXCHANGE_TAMPER = (ExchangeTampered, ScratchTampered)
 
 DEFAULT_PROBES = ALL_PROBES
 
@@ -64,7 +67,7 @@ ARCH_ERROR_MARKERS = ("unsupported gpu architecture", "compute_120", "sm_120", "
 from .rules import FINDING_RULES, TAMPER_RULES  # noqa: E402,F401 - the replay's rule table
 
 _ONCE = {"replay-early-exit", "replay-crash", "replay-timeout", "replay-not-replayable", "replay-input-mutated",
-         "replay-build-failed", "replay-report-forged"}
+         "replay-build-failed", "replay-report-forged", "replay-exchange-tampered"}
 
 
 @dataclass
@@ -367,6 +370,9 @@ class Replay:
         #: called with each probe's partial result as it finishes (`emit`): a replay stopped from
         #: outside leaves what it had
         self.on_event = None
+        #: what the child did to the exchange files (replay-exchange-tampered's evidence)
+        self.exchange_events: list[str] = []
+        self._planted_seen = 0
 
     def _set_deadline(self, deadline: float | None) -> None:
         """Bound every child request of the current probe (a new child too) by the whole-probe limit."""
@@ -444,6 +450,32 @@ class Replay:
         self._seen_findings.add(key)
         self.out.findings.append({"rule": rule, "severity": severity or sev, "category": cat,
                                   "probe": probe or p, "message": message, "data": data or {}})
+
+    def exchange_tampered(self, what: str) -> None:
+        """The solution's process swapped or planted a file in io/ (a symlink to a host file, a
+        FIFO, a hard link, something at a name this process had not created yet): one critical
+        finding, status `tampered`, with every such event in its data.  Nothing was followed:
+        worker.open_exchange and Scratch.path refuse or remove them; this records that it happened."""
+        self.exchange_events.append(what[:500])
+        if not any(f["rule"] == "replay-exchange-tampered" for f in self.out.findings):
+            self.finding("replay-exchange-tampered",
+                         f"The solution's process tampered with the replay's tensor exchange files: {what[:500]}. "
+                         "Nothing was followed; the replay refused the file or removed it.",
+                         {"events": self.exchange_events})
+
+    def note_exchange(self, e: BaseException) -> bool:
+        """`exchange_tampered` where `e` is what open_exchange / Scratch.path raise on a swapped file."""
+        if isinstance(e, EXCHANGE_TAMPER):
+            self.exchange_tampered(str(e))
+            return True
+        return False
+
+    def _note_planted(self) -> None:
+        """Names Scratch.path found taken before it created them (only the child writes io/)."""
+        planted = getattr(self.scratch, "planted", [])
+        for what in planted[self._planted_seen:]:
+            self.exchange_tampered(what)
+        self._planted_seen = len(planted)
 
     def _note_tamper(self, reply: Reply, where: str) -> None:
         ch = reply.get("tamper") or []
@@ -643,6 +675,7 @@ class Replay:
                 self.ipc = t.is_cuda and torch.equal(t.cpu(), torch.arange(IPC_TEST_N, dtype=torch.float32))
                 why = "" if self.ipc else "the test tensor came back wrong"
             except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
+                self.note_exchange(e)
                 why = str(e)
         Path(p).unlink(missing_ok=True)
         self.out.info["transfer"] = "pack+cuda-ipc" if self.ipc else f"pack (CUDA IPC unavailable: {why[:200]})"
@@ -774,7 +807,8 @@ class Replay:
         if not str(self.device).startswith("cuda"):
             try:
                 mapped = pack_load(path, share=True)
-            except (OSError, ValueError, RuntimeError):   # the child's report is then all there is
+            except (OSError, ValueError, RuntimeError) as e:   # the child's report is then all there is
+                self.note_exchange(e)
                 return {}
             return {k: mapped[k] for k in tensors}
         shared = {h.data_ptr() for h in hold}
@@ -833,6 +867,7 @@ class Replay:
             try:
                 payload = pack_load(p, ipc=self.ipc)
             except (OSError, ValueError) as e:
+                self.note_exchange(e)
                 Path(p).unlink(missing_ok=True)
                 return Reply(False, "error", r.data, f"unreadable output file from the solution's process: {e}"), None
             Path(p).unlink(missing_ok=True)
@@ -1311,6 +1346,7 @@ class Replay:
         try:
             later = pack_load(p, ipc=self.ipc)["o1"]
         except (OSError, ValueError, KeyError, TypeError) as e:
+            self.note_exchange(e)
             self.failed_reply(probe, Reply(False, "error", {}, f"unreadable snapshot from the solution's process: {e}"),
                               shape, seed)
             return
@@ -1457,6 +1493,9 @@ class Replay:
             fn()
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
+        except EXCHANGE_TAMPER as e:   # the solution's doing, not the tool's: refused, recorded
+            self.note_exchange(e)
+            self.row(name, "tampered", detail=f"the solution's process tampered with an exchange file: {e}")
         except BaseException as e:  # noqa: BLE001 - the tool's own failure, reported, never fatal
             oom = _is_oom(e)
             self.free_memory()
@@ -1470,6 +1509,7 @@ class Replay:
                          {"probe": name, "oom": oom, "traceback": tb}, probe=name, key=f"tool-error:{name}")
         finally:
             self._set_deadline(None)
+            self._note_planted()
             took = round(time.monotonic() - tp, 3)
             self.out.info.setdefault("probe_s", {})[name] = took
             self.emit({"event": "probe", "probe": name, "s": took, "rows": self.out.rows[n_rows:],
@@ -1540,6 +1580,7 @@ class Replay:
         finally:
             self._set_deadline(None)
             self.close()
+            self._note_planted()
             self.out.info["total_s"] = round(time.monotonic() - t0, 3)
             self.out.info["phase_s"] = {k: round(v, 3) for k, v in sorted(self.phase_s.items())}
             self.out.info["hello"] = self.hello

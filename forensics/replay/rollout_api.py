@@ -35,6 +35,7 @@ import torch
 from . import generic
 from .generic import Driver
 from .probes import Replay, _maxdiff, _same, _stats, _to_dev, shape_label
+from .worker import load_exchange
 
 WARM_CALLS = 11
 
@@ -301,7 +302,7 @@ def output_alias(rp: Replay) -> None:
     if not sn.ok:
         rp.failed_reply(probe, sn, R, seed)
         return
-    later = torch.load(p, map_location="cpu", weights_only=True)["goa"]
+    later = load_exchange(p)["goa"]
     Path(p).unlink(missing_ok=True)
     if _same(first, later):
         rp.row(probe, "pass", R, seed, "earlier-output-intact", detail="a later run() leaves an earlier result intact")

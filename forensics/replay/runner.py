@@ -28,6 +28,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -433,6 +434,11 @@ def _tools(waited: list[str]) -> list[str]:
     return sorted({t for t in waited if t != "(call)"})
 
 
+class ScratchTampered(OSError):
+    """A name in a place the solution's process can write (io/, the build cache) is not what this
+    process left there and cannot be made so: refused rather than followed (see Scratch.path)."""
+
+
 def claim_build_cache(cache: Path) -> tuple[int, list[str]]:
     """Hold `cache` (one solution's build cache, shared by every replay of that solution) for this
     replay, and clear the build locks a killed replay left in it.  -> (fd holding the claim, or -1;
@@ -532,19 +538,49 @@ class Scratch:
             (self.cache / sub).mkdir(parents=True, exist_ok=True)
         self._cache_fd, self.stale_build_locks = claim_build_cache(self.cache)
         self._n = 0
+        #: what Scratch.path found at a name before creating it (only the child writes io/)
+        self.planted: list[str] = []
 
-    def path(self, stem: str) -> str:
-        """A new file name in io/.  With a sandbox uid the file is created here, owned by it, so
-        the child can map a file this process writes (`pack_load(share=True)` opens it read-write)."""
+    def path(self, stem: str, tries: int = 8) -> str:
+        """A new file name in io/, created here as an empty regular file (owned by the sandbox uid
+        where there is one, so the child can map a file this process writes: `pack_load(share=True)`
+        opens it read-write).
+
+        io/ is the child's to write, and it can guess the next name: whatever it put there first
+        (a symlink to a host file, a FIFO, a hard link) is removed, and the file is created with
+        O_EXCL|O_NOFOLLOW, so this never opens, truncates or chowns anything but a new file.  A
+        directory at the name, or a name that keeps reappearing, raises ScratchTampered.  Later
+        opens of the name go through worker.open_exchange (the child may still swap it)."""
         self._n += 1
         p = self.io / f"{self._n:05d}-{stem}.pt"
-        if self._owner is not None:
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o660)
+        for _ in range(tries):
             try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                st = None
+            if st is not None:   # this process has not used the name yet: the child put it there
+                self.planted.append(f"exchange name {p} was taken before it was created "
+                                    f"({stat.filemode(st.st_mode)}, {st.st_nlink} link(s)): removed, not followed")
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+            except IsADirectoryError:
+                raise ScratchTampered(f"exchange name {p} is a directory the solution's process made "
+                                      "(tampered with): refused") from None
+            try:
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o660)
+                break
+            except FileExistsError:
+                continue   # recreated between the unlink and the open: again
+        else:
+            raise ScratchTampered(f"exchange name {p} kept reappearing after {tries} removals (tampered with): refused")
+        try:
+            if self._owner is not None:
                 os.fchown(fd, self._owner, 0)
-                os.fchmod(fd, 0o660)
-            finally:
-                os.close(fd)
+            os.fchmod(fd, 0o660)
+        finally:
+            os.close(fd)
         return str(p)
 
     def prepare_owner(self, uid: int | None) -> None:

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import torch
-
 from . import generic
 from .generic import Driver
 from .probes import Replay, _to_dev
+from .worker import load_exchange
 
 
 def kind(spec: Any) -> str | None:
@@ -75,7 +74,7 @@ def _run_sol(rp: Replay, ch, obj: str, ctx: int, dec: int, seed: int):
         rp._note_tamper(r, "run()")
     if not r.ok:
         return r, None
-    return r, torch.load(p, map_location="cpu", weights_only=True)["out"]
+    return r, load_exchange(p)["out"]
 
 
 def _ref_run(rp: Replay, ref, ctx: int, dec: int, seed: int):
@@ -129,7 +128,7 @@ def alternate_cache(rp: Replay) -> None:
         if not r.ok:
             rp.failed_reply(probe, r, shape, s, variant, what="decode_steps()")
             return
-        out = torch.load(p, map_location="cpu", weights_only=True)["out"]
+        out = load_exchange(p)["out"]
         hidden = out[0] if isinstance(out, (list, tuple)) else out
         res = rp.compare(want[s], _to_dev(hidden, rp.device))
         if res.get("ok"):

@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 from .generic import Driver
+from .worker import save_exchange
 from .probes import Replay, _perturb_state, _stats, _to_cpu, _to_dev, shape_label
 
 CHAIN_STEPS = 8      # steps of the chained check
@@ -121,7 +122,7 @@ def new_model(rp: Replay, ch, obj: str, shape: dict, state_path: str, replace: b
 
 def _put(rp: Replay, ch, values: dict):
     p = rp.scratch.path("put")
-    torch.save({k: _to_cpu(v) for k, v in values.items()}, p)
+    save_exchange({k: _to_cpu(v) for k, v in values.items()}, p)
     r = ch.request("put", rp.limits.call_s, file=p)
     Path(p).unlink(missing_ok=True)
     return r
@@ -477,7 +478,7 @@ def same_buffer(rp: Replay) -> None:
                           + ", ".join(missing[:8]))
             return
         p = rp.scratch.path("write")
-        torch.save({k: v.detach().cpu() for k, v in values.items()}, p)
+        save_exchange({k: v.detach().cpu() for k, v in values.items()}, p)
         wr = ch.request("write", rp.limits.call_s, file=p, targets=targets)
         Path(p).unlink(missing_ok=True)
         if not wr.ok:
@@ -598,7 +599,7 @@ def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
             sd = _perturb_state(base, torch.Generator().manual_seed(9000 + rnd))
             ref.load_state_dict({k: v.to(rp.device) for k, v in sd.items()})
             path = rp.scratch.path("state-fresh")
-            torch.save(sd, path)
+            save_exchange(sd, path)
         r = new_model(rp, ch, "kf", shape, path, replace=True, reuse_attempts=8)
         if path != base_path:
             Path(path).unlink(missing_ok=True)

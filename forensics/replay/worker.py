@@ -24,11 +24,14 @@ replacement of torch's functions it can see (a solution that patches ``torch.all
 from __future__ import annotations
 
 import ctypes
+import errno
 import gc
 import importlib
 import io
 import json
+import mmap
 import os
+import stat
 import statistics
 import sys
 import time
@@ -64,7 +67,6 @@ _equal = torch.equal
 _share_cuda = torch.UntypedStorage._share_cuda_
 _untyped_storage = torch.Tensor.untyped_storage
 _ipc_collect = torch.cuda.ipc_collect
-_from_file = torch.from_file
 
 # ---------------------------------------------------------------- pack format
 # magic, then an 8-byte little-endian header length, the UTF-8 JSON header, padding to 64 bytes,
@@ -76,6 +78,66 @@ PACK_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "fl
                "uint16", "uint32", "uint64", "bool", "complex64", "complex128")
 PACK_MAX_HEADER = 64 * 2**20
 IPC_TEST_N = 4099   # length of the arange a new child sends back over IPC before IPC is used
+
+
+# ---------------------------------------------------------------- exchange files
+class ExchangeTampered(OSError):
+    """An exchange file in io/ is not the plain file the protocol put there (a symlink, a FIFO, a
+    directory, a device, a file with another hard link): the solution's process swapped it."""
+
+
+_EXCHANGE_MODES = {"rb": os.O_RDONLY, "wb": os.O_WRONLY | os.O_CREAT, "r+b": os.O_RDWR}
+
+
+def open_exchange(path: str, mode: str = "rb"):
+    """Open a tensor exchange file without following anything the child may have put at its name.
+
+    io/ is writable by the solution's process, and the parent (possibly root) reads and writes
+    there by name: a symlink planted at the name would make it read, truncate or map the target
+    (a host file, the archive), a FIFO would make it hang, a hard link would make a write land in
+    another file.  So: O_NOFOLLOW (a symlink fails with ELOOP), O_NONBLOCK (a FIFO opens at once,
+    or fails with ENXIO, instead of waiting for a peer), then fstat on the descriptor: only a
+    regular file with at most one link is used, anything else raises ExchangeTampered.  "wb"
+    truncates only after that check (never O_TRUNC at open).  `mode`: "rb", "wb" or "r+b"
+    (read-write, for a shared mapping).  Returns a buffered binary file object."""
+    if mode not in _EXCHANGE_MODES:
+        raise ValueError(f"open_exchange mode {mode!r}")
+    flags = _EXCHANGE_MODES[mode] | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags, 0o660)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ExchangeTampered(f"exchange file {path} is a symbolic link (tampered with): refused") from None
+        if e.errno in (errno.ENXIO, errno.EISDIR, errno.ENODEV, errno.EOPNOTSUPP):
+            raise ExchangeTampered(f"exchange file {path} is not a regular file (tampered with): refused") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ExchangeTampered(f"exchange file {path} is not a regular file "
+                                   f"(mode {stat.filemode(st.st_mode)}; tampered with): refused")
+        if st.st_nlink > 1:
+            raise ExchangeTampered(f"exchange file {path} has {st.st_nlink} hard links "
+                                   "(tampered with): refused")
+        if mode == "wb":
+            os.ftruncate(fd, 0)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def save_exchange(obj, path: str) -> None:
+    """torch.save into an exchange file (see open_exchange)."""
+    with open_exchange(path, "wb") as f:
+        _save(obj, f)
+
+
+def load_exchange(path: str, map_location="cpu", weights_only: bool = True, **kw):
+    """torch.load (weights_only unless asked otherwise) from an exchange file (see open_exchange)."""
+    with open_exchange(path, "rb") as f:
+        return _load(f, map_location=map_location, weights_only=weights_only, **kw)
 
 
 def _pack_tree(x, tensors: list):
@@ -139,7 +201,7 @@ def pack_save(obj, path: str, ipc_hold: list | None = None, ipc_copy: bool = Tru
     head = json.dumps({"tree": tree, "tensors": metas}).encode()
     start = len(PACK_MAGIC) + 8 + len(head)
     pad = -start % PACK_ALIGN
-    with open(path, "wb") as f:
+    with open_exchange(path, "wb") as f:
         f.write(PACK_MAGIC + len(head).to_bytes(8, "little") + head + b"\0" * pad)
         pos = 0
         for (c, n), m in zip(flat, [m for m in metas if "ipc" not in m]):
@@ -152,7 +214,7 @@ def pack_save(obj, path: str, ipc_hold: list | None = None, ipc_copy: bool = Tru
 
 
 def is_pack(path: str) -> bool:
-    with open(path, "rb") as f:
+    with open_exchange(path, "rb") as f:
         return f.read(len(PACK_MAGIC)) == PACK_MAGIC
 
 
@@ -195,8 +257,11 @@ def pack_load(path: str, ipc: bool = False, share: bool = False):
     file (every process that maps it sees the others' writes, also after the file is unlinked)
     and IPC tensors stay mapped.  This is how the parent keeps the memory the solution's inputs
     live in: it maps its own pack file, the child maps the same file, and after each call the
-    parent reads the inputs itself instead of trusting the child's account of them."""
-    with open(path, "rb") as f:
+    parent reads the inputs itself instead of trusting the child's account of them.
+
+    The file is opened through `open_exchange` (never a symlink, FIFO or hard-linked file), and
+    the shared mapping is made from that descriptor, not from the name a second time."""
+    with open_exchange(path, "r+b" if share else "rb") as f:
         if f.read(len(PACK_MAGIC)) != PACK_MAGIC:
             raise ValueError("not a pack file")
         hlen = int.from_bytes(f.read(8), "little")
@@ -209,9 +274,9 @@ def pack_load(path: str, ipc: bool = False, share: bool = False):
         size = f.tell() - start
         if size < 0:
             raise ValueError("truncated pack file")
-        if share:
-            total = start + size
-            data = _from_file(path, shared=True, size=total, dtype=torch.uint8)[start:] if size else None
+        if share:   # MAP_SHARED of the checked descriptor; the tensors keep the mapping alive
+            data = _frombuffer(mmap.mmap(f.fileno(), start + size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE),
+                               dtype=torch.uint8)[start:] if size else None
         else:
             f.seek(start)
             data = bytearray(size)
@@ -284,7 +349,7 @@ def load_any(path: str, map_location: str = "cpu", ipc: bool = False, share: boo
     if is_pack(path):
         x = pack_load(path, ipc=ipc, share=share)
         return x if map_location == "cpu" else _to_dev_tree(x, map_location)
-    return _load(path, map_location=map_location, weights_only=True)
+    return load_exchange(path, map_location=map_location)
 
 
 def _to_dev_tree(x, device):
@@ -745,7 +810,7 @@ class Worker:
         mod = self.objs[req["obj"]]
         names = req.get("names")
         sd = {k: v for k, v in mod.state_dict().items() if names is None or k in names}
-        _save({k: _clone(_to(_detach(v), "cpu")) for k, v in sd.items()}, req["save"])
+        save_exchange({k: _clone(_to(_detach(v), "cpu")) for k, v in sd.items()}, req["save"])
         return {}
 
     def poison(self, nbytes_list: list[int]) -> dict:
@@ -816,7 +881,7 @@ class Worker:
         """Results to the parent: torch.save, the pack format, or the pack format with the GPU
         tensors as CUDA IPC handles (`ipc`: no device-to-host copy, no bytes in the file)."""
         if req.get("fmt") != "pack":
-            _save(payload, req["save"])
+            save_exchange(payload, req["save"])
         else:
             pack_save(payload, req["save"], ipc_hold=self.ipc_hold if req.get("ipc") else None)
 

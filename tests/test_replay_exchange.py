@@ -1,0 +1,235 @@
+"""The replay process never follows a name in a place the solution's process can write.
+
+io/ (the tensor exchange) and the sha-keyed build cache are writable by the sandboxed child, and
+the replay process (root on a GPU host) acts on files there.  Mechanism: every exchange file is
+opened O_NOFOLLOW|O_NONBLOCK and used only if fstat says it is a regular file with one link
+(`worker.open_exchange`, under pack_save / pack_load / is_pack / load_any / save_exchange /
+load_exchange); `Scratch.path` removes whatever the child put at a name before creating the file
+O_EXCL|O_NOFOLLOW; the build cache's claim lives outside the cache, its stale locks are removed
+through directory descriptors opened O_NOFOLLOW, its subdirectories are replaced when they are
+not real directories, and `prepare_owner` walks by descriptor (os.fwalk) and changes each entry
+through a descriptor of its own.  Look-alike none of it may refuse: the plain files the parent
+and the child write, and a real stale lock.
+
+Unit tests here need no sandbox; the end-to-end case (corpus/replay/sandbox_exchange.py)
+replays a hostile solution on the CPU with whatever sandbox the machine allows.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from forensics.replay.probes import Limits  # noqa: E402
+from forensics.replay.runner import Scratch, ScratchTampered  # noqa: E402
+from forensics.replay.worker import (ExchangeTampered, is_pack, load_any, load_exchange, open_exchange,  # noqa: E402
+                                     pack_load, pack_save, save_exchange)
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="O_NOFOLLOW semantics and /proc are Linux's")
+
+REPO = Path(__file__).resolve().parent.parent
+FAST = Limits(build_s=300, call_s=240, probe_s=300, time_s=120)
+
+
+def _canary(tmp_path: Path, name: str = "canary.txt") -> tuple[Path, tuple]:
+    c = tmp_path / name
+    c.write_bytes(b"canary " + uuid.uuid4().hex.encode())
+    os.chmod(c, 0o600)
+    return c, _state(c)
+
+
+def _state(p: Path) -> tuple:
+    st = os.lstat(p)
+    return p.read_bytes(), st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode), st.st_ino, st.st_size
+
+
+def _payload():
+    return {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": [torch.ones(2, dtype=torch.int64), 3]}
+
+
+# ------------------------------------------------------------------------------ open_exchange
+@pytest.mark.parametrize("op", ["open-rb", "open-wb", "open-r+b", "pack_save", "pack_load", "pack_load-share",
+                                "is_pack", "load_any", "save_exchange", "load_exchange"])
+def test_a_symlink_at_an_exchange_name_is_refused_and_its_target_untouched(tmp_path, op):
+    canary, before = _canary(tmp_path)
+    # the canary as a valid pack file too, so a reader that followed would succeed, not fail by luck
+    pack_save({"t": torch.ones(3)}, str(canary))
+    before = _state(canary)
+    io = tmp_path / "io"
+    io.mkdir()
+    p = io / "00001-out.pt"
+    p.symlink_to(canary)
+    calls = {
+        "open-rb": lambda: open_exchange(str(p), "rb"), "open-wb": lambda: open_exchange(str(p), "wb"),
+        "open-r+b": lambda: open_exchange(str(p), "r+b"), "pack_save": lambda: pack_save(_payload(), str(p)),
+        "pack_load": lambda: pack_load(str(p)), "pack_load-share": lambda: pack_load(str(p), share=True),
+        "is_pack": lambda: is_pack(str(p)), "load_any": lambda: load_any(str(p)),
+        "save_exchange": lambda: save_exchange(_payload(), str(p)), "load_exchange": lambda: load_exchange(str(p)),
+    }
+    with pytest.raises(ExchangeTampered, match="symbolic link"):
+        calls[op]()
+    assert _state(canary) == before
+    assert p.is_symlink()
+
+
+def _in_thread(fn, timeout: float = 20.0):
+    box: dict = {}
+
+    def run():
+        try:
+            box["ret"] = fn()
+        except BaseException as e:  # noqa: BLE001
+            box["exc"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    return t.is_alive(), box
+
+
+@pytest.mark.parametrize("mode", ["rb", "wb", "r+b"])
+def test_a_fifo_at_an_exchange_name_is_refused_without_waiting(tmp_path, mode):
+    fifo = tmp_path / "00002-put.pt"
+    os.mkfifo(fifo)
+    hung, box = _in_thread(lambda: open_exchange(str(fifo), mode))
+    if hung:   # free the thread before failing: a peer on the other end
+        fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+        os.close(fd)
+    assert not hung, "open_exchange waited on a FIFO"
+    assert isinstance(box.get("exc"), ExchangeTampered), box
+    assert "not a regular file" in str(box["exc"])
+
+
+def test_pack_load_of_a_fifo_does_not_hang(tmp_path):
+    fifo = tmp_path / "00003-out.pt"
+    os.mkfifo(fifo)
+    for fn in (lambda: pack_load(str(fifo)), lambda: load_exchange(str(fifo)), lambda: pack_save(_payload(), str(fifo))):
+        hung, box = _in_thread(fn)
+        if hung:
+            os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
+        assert not hung and isinstance(box.get("exc"), ExchangeTampered), box
+
+
+@pytest.mark.parametrize("op", ["pack_save", "save_exchange", "open-wb"])
+def test_a_hard_linked_exchange_file_is_not_written(tmp_path, op):
+    other, before = _canary(tmp_path, "other.txt")
+    p = tmp_path / "00004-write.pt"
+    os.link(other, p)
+    with pytest.raises(ExchangeTampered, match="hard links"):
+        {"pack_save": lambda: pack_save(_payload(), str(p)), "save_exchange": lambda: save_exchange(_payload(), str(p)),
+         "open-wb": lambda: open_exchange(str(p), "wb")}[op]()
+    assert _state(other) == before
+
+
+def test_a_directory_at_an_exchange_name_is_refused(tmp_path):
+    d = tmp_path / "00005-out.pt"
+    d.mkdir()
+    for mode in ("rb", "wb", "r+b"):
+        with pytest.raises(ExchangeTampered, match="not a regular file"):
+            open_exchange(str(d), mode)
+
+
+# ------------------------------------------------------------------------------ the look-alike: plain files
+def test_plain_exchange_files_round_trip(tmp_path):
+    p = tmp_path / "00006-out.pt"
+    pack_save(_payload(), str(p))
+    assert is_pack(str(p))
+    got = pack_load(str(p))
+    assert torch.equal(got["a"], _payload()["a"]) and got["b"][1] == 3
+    assert torch.equal(load_any(str(p))["b"][0], torch.ones(2, dtype=torch.int64))
+    q = tmp_path / "00007-run.pt"
+    q.write_bytes(b"x" * 10000)   # an older, longer content: truncated, not mixed in
+    save_exchange(_payload(), str(q))
+    assert not is_pack(str(q))
+    got = load_exchange(str(q))
+    assert torch.equal(got["a"], _payload()["a"]) and torch.equal(load_any(str(q))["a"], got["a"])
+    with open_exchange(str(tmp_path / "00008-new.pt"), "wb") as f:   # created where it does not exist
+        f.write(b"abc")
+    with open_exchange(str(tmp_path / "00008-new.pt"), "rb") as f:
+        assert f.read() == b"abc"
+
+
+def test_shared_pack_mappings_see_each_other_also_after_unlink(tmp_path):
+    p = tmp_path / "00009-put.pt"
+    pack_save({"x": torch.zeros(8), "y": torch.arange(4, dtype=torch.int32), "e": torch.empty(0)}, str(p))
+    mine = pack_load(str(p), share=True)
+    theirs = pack_load(str(p), share=True)
+    p.unlink()
+    theirs["x"][3] = 7.0
+    theirs["y"].add_(1)
+    assert mine["x"][3].item() == 7.0 and mine["y"].tolist() == [1, 2, 3, 4] and mine["e"].numel() == 0
+    mine["x"][0] = -1.0
+    assert theirs["x"][0].item() == -1.0
+
+
+# ------------------------------------------------------------------------------ Scratch.path
+def test_scratch_path_removes_a_planted_symlink_and_creates_a_new_file(tmp_path):
+    canary, before = _canary(tmp_path)
+    sc = Scratch(b"x = 1\n", cache_root=tmp_path / "cache", work_root=tmp_path)
+    try:
+        sc._owner = os.geteuid()   # the sandbox-uid path (fchown on the new file), possible as any user
+        planted = Path(sc.io) / "00001-put.pt"
+        planted.symlink_to(canary)
+        p = sc.path("put")
+        assert p == str(planted)
+        st = os.lstat(p)
+        assert stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size == 0 and stat.S_IMODE(st.st_mode) == 0o660
+        assert _state(canary) == before
+        assert len(sc.planted) == 1 and "taken before it was created" in sc.planted[0]
+        pack_save(_payload(), p)
+        assert _state(canary) == before and torch.equal(pack_load(p)["a"], _payload()["a"])
+        # the look-alike: a name nobody touched is no event
+        q = sc.path("out")
+        assert os.path.isfile(q) and len(sc.planted) == 1
+        (Path(sc.io) / "00003-snap.pt").mkdir()
+        with pytest.raises(ScratchTampered, match="directory"):
+            sc.path("snap")
+    finally:
+        sc.cleanup()
+
+
+def test_scratch_path_refuses_a_name_that_keeps_reappearing(tmp_path, monkeypatch):
+    sc = Scratch(b"x = 1\n", cache_root=tmp_path / "cache", work_root=tmp_path)
+    real_open = os.open
+
+    def racing_open(path, flags, *a, **kw):   # the child recreates the name after every unlink
+        if str(path).endswith("-put.pt") and flags & os.O_EXCL:
+            os.symlink("/etc/hostname", path)
+        return real_open(path, flags, *a, **kw)
+
+    try:
+        monkeypatch.setattr(os, "open", racing_open)
+        with pytest.raises(ScratchTampered, match="kept reappearing"):
+            sc.path("put")
+    finally:
+        monkeypatch.undo()
+        sc.cleanup()
+
+
+# ------------------------------------------------------------------------------ end to end
+def test_a_solution_swapping_its_exchange_files_for_symlinks_reaches_nothing(tmp_path):
+    """corpus/replay/sandbox_exchange.py plants symlinks to a canary outside its view (beside the
+    cache root, which it can work out from TORCH_EXTENSIONS_DIR) at the exchange names the replay
+    creates next, and swaps each result file it writes for one.  Before the fix the replay truncated,
+    chowned and overwrote the canary; now it is untouched and the run is `tampered`."""
+    from forensics.replay.api import replay_solution
+    canary, before = _canary(tmp_path)
+    src = (REPO / "corpus" / "replay" / "sandbox_exchange.py").read_bytes()
+    out = replay_solution("05_topk_bitonic", src, device="cpu", shapes="tiny", probes=["check"], seeds=(42,),
+                          limits=FAST, cache_root=tmp_path / "cache")
+    assert _state(canary) == before
+    assert out.status() == "tampered", [(r["probe"], r["status"], (r["detail"] or "")[:300]) for r in out.rows]
+    f = next(f for f in out.findings if f["rule"] == "replay-exchange-tampered")
+    assert f["severity"] == "critical" and "exchange" in f["message"]
+    events = f["data"]["events"]
+    assert any("symbolic link" in e for e in events), events          # a result file swapped after it was written
+    assert any("taken before it was created" in e for e in events), events   # names planted ahead
+    assert not any(r["status"] == "pass" for r in out.rows if r["probe"] == "check")
