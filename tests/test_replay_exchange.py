@@ -29,7 +29,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from forensics.replay.probes import Limits  # noqa: E402
-from forensics.replay.runner import Scratch, ScratchTampered  # noqa: E402
+from forensics.replay.runner import Scratch, ScratchTampered, claim_build_cache  # noqa: E402
 from forensics.replay.worker import (ExchangeTampered, is_pack, load_any, load_exchange, open_exchange,  # noqa: E402
                                      pack_load, pack_save, save_exchange)
 
@@ -211,6 +211,77 @@ def test_scratch_path_refuses_a_name_that_keeps_reappearing(tmp_path, monkeypatc
             sc.path("put")
     finally:
         monkeypatch.undo()
+        sc.cleanup()
+
+
+# ------------------------------------------------------------------------------ the build cache
+def test_stale_lock_removal_never_follows_a_planted_directory_symlink(tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "x").mkdir(parents=True)
+    (outside / "x" / "lock").write_text("not yours")
+    (outside / "lock").write_text("not yours either")
+    cache = tmp_path / "cache" / ("a" * 32)
+    ext = cache / "torch_extensions"
+    (ext / "py311_cu126" / "w4a16_ext").mkdir(parents=True)
+    (ext / "py311_cu126" / "w4a16_ext" / "lock").write_text("")      # a real stale lock: goes
+    (ext / "evil").symlink_to(outside, target_is_directory=True)       # torch_extensions/evil -> outside
+    (ext / "py311_cu126" / "evil2").symlink_to(outside / "x", target_is_directory=True)
+    (ext / "py311_cu126" / "dirlink").mkdir()
+    (ext / "py311_cu126" / "dirlink" / "lock").symlink_to(outside / "lock")   # a lock that is a symlink: kept
+    fd, removed = claim_build_cache(cache)
+    try:
+        assert fd >= 0
+        assert removed == ["torch_extensions/py311_cu126/w4a16_ext/lock"]
+        assert (outside / "x" / "lock").read_text() == "not yours"
+        assert (outside / "lock").read_text() == "not yours either"
+        assert (ext / "py311_cu126" / "dirlink" / "lock").is_symlink()
+    finally:
+        os.close(fd)
+
+
+def test_the_claim_lives_outside_the_cache_and_is_never_followed(tmp_path):
+    canary, before = _canary(tmp_path)
+    cache = tmp_path / "cache" / ("b" * 32)
+    cache.mkdir(parents=True)
+    (cache / ".replay-claim").symlink_to(canary)            # where the claim used to be: ignored now
+    fd, _ = claim_build_cache(cache)
+    assert fd >= 0 and os.fstat(fd).st_ino == os.stat(cache.with_name(cache.name + ".claim")).st_ino
+    os.close(fd)
+    assert _state(canary) == before
+    other = tmp_path / "cache" / ("c" * 32)
+    other.mkdir()
+    other.with_name(other.name + ".claim").symlink_to(canary)   # a symlink at the claim itself: not opened
+    assert claim_build_cache(other) == (-1, [])
+    assert _state(canary) == before
+
+
+def test_scratch_replaces_planted_cache_subdirs_without_following_them(tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "tag" / "ext").mkdir(parents=True)
+    (outside / "tag" / "ext" / "lock").write_text("keep")
+    canary, before = _canary(tmp_path)
+    sol = b"x = 2\n"
+    first = Scratch(sol, cache_root=tmp_path / "cache", work_root=tmp_path)
+    cache = first.cache
+    first.cleanup()
+    import shutil
+    shutil.rmtree(cache / "torch_extensions")
+    (cache / "torch_extensions").symlink_to(outside, target_is_directory=True)
+    (cache / "triton").rmdir()
+    (cache / "triton").symlink_to(canary)
+    (cache / "cuda").rmdir()
+    (cache / "cuda").write_text("a file where a directory belongs")
+    sc = Scratch(sol, cache_root=tmp_path / "cache", work_root=tmp_path)
+    try:
+        assert sc.cache == cache
+        for sub in ("torch_extensions", "triton", "cuda"):
+            st = os.lstat(cache / sub)
+            assert stat.S_ISDIR(st.st_mode), sub
+        assert sc.stale_build_locks == []
+        assert (outside / "tag" / "ext" / "lock").read_text() == "keep"
+        assert sorted(p.name for p in outside.iterdir()) == ["tag"]
+        assert _state(canary) == before
+    finally:
         sc.cleanup()
 
 

@@ -439,6 +439,56 @@ class ScratchTampered(OSError):
     process left there and cannot be made so: refused rather than followed (see Scratch.path)."""
 
 
+#: open(2) flags for a directory the child can write into: never through a symlink, never a FIFO's wait
+_DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def _stale_locks(cache: Path) -> list[str]:
+    """Remove torch_extensions/*/*/lock and torch_extensions/*/lock (regular files only) under
+    `cache`, which the solution's process writes: every directory is opened O_NOFOLLOW relative to
+    its parent's descriptor, so a symlink planted anywhere on the way (`torch_extensions/evil ->
+    /etc`) is refused, never followed, and the unlink names `lock` inside a directory already
+    held open.  -> the locks removed, relative to `cache`, deepest first."""
+    deep: list[str] = []
+    shallow: list[str] = []
+
+    def unlink_lock(dfd: int, rel: str, into: list[str]) -> None:
+        try:
+            if stat.S_ISREG(os.lstat("lock", dir_fd=dfd).st_mode):
+                os.unlink("lock", dir_fd=dfd)   # unlink never follows the name it removes
+                into.append(rel)
+        except OSError:
+            pass
+
+    def subdirs(dfd: int):
+        try:
+            names = sorted(os.listdir(dfd))
+        except OSError:
+            return
+        for n in names:
+            try:
+                fd = os.open(n, _DIR_NOFOLLOW, dir_fd=dfd)   # a symlink: ELOOP, a file: ENOTDIR
+            except OSError:
+                continue
+            try:
+                yield n, fd
+            finally:
+                os.close(fd)
+
+    try:
+        ext = os.open(cache / "torch_extensions", _DIR_NOFOLLOW)
+    except OSError:
+        return []
+    try:
+        for tag, tfd in subdirs(ext):
+            for name, nfd in subdirs(tfd):
+                unlink_lock(nfd, f"torch_extensions/{tag}/{name}/lock", deep)
+            unlink_lock(tfd, f"torch_extensions/{tag}/lock", shallow)
+    finally:
+        os.close(ext)
+    return deep + shallow
+
+
 def claim_build_cache(cache: Path) -> tuple[int, list[str]]:
     """Hold `cache` (one solution's build cache, shared by every replay of that solution) for this
     replay, and clear the build locks a killed replay left in it.  -> (fd holding the claim, or -1;
@@ -449,12 +499,19 @@ def claim_build_cache(cache: Path) -> tuple[int, list[str]]:
     for the file to go.  A replay killed mid-build (a run limit, a time budget) leaves it behind, and
     every later replay of the same solution then waits out its whole build budget: on the H100 two
     Kimi runs cut mid-build in one call timed out at import in the next two.  With an exclusive
-    flock on cache/.replay-claim no other replay of this solution is alive, so a `lock` there is
+    flock on the claim file no other replay of this solution is alive, so a `lock` there is
     stale and goes.  Look-alike it must not touch: the lock of a build in progress in a concurrent
-    replay of the same solution (the claim is held by it: nothing is removed)."""
+    replay of the same solution (the claim is held by it: nothing is removed).
+
+    The cache is written by the solution's process, so nothing in it is followed: the claim is
+    `<cache>.claim` beside it (in the cache root, which only this side writes; opened O_NOFOLLOW),
+    and the locks are found and removed through directory descriptors opened O_NOFOLLOW
+    (`_stale_locks`): a planted `torch_extensions/evil -> /some/dir` does not make this process
+    unlink `/some/dir/x/lock`."""
     import fcntl
     try:
-        fd = os.open(cache / ".replay-claim", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(cache.with_name(cache.name + ".claim"),
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
     except OSError:
         return -1, []
     try:
@@ -462,16 +519,7 @@ def claim_build_cache(cache: Path) -> tuple[int, list[str]]:
     except OSError:
         os.close(fd)
         return -1, []   # another replay of this solution holds it: its locks may be live
-    removed = []
-    ext = cache / "torch_extensions"
-    for lock in sorted(ext.glob("*/*/lock")) + sorted(ext.glob("*/lock")):
-        try:
-            if lock.is_file() and not lock.is_symlink():
-                lock.unlink()
-                removed.append(str(lock.relative_to(cache)))
-        except OSError:
-            pass
-    return fd, removed
+    return fd, _stale_locks(cache)
 
 
 class Scratch:
@@ -534,8 +582,20 @@ class Scratch:
         shutil.copyfile(WORKER_SRC, self.harness / "worker.py")
         shutil.copyfile(SANDBOX_SRC, self.harness / "sandbox.py")
         self.cache = (cache_root or default_cache_root()) / self.sha256[:32]
+        self.cache.mkdir(parents=True, exist_ok=True)
         for sub in ("torch_extensions", "triton", "cuda"):
-            (self.cache / sub).mkdir(parents=True, exist_ok=True)
+            # the cache is the solution's to write (an earlier replay of it may have left a
+            # symlink or a file at these names): replaced, never followed
+            d = self.cache / sub
+            try:
+                if not stat.S_ISDIR(os.lstat(d).st_mode):
+                    os.unlink(d)
+            except FileNotFoundError:
+                pass
+            try:
+                os.mkdir(d)
+            except FileExistsError:
+                pass
         self._cache_fd, self.stale_build_locks = claim_build_cache(self.cache)
         self._n = 0
         #: what Scratch.path found at a name before creating it (only the child writes io/)
