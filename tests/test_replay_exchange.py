@@ -285,6 +285,65 @@ def test_scratch_replaces_planted_cache_subdirs_without_following_them(tmp_path)
         sc.cleanup()
 
 
+def test_prepare_owner_never_follows_a_directory_swapped_for_a_symlink_mid_walk(tmp_path, monkeypatch):
+    """The cache is shared with a concurrent replay of the same solution whose child can swap a
+    directory for a symlink after the walk checked it and before it lists it: os.walk then lists and
+    chmods (as root: chowns) the symlink's target.  Look-alike: the cache's own files are changed."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("host file")
+    os.chmod(outside / "f", 0o600)
+    before = _state(outside / "f")
+    sc = Scratch(b"x = 3\n", cache_root=tmp_path / "cache", work_root=tmp_path)
+    a = sc.cache / "triton" / "a"
+    a.mkdir()
+    (a / "f").write_text("cache file")
+    os.chmod(a / "f", 0o600)
+    own = sc.cache / "cuda" / "g"
+    own.write_text("cache file")
+    os.chmod(own, 0o600)
+    real_scandir, real_listdir = os.scandir, os.listdir
+    a_ino = os.stat(a).st_ino
+    swapped = []
+
+    def swap_when_entering_a(p):
+        # the walker has decided to descend into `a` (checked it is no symlink) and now lists it:
+        # the concurrent child swaps it for a symlink to the outside in between
+        if swapped:
+            return
+        if isinstance(p, int):
+            hit = os.fstat(p).st_ino == a_ino
+        else:
+            hit = Path(os.fsdecode(p)) == a
+        if hit:
+            os.rename(a, sc.cache / "triton" / "a.moved")
+            a.symlink_to(outside, target_is_directory=True)
+            swapped.append(True)
+
+    def scandir(p="."):
+        swap_when_entering_a(p)
+        return real_scandir(p)
+
+    def listdir(p="."):
+        swap_when_entering_a(p)
+        return real_listdir(p)
+
+    uid = os.geteuid() if os.geteuid() != 0 else 54321
+    try:
+        monkeypatch.setattr(os, "scandir", scandir)
+        monkeypatch.setattr(os, "listdir", listdir)
+        sc.prepare_owner(uid)
+        monkeypatch.undo()
+        assert swapped
+        assert _state(outside / "f") == before
+        assert stat.S_IMODE(os.stat(own).st_mode) == 0o660
+        if os.geteuid() == 0:
+            assert os.stat(own).st_uid == uid
+    finally:
+        monkeypatch.undo()
+        sc.cleanup()
+
+
 # ------------------------------------------------------------------------------ end to end
 def test_a_solution_swapping_its_exchange_files_for_symlinks_reaches_nothing(tmp_path):
     """corpus/replay/sandbox_exchange.py plants symlinks to a canary outside its view (beside the

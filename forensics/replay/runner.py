@@ -522,6 +522,99 @@ def claim_build_cache(cache: Path) -> tuple[int, list[str]]:
     return fd, _stale_locks(cache)
 
 
+def _give_fd(fd: int, uid: int) -> None:
+    """Owner `uid`, group 0, group read-write (and search for a directory) on an open file."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return
+    try:
+        if st.st_uid != uid or st.st_gid != 0:
+            os.fchown(fd, uid, 0)
+    except OSError:
+        pass
+    want = st.st_mode | (0o070 if stat.S_ISDIR(st.st_mode) else 0o060)
+    try:
+        if want != st.st_mode:
+            os.fchmod(fd, want & 0o7777)
+    except OSError:
+        pass
+
+
+def _give_entry(dfd: int, name: str, uid: int) -> int | None:
+    """`_give_fd` for `name` in the directory held open as `dfd`, never through a symlink: a
+    regular file or directory is opened O_NOFOLLOW|O_NONBLOCK (a FIFO swapped in opens without
+    waiting) and changed only if it is still the one lstat saw (a swap in between is left alone);
+    a FIFO or socket only changes owner (fchownat with AT_SYMLINK_NOFOLLOW); a symlink is skipped.
+    -> the directory's descriptor, still open, for the walk to go on (the caller closes it)."""
+    try:
+        st = os.lstat(name, dir_fd=dfd)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return None
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        try:
+            if st.st_uid != uid or st.st_gid != 0:
+                os.chown(name, uid, 0, dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            pass
+        return None
+    flags = _DIR_NOFOLLOW if stat.S_ISDIR(st.st_mode) else (
+        os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        fd = os.open(name, flags, dir_fd=dfd)
+    except OSError:
+        return None
+    try:
+        now = os.fstat(fd)
+    except OSError:
+        now = None
+    if now is None or (now.st_ino, now.st_dev) != (st.st_ino, st.st_dev):
+        os.close(fd)
+        return None
+    _give_fd(fd, uid)
+    if stat.S_ISDIR(now.st_mode):
+        return fd
+    os.close(fd)
+    return None
+
+
+#: how deep `_give_tree` goes (a build cache is a few levels deep; a solution's own tree may be anything)
+GIVE_MAX_DEPTH = 64
+
+
+def _give_tree(top: str | Path, uid: int) -> None:
+    """`_give_fd` on `top` and everything under it, walked by directory descriptors: each directory
+    is opened O_NOFOLLOW|O_DIRECTORY relative to its parent's descriptor, so a symlink planted or
+    swapped in anywhere (also while the walk runs: the cache is shared with a concurrent replay of
+    the same solution) is never followed.  One descriptor per level (depth-first)."""
+    try:
+        top_fd = os.open(top, _DIR_NOFOLLOW)
+    except OSError:
+        return
+
+    def walk(dfd: int, depth: int) -> None:
+        _give_fd(dfd, uid)
+        try:
+            names = os.listdir(dfd)
+        except OSError:
+            return
+        for n in names:
+            sub = _give_entry(dfd, n, uid)
+            if sub is not None:
+                try:
+                    if depth < GIVE_MAX_DEPTH:
+                        walk(sub, depth + 1)
+                finally:
+                    os.close(sub)
+
+    try:
+        walk(top_fd, 0)
+    finally:
+        os.close(top_fd)
+
+
 class Scratch:
     """A private copy of a run's solution files, plus the generated `reference` module dir.
 
@@ -652,19 +745,9 @@ class Scratch:
             return
         os.chmod(self.root, 0o711)
         for top in (self.sol_dir, self.home, Path(os.path.realpath(self.io)), self.cache):
-            for dirpath, dirnames, filenames in os.walk(top):
-                for n in [dirpath] + [os.path.join(dirpath, f) for f in dirnames + filenames]:
-                    try:
-                        st = os.lstat(n)
-                        if os.path.islink(n):
-                            continue
-                        if st.st_uid != uid or st.st_gid != 0:
-                            os.lchown(n, uid, 0)
-                        want = st.st_mode | (0o070 if os.path.isdir(n) else 0o060)
-                        if want != st.st_mode:
-                            os.chmod(n, want & 0o7777)
-                    except OSError:
-                        pass
+            # the cache is shared by every replay of this solution and may be written by one
+            # running now: walked by descriptors, never through a symlink (`_give_tree`)
+            _give_tree(top, uid)
         self._owner = uid
 
     def cleanup(self) -> None:
