@@ -344,6 +344,33 @@ def test_prepare_owner_never_follows_a_directory_swapped_for_a_symlink_mid_walk(
         sc.cleanup()
 
 
+# ------------------------------------------------------------------------------ sol/ (the child's cwd)
+def test_authored_kernel_names_never_come_through_a_symlink_or_a_fifo(tmp_path):
+    """kernel-trace reads the solution's sources from sol/ while the child is alive: a symlink to a
+    host file was read (its kernel names reported), a FIFO swapped in after the is_file check would
+    hang the replay.  Look-alike: the solution's own files, in subfolders too, are read."""
+    from forensics.replay.kerneltrace import authored_kernels
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "host.cu").write_text("__global__ void host_secret_kernel(float* p) {}\n")
+    (outside / "pkg").mkdir()
+    (outside / "pkg" / "k.cu").write_text("__global__ void host_dir_kernel(float* p) {}\n")
+    sol = tmp_path / "sol"
+    (sol / "kernels").mkdir(parents=True)
+    (sol / "solution.py").write_text("SRC = '__global__ void own_main_kernel(float* y) {}'\n")
+    (sol / "kernels" / "side.cu").write_text("__global__ void own_side_kernel(int* p) {}\n")
+    (sol / "leak.cu").symlink_to(outside / "host.cu")
+    (sol / "linked").symlink_to(outside / "pkg", target_is_directory=True)
+    os.mkfifo(sol / "wait.cu")
+    hung, box = _in_thread(lambda: authored_kernels(sol))
+    if hung:
+        os.close(os.open(sol / "wait.cu", os.O_RDWR | os.O_NONBLOCK))
+    assert not hung, "authored_kernels waited on a FIFO"
+    names, _ = box["ret"]
+    assert {"own_main_kernel", "own_side_kernel"} <= names
+    assert not {"host_secret_kernel", "host_dir_kernel"} & names
+
+
 # ------------------------------------------------------------------------------ end to end
 def test_a_solution_swapping_its_exchange_files_for_symlinks_reaches_nothing(tmp_path):
     """corpus/replay/sandbox_exchange.py plants symlinks to a canary outside its view (beside the

@@ -31,6 +31,7 @@ from pathlib import Path
 from forensics.text.cuda import global_kernel_names
 
 from .probes import Replay, shape_label
+from .runner import child_files
 
 BENCH_SEED = 2026
 LIBRARY_SHARE = 0.8     # of the computing time (authored + library kernels)
@@ -50,19 +51,17 @@ CPU_LIBRARY_OP = re.compile(r"^aten::(mm|matmul|bmm|addmm|baddbmm|linear|einsum|
 
 
 def authored_kernels(sol_dir: Path) -> tuple[set[str], bool]:
-    """(kernel names the solution defines, whether it composes CUTLASS) from its scratch copy."""
+    """(kernel names the solution defines, whether it composes CUTLASS) from its scratch copy.
+
+    sol/ is the child's cwd and it is alive while this runs: its files are read through
+    runner.child_files (never through a symlink, never a FIFO, regular files only)."""
     names: set[str] = set()
     cutlass = False
-    for p in sorted(sol_dir.rglob("*")):
-        if not p.is_file() or p.suffix not in (".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp"):
-            continue
-        try:
-            text = p.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
+    for rel, data in child_files(sol_dir, (".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")):
+        text = data.decode("utf-8", errors="replace")
         names.update(global_kernel_names(text))
         cutlass = cutlass or bool(re.search(r"\bcutlass::(gemm|conv|epilogue)\b|\bCollectiveBuilder\b", text))
-        if p.suffix == ".py":
+        if rel.endswith(".py"):
             try:
                 tree = ast.parse(text)
             except (SyntaxError, ValueError, RecursionError):

@@ -615,6 +615,73 @@ def _give_tree(top: str | Path, uid: int) -> None:
         os.close(top_fd)
 
 
+def child_files(top: str | Path, suffixes: tuple[str, ...], max_bytes: int = MAX_SIDECAR_BYTES,
+                max_depth: int = GIVE_MAX_DEPTH) -> list[tuple[str, bytes]]:
+    """(path relative to `top`, content) of the regular files under `top` whose names end in one
+    of `suffixes`, for a place the child writes (its sol/): directories opened O_NOFOLLOW relative
+    to their parent's descriptor, files opened O_NOFOLLOW|O_NONBLOCK and read only where fstat says
+    regular file, at most `max_bytes` each (larger ones are skipped).  A symlink to a host file, a
+    FIFO or a device swapped in while this runs is never read and never waited on."""
+    out: list[tuple[str, bytes]] = []
+    try:
+        top_fd = os.open(top, _DIR_NOFOLLOW)
+    except OSError:
+        return out
+
+    def read(dfd: int, name: str) -> bytes | None:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, dir_fd=dfd)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+                return None
+            chunks, total = [], 0
+            while True:
+                b = os.read(fd, 1 << 20)
+                if not b:
+                    return b"".join(chunks)
+                total += len(b)
+                if total > max_bytes:   # grew while read
+                    return None
+                chunks.append(b)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def walk(dfd: int, rel: str, depth: int) -> None:
+        try:
+            names = sorted(os.listdir(dfd))
+        except OSError:
+            return
+        for n in names:
+            try:
+                st = os.lstat(n, dir_fd=dfd)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode) and depth < max_depth:
+                try:
+                    sub = os.open(n, _DIR_NOFOLLOW, dir_fd=dfd)
+                except OSError:
+                    continue
+                try:
+                    walk(sub, rel + n + "/", depth + 1)
+                finally:
+                    os.close(sub)
+            elif stat.S_ISREG(st.st_mode) and n.endswith(suffixes):
+                data = read(dfd, n)
+                if data is not None:
+                    out.append((rel + n, data))
+
+    try:
+        walk(top_fd, "", 0)
+    finally:
+        os.close(top_fd)
+    return out
+
+
 class Scratch:
     """A private copy of a run's solution files, plus the generated `reference` module dir.
 
