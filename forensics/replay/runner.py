@@ -10,7 +10,8 @@ environment.  Requests go over a pipe; a request that does not get its reply wit
 limit kills the whole process group (and the PID namespace with it).
 
 Everything the child hands back is data: tensors are loaded with ``torch.load(weights_only=True)`` or
-the validating pack reader (worker.pack_load)
+the validating pack reader (worker.pack_load), both through worker.open_exchange (the child can
+write io/, so no symlink, FIFO or hard link found there is ever followed; see Scratch.path)
 and judged here.  A missing reply is classified, never ignored:
 
 * ``early_exit``: the child ended with status 0 (``os._exit(0)``, ``sys.exit()`` swallowed by
