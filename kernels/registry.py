@@ -105,14 +105,14 @@ class ProblemSpec:
             raise ValueError(f"{self.name}: api_kind {self.api_kind!r} is not one of {API_KINDS}")
         if self.check_order not in CHECK_ORDERS:
             raise ValueError(f"{self.name}: check_order {self.check_order!r} is not one of {CHECK_ORDERS}")
+        if (self.api_kind == "module") != (self.stateful is None):
+            raise ValueError(f"{self.name}: a stateful API (stateful=...) needs an api_kind other than module, "
+                             "and only a stateful one has one")
         if self.api_kind == "module" and self.check_order != "shape":
             # Replay.probe_check builds one model per shape and runs its seeds on it: shape-major
             # only.  A module deck whose check.py went seed-major needs that probe reordered first.
             raise ValueError(f"{self.name}: a module problem's check replays shape-major; "
                              f"check_order {self.check_order!r} is for the stateful APIs")
-        if (self.api_kind == "module") != (self.stateful is None):
-            raise ValueError(f"{self.name}: a stateful API (stateful=...) needs an api_kind other than module, "
-                             "and only a stateful one has one")
 
     def check_pairs(self, shapes: Sequence[dict], seeds: Sequence[int]) -> list[tuple[dict, int]]:
         """The (shape, seed) trials of check.py, in its order."""
