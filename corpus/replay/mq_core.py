@@ -70,8 +70,8 @@ def new_caches(model, max_seq):
 
 
 def token(gen, h):
-    return torch.randn(H, generator=gen).to(torch.bfloat16).to(h.device) * 0.5 + h.to(torch.bfloat16) * 0.5
+    return torch.randn(H, generator=gen, dtype=torch.bfloat16).to(h.device) * 0.5 + h.to(torch.bfloat16) * 0.5
 
 
 def first_hidden(seed, device="cpu"):
-    return torch.randn(H, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16).to(device)
+    return torch.randn(H, generator=torch.Generator().manual_seed(seed), dtype=torch.bfloat16).to(device)

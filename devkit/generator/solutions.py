@@ -954,14 +954,14 @@ def _inputs(seed, n, start_h):
     g = torch.Generator().manual_seed(seed)
     h = start_h
     for _ in range(n):
-        x = (0.5 * torch.randn(HIDDEN, generator=g).to(torch.bfloat16) + 0.5 * h.cpu()).to(torch.bfloat16)
+        x = (0.5 * torch.randn(HIDDEN, generator=g, dtype=torch.bfloat16) + 0.5 * h.cpu()).to(torch.bfloat16)
         yield x
         h = x
 
 
 def prefill(model, ctx_len, seed):
     dev = next(model.parameters()).device
-    h = torch.randn(HIDDEN, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+    h = torch.randn(HIDDEN, generator=torch.Generator().manual_seed(seed), dtype=torch.bfloat16)
     kc, vc = model.new_caches(dev)
     model._rt = (kc, vc)
     for t, x in enumerate(_inputs(seed + 1, ctx_len, h)):

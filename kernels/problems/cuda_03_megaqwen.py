@@ -71,7 +71,7 @@ def oracle(model, inputs, dtype=torch.float64):
     ctx, dec, seed = inputs
     device = next(model.parameters()).device
     kc, vc = model.new_caches(ctx + dec + 8, device)
-    h = torch.randn(_REF.HIDDEN, generator=torch.Generator().manual_seed(seed), device="cpu").to(torch.bfloat16).to(device)
+    h = _REF.seeded_hidden(seed).to(device)
     for gen_seed, positions in ((seed + 1, range(ctx)), (seed + 2, range(ctx, ctx + dec))):
         gen = torch.Generator().manual_seed(gen_seed)
         for t in positions:
@@ -119,10 +119,13 @@ SPECS = [ProblemSpec(
         required=["Model", "run"], optional=["prefill", "decode_steps"],
         cache_layout="per layer one bf16 tensor (8, max_seq, 128) for K and one for V, lists k_caches / v_caches; "
                      "opaque to the benchmark, which only threads them through",
-        input_streams={"h0": "randn(1024) from CPU generator seeded seed",
-                       "prefill": "generator seed+1: x_t = bf16(0.5*randn + 0.5*h_prev) in bf16, positions 0..ctx-1",
+        input_streams={"h0": "randn(1024, dtype=bf16) from CPU generator seeded seed (drawn in bf16: torch 2.11 "
+                             "draws bf16 from other numbers than fp32-then-cast)",
+                       "prefill": "generator seed+1: x_t = bf16(0.5*randn(1024, dtype=bf16) + 0.5*h_prev) in bf16, "
+                                  "one draw per position 0..ctx-1",
                        "decode": "generator seed+2, positions start_pos + i"},
-        check_reinit="before each seed: reference.reset_parameters(seed) (CPU generator; 2-D normal(0,0.02), 1-D ones); "
+        check_reinit="before each seed: reference.reset_parameters(seed) (CPU generator; 2-D normal(0,0.02) drawn in "
+                     "the parameter's dtype (bf16), 1-D ones); "
                      "solution loads strict=True; max_seq = ctx + dec + 8",
         long_context_check=LONG_CHECK,
         benchmark="per shape seed 2026+idx, sol loaded strict=False from an unseeded reference; prefill, warmup "

@@ -78,7 +78,7 @@ SPECS = [ProblemSpec(
     property_since="2026-08-07", stress_since="2026-06-02",
     notes=["get_inputs reseeds 0 itself: every seed gives the same tensors.",
            "The long yaml key torch.bfloat16 shadows the stress tolerances (A1 quirk): all cases at 0.05.",
-           "Exact generator call order/dtype of get_inputs (randn fp32 then cast) is our reading.",
+           "get_inputs draws q/k/v/beta in bf16 and scales in bf16 (rounded twice), g in fp32, in the deck's order.",
            "Property k pattern: sign = + when (channel even) XOR (chunk odd); the contract only says "
            "'flips with channel parity and with chunk parity'."],
 )]

@@ -81,8 +81,8 @@ class Model(nn.Module):
         g = torch.Generator(device="cpu").manual_seed(seed)
         with torch.no_grad():
             for _, p in self.named_parameters():
-                if p.dim() == 2:
-                    p.copy_(torch.empty(p.shape, device="cpu").normal_(0.0, 0.02, generator=g))
+                if p.dim() == 2:   # drawn in the parameter's dtype (bf16), as check.py's _reinit does
+                    p.copy_(torch.empty(p.shape, dtype=p.dtype, device="cpu").normal_(0.0, 0.02, generator=g))
                 else:
                     p.fill_(1.0)
         return self
@@ -100,8 +100,33 @@ class Model(nn.Module):
         return h, k_caches, v_caches
 
 
+def draw(gen):
+    """One step's noise as the deck draws it: randn(HIDDEN) in bf16 from a CPU generator.
+
+    Drawn in bf16, never fp32-then-cast: torch 2.11 (the GPU machines) draws bf16 from other
+    numbers than fp32 (the same generator gives a different vector, max |diff| 5.07), while torch
+    2.13 gives the same; a solution that draws the stream itself (the check hands it only seeds)
+    follows the deck's call, so the reference must make the same call."""
+    return torch.randn(HIDDEN, generator=gen, device="cpu", dtype=torch.bfloat16)
+
+
+def seeded_hidden(seed):
+    """h0 of `prefill`: one `draw` from a generator seeded `seed` (CPU, bf16)."""
+    return draw(torch.Generator().manual_seed(seed))
+
+
+def noise_stream(gen_seed, n):
+    """The `n` step inputs' noise of one generator (prefill: seed + 1, decode: seed + 2), one
+    `draw` per step exactly as the deck's loop calls it (CPU, bf16, shape (n, HIDDEN))."""
+    gen = torch.Generator().manual_seed(gen_seed)
+    out = torch.empty(n, HIDDEN, dtype=torch.bfloat16)
+    for i in range(n):
+        out[i] = draw(gen)
+    return out
+
+
 def _next_input(gen, h_prev, device):
-    r = torch.randn(HIDDEN, generator=gen, device="cpu").to(torch.bfloat16).to(device)
+    r = draw(gen).to(device)
     return r * 0.5 + h_prev.to(torch.bfloat16) * 0.5            # bf16 arithmetic
 
 
@@ -109,7 +134,7 @@ def _next_input(gen, h_prev, device):
 def prefill(model, ctx_len, seed, max_seq=None):
     device = next(model.parameters()).device
     k_caches, v_caches = model.new_caches(max_seq or model.max_seq, device)
-    h = torch.randn(HIDDEN, generator=torch.Generator().manual_seed(seed), device="cpu").to(torch.bfloat16).to(device)
+    h = seeded_hidden(seed).to(device)
     gen = torch.Generator().manual_seed(seed + 1)
     for t in range(ctx_len):
         h, k_caches, v_caches = model(_next_input(gen, h, device), k_caches, v_caches, t)

@@ -334,14 +334,12 @@ class Stepper:
             warnings.warn(f"megaqwen: CUDA graph capture failed, stepping eagerly: {self.graph_error}")
 
     def run(self, ctx, dec, seed, use_graph):
-        """`run(ctx, dec, seed)`: the deck's input streams (one CPU randn per generator gives the
-        same numbers as its per-token draws), then ctx + dec steps with no host sync between."""
+        """`run(ctx, dec, seed)`: the deck's input streams (the reference's `seeded_hidden` and
+        `noise_stream`: its per-token bf16 draws), then ctx + dec steps with no host sync between."""
         assert ctx + dec <= self.max_seq
-        g0 = torch.Generator().manual_seed(seed)
-        self.xb[-1].copy_(torch.randn(HID, generator=g0).to(torch.bfloat16))
+        self.xb[-1].copy_(_REF.seeded_hidden(seed))
         for gen_seed, lo, n in ((seed + 1, 0, ctx), (seed + 2, ctx, dec)):
-            draws = torch.randn(n, HID, generator=torch.Generator().manual_seed(gen_seed))
-            self.stream[lo:lo + n].copy_(draws.to(torch.bfloat16))
+            self.stream[lo:lo + n].copy_(_REF.noise_stream(gen_seed, n))
         self.pos.zero_()
         tick = self.graph.replay if use_graph and self.graph is not None else self.step
         for _ in range(ctx + dec):
