@@ -13,6 +13,24 @@ FIXTURE_ARCHIVE = REPO / "corpus" / "fixtures" / "archive"
 FIXTURE_LABELS = REPO / "corpus" / "fixtures" / "labels.json"
 
 
+def make_venv(venv: Path, *args: str, env: dict | None = None) -> Path:
+    """`python -m venv --system-site-packages [args] VENV` that sees what this test run was installed
+    into, -> its python.  Where this interpreter is itself a venv, a new venv's "system" site is the
+    base interpreter's, which lacks torch, duckdb and the editable installs; so the running
+    interpreter's site-packages are added too, through a .pth calling site.addsitedir (their own .pth
+    files, editable installs, are processed), after the new venv's own site-packages."""
+    import site
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", *args, str(venv)], check=True, env=env)
+    if sys.prefix != sys.base_prefix:
+        dirs = [d for d in site.getsitepackages() if os.path.isdir(d)]
+        own = next(venv.glob("lib/python*/site-packages"))
+        (own / "zz-parent-venv-site.pth").write_text(
+            "import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs) + "\n")
+    return venv / "bin" / "python"
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

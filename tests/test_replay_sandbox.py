@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 from forensics.replay.api import replay_solution  # noqa: E402
 from devkit.replay.gpu_verify import attack_replay, memory_replay  # noqa: E402
 from forensics.replay.probes import Limits  # noqa: E402
+from conftest import make_venv  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 HONEST = (REPO / "corpus" / "replay" / "topk_honest.py").read_text()
@@ -178,7 +179,7 @@ def _editable_venv(tmp_path: Path, legacy: bool) -> str:
     """A venv that sees this interpreter's packages and has the tool installed editable: a .pth
     naming the checkout (legacy) or setuptools' finder form."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    make_venv(venv, "--without-pip")
     site = next(venv.glob("lib/python*/site-packages"))
     if legacy:
         (site / "__editable__.forensics-0.1.pth").write_text(str(REPO) + "\n")

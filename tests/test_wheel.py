@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURE_ARCHIVE, REPO
+from conftest import FIXTURE_ARCHIVE, REPO, make_venv
 
 pytestmark = pytest.mark.slow   # about a minute on 2 cores; CI runs it (only `-m 'not slow'` skips it)
 
@@ -43,8 +43,7 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
          tmp, env)
     wheel = next(dist.glob("forensics-*.whl"))
     venv = tmp / "venv"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp, env)
-    py = venv / "bin" / "python"
+    py = make_venv(venv, env=env)
     _run([str(py), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q", str(wheel)], tmp, env)
     env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", "")
     work = tmp / "user"
