@@ -344,6 +344,108 @@ def test_prepare_owner_never_follows_a_directory_swapped_for_a_symlink_mid_walk(
         sc.cleanup()
 
 
+# ------------------------------------------------------------------------------ /dev/shm/forensics-replay-io
+SHM = Path("/dev/shm")
+needs_shm = pytest.mark.skipif(not (SHM.is_dir() and os.access(SHM, os.W_OK)), reason="no writable /dev/shm")
+
+
+@pytest.fixture
+def io_root_name(monkeypatch):
+    """A fresh IO_ROOT_NAME for this test (the real one is shared with every replay on the host)."""
+    from forensics.replay import runner
+    name = f"forensics-replay-io-test-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setattr(runner, "IO_ROOT_NAME", name)
+    yield name
+    top = SHM / name
+    if top.is_symlink() or top.is_file():
+        top.unlink()
+    elif top.is_dir():
+        os.chmod(top, 0o700)
+        for p in sorted(top.rglob("*"), reverse=True):
+            p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
+        top.rmdir()
+
+
+def _scratch_io(tmp_path) -> tuple[Scratch, str]:
+    sc = Scratch(b"x = 1\n", cache_root=tmp_path / "cache", work_root=tmp_path)
+    return sc, os.path.realpath(sc.io)
+
+
+@needs_shm
+def test_a_symlink_planted_at_the_shared_io_root_is_not_followed(tmp_path, io_root_name):
+    """Another local user plants /dev/shm/forensics-replay-io as a symlink to a directory of theirs
+    before any replay runs: mkdir(exist_ok=True) accepted it, and every scratch's io/ was made in
+    their directory (which they can rename and swap for a symlink while the replay, root on a GPU
+    host, writes exchange files through it).  Now: io/ stays in the scratch, the refusal is kept."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (SHM / io_root_name).symlink_to(theirs, target_is_directory=True)
+    sc, io = _scratch_io(tmp_path)
+    try:
+        assert list(theirs.iterdir()) == []
+        assert not io.startswith(str(SHM)) and io == str(sc.root / "io") and os.path.isdir(io)
+        assert "symlink" in sc.io_root_refused
+        p = sc.path("put")                     # the exchange still works, on disk
+        pack_save(_payload(), p)
+        assert torch.equal(pack_load(p)["a"], _payload()["a"]) and list(theirs.iterdir()) == []
+    finally:
+        sc.cleanup()
+    assert (SHM / io_root_name).is_symlink()   # not ours to remove
+
+
+@needs_shm
+@pytest.mark.parametrize("how", ["foreign-owner", "group-writable", "other-writable", "a-file"])
+def test_a_shared_io_root_someone_else_can_write_is_not_used(tmp_path, io_root_name, monkeypatch, how):
+    top = SHM / io_root_name
+    if how == "a-file":
+        top.write_bytes(b"")
+    else:
+        top.mkdir(mode=0o711)
+        os.chmod(top, {"group-writable": 0o771, "other-writable": 0o733}.get(how, 0o711))
+    euid = os.geteuid()
+    if how == "foreign-owner" and euid == 0:
+        os.chown(top, 54321, 54321)              # really another user's
+    with monkeypatch.context() as m:
+        if how == "foreign-owner" and euid != 0:   # a user cannot chown: this process looks like another uid
+            m.setattr(os, "geteuid", lambda: euid + 1)
+        sc, io = _scratch_io(tmp_path)
+    try:
+        assert not io.startswith(str(SHM)) and os.path.isdir(io)
+        assert sc.io_root_refused and ("belongs to uid" in sc.io_root_refused if how == "foreign-owner" else True)
+        if top.is_dir():
+            assert list(top.iterdir()) == []
+    finally:
+        sc.cleanup()
+
+
+@needs_shm
+def test_the_shared_io_root_of_our_own_is_used(tmp_path, io_root_name):
+    """The look-alike: made here (or left by an earlier replay of this user), 0711: used, io/ in it."""
+    sc, io = _scratch_io(tmp_path)
+    sc2, io2 = _scratch_io(tmp_path)   # the second scratch finds it existing: still ours, still used
+    try:
+        top = SHM / io_root_name
+        st = os.lstat(top)
+        assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+        assert os.path.dirname(io) == os.path.dirname(io2) == str(top)
+        assert sc.io_root_refused is None and sc2.io_root_refused is None
+    finally:
+        sc.cleanup()
+        sc2.cleanup()
+
+
+def test_shared_io_root_refuses_a_world_writable_parent_without_the_sticky_bit(tmp_path):
+    from forensics.replay.runner import shared_io_root
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    os.chmod(shm, 0o777)
+    top, why = shared_io_root(shm, "io")
+    assert top is None and "sticky" in why and not (shm / "io").exists()
+    os.chmod(shm, 0o1777)                      # /dev/shm as it is: sticky
+    top, why = shared_io_root(shm, "io")
+    assert top == shm / "io" and why is None
+
+
 # ------------------------------------------------------------------------------ sol/ (the child's cwd)
 def test_authored_kernel_names_never_come_through_a_symlink_or_a_fifo(tmp_path):
     """kernel-trace reads the solution's sources from sol/ while the child is alive: a symlink to a

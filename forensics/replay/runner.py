@@ -683,6 +683,51 @@ def child_files(top: str | Path, suffixes: tuple[str, ...], max_bytes: int = MAX
     return out
 
 
+def shared_io_root(shm: str | Path = "/dev/shm", name: str | None = None) -> tuple[Path | None, str | None]:
+    """`<shm>/<name>` (name: IO_ROOT_NAME), the directory every scratch's io/ is made in, where it
+    is safe to use: -> (it, None), or (None, why not) and the scratch keeps io/ on disk (also,
+    with nothing refused, where there is no writable /dev/shm).
+
+    The name is fixed and /dev/shm is writable by every local user, who can plant it first: a
+    symlink to a directory of theirs, or a directory they own or can write.  io/ inside would then
+    be theirs to rename and swap for a symlink while this process (root on a GPU host) creates and
+    writes exchange files through it.  So after mkdir (0711, an existing one kept) the name is
+    opened O_DIRECTORY|O_NOFOLLOW (a symlink or a file fails) and used only if fstat says a
+    directory owned by this process's euid with no group or other write bit, in a /dev/shm that is
+    sticky or writable by its owner alone (so nobody else can rename the checked entry away before
+    the scratch directory is made in it: this process's own entry in a sticky directory)."""
+    shm = Path(shm)
+    top = shm / (name or IO_ROOT_NAME)
+    try:
+        sst = os.stat(shm)
+    except OSError:
+        return None, None
+    if not stat.S_ISDIR(sst.st_mode) or not os.access(shm, os.W_OK):
+        return None, None   # no /dev/shm to use: nothing refused
+    if sst.st_mode & 0o022 and not sst.st_mode & stat.S_ISVTX:
+        return None, f"{shm} is writable by others without the sticky bit (mode {stat.filemode(sst.st_mode)})"
+    try:
+        os.mkdir(top, 0o711)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        return None, f"cannot make {top}: {e.strerror}"
+    try:
+        fd = os.open(top, _DIR_NOFOLLOW)
+    except OSError as e:   # ELOOP: a symlink; ENOTDIR: a file or a FIFO
+        return None, f"{top} is not a directory but a symlink or another file someone else put there ({e.strerror}): not used"
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    euid = os.geteuid()
+    if st.st_uid != euid:
+        return None, f"{top} belongs to uid {st.st_uid}, not to this process (uid {euid}): not used"
+    if st.st_mode & 0o022:
+        return None, f"{top} is writable by others (mode {stat.filemode(st.st_mode)}): not used"
+    return top, None
+
+
 class Scratch:
     """A private copy of a run's solution files, plus the generated `reference` module dir.
 
@@ -710,17 +755,13 @@ class Scratch:
         self._owner: int | None = None
         for d in (self.sol_dir, self.ref_dir, self.harness, self.home / "tmp", self.fsroot):
             d.mkdir(parents=True, exist_ok=True)
-        # tensors cross the process boundary as files: keep them in memory where /dev/shm exists
+        # tensors cross the process boundary as files: keep them in memory where /dev/shm exists,
+        # under one parent directory, which a GPU child's view of /dev/shm masks (other replays'
+        # exchange files are not its business); its own directory is bound back.  Where that
+        # directory is not safely ours (`shared_io_root`), io/ is a plain directory of the scratch
         self._io_tmp = None
-        shm = Path("/dev/shm")
-        if shm.is_dir() and os.access(shm, os.W_OK):
-            # under one parent directory, which a GPU child's view of /dev/shm masks (other
-            # replays' exchange files are not its business); its own directory is bound back
-            top = shm / IO_ROOT_NAME
-            try:
-                top.mkdir(mode=0o711, exist_ok=True)
-            except OSError:
-                top = shm
+        top, self.io_root_refused = shared_io_root()
+        if top is not None:
             self._io_tmp = Path(tempfile.mkdtemp(prefix=f"replay-io-{self.sha256[:12]}-", dir=top))
             self.io.symlink_to(self._io_tmp, target_is_directory=True)
         else:
