@@ -344,6 +344,118 @@ def test_prepare_owner_never_follows_a_directory_swapped_for_a_symlink_mid_walk(
         sc.cleanup()
 
 
+# ------------------------------------------------------------------------------ the put file (the inputs' memory)
+class _PutChild:
+    """The worker's side of a put, in this process: the real `Worker.op_put` (it maps the put file
+    by name, shared, and names the file it mapped in its reply), after `before(path)`: what the
+    solution's process does to the name first."""
+
+    def __init__(self, before=None) -> None:
+        from forensics.replay.worker import Worker
+        self.w = Worker.__new__(Worker)
+        self.w.device, self.w.slots, self.w.pristine = "cpu", {}, {}
+        self.before = before
+
+    def request(self, op, timeout, **kw):
+        from forensics.replay.runner import Reply
+        assert op == "put"
+        if self.before is not None:
+            self.before(kw["file"])
+        return Reply(True, "ok", self.w.op_put({"file": kw["file"], "share": kw.get("share"), "ipc": False}))
+
+
+def _put_replay(tmp_path):
+    from forensics.replay.probes import Replay
+    sc = Scratch(b"x = 1\n", cache_root=tmp_path / "cache", work_root=tmp_path)
+    return Replay(None, sc, device="cpu", seeds=(42,)), sc
+
+
+def _swap_for_copy(path: str) -> None:
+    data = Path(path).read_bytes()
+    Path(path + ".decoy").write_bytes(data)
+    os.rename(path + ".decoy", path)
+
+
+def test_an_honest_put_is_watched_through_the_replays_own_descriptor(tmp_path):
+    """The look-alike: the child maps the put file the replay wrote; what the solution writes into
+    its input there is what the replay reads back, also after the name is gone; nothing else is
+    an event."""
+    rp, sc = _put_replay(tmp_path)
+    try:
+        ch = _PutChild()
+        r, args = rp.put(ch, [torch.arange(8, dtype=torch.float32), 3, torch.ones(2, 2, dtype=torch.bfloat16)])
+        assert r.ok and args[1] == {"lit": 3} and sorted(rp.owned) == ["x0", "x2"]
+        assert not list(Path(sc.io).iterdir())                  # the name is gone, the memory is not
+        assert rp.owned_changed(["x0", "x2"]) == [] and not rp.exchange_events
+        ch.w.slots["x0"][5] = -1.0                              # the solution writes into its input
+        assert rp.owned_changed(["x0", "x2"]) == ["x0"]
+        assert rp.owned_now(["x0"])["x0"][5].item() == -1.0 and not rp.exchange_events
+    finally:
+        sc.cleanup()
+
+
+def test_the_replay_never_opens_the_put_name_again(tmp_path, monkeypatch):
+    """The put file is written and read through the descriptor that created it (a name swapped
+    between the replay's write and its own reopen showed the replay a decoy)."""
+    import forensics.replay.worker as worker
+    rp, sc = _put_replay(tmp_path)
+    opened: list[str] = []
+    real = worker.open_exchange
+
+    def spy(path, mode="rb"):
+        opened.append(str(path))
+        return real(path, mode)
+
+    try:
+        monkeypatch.setattr(worker, "open_exchange", spy)
+        r, _ = rp.put(_PutChild(before=lambda p: opened.append("--child--")), [torch.arange(4.0)])
+        assert r.ok and opened[0] == "--child--" and len(opened) == 2   # the child's open only
+    finally:
+        monkeypatch.undo()
+        sc.cleanup()
+
+
+def _in_fork(fn) -> int:
+    """Run `fn` in a forked process: -> its wait status (a SIGBUS there must not end the tests)."""
+    pid = os.fork()
+    if pid == 0:   # pragma: no cover - the child's exit status is the result
+        code = 1
+        try:
+            fn()
+            code = 0
+        except BaseException:   # noqa: BLE001
+            import traceback
+            traceback.print_exc()
+        os._exit(code)
+    return os.waitpid(pid, 0)[1]
+
+
+def test_a_put_file_truncated_by_the_child_does_not_crash_the_replay(tmp_path):
+    """The solution's process truncates the put file (it owns it and maps it read-write) after the
+    replay took its view.  The replay read its inputs back through a mapping of its own: the read
+    faulted past the new end and SIGBUS killed the replay process.  Now they are read with pread:
+    a short file is replay-exchange-tampered and the slot is no longer watched."""
+    rp, sc = _put_replay(tmp_path)
+
+    kept: list[int] = []
+
+    def scenario():
+        ch = _PutChild(before=lambda p: kept.append(os.open(p, os.O_RDWR)))   # the child's own descriptor
+        r, _ = rp.put(ch, [torch.arange(4096, dtype=torch.float32)])
+        assert r.ok and "x0" in rp.owned
+        os.ftruncate(kept[0], 0)
+        assert rp.owned_changed(["x0"]) == []
+        f = next(f for f in rp.out.findings if f["rule"] == "replay-exchange-tampered")
+        assert "shorter than this process wrote it" in f["message"] and "x0" not in rp.owned
+
+    try:
+        st = _in_fork(scenario)
+        assert not os.WIFSIGNALED(st), f"the replay process died of signal {os.WTERMSIG(st)}"
+        assert os.WEXITSTATUS(st) == 0
+    finally:
+        sc.cleanup()
+
+
 # ------------------------------------------------------------------------------ /dev/shm/forensics-replay-io
 SHM = Path("/dev/shm")
 needs_shm = pytest.mark.skipif(not (SHM.is_dir() and os.access(SHM, os.W_OK)), reason="no writable /dev/shm")
@@ -492,3 +604,34 @@ def test_a_solution_swapping_its_exchange_files_for_symlinks_reaches_nothing(tmp
     assert any("symbolic link" in e for e in events), events          # a result file swapped after it was written
     assert any("taken before it was created" in e for e in events), events   # names planted ahead
     assert not any(r["status"] == "pass" for r in out.rows if r["probe"] == "check")
+
+
+def _replay_apart(tmp_path, case: str, probes=("check",)) -> tuple[int, dict]:
+    """A CPU replay of corpus/replay/<case> in a process of its own (a replay killed by a signal
+    must fail the test, not end it): -> (wait status, {"status", "findings"})."""
+    import json
+    import subprocess
+    res = tmp_path / "out.json"
+    script = (
+        "import json, pathlib, sys\n"
+        "from forensics.replay.api import replay_solution\n"
+        "from forensics.replay.probes import Limits\n"
+        f"src = open({str(REPO / 'corpus' / 'replay' / case)!r}, 'rb').read()\n"
+        f"out = replay_solution('05_topk_bitonic', src, device='cpu', shapes='tiny', probes={list(probes)!r},\n"
+        f"    seeds=(42,), limits=Limits(build_s=300, call_s=240, probe_s=300, time_s=120),\n"
+        f"    cache_root=pathlib.Path({str(tmp_path / 'cache')!r}))\n"
+        f"json.dump({{'status': out.status(), 'findings': out.findings}}, open({str(res)!r}, 'w'), default=str)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(tmp_path), capture_output=True, timeout=900)
+    return r.returncode, (json.loads(res.read_text()) if res.exists() else {"stderr": r.stderr.decode()[-3000:]})
+
+
+def test_a_solution_truncating_its_put_file_does_not_kill_the_replay(tmp_path):
+    """corpus/replay/topk_put_truncate.py truncates each put file after computing its answer (and
+    keeps the worker off the lost pages).  Before the fix the replay process died of SIGBUS
+    reading its own mapping of the inputs; now it reads them with pread: `tampered`."""
+    rc, out = _replay_apart(tmp_path, "topk_put_truncate.py")
+    assert rc == 0, (rc, out)
+    f = next(f for f in out["findings"] if f["rule"] == "replay-exchange-tampered")
+    assert any("shorter than this process wrote it" in e for e in f["data"]["events"])
+    assert out["status"] == "tampered"

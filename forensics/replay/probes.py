@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,9 +44,9 @@ import torch
 
 from forensics.vocab import ALL_PROBES  # noqa: F401 - the replay's probes, in run order (declared in vocab.py)
 
-from .runner import Child, Reply, Scratch, ScratchTampered
+from .runner import Child, Reply, Scratch, ScratchTampered, close_fds
 from .worker import _to_dev_tree as _to_dev  # one tree walk for both sides of the pipe
-from .worker import IPC_TEST_N, ExchangeTampered, pack_load, pack_save
+from .worker import IPC_TEST_N, ExchangeTampered, pack_load, pack_save, pack_write
 
 #: what this side raises when a name the child can write is not the file the protocol put there
 EXCHANGE_TAMPER = (ExchangeTampered, ScratchTampered)
@@ -180,6 +181,46 @@ def _worst(rows: list[dict], findings: list[dict]) -> str:
 
 
 # ------------------------------------------------------------------------------ helpers
+class PutFile:
+    """A put file as this process created it (Scratch.create): the descriptor it was written
+    through, open while an input slot read from it is owned (closed with the last FileSlot)."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        close_fds(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class FileSlot:
+    """One input tensor the child maps from the put file, as this process reads it: `read()` is a
+    pread at its offset on the descriptor this process wrote the file through.  Never the name
+    again (the child can swap it for a decoy), and never a mapping of this process's own: the child
+    can truncate the file, and reading a mapping past the new end raises SIGBUS, which kills the
+    replay.  A file now shorter than what was written raises ExchangeTampered."""
+
+    def __init__(self, f: PutFile, slot: str, offset: int, nbytes: int, dtype: torch.dtype, shape: tuple) -> None:
+        self.file, self.slot, self.offset, self.nbytes = f, slot, offset, nbytes
+        self.dtype, self.shape = dtype, tuple(shape)
+
+    def read(self) -> torch.Tensor:
+        buf = bytearray(self.nbytes)
+        view, got = memoryview(buf), 0
+        while got < self.nbytes:
+            n = os.preadv(self.file.fd, [view[got:]], self.offset + got)
+            if n <= 0:
+                raise ExchangeTampered(f"the put file {self.file.path} holding input slot {self.slot} is shorter "
+                                       f"than this process wrote it ({self.offset + got} of at least "
+                                       f"{self.offset + self.nbytes} bytes; truncated by the solution's process)")
+            got += n
+        return torch.frombuffer(buf, dtype=torch.uint8).view(self.dtype).reshape(self.shape)
+
+
 def _tensors(x: Any) -> list[torch.Tensor]:
     if isinstance(x, torch.Tensor):
         return [x]
@@ -365,8 +406,9 @@ class Replay:
         self._ref_memo: dict = {}      # (shape, seed, case) -> reference output, for those shapes
         self._booting: Child | None = None   # a child started before the first request (run())
         self.ipc = False   # results over CUDA IPC (decided per child by a known-tensor test)
-        #: input slots whose memory this process holds and the child computes on (see `put`)
-        self.owned: dict[str, torch.Tensor] = {}
+        #: input slots whose memory this process holds and the child computes on (see `put`):
+        #: its own GPU tensors mapped by the child over IPC, or slots of the CPU put file
+        self.owned: dict[str, torch.Tensor | FileSlot] = {}
         #: called with each probe's partial result as it finishes (`emit`): a replay stopped from
         #: outside leaves what it had
         self.on_event = None
@@ -768,9 +810,14 @@ class Replay:
     def put(self, ch: Child, inputs: list, prefix: str = "x") -> tuple[Reply, list]:
         """Send inputs into slots `<prefix><i>`.  The child computes on memory this process holds
         (`self.owned`): GPU tensors are our own copies mapped over CUDA IPC where the child passed
-        the IPC test, and on the CPU the pack file is a shared mapping both processes keep after
-        it is unlinked.  So whether the solution wrote into an input is read here, not taken
-        from the child's report (`call` compares the two).  Other inputs travel as bytes."""
+        the IPC test, and on the CPU the pack file, which the child maps shared and this process
+        keeps open after it is unlinked.  So whether the solution wrote into an input is read
+        here, not taken from the child's report (`call` compares the two).  Other inputs travel
+        as bytes.
+
+        The put file is written and later read through the descriptor that created it, never
+        reopened by name (io/ is the child's: a name swapped after the write would show this
+        process a decoy), and read with pread, never mapped (`FileSlot`)."""
         slots = {}
         args = []
         for i, x in enumerate(inputs):
@@ -784,33 +831,38 @@ class Replay:
             else:
                 args.append({"lit": x})
         with self.timed("input-transfer"):
-            p = self.scratch.path("put")
+            p, fd = self.scratch.create("put")
+            pf = PutFile(p, fd)
             hold: list = []
-            pack_save(slots, p, ipc_hold=hold if self.ipc else None, ipc_copy=False)
+            with os.fdopen(os.dup(fd), "wb") as f:
+                layout = pack_write(slots, f, ipc_hold=hold if self.ipc else None, ipc_copy=False)
             # a snapshot of our own, not the memory shared with the child (it can write into
             # that), and not the caller's tensors (stress cases restore them in place afterwards)
             self.expected.update({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in slots.items()})
-            mine = self._shared_views(p, slots, hold)
+            mine = self._shared_views(pf, layout, slots, hold)
             r = ch.request("put", self.limits.call_s, file=p, ipc=self.ipc, share=True)
-            Path(p).unlink(missing_ok=True)   # both mappings outlive the name
+            Path(p).unlink(missing_ok=True)   # the child's mapping and our descriptor outlive the name
             for k in slots:
                 self.owned.pop(k, None)
             if r.ok:
                 self.owned.update(mine)
             return r, args
 
-    def _shared_views(self, path: str, slots: dict, hold: list) -> dict[str, torch.Tensor]:
+    def _shared_views(self, pf: PutFile, layout: dict, slots: dict, hold: list) -> dict[str, Any]:
         """The tensor slots whose memory the child will compute on and this process can read:
-        on a CPU child every tensor of the pack file (mapped shared here as there), on a GPU
-        child the tensors shared over IPC.  CPU tensors a GPU child copies to its device are not."""
+        on a CPU child every tensor of the pack file (`FileSlot`s at the offsets `pack_write`
+        gave, read through our descriptor), on a GPU child the tensors shared over IPC.  CPU
+        tensors a GPU child copies to its device are not."""
         tensors = {k: v for k, v in slots.items() if isinstance(v, torch.Tensor) and v.numel()}
         if not str(self.device).startswith("cuda"):
-            try:
-                mapped = pack_load(path, share=True)
-            except (OSError, ValueError, RuntimeError) as e:   # the child's report is then all there is
-                self.note_exchange(e)
-                return {}
-            return {k: mapped[k] for k in tensors}
+            entries = dict((k, sub) for k, sub in layout["tree"]["__dict__"])
+            out = {}
+            for k, v in tensors.items():
+                sub = entries.get(k)
+                m = layout["tensors"][sub["__t__"]] if isinstance(sub, dict) and set(sub) == {"__t__"} else None
+                if m is not None and "ipc" not in m:
+                    out[k] = FileSlot(pf, k, layout["start"] + m["offset"], m["nbytes"], v.dtype, v.shape)
+            return out
         shared = {h.data_ptr() for h in hold}
         return {k: v for k, v in tensors.items() if v.is_cuda and v.data_ptr() in shared}
 
@@ -818,9 +870,28 @@ class Replay:
         for k in slots:
             self.owned.pop(k, None)
 
+    def owned_now(self, keys: Iterable[str]) -> dict[str, torch.Tensor]:
+        """What the input slots among `keys` that this process holds contain now, read here (a GPU
+        slot: our own tensor itself; a put-file slot: a fresh read, `FileSlot`).  A put file the
+        child truncated is `replay-exchange-tampered`, and its slot is no longer watched."""
+        now: dict[str, torch.Tensor] = {}
+        for k in keys:
+            v = self.owned.get(k)
+            if v is None or k not in self.expected or k in now:
+                continue
+            if isinstance(v, FileSlot):
+                try:
+                    v = v.read()
+                except ExchangeTampered as e:
+                    self.note_exchange(e)
+                    self.owned.pop(k, None)
+                    continue
+            now[k] = v
+        return now
+
     def owned_changed(self, keys: Iterable[str]) -> list[str]:
         """Input slots among `keys` whose memory, as this process reads it, no longer holds what was sent."""
-        return [k for k in keys if k in self.owned and k in self.expected and not _same(self.expected[k], self.owned[k])]
+        return [k for k, v in self.owned_now(keys).items() if not _same(self.expected[k], v)]
 
     def write(self, ch: Child, values: dict[str, torch.Tensor], version: str | None = None) -> Reply:
         """Overwrite tensors in the child in place (data_ptr kept).  A module's parameters and
@@ -873,16 +944,17 @@ class Replay:
             Path(p).unlink(missing_ok=True)
         after = payload.setdefault("inputs_after", {})
         said = {k for k in save_inputs if k in after and k in self.expected and not _same(self.expected[k], after[k])}
-        seen = self.owned_changed(save_inputs)
+        now = self.owned_now(save_inputs)
+        seen = [k for k, v in now.items() if not _same(self.expected[k], v)]
         forged = [k for k in seen if k not in said]
         if forged:
             self.finding("replay-report-forged",
                          f"The solution's process reported input slot(s) {', '.join(forged)} unchanged after a call, "
                          "but the memory they live in, which the replay holds, was written: the child's account "
                          "of its inputs was falsified.",
-                         {"slots": forged, "max_change": max(_maxdiff(self.expected[k], self.owned[k]) for k in forged)})
+                         {"slots": forged, "max_change": max(_maxdiff(self.expected[k], now[k]) for k in forged)})
             for k in forged:   # what the storage really holds
-                after[k] = self.owned[k].clone()
+                after[k] = now[k].clone()
         bad = [k for k in save_inputs if k in said or k in seen]
         payload["inputs_mutated"] = bad
         if bad:

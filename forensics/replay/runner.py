@@ -813,6 +813,14 @@ class Scratch:
         O_EXCL|O_NOFOLLOW, so this never opens, truncates or chowns anything but a new file.  A
         directory at the name, or a name that keeps reappearing, raises ScratchTampered.  Later
         opens of the name go through worker.open_exchange (the child may still swap it)."""
+        p, fd = self.create(stem, tries)
+        os.close(fd)
+        return p
+
+    def create(self, stem: str, tries: int = 8) -> tuple[str, int]:
+        """`path`, keeping the new file open: -> (name, a read-write descriptor of it).  What this
+        process writes and reads through the descriptor is that file whatever the child later does
+        to the name (the put file: probes.Replay.put never opens it by name again)."""
         self._n += 1
         p = self.io / f"{self._n:05d}-{stem}.pt"
         for _ in range(tries):
@@ -831,7 +839,7 @@ class Scratch:
                 raise ScratchTampered(f"exchange name {p} is a directory the solution's process made "
                                       "(tampered with): refused") from None
             try:
-                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o660)
+                fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o660)
                 break
             except FileExistsError:
                 continue   # recreated between the unlink and the open: again
@@ -841,9 +849,10 @@ class Scratch:
             if self._owner is not None:
                 os.fchown(fd, self._owner, 0)
             os.fchmod(fd, 0o660)
-        finally:
+        except BaseException:
             os.close(fd)
-        return str(p)
+            raise
+        return str(p), fd
 
     def prepare_owner(self, uid: int | None) -> None:
         """Give the sandbox uid what the child writes: sol/ (its cwd), home/, io/, the build cache,

@@ -23,6 +23,7 @@ replacement of torch's functions it can see (a solution that patches ``torch.all
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import gc
@@ -174,13 +175,24 @@ def _ipc_share(c, hold: list, copy: bool = True) -> dict | None:
             "ref": _hex(ref), "ref_offset": int(ref_off), "event": _hex(event), "event_sync": bool(event_sync)}
 
 
-def pack_save(obj, path: str, ipc_hold: list | None = None, ipc_copy: bool = True) -> None:
+def pack_save(obj, path: str, ipc_hold: list | None = None, ipc_copy: bool = True) -> dict:
     """Write a tree of tensors / lists / tuples / dicts / scalars to `path` (see PACK_MAGIC).
     With `ipc_hold` (a list), CUDA tensors travel as CUDA IPC handles instead of bytes: the
     reader maps the writer's device memory and copies it on the device (`pack_load(ipc=True)`);
     the copies shared are appended to `ipc_hold`, which must keep them alive until then.  With
     `ipc_copy=False` the (contiguous) tensors themselves are shared, not copies of them, so
-    the writer sees what the reader does to them (`pack_load(share=True)`)."""
+    the writer sees what the reader does to them (`pack_load(share=True)`).  -> the layout
+    written (`pack_write`)."""
+    with open_exchange(path, "wb") as f:
+        return pack_write(obj, f, ipc_hold=ipc_hold, ipc_copy=ipc_copy)
+
+
+def pack_write(obj, f, ipc_hold: list | None = None, ipc_copy: bool = True) -> dict:
+    """`pack_save` into an open binary file `f` (at its current position, the file's start).
+    -> the layout written, as this process knows it without reading the file back: {"tree": the
+    header's tree, "tensors": the header's tensor entries, "start": the offset their "offset"s
+    count from}.  The parent reads the inputs it shares with the child at those offsets, through
+    the descriptor it wrote them with (probes.FileSlot)."""
     tensors: list = []
     tree = _pack_tree(obj, tensors)
     flat, metas, off = [], [], 0
@@ -201,21 +213,31 @@ def pack_save(obj, path: str, ipc_hold: list | None = None, ipc_copy: bool = Tru
     head = json.dumps({"tree": tree, "tensors": metas}).encode()
     start = len(PACK_MAGIC) + 8 + len(head)
     pad = -start % PACK_ALIGN
-    with open_exchange(path, "wb") as f:
-        f.write(PACK_MAGIC + len(head).to_bytes(8, "little") + head + b"\0" * pad)
-        pos = 0
-        for (c, n), m in zip(flat, [m for m in metas if "ipc" not in m]):
-            if m["offset"] > pos:
-                f.write(b"\0" * (m["offset"] - pos))
-                pos = m["offset"]
-            if n:
-                f.write((ctypes.c_char * n).from_address(_data_ptr(c)))
-            pos += n
+    f.write(PACK_MAGIC + len(head).to_bytes(8, "little") + head + b"\0" * pad)
+    pos = 0
+    for (c, n), m in zip(flat, [m for m in metas if "ipc" not in m]):
+        if m["offset"] > pos:
+            f.write(b"\0" * (m["offset"] - pos))
+            pos = m["offset"]
+        if n:
+            f.write((ctypes.c_char * n).from_address(_data_ptr(c)))
+        pos += n
+    f.flush()
+    return {"tree": tree, "tensors": metas, "start": start + pad}
 
 
 def is_pack(path: str) -> bool:
     with open_exchange(path, "rb") as f:
         return f.read(len(PACK_MAGIC)) == PACK_MAGIC
+
+
+def _opened(src, mode: str):
+    """An exchange file to read: a path (opened here through open_exchange, closed after) or a
+    file object the caller opened that way (used as it is, left open, read from its start)."""
+    if isinstance(src, (str, os.PathLike)):
+        return open_exchange(os.fspath(src), mode)
+    src.seek(0)
+    return contextlib.nullcontext(src)
 
 
 def _ipc_open(e, dtype, shape: list, numel: int, esize: int, keep: bool = False):
@@ -247,7 +269,7 @@ def _ipc_open(e, dtype, shape: list, numel: int, esize: int, keep: bool = False)
     return out
 
 
-def pack_load(path: str, ipc: bool = False, share: bool = False):
+def pack_load(path, ipc: bool = False, share: bool = False):
     """Read a pack file written by `pack_save`.  The header is untrusted (the parent reads what the
     solution's process wrote): dtypes come from a fixed list, every tensor must lie inside the
     file (or, with `ipc`, inside the shared device storage it names) and its byte count must
@@ -260,8 +282,9 @@ def pack_load(path: str, ipc: bool = False, share: bool = False):
     parent reads the inputs itself instead of trusting the child's account of them.
 
     The file is opened through `open_exchange` (never a symlink, FIFO or hard-linked file), and
-    the shared mapping is made from that descriptor, not from the name a second time."""
-    with open_exchange(path, "r+b" if share else "rb") as f:
+    the shared mapping is made from that descriptor, not from the name a second time.  `path`
+    may also be a file object opened so (read-write for `share`), read from its start."""
+    with _opened(path, "r+b" if share else "rb") as f:
         if f.read(len(PACK_MAGIC)) != PACK_MAGIC:
             raise ValueError("not a pack file")
         hlen = int.from_bytes(f.read(8), "little")
@@ -343,13 +366,17 @@ def pack_load(path: str, ipc: bool = False, share: bool = False):
     return build(head.get("tree"))
 
 
-def load_any(path: str, map_location: str = "cpu", ipc: bool = False, share: bool = False):
+def load_any(path, map_location: str = "cpu", ipc: bool = False, share: bool = False):
     """Parent-written files: the pack format (its GPU tensors over CUDA IPC where `ipc`, in
-    memory shared with the parent where `share`) or a torch.save file (weights_only)."""
-    if is_pack(path):
-        x = pack_load(path, ipc=ipc, share=share)
-        return x if map_location == "cpu" else _to_dev_tree(x, map_location)
-    return load_exchange(path, map_location=map_location)
+    memory shared with the parent where `share`) or a torch.save file (weights_only).  One open
+    (a path through open_exchange, or a file object opened so): the format is told and the file
+    read from the same descriptor."""
+    with _opened(path, "r+b" if share else "rb") as f:
+        if f.read(len(PACK_MAGIC)) == PACK_MAGIC:
+            x = pack_load(f, ipc=ipc, share=share)
+            return x if map_location == "cpu" else _to_dev_tree(x, map_location)
+        f.seek(0)
+        return _load(f, map_location=map_location, weights_only=True)
 
 
 def _to_dev_tree(x, device):
