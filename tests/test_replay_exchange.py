@@ -394,6 +394,24 @@ def test_an_honest_put_is_watched_through_the_replays_own_descriptor(tmp_path):
         sc.cleanup()
 
 
+def test_a_put_file_swapped_before_the_child_maps_it_is_tampering(tmp_path):
+    """The solution's process replaces the put file at its name by a copy before the worker maps
+    it: the worker computes on the copy.  Before, the replay had mapped the name itself before the
+    call and watched the original, untouched (a forged report then passed); now the worker's reply
+    names another file than the replay wrote: replay-exchange-tampered, and the slot is not
+    reported as unchanged from memory the solution never used."""
+    rp, sc = _put_replay(tmp_path)
+    try:
+        ch = _PutChild(before=_swap_for_copy)
+        r, _ = rp.put(ch, [torch.arange(8, dtype=torch.float32)])
+        assert r.ok
+        f = next(f for f in rp.out.findings if f["rule"] == "replay-exchange-tampered")
+        assert "mapped another file" in f["message"] and f["severity"] == "critical"
+        assert "x0" not in rp.owned
+    finally:
+        sc.cleanup()
+
+
 def test_the_replay_never_opens_the_put_name_again(tmp_path, monkeypatch):
     """The put file is written and read through the descriptor that created it (a name swapped
     between the replay's write and its own reopen showed the replay a decoy)."""
@@ -624,6 +642,19 @@ def _replay_apart(tmp_path, case: str, probes=("check",)) -> tuple[int, dict]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(tmp_path), capture_output=True, timeout=900)
     return r.returncode, (json.loads(res.read_text()) if res.exists() else {"stderr": r.stderr.decode()[-3000:]})
+
+
+def test_a_solution_computing_on_a_decoy_put_file_is_tampering(tmp_path):
+    """corpus/replay/topk_put_decoy.py sorts its input in place, forges the worker's report, and
+    swaps the put file for a copy just before the worker maps it.  Before the fix the replay had
+    mapped the original by name and saw it untouched: the run passed.  Now the worker's reply names
+    another file than the replay wrote: `tampered`."""
+    rc, out = _replay_apart(tmp_path, "topk_put_decoy.py")
+    assert rc == 0, out
+    rules = {f["rule"] for f in out["findings"]}
+    assert out["status"] == "tampered" and "replay-exchange-tampered" in rules, (out["status"], rules)
+    f = next(f for f in out["findings"] if f["rule"] == "replay-exchange-tampered")
+    assert any("mapped another file" in e for e in f["data"]["events"])
 
 
 def test_a_solution_truncating_its_put_file_does_not_kill_the_replay(tmp_path):

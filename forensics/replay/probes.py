@@ -183,11 +183,14 @@ def _worst(rows: list[dict], findings: list[dict]) -> str:
 # ------------------------------------------------------------------------------ helpers
 class PutFile:
     """A put file as this process created it (Scratch.create): the descriptor it was written
-    through, open while an input slot read from it is owned (closed with the last FileSlot)."""
+    through, open while an input slot read from it is owned (closed with the last FileSlot), and
+    the file's identity, which the child's reply must name."""
 
     def __init__(self, path: str, fd: int) -> None:
         self.path = path
         self.fd = fd
+        st = os.fstat(fd)
+        self.ident = [st.st_dev, st.st_ino]
 
     def close(self) -> None:
         fd, self.fd = self.fd, -1
@@ -817,7 +820,9 @@ class Replay:
 
         The put file is written and later read through the descriptor that created it, never
         reopened by name (io/ is the child's: a name swapped after the write would show this
-        process a decoy), and read with pread, never mapped (`FileSlot`)."""
+        process a decoy), and read with pread, never mapped (`FileSlot`).  The child's reply names
+        the file it mapped; another one than ours is `replay-exchange-tampered` and those slots
+        are no longer watched here (what the solution computes on is not what this process reads)."""
         slots = {}
         args = []
         for i, x in enumerate(inputs):
@@ -842,6 +847,12 @@ class Replay:
             mine = self._shared_views(pf, layout, slots, hold)
             r = ch.request("put", self.limits.call_s, file=p, ipc=self.ipc, share=True)
             Path(p).unlink(missing_ok=True)   # the child's mapping and our descriptor outlive the name
+            if r.ok and r.get("file") != pf.ident:
+                self.exchange_tampered(
+                    f"the solution's process mapped another file ({r.get('file')!r}) than the put file {p} "
+                    f"this process wrote ({pf.ident}): the name was swapped in between, so its inputs are "
+                    "not the memory the replay reads")
+                mine = {k: v for k, v in mine.items() if not isinstance(v, FileSlot)}
             for k in slots:
                 self.owned.pop(k, None)
             if r.ok:

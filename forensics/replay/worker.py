@@ -768,14 +768,19 @@ class Worker:
 
     def op_put(self, req):
         # `share`: the tensors stay in the parent's memory (a shared mapping of the file, or the
-        # parent's own GPU tensors over IPC), so the parent can see any write into them
-        data = load_any(req["file"], ipc=bool(req.get("ipc")) and self.device.startswith("cuda"),
-                        share=bool(req.get("share")))
+        # parent's own GPU tensors over IPC), so the parent can see any write into them.  "file"
+        # in the reply: the file mapped ([st_dev, st_ino] of the descriptor read), which the parent
+        # compares with the one it wrote (a name swapped in between is a decoy the parent would
+        # not be watching)
+        share = bool(req.get("share"))
+        with open_exchange(req["file"], "r+b" if share else "rb") as f:
+            st = os.fstat(f.fileno())
+            data = load_any(f, ipc=bool(req.get("ipc")) and self.device.startswith("cuda"), share=share)
         for k, v in data.items():
             self.slots[k] = self.to_device(v)
             self._remember(k)
         self.sync()
-        return {"slots": {k: self.meta(self.slots[k]) for k in data}}
+        return {"slots": {k: self.meta(self.slots[k]) for k in data}, "file": [st.st_dev, st.st_ino]}
 
     def op_write(self, req):
         """Overwrite existing tensors in place: same storage, same data_ptr.
