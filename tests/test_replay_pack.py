@@ -1,5 +1,6 @@
 """The replay's raw tensor exchange format (forensics.replay.worker.pack_save / pack_load)."""
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,81 @@ def test_hostile_ipc_entries_are_refused(tmp_path, meta, ipc, why):
     _write(p, {"tree": {"__t__": 0}, "tensors": [meta]})
     with pytest.raises(ValueError, match=why):
         pack_load(str(p), ipc=ipc)
+
+
+# ------------------------------------------------------------------------------ CUDA IPC reference counters
+def _ipc_pack(path, **ipc) -> None:
+    _write(path, {"tree": {"__t__": 0}, "tensors": [{"dtype": "float32", "shape": [4], "ipc": dict(_IPC, **ipc)}]})
+
+
+@pytest.mark.parametrize("ref,off,why", [
+    (b"/dev/shm/victim", 0, "not a name torch gives"),          # a path
+    (b"victim", 0, "not a name torch gives"),                   # another program's object
+    (b"/torch_1_2_3/../../victim", 0, "not a name torch gives"),
+    (b"/../torch_1_2_3", 0, "not a name torch gives"),
+    (b"/torch_1_2_3\0/victim", 0, "not a name torch gives"),     # C string ends at the NUL
+    (b"/torch_1_2", 0, "not a name torch gives"),
+    (b"sem.torch_1_2_3", 0, "not a name torch gives"),
+    (b"/torch_1_2_3", 10000, "past the"),                       # the decrement lands past the 80 KiB mapping
+    (b"/torch_1_2_3", 2**40, "past the"),
+])
+def test_an_ipc_entry_naming_another_reference_counter_is_tampering(tmp_path, ref, off, why):
+    """A child's pack names the reference counter the reader's torch opens in /dev/shm (as root on
+    a GPU host) and decrements at ref_offset when it frees the mapping: only torch's own names, and
+    offsets inside the counter file, pass (before any CUDA is touched, so this runs on the CPU)."""
+    from forensics.replay.worker import ExchangeTampered
+    p = tmp_path / "r.pack"
+    _ipc_pack(p, ref=ref.hex(), ref_offset=off)
+    with pytest.raises(ExchangeTampered, match=why):
+        pack_load(str(p), ipc=True)
+
+
+def test_an_ipc_reference_counter_file_must_be_the_writers(tmp_path, monkeypatch):
+    """With an owner (the replay process: the child's uid), the object at the name must be a
+    regular single-link file of that owner, at least as large as torch's counter file (so torch
+    grows nothing).  Look-alike: torch's own counter file of the child, or none at all (torch's
+    open without O_CREAT then fails and is ignored), passes on to the CUDA step."""
+    import forensics.replay.worker as worker
+    from forensics.replay.worker import IPC_REF_BYTES, ExchangeTampered
+    monkeypatch.setattr(worker, "SHM_DIR", str(tmp_path))
+    name = "torch_4242_123456789_0"
+    ctr = tmp_path / name
+    p = tmp_path / "r.pack"
+    _ipc_pack(p, ref=("/" + name).encode().hex(), ref_offset=7)
+    uid = os.geteuid()
+
+    def load(owner=uid):
+        return pack_load(str(p), ipc=True, ref_owner=owner)
+
+    with pytest.raises(ValueError, match="no CUDA") as e:   # no file: nothing to reach
+        load()
+    assert not isinstance(e.value, ExchangeTampered)
+    ctr.write_bytes(b"\0" * IPC_REF_BYTES)
+    os.chmod(ctr, 0o600)
+    with pytest.raises(ValueError, match="no CUDA") as e:   # the writer's own counter file
+        load()
+    assert not isinstance(e.value, ExchangeTampered)
+    with pytest.raises(ExchangeTampered, match="where 54321 was expected"):   # another uid's
+        load(owner=54321)
+    os.link(ctr, tmp_path / "second-link")
+    with pytest.raises(ExchangeTampered, match="2 link"):
+        load()
+    os.unlink(tmp_path / "second-link")
+    os.truncate(ctr, 16)                                   # torch would grow it to 80 KiB
+    with pytest.raises(ExchangeTampered, match="16 bytes"):
+        load()
+    ctr.unlink()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"\0" * IPC_REF_BYTES)
+    ctr.symlink_to(victim)                                  # glibc's shm_open would refuse it too (O_NOFOLLOW)
+    with pytest.raises(ExchangeTampered, match="not the writer's counter file"):
+        load()
+    ctr.unlink()
+    ctr.mkdir()
+    with pytest.raises(ExchangeTampered, match="not the writer's counter file"):
+        load()
+    with pytest.raises(ValueError, match="no CUDA"):        # the worker reading the parent's: no owner check
+        load(owner=None)
 
 
 def test_cpu_replay_reports_the_byte_transfer(tmp_path):

@@ -89,7 +89,7 @@ def timed_outputs(rp: Replay) -> None:
         rp.failed_reply(probe, t, shape, seed, what=f"the benchmark's calling pattern ({WARMUP} + {iters} calls)")
         return
     try:
-        payload = pack_load(p, ipc=rp.ipc)
+        payload = pack_load(p, ipc=rp.ipc, ref_owner=rp.ref_owner)
     except (OSError, ValueError) as e:
         rp.note_exchange(e)
         rp.failed_reply(probe, Reply(False, "error", {}, f"unreadable output file from the solution's process: {e}"),

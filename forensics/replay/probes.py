@@ -419,6 +419,13 @@ class Replay:
         self.exchange_events: list[str] = []
         self._planted_seen = 0
 
+    @property
+    def ref_owner(self) -> int:
+        """The uid the child's files have on this host (its CUDA IPC reference counters, which
+        pack_load checks before torch acts on them): the sandbox uid, or ours where it has none."""
+        owner = getattr(self.scratch, "_owner", None)
+        return os.geteuid() if owner is None else owner
+
     def _set_deadline(self, deadline: float | None) -> None:
         """Bound every child request of the current probe (a new child too) by the whole-probe limit."""
         self.probe_deadline = deadline
@@ -716,7 +723,7 @@ class Replay:
         why = r.error
         if r.ok:
             try:
-                t = pack_load(p, ipc=True)["t"]
+                t = pack_load(p, ipc=True, ref_owner=self.ref_owner)["t"]
                 self.ipc = t.is_cuda and torch.equal(t.cpu(), torch.arange(IPC_TEST_N, dtype=torch.float32))
                 why = "" if self.ipc else "the test tensor came back wrong"
             except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
@@ -947,7 +954,7 @@ class Replay:
             return r, None
         with self.timed("output-transfer"):
             try:
-                payload = pack_load(p, ipc=self.ipc)
+                payload = pack_load(p, ipc=self.ipc, ref_owner=self.ref_owner)
             except (OSError, ValueError) as e:
                 self.note_exchange(e)
                 Path(p).unlink(missing_ok=True)
@@ -1427,7 +1434,7 @@ class Replay:
             self.failed_reply(probe, s, shape, seed)
             return
         try:
-            later = pack_load(p, ipc=self.ipc)["o1"]
+            later = pack_load(p, ipc=self.ipc, ref_owner=self.ref_owner)["o1"]
         except (OSError, ValueError, KeyError, TypeError) as e:
             self.note_exchange(e)
             self.failed_reply(probe, Reply(False, "error", {}, f"unreadable snapshot from the solution's process: {e}"),

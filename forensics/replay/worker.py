@@ -32,6 +32,7 @@ import io
 import json
 import mmap
 import os
+import re
 import stat
 import statistics
 import sys
@@ -79,6 +80,18 @@ PACK_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "fl
                "uint16", "uint32", "uint64", "bool", "complex64", "complex128")
 PACK_MAX_HEADER = 64 * 2**20
 IPC_TEST_N = 4099   # length of the arange a new child sends back over IPC before IPC is used
+
+# CUDA IPC reference counters.  The reader of an IPC tensor, when it frees the mapping, has torch
+# open the writer's counter object by the name in the pack's "ref" field (shm_open in /dev/shm,
+# O_RDWR, no O_CREAT; O_NOFOLLOW from glibc), grow it with ftruncate to IPC_REF_BYTES where it is
+# smaller, map it, add and remove a reference in its first 4 bytes (shm_unlink where that count
+# comes back to 0) and decrement the int64 at 64 + 8 * ref_offset, with no bound on ref_offset.
+# The names torch gives (at::NewProcessWideShmHandle) and the file's layout (RefcountedMapAllocator's
+# 64-byte header, CUDA_IPC_REF_COUNTER_FILE_SIZE counters):
+IPC_REF_NAME = re.compile(rb"/torch_[0-9]{1,10}_[0-9]{1,20}_[0-9]{1,20}")
+IPC_REF_SLOTS = 10000
+IPC_REF_BYTES = 64 + 8 * IPC_REF_SLOTS
+SHM_DIR = "/dev/shm"
 
 
 # ---------------------------------------------------------------- exchange files
@@ -240,9 +253,48 @@ def _opened(src, mode: str):
     return contextlib.nullcontext(src)
 
 
-def _ipc_open(e, dtype, shape: list, numel: int, esize: int, keep: bool = False):
+def _ipc_ref_check(e: dict, owner: int | None) -> None:
+    """Refuse a CUDA IPC entry whose reference counter torch must not be pointed at (ExchangeTampered).
+
+    The replay process (root on a GPU host) frees every IPC mapping it reads, and torch then acts
+    on the object the writer named in "ref" (see IPC_REF_NAME above).  From a child's pack file
+    that reached any top-level /dev/shm object with root's rights over it: grown to 80 KiB,
+    written, and unlinked where its first 4 bytes were 0 (another user's, or another program's);
+    and a large "ref_offset" decremented an int64 that far past the 80 KiB mapping, in the replay
+    process's own memory.  So: the name must be one torch gives (no '/', no '..', nothing but
+    /torch_<pid>_<n>_<n>), the offset inside the counter file, and with `owner` (the uid the
+    writer's files have) the object there, if any, a regular file of that owner with one link and
+    at least IPC_REF_BYTES (torch then grows nothing).  A file put at the name after this check
+    is one the writer could write itself: in the sticky /dev/shm, a process without CAP_FOWNER
+    renames over only its own entries and hard-links only files it may write
+    (fs.protected_hardlinks)."""
+    try:
+        name = bytes.fromhex(e["ref"])
+    except ValueError:
+        raise ValueError(f"pack IPC entry malformed: ref {e['ref'][:80]!r} is not hex") from None
+    if not IPC_REF_NAME.fullmatch(name):
+        raise ExchangeTampered(f"CUDA IPC reference counter {name[:80]!r} is not a name torch gives one "
+                               "(/torch_<pid>_<n>_<n>; tampered with): refused")
+    if e["ref_offset"] >= IPC_REF_SLOTS:
+        raise ExchangeTampered(f"CUDA IPC reference counter offset {e['ref_offset']} is past the "
+                               f"{IPC_REF_SLOTS} counters of its file (tampered with): refused")
+    if owner is None:
+        return
+    path = os.path.join(SHM_DIR, name[1:].decode())
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:   # gone: torch's open (no O_CREAT) fails and is ignored
+        return
+    if not (stat.S_ISREG(st.st_mode) and st.st_uid == owner and st.st_nlink == 1 and st.st_size >= IPC_REF_BYTES):
+        raise ExchangeTampered(f"CUDA IPC reference counter {path} is not the writer's counter file "
+                               f"({stat.filemode(st.st_mode)}, uid {st.st_uid} where {owner} was expected, "
+                               f"{st.st_nlink} link(s), {st.st_size} bytes; tampered with): refused")
+
+
+def _ipc_open(e, dtype, shape: list, numel: int, esize: int, keep: bool = False, ref_owner: int | None = None):
     """Map another process's CUDA memory (pack_save's IPC fields) and copy it into our own, or
-    with `keep` use the mapping itself (writes reach the other process's tensor)."""
+    with `keep` use the mapping itself (writes reach the other process's tensor).  The reference
+    counter the entry names is checked first (`_ipc_ref_check`, its owner against `ref_owner`)."""
     fields = ("device", "handle", "size", "offset", "ref", "ref_offset", "event", "event_sync")
     if not (isinstance(e, dict) and set(e) == set(fields) and type(e["device"]) is int
             and all(type(e[k]) is int and e[k] >= 0 for k in ("size", "offset", "ref_offset"))
@@ -251,6 +303,7 @@ def _ipc_open(e, dtype, shape: list, numel: int, esize: int, keep: bool = False)
         raise ValueError(f"pack IPC entry malformed: {e!r}"[:300])
     if numel * esize > e["size"]:
         raise ValueError(f"pack IPC tensor {shape} needs {numel * esize} bytes, storage has {e['size']}")
+    _ipc_ref_check(e, ref_owner)
     if not torch.cuda.is_available():
         raise ValueError("pack IPC tensor, but this process has no CUDA")
     if e["device"] != torch.cuda.current_device():
@@ -269,7 +322,7 @@ def _ipc_open(e, dtype, shape: list, numel: int, esize: int, keep: bool = False)
     return out
 
 
-def pack_load(path, ipc: bool = False, share: bool = False):
+def pack_load(path, ipc: bool = False, share: bool = False, ref_owner: int | None = -1):
     """Read a pack file written by `pack_save`.  The header is untrusted (the parent reads what the
     solution's process wrote): dtypes come from a fixed list, every tensor must lie inside the
     file (or, with `ipc`, inside the shared device storage it names) and its byte count must
@@ -283,7 +336,13 @@ def pack_load(path, ipc: bool = False, share: bool = False):
 
     The file is opened through `open_exchange` (never a symlink, FIFO or hard-linked file), and
     the shared mapping is made from that descriptor, not from the name a second time.  `path`
-    may also be a file object opened so (read-write for `share`), read from its start."""
+    may also be a file object opened so (read-write for `share`), read from its start.
+
+    `ref_owner`: the uid the writer's CUDA IPC reference counters must belong to (-1, the
+    default: this process's euid; None: any, for the worker, which reads only the parent's).  An
+    entry naming another object is refused with ExchangeTampered (`_ipc_ref_check`)."""
+    if ref_owner == -1:
+        ref_owner = os.geteuid()
     with _opened(path, "r+b" if share else "rb") as f:
         if f.read(len(PACK_MAGIC)) != PACK_MAGIC:
             raise ValueError("not a pack file")
@@ -324,7 +383,7 @@ def pack_load(path, ipc: bool = False, share: bool = False):
             for d in shape:
                 numel *= d
             tensors.append(_ipc_open(m["ipc"], dtype, shape, numel, torch.empty((), dtype=dtype).element_size(),
-                                     keep=share))
+                                     keep=share, ref_owner=ref_owner))
             continue
         shape, off, n = m.get("shape"), m.get("offset"), m.get("nbytes")
         if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
@@ -366,14 +425,14 @@ def pack_load(path, ipc: bool = False, share: bool = False):
     return build(head.get("tree"))
 
 
-def load_any(path, map_location: str = "cpu", ipc: bool = False, share: bool = False):
+def load_any(path, map_location: str = "cpu", ipc: bool = False, share: bool = False, ref_owner: int | None = -1):
     """Parent-written files: the pack format (its GPU tensors over CUDA IPC where `ipc`, in
     memory shared with the parent where `share`) or a torch.save file (weights_only).  One open
     (a path through open_exchange, or a file object opened so): the format is told and the file
     read from the same descriptor."""
     with _opened(path, "r+b" if share else "rb") as f:
         if f.read(len(PACK_MAGIC)) == PACK_MAGIC:
-            x = pack_load(f, ipc=ipc, share=share)
+            x = pack_load(f, ipc=ipc, share=share, ref_owner=ref_owner)
             return x if map_location == "cpu" else _to_dev_tree(x, map_location)
         f.seek(0)
         return _load(f, map_location=map_location, weights_only=True)
@@ -775,7 +834,8 @@ class Worker:
         share = bool(req.get("share"))
         with open_exchange(req["file"], "r+b" if share else "rb") as f:
             st = os.fstat(f.fileno())
-            data = load_any(f, ipc=bool(req.get("ipc")) and self.device.startswith("cuda"), share=share)
+            data = load_any(f, ipc=bool(req.get("ipc")) and self.device.startswith("cuda"), share=share,
+                            ref_owner=None)   # the parent's counters: nothing of the host's for it to reach
         for k, v in data.items():
             self.slots[k] = self.to_device(v)
             self._remember(k)
