@@ -197,7 +197,10 @@ class PutFile:
         close_fds(fd)
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the module's globals may be gone
+            pass
 
 
 class FileSlot:
