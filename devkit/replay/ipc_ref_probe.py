@@ -16,7 +16,9 @@ tag) and removed at the end.
 import json, os, subprocess, sys, stat, struct, uuid, ctypes, platform
 
 OUT = os.environ.get("OUT", "/tmp")
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from devkit.paths import REPO as _REPO  # noqa: E402 - the checkout, from the one place that knows it
+
+REPO = str(_REPO)
 sys.path.insert(0, REPO)
 import torch  # noqa: E402
 
