@@ -56,7 +56,10 @@ def test_trace_of_a_library_wrapper_on_the_cpu_is_reported_not_judged(tmp_path):
     f = [f for f in out.findings if f["rule"] == "replay-kernel-trace"]
     assert f and "replay-work-by-library" not in {x["rule"] for x in out.findings}
     att = rows[0]["data"]["attribution"]     # the measured shares, with the row (beside its clock)
-    assert att["clock"] == "cpu" and att["share"]["library"] > 0.3
+    # what ran is the library's, none of it the solution's: a fact, not a timing (the CPU's
+    # shares of library vs glue time move from machine to machine; CI once measured 0.23)
+    assert att["clock"] == "cpu" and att["share"]["library"] > 0 and att["share"]["authored"] == 0
+    assert att["library_of_core"] == 1.0
     assert any("sort" in k["name"] for k in att["top"]["library"])
     assert any("sort" in n for n in f[0]["data"]["bins"]["library"])   # the finding names what ran
     assert "%" not in f[0]["message"]                                  # and is the same from run to run
