@@ -444,6 +444,35 @@ class ScratchTampered(OSError):
 _DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
+def walk_dirs(top_fd: int, max_depth: int):
+    """Every directory under the one held open as `top_fd` (itself first, depth 0), depth-first,
+    each opened O_NOFOLLOW|O_DIRECTORY relative to its parent's descriptor, for a tree the child
+    writes: a symlink planted or swapped in anywhere (also while the walk runs) is never followed,
+    a file or FIFO named like a directory is never opened.  Yields (path relative to the top, ending
+    in "/" below it; the directory's descriptor; its depth; its entry names, sorted) before going
+    into its subdirectories, down to `max_depth`.  The descriptor is closed once the caller moves
+    on: one is open per level.  `top_fd` stays the caller's to close."""
+    def below(dfd: int, rel: str, depth: int):
+        try:
+            names = sorted(os.listdir(dfd))
+        except OSError:
+            return
+        yield rel, dfd, depth, names
+        if depth >= max_depth:
+            return
+        for n in names:
+            try:
+                sub = os.open(n, _DIR_NOFOLLOW, dir_fd=dfd)   # a symlink: ELOOP, a file: ENOTDIR
+            except OSError:
+                continue
+            try:
+                yield from below(sub, rel + n + "/", depth + 1)
+            finally:
+                os.close(sub)
+
+    yield from below(top_fd, "", 0)
+
+
 def _stale_locks(cache: Path) -> list[str]:
     """Remove torch_extensions/*/*/lock and torch_extensions/*/lock (regular files only) under
     `cache`, which the solution's process writes: every directory is opened O_NOFOLLOW relative to
@@ -461,30 +490,14 @@ def _stale_locks(cache: Path) -> list[str]:
         except OSError:
             pass
 
-    def subdirs(dfd: int):
-        try:
-            names = sorted(os.listdir(dfd))
-        except OSError:
-            return
-        for n in names:
-            try:
-                fd = os.open(n, _DIR_NOFOLLOW, dir_fd=dfd)   # a symlink: ELOOP, a file: ENOTDIR
-            except OSError:
-                continue
-            try:
-                yield n, fd
-            finally:
-                os.close(fd)
-
     try:
         ext = os.open(cache / "torch_extensions", _DIR_NOFOLLOW)
     except OSError:
         return []
     try:
-        for tag, tfd in subdirs(ext):
-            for name, nfd in subdirs(tfd):
-                unlink_lock(nfd, f"torch_extensions/{tag}/{name}/lock", deep)
-            unlink_lock(tfd, f"torch_extensions/{tag}/lock", shallow)
+        for rel, dfd, depth, _ in walk_dirs(ext, max_depth=2):
+            if depth:
+                unlink_lock(dfd, f"torch_extensions/{rel}lock", deep if depth == 2 else shallow)
     finally:
         os.close(ext)
     return deep + shallow
@@ -595,23 +608,13 @@ def _give_tree(top: str | Path, uid: int) -> None:
     except OSError:
         return
 
-    def walk(dfd: int, depth: int) -> None:
-        _give_fd(dfd, uid)
-        try:
-            names = os.listdir(dfd)
-        except OSError:
-            return
-        for n in names:
-            sub = _give_entry(dfd, n, uid)
-            if sub is not None:
-                try:
-                    if depth < GIVE_MAX_DEPTH:
-                        walk(sub, depth + 1)
-                finally:
-                    os.close(sub)
-
     try:
-        walk(top_fd, 0)
+        for _, dfd, _, names in walk_dirs(top_fd, GIVE_MAX_DEPTH):
+            _give_fd(dfd, uid)
+            for n in names:
+                sub = _give_entry(dfd, n, uid)   # a directory is given here too, and walked into next
+                if sub is not None:
+                    os.close(sub)
     finally:
         os.close(top_fd)
 
@@ -652,32 +655,19 @@ def child_files(top: str | Path, suffixes: tuple[str, ...], max_bytes: int = MAX
         finally:
             os.close(fd)
 
-    def walk(dfd: int, rel: str, depth: int) -> None:
-        try:
-            names = sorted(os.listdir(dfd))
-        except OSError:
-            return
-        for n in names:
-            try:
-                st = os.lstat(n, dir_fd=dfd)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode) and depth < max_depth:
-                try:
-                    sub = os.open(n, _DIR_NOFOLLOW, dir_fd=dfd)
-                except OSError:
+    try:
+        for rel, dfd, _, names in walk_dirs(top_fd, max_depth):
+            for n in names:
+                if not n.endswith(suffixes):
                     continue
                 try:
-                    walk(sub, rel + n + "/", depth + 1)
-                finally:
-                    os.close(sub)
-            elif stat.S_ISREG(st.st_mode) and n.endswith(suffixes):
+                    if not stat.S_ISREG(os.lstat(n, dir_fd=dfd).st_mode):
+                        continue
+                except OSError:
+                    continue
                 data = read(dfd, n)
                 if data is not None:
                     out.append((rel + n, data))
-
-    try:
-        walk(top_fd, "", 0)
     finally:
         os.close(top_fd)
     return out
