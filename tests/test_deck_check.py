@@ -240,19 +240,29 @@ def test_longest_first_orders_by_the_latest_earlier_wall_time(tmp_path):
 
 
 def test_merge_keeps_each_runs_latest_finished_row(tmp_path):
-    """A later output replaces a run's row, except by a row cut short by the time budget (it measured
-    nothing); a run only ever cut keeps its cut row and is listed under cut_by_budget."""
+    """A later output replaces a run's row, except by a row that decided nothing (cut short by the
+    time budget, a timeout at a shorter run limit) over a verdict: a run only ever cut keeps its cut
+    row and is listed under cut_by_budget.  Look-alikes that do replace: a later verdict (pass over
+    fail), a later not_replayable (newer code naming what the machine lacks), a timeout over a
+    not_replayable (it got further)."""
     from devkit.replay.real_bench import merge
     row = lambda rid, outcome, reason="": {"event": "run", "run_id": rid, "outcome": outcome, "reason": reason,  # noqa: E731
-                                           "vs_label": "confirm", "false_fail": outcome != "pass",
+                                           "vs_label": "confirm", "false_fail": outcome == "fail",
                                            "label_verdict": "clean", "findings": [], "partial": False,
                                            "overhead_s": 1.0, "shared_with": []}
     cut = "killed (cut short by --time-budget-s: run it again)"
     a, b = tmp_path / "r1.jsonl", tmp_path / "r2.jsonl"
-    a.write_text("\n".join(json.dumps(x) for x in (row("x", "pass"), row("y", "fail"), row("z", "timeout", cut))))
+    a.write_text("\n".join(json.dumps(x) for x in (row("x", "pass"), row("y", "fail"), row("z", "timeout", cut),
+                                                    row("w", "fail"), row("v", "timeout"),
+                                                    row("u", "not_replayable"), row("t", "pass"))))
     b.write_text("\n".join([json.dumps(row("x", "timeout", cut)), json.dumps(row("y", "pass")), "{bad",
-                            json.dumps(row("z", "timeout", cut)), json.dumps({"event": "summary"})]))
+                            json.dumps(row("z", "timeout", cut)), json.dumps(row("w", "timeout")),
+                            json.dumps(row("v", "pass")), json.dumps(row("u", "timeout")),
+                            json.dumps(row("t", "not_replayable")), json.dumps({"event": "summary"})]))
     rows, s = merge([a, b])
     got = {r["run_id"]: (r["outcome"], r["source"]) for r in rows}
-    assert got == {"x": ("pass", "r1.jsonl"), "y": ("pass", "r2.jsonl"), "z": ("timeout", "r2.jsonl")}
-    assert s["cut_by_budget"] == ["z"] and s["rerun"] == ["z"] and s["false_fails"] == [] and s["merged_from"] == ["r1.jsonl", "r2.jsonl"]
+    assert got == {"x": ("pass", "r1.jsonl"), "y": ("pass", "r2.jsonl"), "z": ("timeout", "r2.jsonl"),
+                   "w": ("fail", "r1.jsonl"), "v": ("pass", "r2.jsonl"),
+                   "u": ("timeout", "r2.jsonl"), "t": ("not_replayable", "r2.jsonl")}
+    assert s["not_replacing"] == [("x", "timeout", "r2.jsonl"), ("w", "timeout", "r2.jsonl")]
+    assert s["cut_by_budget"] == ["z"] and s["rerun"] == ["z"] and s["false_fails"] == ["w"] and s["merged_from"] == ["r1.jsonl", "r2.jsonl"]

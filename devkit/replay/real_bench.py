@@ -312,24 +312,46 @@ def _cut(row: dict) -> bool:
     return "cut short by --time-budget-s" in str(row.get("reason") or "")
 
 
+#: outcomes of a run that never reached its end under that call's limits: they measured nothing
+INCONCLUSIVE = ("timeout", "not_run")
+
+
+def _inconclusive(row: dict) -> bool:
+    return _cut(row) or row.get("outcome") in INCONCLUSIVE
+
+
+def _verdict(row: dict) -> bool:
+    """The row says something about the solution (pass, fail, crash, tampered, ...), not about
+    the machine or the call (not_replayable names what the machine lacked)."""
+    return not _inconclusive(row) and row.get("outcome") != "not_replayable"
+
+
 def merge(outputs: list[Path]) -> tuple[list[dict], dict]:
     """One table from several bench outputs, in the order given (oldest first): each run's latest
-    row, except that a row cut short by the time budget never replaces a finished one (it measured
-    nothing), and a run only ever cut keeps its latest cut row.  -> (rows, summary with `sources`:
-    which output each row came from).  Unreadable lines are skipped."""
+    row, except that a row which measured nothing (cut short by the time budget, a timeout at a run
+    limit, not run) never replaces a verdict on the solution: a later call with a shorter limit, or
+    a machine busy building, says nothing against a pass or fail measured earlier.  Those rows are
+    listed under `not_replacing` (run_id, outcome, source) so the later attempt stays visible.  Any
+    other later row replaces (a later not_replayable is the newer code naming what the machine
+    lacks, where older code called it a fail; a timeout after a not_replayable got further).
+    -> (rows, summary with `sources`: which output each row came from).  Unreadable lines are
+    skipped."""
     latest: dict[str, tuple[dict, str]] = {}
+    not_replacing: list[tuple[str, str, str]] = []
     for path in outputs:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such bench output")
         for row in _run_rows(path):
             old = latest.get(row["run_id"])
-            if old is not None and _cut(row) and not _cut(old[0]):
+            if old is not None and _inconclusive(row) and _verdict(old[0]):
+                not_replacing.append((row["run_id"], str(row.get("outcome")), path.name))
                 continue
             latest[row["run_id"]] = (row, path.name)
     rows = [dict(r, source=src) for r, src in sorted(latest.values(), key=lambda x: x[0]["run_id"])]
     shared = any(r.get("shared_with", True) for r in rows)
     cut = [r["run_id"] for r in rows if _cut(r)]
-    summary = dict(summarize(rows, [], cut, shared), merged_from=[p.name for p in outputs])
+    summary = dict(summarize(rows, [], cut, shared), merged_from=[p.name for p in outputs],
+                   not_replacing=not_replacing)
     return rows, summary
 
 
@@ -520,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep each run's event stream (every row with its detail, the findings, the child's log) "
                          "in DIR (default: a temporary folder)")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSONL",
-                    help="tabulate earlier outputs (oldest first: each run's latest finished row) into --md, then stop")
+                    help="tabulate earlier outputs (oldest first: each run's latest row; a timeout, not-run or "
+                         "budget-cut row never replaces an earlier verdict) into --md, then stop")
     ap.add_argument("--prepare-carry", default=None, metavar="DIR",
                     help="copy the --gpu runs of --real (and, with --cutlass-wheel, CUTLASS headers) into DIR for a "
                          "device call to carry, then stop")
