@@ -695,26 +695,27 @@ def shared_io_root(shm: str | Path = "/dev/shm", name: str | None = None) -> tup
     if not stat.S_ISDIR(sst.st_mode) or not os.access(shm, os.W_OK):
         return None, None   # no /dev/shm to use: nothing refused
     if sst.st_mode & 0o022 and not sst.st_mode & stat.S_ISVTX:
-        return None, f"{shm} is writable by others without the sticky bit (mode {stat.filemode(sst.st_mode)})"
+        return None, f"{shm} is writable by others without the sticky bit (mode {stat.filemode(sst.st_mode)}): io/ stays on disk"
     try:
         os.mkdir(top, 0o711)
     except FileExistsError:
         pass
     except OSError as e:
-        return None, f"cannot make {top}: {e.strerror}"
+        return None, f"cannot make {top}: {e.strerror}; io/ stays on disk"
     try:
         fd = os.open(top, _DIR_NOFOLLOW)
     except OSError as e:   # ELOOP: a symlink; ENOTDIR: a file or a FIFO
-        return None, f"{top} is not a directory but a symlink or another file someone else put there ({e.strerror}): not used"
+        return None, f"{top} is a symlink or not a directory ({e.strerror}): not used, io/ stays on disk"
     try:
         st = os.fstat(fd)
     finally:
         os.close(fd)
     euid = os.geteuid()
     if st.st_uid != euid:
-        return None, f"{top} belongs to uid {st.st_uid}, not to this process (uid {euid}): not used"
+        return None, (f"{top} belongs to uid {st.st_uid}, not to this process's uid {euid} (another user's "
+                      f"replays on this host made it, or someone planted it): not used, io/ stays on disk")
     if st.st_mode & 0o022:
-        return None, f"{top} is writable by others (mode {stat.filemode(st.st_mode)}): not used"
+        return None, f"{top} is writable by others (mode {stat.filemode(st.st_mode)}): not used, io/ stays on disk"
     return top, None
 
 

@@ -11,7 +11,7 @@ import sys
 import time
 
 from .runner import Scratch, close_fds
-from .sandbox import CONFIG_ENV, _project_root, off_report, plan, read_report, summary
+from .sandbox import CONFIG_ENV, IO_ROOT_NAME, _project_root, off_report, plan, read_report, summary
 
 CHECK_SRC = r'''
 import json, os, socket, sys
@@ -29,7 +29,7 @@ try:
     open("/proc/sys/vm/drop_caches", "w").close(); out["proc_sys_writable"] = True   # opened, nothing written
 except OSError:
     out["proc_sys_writable"] = False
-io_root = "/dev/shm/forensics-replay-io"
+io_root = sys.argv[2]   # the directory every replay's io/ is made in (runner.shared_io_root)
 try:
     out["shm_io_visible"] = sorted(os.listdir(io_root))
 except OSError:
@@ -74,7 +74,7 @@ def self_check(device: str = "cpu") -> dict:
         for k in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_VISIBLE_DEVICES"):
             if os.environ.get(k):
                 env[k] = os.environ[k]
-        argv = [sys.executable, "-s", str(sc.sol_dir / "check.py"), json.dumps(hidden)]
+        argv = [sys.executable, "-s", str(sc.sol_dir / "check.py"), json.dumps(hidden), str(Path("/dev/shm") / IO_ROOT_NAME)]
         cfg, cg = plan(sc, device, sys.executable, (), rep_w, argv, env)
         if cfg is not None:
             sc.prepare_owner(cfg["uid"])
