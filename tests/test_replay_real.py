@@ -498,8 +498,11 @@ def test_gpu_verify_lists_the_issue_21_cases():
     assert r["ok"], (r["status"], r["rules"])
 
 
-def test_real_bench_time_budget_starts_nothing_it_cannot_finish(tmp_path):
+def test_real_bench_time_budget_starts_nothing_it_cannot_finish(tmp_path, monkeypatch):
+    """Also: without --events-dir the bench's working folder goes with it (it left one per call in /tmp)."""
+    import tempfile
     from devkit.replay import real_bench
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     real = tmp_path / "real"
     _labelled(real, "20260801_000001_a_b_05_topk_bitonic", (CORPUS / "topk_honest.py").read_bytes(), correct=True)
     _labelled(real, "20260801_000002_a_b_05_topk_bitonic", (CORPUS / "topk_honest.py").read_bytes(), correct=True)
@@ -508,6 +511,7 @@ def test_real_bench_time_budget_starts_nothing_it_cannot_finish(tmp_path):
                             "--time-budget-s", "30", "--min-run-s", "60"]) == 0
     summary = json.loads(out.read_text().splitlines()[-1])
     assert summary["runs"] == 0 and len(summary["not_started"]) == 2 and summary["rerun"] == summary["not_started"]
+    assert not list(tmp_path.glob("real-bench-*"))
 
 
 def test_a_gpu_scan_checks_the_timed_calls_too():

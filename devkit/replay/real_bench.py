@@ -58,6 +58,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -675,6 +676,8 @@ def main(argv: list[str] | None = None) -> int:
                    probes=args.probes, jobs=len(gpus))
     write(summary)
     out_f.close()
+    if not args.events_dir:   # the runs' own streams were only the way their rows came here
+        shutil.rmtree(work, ignore_errors=True)
     md = markdown(table, summary)
     if args.md:
         Path(args.md).write_text(md)
