@@ -114,3 +114,21 @@ def test_compare_stores_sees_rows_not_clocks(small, tmp_path):
     con.close()
     assert diff_stores(a, b) == {"findings": (n, n - 1), "tool_calls": (18, 18)}
     assert compare_main([str(a), str(b), "--json"]) == 1
+
+
+def test_ray_workers_empty_store_leaves_no_folder_behind(tmp_path, monkeypatch):
+    """Ray ends its workers without running atexit: the empty-store template a worker made once
+    was a folder per worker left in the temp dir after every scan (60 of them on this machine).
+    Now it is kept in memory.  Look-alike: each task still gets its own complete, writable store."""
+    import tempfile
+    from forensics.engine import ray_engine
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(ray_engine, "_TEMPLATE", [])
+    for i in range(2):
+        st = ray_engine._empty_store(str(tmp_path / f"chunk{i}.duckdb"))
+        try:
+            st.con.execute("SELECT count(*) FROM runs").fetchone()
+        finally:
+            st.close()
+    assert list((tmp_path / "tmp").iterdir()) == []

@@ -161,20 +161,25 @@ def parse_task(location: str, runs: list[Any], known: dict[str, str | None], fau
         return out, _where()
 
 
-_TEMPLATE: list[str] = []
+_TEMPLATE: list[bytes] = []
 
 
 def _empty_store(path: str) -> Any:
     """A new store file at `path`: a copy of this worker's empty one (creating the schema, with a
-    comment on every column, costs far more than copying the file)."""
+    comment on every column, costs far more than copying the file).  The empty store is kept as
+    bytes in this worker's memory, its file removed at once: Ray ends its workers without running
+    atexit, and a template folder per worker was left in the temp dir after every scan."""
     from forensics.store.db import Store
     if not _TEMPLATE:
-        import atexit
         d = tempfile.mkdtemp(prefix="forensics-ray-template-")
-        Store(os.path.join(d, "empty.duckdb")).close()
-        atexit.register(shutil.rmtree, d, True)
-        _TEMPLATE.append(os.path.join(d, "empty.duckdb"))
-    shutil.copyfile(_TEMPLATE[0], path)
+        try:
+            Store(os.path.join(d, "empty.duckdb")).close()
+            with open(os.path.join(d, "empty.duckdb"), "rb") as f:
+                _TEMPLATE.append(f.read())
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    with open(path, "xb") as f:
+        f.write(_TEMPLATE[0])
     return Store(path)
 
 
