@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -155,9 +156,12 @@ def _wait_dead(tag: str, s: float = 5.0) -> bool:
 def test_a_compiler_in_its_own_process_group_dies_with_the_timed_out_child(tmp_path):
     out = _replay("topk_spawns_compiler.py", limits=Limits(build_s=6, call_s=3, probe_s=10, time_s=5),
                   tmp_path=tmp_path, keep_scratch=True)
-    assert out.status() == "timeout"
-    tag = (Path(out.info["scratch_root"]) / "sol" / "compiler.pid").read_text().split()[1]
-    assert _wait_dead(tag), f"compiler {tag} outlived the replay"
+    try:
+        assert out.status() == "timeout"
+        tag = (Path(out.info["scratch_root"]) / "sol" / "compiler.pid").read_text().split()[1]
+        assert _wait_dead(tag), f"compiler {tag} outlived the replay"
+    finally:
+        shutil.rmtree(out.info["scratch_root"], ignore_errors=True)   # kept for the test: not the temp dir's
 
 
 def test_a_call_that_times_out_while_a_compiler_runs_says_it_was_building(tmp_path):

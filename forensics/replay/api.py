@@ -183,6 +183,8 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
         out.info["sidecars_split"] = split
     if scratch.io_root_refused:   # /dev/shm/forensics-replay-io was not safely ours (runner.shared_io_root)
         out.info["io_root_refused"] = scratch.io_root_refused
+    if scratch.swept:   # scratches of replays killed before their cleanup (runner.sweep_dead_scratches)
+        out.info["dead_scratches_removed"] = scratch.swept
     if scratch.stale_build_locks:   # a killed replay of this solution had left them (claim_build_cache)
         out.info["stale_build_locks_removed"] = scratch.stale_build_locks
     if keep_scratch:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -719,6 +720,114 @@ def shared_io_root(shm: str | Path = "/dev/shm", name: str | None = None) -> tup
     return top, None
 
 
+#: the file in a scratch root its replay holds an exclusive flock on for as long as it lives (the
+#: kernel drops the lock when the process dies, however it dies); its io/ directory in the shared
+#: io root has one of its own beside it, `<name>.live` (the io directory itself is the child's)
+LIVE_LOCK = ".live"
+_SCRATCH_NAME = re.compile(r"replay-[0-9a-f]{12}-[A-Za-z0-9_]+")
+_IO_LOCK_NAME = re.compile(r"(replay-io-[0-9a-f]{12}-[A-Za-z0-9_]+)\.live")
+
+
+def _hold_live_lock(where: Path, name: str = LIVE_LOCK) -> int:
+    """Create where/name and hold an exclusive flock on it (-> its fd; -1 where none is to be
+    had here: that scratch is then never swept).  It is made under another name, locked, then
+    renamed in: a sweeper never finds it unlocked."""
+    import fcntl
+    try:
+        fd = os.open(where / (name + ".new"), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                     0o600)
+    except OSError:
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(where / (name + ".new"), where / name)
+    except OSError:
+        os.close(fd)
+        return -1
+    return fd
+
+
+def _dead(dfd: int, lock: str) -> int:
+    """The descriptor of `lock` in the directory held open as `dfd`, locked by this call, where it
+    is a regular file of this euid that no live process holds; else -1."""
+    import fcntl
+    fd = -1
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # OSError where a live replay holds it
+            return fd
+    except OSError:
+        pass
+    close_fds(fd)
+    return -1
+
+
+def sweep_dead_scratches(parent: str | Path, io_top: Path | None) -> list[str]:
+    """Remove the scratches under `parent` and the io directories under `io_top` whose replay died
+    before its cleanup.  -> the names removed.
+
+    Mechanism: a replay process killed from outside (SIGKILL at a bench's run limit, an OOM kill)
+    never runs Scratch.cleanup, and its scratch in the temp dir and its tensor-exchange directory
+    in /dev/shm (memory, up to the size of the problem's tensors) stayed for good: one pair per
+    killed replay.  A live replay holds an flock on each (LIVE_LOCK in the scratch root,
+    `<io name>.live` beside its io directory in the io root, which only this side writes); one
+    whose lock can be taken has no process left, and goes.  Look-alikes left alone: a live
+    replay's (in any process: flocks of two opens conflict within one process too), a kept
+    scratch (`keep`: its lock is removed at cleanup), one from before this lock (no lock file),
+    another user's, and anything not named like a scratch or reached through a symlink (every
+    entry opened O_NOFOLLOW relative to its parent's descriptor; shutil.rmtree by descriptor)."""
+    removed: list[str] = []
+    euid = os.geteuid()
+    for top, io in ((parent, False), (io_top, True)):
+        if top is None:
+            continue
+        try:
+            pfd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            for name in sorted(os.listdir(pfd)):
+                if io:
+                    m = _IO_LOCK_NAME.fullmatch(name)
+                    if m is None:
+                        continue
+                    lfd = _dead(pfd, name)
+                    if lfd < 0:
+                        continue
+                    try:
+                        shutil.rmtree(m.group(1), dir_fd=pfd, ignore_errors=True)
+                        os.unlink(name, dir_fd=pfd)
+                        removed.append(m.group(1))
+                    except OSError:
+                        pass
+                    finally:
+                        os.close(lfd)
+                    continue
+                if not _SCRATCH_NAME.fullmatch(name):
+                    continue
+                try:
+                    dfd = os.open(name, _DIR_NOFOLLOW, dir_fd=pfd)
+                except OSError:
+                    continue
+                try:
+                    lfd = _dead(dfd, LIVE_LOCK) if os.fstat(dfd).st_uid == euid else -1
+                finally:
+                    os.close(dfd)
+                if lfd >= 0:
+                    try:
+                        shutil.rmtree(name, dir_fd=pfd, ignore_errors=True)
+                        removed.append(name)
+                    finally:
+                        os.close(lfd)
+        except OSError:
+            pass
+        finally:
+            os.close(pfd)
+    return removed
+
+
 class Scratch:
     """A private copy of a run's solution files, plus the generated `reference` module dir.
 
@@ -731,7 +840,11 @@ class Scratch:
                  reference_src: Path | str | None = None, cache_root: Path | None = None,
                  work_root: Path | None = None, keep: bool = False, hide: list[str] | None = None) -> None:
         self.sha256 = sha256_bytes(solution)
+        io_top, self.io_root_refused = shared_io_root()
+        #: scratches of replays killed before their cleanup, removed now (sweep_dead_scratches)
+        self.swept = sweep_dead_scratches(work_root or tempfile.gettempdir(), io_top)
         self.root = Path(tempfile.mkdtemp(prefix=f"replay-{self.sha256[:12]}-", dir=work_root))
+        self._live_fd = _hold_live_lock(self.root)
         self.keep = keep
         self.sol_dir = self.root / "sol"
         self.ref_dir = self.root / "ref"
@@ -751,9 +864,10 @@ class Scratch:
         # exchange files are not its business); its own directory is bound back.  Where that
         # directory is not safely ours (`shared_io_root`), io/ is a plain directory of the scratch
         self._io_tmp = None
-        top, self.io_root_refused = shared_io_root()
-        if top is not None:
-            self._io_tmp = Path(tempfile.mkdtemp(prefix=f"replay-io-{self.sha256[:12]}-", dir=top))
+        self._io_live_fd = -1
+        if io_top is not None:
+            self._io_tmp = Path(tempfile.mkdtemp(prefix=f"replay-io-{self.sha256[:12]}-", dir=io_top))
+            self._io_live_fd = _hold_live_lock(io_top, self._io_tmp.name + ".live")
             self.io.symlink_to(self._io_tmp, target_is_directory=True)
         else:
             self.io.mkdir()
@@ -864,8 +978,22 @@ class Scratch:
         self._cache_fd = -1
         if self._io_tmp is not None:
             shutil.rmtree(self._io_tmp, ignore_errors=True)
+            if self._io_live_fd >= 0:
+                try:
+                    os.unlink(self._io_tmp.with_name(self._io_tmp.name + ".live"))
+                except OSError:
+                    pass
+            close_fds(self._io_live_fd)
+            self._io_live_fd = -1
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)
+        else:   # kept for the user: never a dead scratch to sweep
+            try:
+                os.unlink(self.root / LIVE_LOCK)
+            except OSError:
+                pass
+        close_fds(self._live_fd)
+        self._live_fd = -1
 
     @classmethod
     def from_run_dir(cls, run_dir: Path, **kw: Any) -> "Scratch":
