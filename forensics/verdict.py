@@ -102,7 +102,7 @@ DECISION_TABLE: tuple[tuple[str, str, str, str], ...] = (
     # contamination
     ("CT1", "contamination", "A finding of category `contamination` with severity high/critical (deliberate read or copy), or a `foreign_refs` row classified `deliberate_read`/`copy` of a same-problem foreign run",
      "`contaminated`"),
-    ("CT3", "contamination", "Provenance ran but the run has neither tool calls nor a token stream (a missing, empty or call-less transcript), or its only transcript matches no known format (`transcript-format-unknown`: its tool calls cannot be read): no evidence either way", "`unknown` (no transcript evidence)"),
+    ("CT3", "contamination", "Provenance ran but the run has neither tool calls nor a token stream (a missing, empty or call-less transcript), or its only transcript matches no known format (`transcript-format-unknown`: its tool calls cannot be read, or only those in the model APIs' own shapes, with nothing saying they are all): no evidence either way", "`unknown` (no transcript evidence)"),
     ("CT2", "contamination", "Provenance analyzer ran (coverage) and CT1 did not fire (benign exposure - low/info contamination findings - does not contaminate)",
      "`clean`"),
     # reward_hack
@@ -410,8 +410,8 @@ def decide_contamination(F: RunFacts) -> Decision:
         return _unk("CT3", "the run has neither tool calls nor a token stream: whether it read another run's "
                     "archive cannot be established either way", _ids(blind))
     unread = [f for f in F.findings if f["rule"] == "transcript-format-unknown"]
-    if unread:   # timeline emits it only for a run without a single parsed tool call
-        return _unk("CT3", "the run's transcript matches no known format, so its tool calls cannot be read: "
+    if unread:   # no parsed call, or only calls recovered from the APIs' shapes (CT1 above saw those)
+        return _unk("CT3", "the run's transcript matches no known format, so its tool calls cannot all be read: "
                     "whether it read another run's archive cannot be established either way", _ids(unread))
     benign = F.of(category="contamination")
     return Decision("clean", "CT2", _cov(F, "provenance") + _ids(benign),

@@ -91,7 +91,8 @@ OTHER_RULES: tuple[Rule, ...] = (
        "The transcript has no tool calls: no version, check run or PASS can be placed.", "the transcript",
        source="analyze/timeline/core.py"),
     _R("transcript-format-unknown", "timeline", "provenance", "medium", "The transcript matches no known format",
-       "Its tool calls, if any, cannot be read: the session cannot be audited from it.",
+       "Its tool calls cannot be read, or only those in the model APIs' own shapes (recovered, with nothing "
+       "saying they are all): the session cannot be audited from it.",
        "the file and the format evidence", source="analyze/timeline/core.py"),
     _R("session-cut-off", "timeline", "provenance", "medium", "The session has no terminal record",
        "The transcript ends without its harness's terminal record.", "the last line",

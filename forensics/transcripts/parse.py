@@ -24,13 +24,13 @@ from typing import IO, Iterator
 
 import orjson
 
-from . import reader
-from .base import Parser, text_of
+from . import reader, structural
+from .base import Parser, dumps_text, sid, text_of
 from .claude import ClaudeParser
 from .codex import CodexExecParser, CodexParser, CodexTextParser
 from .cursor import CursorParser
 from .droid import DroidParser
-from .events import Heartbeat, HeartbeatRun, ParseError, Record, SessionEnd
+from .events import Heartbeat, HeartbeatRun, ParseError, Record, SessionEnd, ToolResult
 from .gemini import GeminiChatParser, GeminiParser
 from .grok import GrokChatParser, GrokStreamParser
 from .kimi import KimiParser, KimiWireParser
@@ -48,7 +48,10 @@ RUN_MAX = 1 << 16       # heartbeat lines held in one HeartbeatRun at most (chec
 
 class GenericParser(Parser):
     """Formats we cannot interpret (hermes, pi, forced 'unknown'): one Record per line with its
-    type/role and any text; no tool events; end_reason 'unknown'."""
+    type/role and any text, plus the tool calls and results found in the model APIs' own shapes
+    (`structural.recover`: cited at their line; a one-document file at the line of the call's id);
+    end_reason 'unknown'.  Nothing says the recovered calls are all of them: the timeline's
+    `transcript-format-unknown` finding stays (with their count)."""
 
     fmt = "unknown"
 
@@ -58,12 +61,54 @@ class GenericParser(Parser):
         role = o.get("role")
         if role.__class__ is not str:
             role = None
-        return Record(self.source, ln, off, nb, self.fmt, t, None, role if isinstance(role, str) else None,
-                      None, None, text_of(o.get("content")) or text_of(o.get("text")))
+        cwd = o.get("cwd")
+        if cwd.__class__ is str and cwd.startswith("/"):
+            self.cwd = cwd       # a session header's working directory: relative paths of later calls
+        rec = Record(self.source, ln, off, nb, self.fmt, t, None, role if isinstance(role, str) else None,
+                     None, None, text_of(o.get("content")) or text_of(o.get("text")))
+        found = structural.recover(o)
+        if not found:
+            return rec
+        return [rec, *self._events(rec, found, lambda _cid: ln)]
+
+    def handle_document(self, doc, data: bytes) -> list:
+        keys = ", ".join(list(doc)[:8]) if isinstance(doc, dict) else type(doc).__name__
+        rec = Record(self.source, 1, 0, len(data), self.fmt, "document", None, None, None, None, f"keys: {keys}")
+        loc = _IdLocator(data)
+        return [rec, *self._events(rec, structural.recover(doc), loc.line_of)]
+
+    def _events(self, rec: Record, found: list[tuple], line_of) -> list:
+        out: list = []
+        for kind, cid, a, b in found:
+            ln = line_of(cid)
+            if kind == "call":
+                out.append(self.call(ln, cid, a, b))
+                rec.n_tool_calls += 1
+            else:
+                out.append(ToolResult(self.source, ln, sid(cid), a if isinstance(a, str) else dumps_text(a),
+                                      None, b if isinstance(b, bool) else None))
+                rec.n_tool_results += 1
+        return out
 
     def finish(self, se, truncated):
         super().finish(se, truncated)
         se.end_reason = "unknown" if not se.n_api_errors else se.end_reason
+
+
+class _IdLocator:
+    """The line of a call's id in a one-document file, scanning forward (calls come in order);
+    the line of the last one found where an id is missing or not found."""
+
+    def __init__(self, data: bytes):
+        self.data, self.pos, self.line = data, 0, 1
+
+    def line_of(self, ident) -> int:
+        if isinstance(ident, (str, int)) and not isinstance(ident, bool) and str(ident):
+            i = self.data.find(orjson.dumps(str(ident)) if isinstance(ident, str) else str(ident).encode(), self.pos)
+            if i >= 0:
+                self.line += self.data.count(b"\n", self.pos, i)
+                self.pos = i
+        return self.line
 
 
 def make_parser(fmt: str, source: str, harness: str | None) -> Parser:

@@ -362,6 +362,18 @@ def _findings(run_id, source, s, vs, crow, reb, calls) -> list[Finding]:
     final_sha = s["final_sha256"]
     checks = [c for c in crow if c["script"] in ("check", "wrapper")]
     passes = [c for c in checks if c["outcome"] == "PASS"]
+    if calls and s.get("transcript_format") == "unknown":
+        # calls recovered from the model APIs' shapes (transcripts.structural): evidence where they
+        # show something, but nothing says they are all the session's calls
+        e = s.get("end") or {}
+        esrc = e.get("source") or source
+        add("transcript-format-unknown", "provenance", "medium",
+            f"The transcript {esrc} matches no known format ({s.get('format_evidence') or 'no evidence'}); "
+            f"{len(calls)} tool calls were recovered from the model APIs' own call shapes in its lines, but "
+            "nothing says they are all of the session's calls, so what it did not do cannot be established.",
+            [Evidence(file=esrc, note=(s.get("format_evidence") or "")[:300] or None)],
+            {"transcript_format": "unknown", "format_evidence": s.get("format_evidence"),
+             "recovered_calls": len(calls)})
     if not calls:
         fmt = s.get("transcript_format")
         add("timeline-unavailable", "provenance", "info",
