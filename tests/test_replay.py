@@ -354,6 +354,32 @@ def test_repeated_check_shape_reuses_the_reference_not_the_solution_call(tmp_pat
     assert calls == {"reference": 2 * n_cases, "model": 2}
 
 
+
+@pytest.mark.parametrize("slow_s, builds", [(1e9, 3), (-1.0, 2)])
+def test_a_repeated_check_shape_keeps_the_solution_model_only_when_its_build_was_slow(tmp_path, monkeypatch,
+                                                                                        slow_s, builds):
+    """check.py builds a new solution model for every row of the shape list; the replay does too
+    (look-alike: a quick build is repeated for a repeated shape), unless one build took longer than
+    REBUILD_SLOW_S (GLM: a minute of CPU weight draws per model), when the repeat keeps it."""
+    from forensics.replay import api, probes
+    tiny = dict(batch=4, n=512, k=8)
+    monkeypatch.setitem(api.TINY_SHAPES, "05_topk_bitonic", [dict(tiny), dict(tiny), dict(tiny, n=256)])
+    monkeypatch.setattr(probes, "REBUILD_SLOW_S", slow_s)
+    news = []
+    new_fn = probes.Replay.new_model
+
+    def counting_new(self, ch, obj, shape, *a, **kw):
+        news.append(obj)
+        return new_fn(self, ch, obj, shape, *a, **kw)
+    monkeypatch.setattr(probes.Replay, "new_model", counting_new)
+    out = _replay("topk_honest.py", probes=["check"], tmp_path=tmp_path)
+    rows = _rows(out, "check") + _rows(out, "stress")
+    assert rows and all(r["status"] == "pass" for r in rows)
+    assert news == ["m"] * builds
+    reused = out.info.get("check_models_reused") or []
+    assert [r["index"] for r in reused] == ([1] if builds == 2 else [])
+
+
 # ------------------------------------------------------------------------------ weight writes and _version (issue 21)
 def test_version_keyed_weight_cache_follows_the_decks_weight_writes(tmp_path):
     """The deck scales the weight with copy_ (bumping _version) for small_weight; a weight cache keyed

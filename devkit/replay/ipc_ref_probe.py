@@ -73,6 +73,7 @@ CONSUME = r'''
 import json, sys
 import torch
 e = json.loads(sys.argv[1])
+torch.empty(1, device=f"cuda:{e['device']}")   # a CUDA context first (without one the call segfaults)
 st = torch.UntypedStorage._new_shared_cuda(e["device"], bytes.fromhex(e["handle"]), e["size"], e["offset"],
         bytes.fromhex(e["ref"]), e["ref_offset"], None if e["event"] is None else bytes.fromhex(e["event"]), e["event_sync"])
 t = torch.empty(0, dtype=torch.float32, device="cuda").set_(st, 0, [4])

@@ -375,6 +375,15 @@ def classify_error(text: str, local_modules: set[str] | None = None) -> str:
 
 
 # ------------------------------------------------------------------------------ the replay
+#: The check builds a new solution model for every row of the deck's shape list, as check.py does,
+#: also where a shape repeats (cuda 01 caps five of its six shapes to T=256).  Where one build took
+#: longer than this, a repeat of the same shape keeps the model instead (listed in
+#: info["check_models_reused"]): the GLM solutions draw 6.5 G bf16 weights on the CPU in their
+#: constructor, about a minute each, and six of them do not fit a replay's probe limit.  Nothing the
+#: check compares is lost: a repeat feeds the same reference weights and the same seeds again.
+REBUILD_SLOW_S = 30.0
+
+
 class Replay:
     """One solution against one ProblemSpec, in one scratch, on one device."""
 
@@ -410,6 +419,8 @@ class Replay:
         self._inputs_memo: dict = {}   # (shape, seed) -> the deck's inputs, the last MEMO_MAX
         self._repeated_shapes: set = set()   # check shapes listed more than once
         self._ref_memo: dict = {}      # (shape, seed, case) -> reference output, for those shapes
+        #: state-dict files sent over CUDA IPC -> the device copies they name (`state_file`)
+        self._state_holds: dict[str, list] = {}
         self._booting: Child | None = None   # a child started before the first request (run())
         self.ipc = False   # results over CUDA IPC (decided per child by a known-tensor test)
         #: input slots whose memory this process holds and the child computes on (see `put`):
@@ -777,10 +788,22 @@ class Replay:
             return self.spec.build_reference(shape, self.device)
 
     def state_file(self, shape: dict, model, key: str = "") -> str:
+        """The reference model's state dict, for the child's `load_state_dict`.  Where the child
+        passed the IPC test its GPU tensors travel as CUDA IPC handles of copies this process holds
+        (until this file is written again, or `free_memory`); the child copies them on the device.
+        Otherwise, and for CPU tensors, as bytes.  A GLM state is 13 GB: through host memory and a
+        file it cost ~100 s per model built (50 s to write, 50 s to read on this 2-core box; round 7,
+        BENCHMARKS.md), over IPC it is device copies.  The copies, not the reference's own tensors,
+        are shared: the child could write into what it maps."""
         with self.timed("state-transfer"):
-            sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
             p = self.scratch.path("state" + key)
-            pack_save(sd, p)
+            self._state_holds.pop(p, None)
+            if self.ipc and str(self.device).startswith("cuda"):
+                hold: list = []
+                pack_save({k: v.detach() for k, v in model.state_dict().items()}, p, ipc_hold=hold)
+                self._state_holds[p] = hold
+            else:
+                pack_save({k: v.detach().cpu() for k, v in model.state_dict().items()}, p)
             return p
 
     def reference(self, model, inputs):
@@ -1058,6 +1081,7 @@ class Replay:
         # and reference outputs; the solution is still called for every row
         self._repeated_shapes = {k for k in keys if keys.count(k) > 1}
         last: tuple = (None, None, None)
+        built: tuple = (None, None, 0.0)   # (shape key, child, seconds) of the solution model "m" now built
         for si, shape in enumerate(shapes):
             ch = self.ensure_child()
             if ch is None:
@@ -1074,12 +1098,20 @@ class Replay:
                 ref = self.ref_model(shape)
                 st = self.state_file(shape, ref)
                 last = (keys[si], ref, st)
-            self.progress(f"building the solution's model for {shape_label(shape)}")
-            r = self.new_model(ch, "m", shape, st)
-            if not r.ok:
-                self.failed_reply("check", r, shape, what="Model construction / load_state_dict(strict=True)")
-                self.child = None if not ch.alive() else ch
-                continue
+            if built[0] == keys[si] and built[1] is ch and ch.alive():
+                # a slow model kept for this repeat of its shape (below)
+                self.out.info.setdefault("check_models_reused", []).append(
+                    {"shape": shape_label(shape), "index": si, "build_s": round(built[2], 1)})
+            else:
+                self.progress(f"building the solution's model for {shape_label(shape)}")
+                t0 = time.perf_counter()
+                r = self.new_model(ch, "m", shape, st)
+                if not r.ok:
+                    self.failed_reply("check", r, shape, what="Model construction / load_state_dict(strict=True)")
+                    self.child = None if not ch.alive() else ch
+                    built = (None, None, 0.0)
+                    continue
+                built = (keys[si], ch, time.perf_counter() - t0)
             for seed in self.seeds:
                 base = self.make_inputs(shape, seed)
                 for case in cases:
@@ -1089,8 +1121,10 @@ class Replay:
                                  detail="not run: the solution's process ended or hung earlier in this check")
                         continue
                     self._check_case(ch, probe, shape, seed, case, ref, base)
-            if ch.alive():
+            nxt = keys[si + 1] if si + 1 < len(keys) else None
+            if ch.alive() and not (nxt == keys[si] and built[2] > REBUILD_SLOW_S):
                 ch.request("delete", self.limits.call_s, objs=["m"], slots=[])
+                built = (None, None, 0.0)
             if self.early_exit or self.hung:
                 return
 
@@ -1635,6 +1669,7 @@ class Replay:
         import gc
         self._ref_memo.clear()
         self._inputs_memo.clear()
+        self._state_holds.clear()
         for k in ("_kimi_ref", "_kimi_mod"):
             self.__dict__.pop(k, None)
         gc.collect()

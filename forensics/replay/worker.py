@@ -774,7 +774,7 @@ class Worker:
         if isinstance(obj, torch.nn.Module):
             obj = obj.to(self.device)
             if req.get("state_dict"):
-                sd = load_any(req["state_dict"], map_location=self.device)
+                sd = self._load_state(req["state_dict"])
                 res = obj.load_state_dict(sd, strict=req.get("strict", True))
                 info["missing"] = list(getattr(res, "missing_keys", []))
                 info["unexpected"] = list(getattr(res, "unexpected_keys", []))
@@ -787,6 +787,12 @@ class Worker:
         info["placed_on_dead_id"] = placed
         self.sync()
         return info
+
+    def _load_state(self, path: str):
+        """A state dict the parent wrote (`Replay.state_file`): on a GPU its tensors may come as CUDA
+        IPC handles of the parent's copies (the parent's counters: ref_owner None, as in op_put)."""
+        on_gpu = str(self.device).startswith("cuda")
+        return load_any(path, map_location=self.device, ipc=on_gpu, ref_owner=None)
 
     @staticmethod
     def _on_dead_id(factory, args, kwargs, old_id, tries: int = 4096):
@@ -882,7 +888,7 @@ class Worker:
         """load_state_dict into an existing module, as check.py reloads one model per seed
         (copy_ into the same parameters: data_ptr kept, _version bumped)."""
         mod = self.objs[req["obj"]]
-        sd = load_any(req["state_dict"], map_location=self.device)
+        sd = self._load_state(req["state_dict"])
         res = mod.load_state_dict(sd, strict=req.get("strict", True))
         self.sync()
         return {"missing": list(getattr(res, "missing_keys", [])),
