@@ -110,6 +110,29 @@ def test_kimi_id_keyed_weight_cache_fails_fresh_state(tmp_path):
     assert out.status() == "fail"
 
 
+
+def test_kimi_state_cache_keyed_by_id_serves_a_dead_states_rows(tmp_path):
+    """The mechanism of a labelled real Kimi bug: a capacity buffer per id(state).  The fresh-state
+    probe hands a new state over on the dead one's id() in the same model; its step must fail the
+    deck's one-step rule with a finding that says the state's id was reused."""
+    out = _replay("kimi_state_id_cache.py", KIMI, ["fresh-state"], KIMI_SIDE, (0,), tmp_path)
+    row = _rows(out, "fresh-state", "state-on-dead-id")[0]
+    assert row["status"] == "fail" and "dead state's id()" in row["detail"]
+    f = next(f for f in out.findings if f["rule"] == "replay-stale-fresh-state" and f["data"].get("state_id_reused"))
+    assert "cache=" in f["message"] and "FAIL" in f["message"] and "id(state)" in f["message"]
+    assert out.status() == "fail"
+
+
+def test_kimi_state_cache_checked_against_its_rows_passes(tmp_path):
+    """Look-alike: the same buffer per id(state), used only while the state still holds the rows it
+    returned; a new state on the dead id() is read afresh and passes."""
+    out = _replay("kimi_state_id_checked.py", KIMI, ["check", "fresh-state"], KIMI_SIDE, (0,), tmp_path)
+    row = _rows(out, "fresh-state", "state-on-dead-id")[0]
+    assert row["status"] == "pass" and "on its id()" in row["detail"]   # placed, so the pass means something
+    assert all(r["status"] == "pass" for r in _rows(out, "check") + _rows(out, "fresh-state"))
+    assert "replay-stale-fresh-state" not in _rules(out) and out.status() == "pass"
+
+
 def test_kimi_pointer_keyed_state_fails_same_buffer(tmp_path):
     out = _replay("kimi_ptr_state.py", KIMI, ["check", "same-buffer"], KIMI_SIDE, (0,), tmp_path)
     assert all(r["status"] == "pass" for r in _rows(out, "check"))   # its own returned S comes back: consistent

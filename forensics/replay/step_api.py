@@ -26,7 +26,8 @@ alternate-cache          'alternate state': chain B, then chain A, then continue
                          returned, and A from a copy of its state in new storage; a solution that
                          keeps the state inside (or keyed by pointer) follows the wrong trajectory
 fresh-state              delete the model and the state, build a new model with other weights
-                         (until it lands on a dead model's id(), up to 4 rebuilds) and a new state
+                         (until it lands on a dead model's id(), up to 4 rebuilds) and a new state;
+                         then, in one model, a new state on a dead state's id() (`state_on_dead_id`)
 determinism              two chains from copies of the same state agree bit for bit
 
 A solution whose own chain drifts (state-drift fails) cannot be held to the reference over a chain
@@ -635,6 +636,85 @@ def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
         ref.load_state_dict({k: v.to(rp.device) for k, v in base.items()})
         if ch.alive():
             ch.request("delete", rp.limits.call_s, objs=["kf"], slots=["fr_h", "fr_s", "fro"])
+    state_on_dead_id(rp)
+
+
+def state_on_dead_id(rp: Replay) -> None:
+    """One model, two states: a step from state A (the longest check context), A dies, and state B
+    (the shortest context, another seed) is handed over on A's id() (its list and its per-layer
+    dicts, worker.op_place); B's step is judged by the deck's one-step rule.
+
+    Mechanism: a cache keyed by id(state) (or id of a layer's dict) that outlives the state.  In
+    check.py's loop CPython gives a new state list a dead one's memory by chance; the labelled
+    Kimi bug (194401, a capacity buffer per id(state)) was caught there at seed 2, ctx 2048, right
+    after a ctx-8192 state died, and passed our check, whose lists land elsewhere.  Longest before
+    shortest: a capacity guard (`cap <= L`) does not save a cache from that direction.
+    Look-alikes that pass: caches keyed by id but checked against the state's tensors, or none."""
+    probe, case = "fresh-state", "state-on-dead-id"
+    shapes = rp.check_shapes()
+    big = max(shapes, key=lambda sh: sh.get("ctx", 0))
+    small = min(shapes, key=lambda sh: sh.get("ctx", 0))
+    if cfg_kwargs(rp, small) != cfg_kwargs(rp, big):
+        small = big
+    seeds = list(rp.seeds) or [0]
+    s1, s2 = seeds[0], (seeds[1] if len(seeds) > 1 else seeds[0] + 1)
+    ch = rp.ensure_child()
+    if ch is None or rp.early_exit or rp.hung:
+        rp.row(probe, "skipped", small, s2, case, detail="no working child")
+        return
+    ref, sd_path = _ref_model(rp, big)
+    slots = ["dd_h", "dd_s", "ddo", "de_h", "de_s", "deo"]
+    try:
+        r = new_model(rp, ch, "kd", big, sd_path)
+        if not r.ok:
+            rp.failed_reply(probe, r, big, s1, case, what="Model(cfg) construction")
+            return
+        h1, st1 = _inputs(rp, big, s1)
+        pr = _put(rp, ch, {"dd_h": h1, "dd_s": st1})
+        dead = (pr.get("slots") or {}).get("dd_s") or {} if pr.ok else {}
+        if not pr.ok or dead.get("type") != "list":
+            rp.row(probe, "skipped", big, s1, case,
+                   detail="the state did not arrive as a list" if pr.ok else f"state transfer: {pr.error}")
+            return
+        r, _, first, _ = sol_chain(rp, ch, "kd", [{"slot": "dd_h"}, {"slot": "dd_s"}], 1, "ddo")
+        if not r.ok or first is None:
+            rp.failed_reply(probe, r, big, s1, case, what="step() from state A")
+            return
+        ref_hs, ref_s, _ = _ref_chain(rp, ref, h1, st1, 1)
+        if not _nominal(rp, ref_hs[0], ref_s, _to_dev(first, rp.device)).get("ok"):
+            rp.row(probe, "skipped", big, s1, case, detail="state A's own step already fails the deck's rule "
+                   "(the check reports it): no stale state to tell apart")
+            return
+        ch.request("delete", rp.limits.call_s, slots=["dd_h", "dd_s", "ddo"])   # A dies (unless kept inside)
+        h2, st2 = _inputs(rp, small, s2)
+        pr = _put(rp, ch, {"de_h": h2, "de_s": st2})
+        pl = ch.request("place", rp.limits.call_s, slot="de_s", ids={"outer": dead.get("id"), "items": dead.get("items")}) \
+            if pr.ok else pr
+        if not pl.ok or not pl.get("outer_placed"):
+            rp.row(probe, "skipped", small, s2, case,
+                   detail=("state B could not be put on state A's id() (its memory is in use, e.g. the solution "
+                           "keeps A alive)") if pl.ok else f"state transfer: {pl.error}")
+            return
+        r, _, first, _ = sol_chain(rp, ch, "kd", [{"slot": "de_h"}, {"slot": "de_s"}], 1, "deo")
+        if not r.ok or first is None:
+            rp.failed_reply(probe, r, small, s2, case, what="step() from state B on A's id()")
+            return
+        ref_hs, ref_s, _ = _ref_chain(rp, _ref_model(rp, small)[0], h2, st2, 1)
+        res = _nominal(rp, ref_hs[0], ref_s, _to_dev(first, rp.device))
+        where = (f"ctx {big.get('ctx')} seed {s1}, then ctx {small.get('ctx')} seed {s2} on its id() "
+                 f"({pl.get('items_placed')} of {len(st2)} layer dicts on theirs too)")
+        ok = bool(res.get("ok"))
+        rp.row(probe, "pass" if ok else "fail", small, s2, case, res,
+               detail=f"a new state on a dead state's id(), same model: {where}; the deck's one-step rule: "
+                      + str(res.get("msg", "")))
+        if not ok:
+            rp.finding("replay-stale-fresh-state",
+                       f"step() serves a dead state's contents to a new state on its id() ({where}): something "
+                       f"is keyed by id(state) and outlives it; {res.get('msg', '')}"[:600],
+                       dict(_stats(res), state_id_reused=True, items_placed=pl.get("items_placed")), probe=probe)
+    finally:
+        if ch.alive():
+            ch.request("delete", rp.limits.call_s, objs=["kd"], slots=slots)
 
 
 # ------------------------------------------------------------------------------ the driver
