@@ -132,3 +132,15 @@ def test_a_recovered_foreign_read_is_evidence_and_the_rest_stays_unknown(tmp_pat
     facts.coverage = {"ran": ["timeline", "provenance"]}   # both ran above (a scan records this itself)
     d = decide_contamination(facts)
     assert (d.value, d.rule) == ("unknown", "CT3")
+
+
+def test_tagged_calls_pair_each_closing_tag_with_the_nearest_opening():
+    """Hermes-style tags in text: an opening that is never closed (a truncated or quoted tag) does
+    not swallow the next real call, and thousands of unclosed openings recover nothing (and are
+    read in one pass, not one rescan of the text per opening)."""
+    from forensics.transcripts.structural import recover
+    call = '<tool_call>{"name": "bash", "arguments": {"cmd": "ls"}}</tool_call>'
+    text = '<tool_call> {"name": "cut off' + " filler " + call + "<tool_response>a.py</tool_response>"
+    assert recover({"content": text}) == [("call", None, "bash", {"cmd": "ls"}), ("result", None, "a.py", None)]
+    assert recover({"content": '<tool_call> {"a": 1} ' * 50_000}) == []
+    assert recover({"content": "<tool_response> never closed " * 50_000}) == []

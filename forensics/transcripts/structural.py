@@ -29,7 +29,6 @@ without a JSON object inside.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import orjson
@@ -48,8 +47,6 @@ _RESULT_TYPES = {"tool_result": ("tool_use_id", "content"), "function_call_outpu
                  "tool-result": ("toolCallId", "result")}
 _ID_KEYS = ("id", "call_id", "callId", "toolCallId", "tool_call_id", "tool_use_id")
 _ARG_KEYS = ("arguments", "input", "args", "parameters")
-_TAG_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
-_TAG_RESULT = re.compile(r"<tool_response>(.*?)</tool_response>", re.S)
 
 
 def _first(d: dict, keys: tuple[str, ...]) -> Any:
@@ -107,16 +104,38 @@ def _match(d: dict) -> tuple | None:
     return None
 
 
+def _tagged(s: str, tag: str):
+    """The bodies of `<tag>...</tag>` in `s`: each closing tag with the last opening before it (an
+    opening never closed does not swallow the next call).  Plain finds, linear in len(s): a lazy
+    regex rescans the rest of the text from every opening that has no closing tag (a 4 MB text of
+    200k unclosed openings did not finish in minutes)."""
+    open_, close = f"<{tag}>", f"</{tag}>"
+    i = 0
+    while True:
+        a = s.find(open_, i)
+        if a < 0:
+            return
+        b = s.find(close, a + len(open_))
+        if b < 0:
+            return
+        a = s.rfind(open_, a, b)
+        yield s[a + len(open_):b]
+        i = b + len(close)
+
+
 def _in_text(s: str, out: list) -> None:
-    for m in _TAG_CALL.finditer(s):
+    for body in _tagged(s, "tool_call"):
+        body = body.strip()
+        if not (body.startswith("{") and body.endswith("}")):
+            continue
         try:
-            o = orjson.loads(m.group(1))
+            o = orjson.loads(body)
         except orjson.JSONDecodeError:
             continue
         if isinstance(o, dict) and isinstance(o.get("name"), str) and o["name"]:
             out.append(("call", o.get("id"), o["name"], o.get("arguments", o.get("parameters"))))
-    for m in _TAG_RESULT.finditer(s):
-        out.append(("result", None, m.group(1).strip(), None))
+    for body in _tagged(s, "tool_response"):
+        out.append(("result", None, body.strip(), None))
 
 
 def recover(value: Any) -> list[tuple]:
