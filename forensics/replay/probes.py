@@ -836,12 +836,25 @@ class Replay:
         if not g.ok:
             return g
         factory = "Model"
-        with self.timed("child-construct"):
+        try:
+            with self.timed("child-construct"):
                 r = ch.request("new", self.limits.build_s, obj=obj, factory=f"solution:{factory}",
-                           args=self.init_args_spec(shape), state_dict=state_path, strict=True, replace=replace,
-                           reuse_attempts=reuse_attempts)
+                               args=self.init_args_spec(shape), state_dict=state_path, strict=True,
+                               replace=replace, reuse_attempts=reuse_attempts)
+        finally:
+            self.release_state(state_path)
         self._note_tamper(r, "construction")
         return r
+
+    def release_state(self, path: str | None) -> None:
+        """A state file used once (`new_model`): its device copies go now, not when the next state is
+        written (the child copied them while building; a GLM state is 13 GB that the reference's
+        forward needs on an H100, where round 8 ran out of memory holding both), and the file with
+        them, since its IPC handles would name freed memory."""
+        if path is None:
+            return
+        self._state_holds.pop(path, None)
+        Path(path).unlink(missing_ok=True)
 
     def put(self, ch: Child, inputs: list, prefix: str = "x") -> tuple[Reply, list]:
         """Send inputs into slots `<prefix><i>`.  The child computes on memory this process holds
@@ -1080,24 +1093,23 @@ class Replay:
         # a check shape listed again (cuda 01 caps five of six to T=256): the same reference model
         # and reference outputs; the solution is still called for every row
         self._repeated_shapes = {k for k in keys if keys.count(k) > 1}
-        last: tuple = (None, None, None)
+        last: tuple = (None, None)   # (shape key, reference model)
         built: tuple = (None, None, 0.0)   # (shape key, child, seconds) of the solution model "m" now built
         for si, shape in enumerate(shapes):
             ch = self.ensure_child()
             if ch is None:
                 return
             if last[0] == keys[si]:
-                ref, st = last[1], last[2]
+                ref = last[1]
             else:
                 # the last shape's reference goes before this one is built (two GLM references at
                 # once are ~26 GB of weights)
-                ref = st = None
-                last = (None, None, None)
+                ref = None
+                last = (None, None)
                 self.free_cuda()
                 self.progress(f"building the reference model for {shape_label(shape)}")
                 ref = self.ref_model(shape)
-                st = self.state_file(shape, ref)
-                last = (keys[si], ref, st)
+                last = (keys[si], ref)
             if built[0] == keys[si] and built[1] is ch and ch.alive():
                 # a slow model kept for this repeat of its shape (below)
                 self.out.info.setdefault("check_models_reused", []).append(
@@ -1105,7 +1117,7 @@ class Replay:
             else:
                 self.progress(f"building the solution's model for {shape_label(shape)}")
                 t0 = time.perf_counter()
-                r = self.new_model(ch, "m", shape, st)
+                r = self.new_model(ch, "m", shape, self.state_file(shape, ref))   # used once: released
                 if not r.ok:
                     self.failed_reply("check", r, shape, what="Model construction / load_state_dict(strict=True)")
                     self.child = None if not ch.alive() else ch
