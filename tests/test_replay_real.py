@@ -72,6 +72,30 @@ def test_real_failures_are_not_environment(text):
     assert buildenv.missing_piece(text, local_modules={"my_kernels"}) is None
 
 
+def test_a_module_the_solution_names_as_its_own_file_is_the_archives_gap():
+    """A public archive keeps solution.py only: `from kernels import build` of a solution whose
+    source names kernels/build.py fails as a missing module that is its own, not a package to
+    install.  Look-alikes: an absolute path or a URL naming such a file, and a package the source
+    never names, stay 'not installed'."""
+    src = "from kernels import build as kb\n# NOTE: append order must match _ORDER in kernels/build.py\n"
+    named = buildenv.local_files_named(src)
+    assert named == {"kernels": "kernels/build.py"}
+    got = buildenv.missing_piece("ModuleNotFoundError: No module named 'kernels'", named_files=named)
+    assert "own module 'kernels'" in got and "kernels/build.py" in got and "archive" in got
+    assert buildenv.local_files_named("see /usr/lib/kernels/build.py and https://x.org/kernels/a.py") == {}
+    assert buildenv.missing_piece("ModuleNotFoundError: No module named 'triton_kernels'",
+                                  named_files=named) == "Python package 'triton_kernels' is not installed"
+
+
+def test_a_run_missing_its_own_module_is_not_replayable_with_the_archives_gap_named(tmp_path):
+    sol = b"from kernels import build as kb  # the extension's sources: kernels/build.py\n" + \
+        (CORPUS / "topk_honest.py").read_bytes()
+    out = _replay("topk_honest.py", solution=sol, tmp_path=tmp_path)
+    assert out.official()["status"] == "not_replayable"
+    f = next(f for f in out.findings if f["rule"] == "replay-not-replayable")
+    assert "own module 'kernels'" in f["message"] and "kernels/build.py" in f["message"]
+
+
 def _fake_cutlass(root: Path) -> Path:
     (root / "include" / "cutlass").mkdir(parents=True)
     (root / "include" / "cutlass" / "cutlass.h").write_text("#pragma once\nnamespace cutlass { using index_t = int; }\n")

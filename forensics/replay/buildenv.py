@@ -51,11 +51,14 @@ _NVCC_PATH = re.compile(r"(/[\w./-]*/nvcc)\b['\"]?:?\s*(?:not found|no such file
 _NO_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
 
 
-def missing_piece(text: str, local_modules: set[str] | None = None) -> str | None:
+def missing_piece(text: str, local_modules: set[str] | None = None,
+                  named_files: dict[str, str] | None = None) -> str | None:
     """The build-environment piece whose absence `text` reports, or None (a real failure).
 
-    `local_modules`: top-level module names the solution ships itself (its sidecars); a missing
-    one of those is the archive's gap, named as such, not the machine's."""
+    `local_modules`: top-level module names the solution ships itself (its sidecars): an import
+    of one of those that fails is the solution's own failure.  `named_files`: module -> a file of
+    it the solution's source names (`local_files_named`); a missing module it names as its own file
+    is the archive's gap (public archives keep solution.py only), said so, not a package to install."""
     if not text:
         return None
     low = text.lower()
@@ -84,10 +87,26 @@ def missing_piece(text: str, local_modules: set[str] | None = None) -> str | Non
     if m:
         top = m.group(1).split(".")[0]
         if top not in ("solution", "reference") and top not in (local_modules or set()):
+            if top in (named_files or {}):
+                return (f"the solution's own module '{top}' (its source names {named_files[top]}) is not among "
+                        "the run's files: the archive did not keep it")
             return f"Python package '{m.group(1)}' is not installed"
         if top in (local_modules or set()):
             return None
     return None
+
+
+_NAMED_FILE = re.compile(r"(?<![\w./-])([A-Za-z_]\w*)/(?:[\w-]+/)*[\w-]+\.(?:py|cu|cuh|cpp|h)\b")
+
+
+def local_files_named(source: str) -> dict[str, str]:
+    """Top-level directories the solution's source names relative paths in (`kernels/build.py` in
+    a comment or a string) -> the first such path: where an import of that name fails, the module
+    is its own, not a package.  Absolute paths and URLs do not count (the look-behind)."""
+    out: dict[str, str] = {}
+    for m in _NAMED_FILE.finditer(source or ""):
+        out.setdefault(m.group(1), m.group(0))
+    return out
 
 
 # ------------------------------------------------------------------------------ supplying the pieces

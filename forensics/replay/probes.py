@@ -360,11 +360,12 @@ def _nr_line(text: str) -> str | None:
     return None
 
 
-def not_replayable_reason(text: str, local_modules: set[str] | None = None) -> str | None:
+def not_replayable_reason(text: str, local_modules: set[str] | None = None,
+                          named_files: dict[str, str] | None = None) -> str | None:
     """Why this failure is not the solution's: a missing build-environment piece (buildenv), the
     device (no kernel image, an arch this GPU lacks), or None (a real failure)."""
     from .buildenv import missing_piece
-    piece = missing_piece(text, local_modules)
+    piece = missing_piece(text, local_modules, named_files)
     if piece:
         return f"build environment: {piece}"
     return _nr_line(text)
@@ -596,8 +597,16 @@ class Replay:
         except OSError:
             return set()
 
+    def named_files(self) -> dict[str, str]:
+        """Modules the solution's source names as files of its own (buildenv.local_files_named)."""
+        from .buildenv import local_files_named
+        try:
+            return local_files_named((self.scratch.sol_dir / "solution.py").read_text(errors="replace"))
+        except OSError:
+            return {}
+
     def _not_replayable(self, probe: str, text: str, shape=None, seed=None, case=None) -> dict:
-        line = not_replayable_reason(text, self.local_modules()) or text.strip()[:200]
+        line = not_replayable_reason(text, self.local_modules(), self.named_files()) or text.strip()[:200]
         env = line.startswith("build environment:")
         where = "here" if env else f"on this device ({self.hello.get('gpu') or self.device}, capability " \
                                    f"{self.hello.get('capability')})"
