@@ -799,7 +799,8 @@ class Replay:
     def state_file(self, shape: dict, model, key: str = "") -> str:
         """The reference model's state dict, for the child's `load_state_dict`.  Where the child
         passed the IPC test its GPU tensors travel as CUDA IPC handles of copies this process holds
-        (until this file is written again, or `free_memory`); the child copies them on the device.
+        (until `new_model` has built from it, `release_state`; a file sent otherwise, until it is written
+        again or `free_memory`); the child copies them on the device.
         Otherwise, and for CPU tensors, as bytes.  A GLM state is 13 GB: through host memory and a
         file it cost ~100 s per model built (50 s to write, 50 s to read on this 2-core box; round 7,
         BENCHMARKS.md), over IPC it is device copies.  The copies, not the reference's own tensors,
