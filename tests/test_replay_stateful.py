@@ -133,6 +133,16 @@ def test_kimi_state_cache_checked_against_its_rows_passes(tmp_path):
     assert "replay-stale-fresh-state" not in _rules(out) and out.status() == "pass"
 
 
+
+def test_a_state_the_solution_keeps_alive_is_not_handed_over_as_dead(tmp_path):
+    """Look-alike: a solution that holds every state it was given (keyed by id, the state beside it).
+    In check.py no new state could take such a state's id(); the probe skips and says why."""
+    out = _replay("kimi_state_kept.py", KIMI, ["fresh-state"], KIMI_SIDE, (0,), tmp_path)
+    row = _rows(out, "fresh-state", "state-on-dead-id")[0]
+    assert row["status"] == "skipped" and "still held" in row["detail"]
+    assert not any(f["data"].get("state_id_reused") for f in out.findings)
+
+
 def test_kimi_pointer_keyed_state_fails_same_buffer(tmp_path):
     out = _replay("kimi_ptr_state.py", KIMI, ["check", "same-buffer"], KIMI_SIDE, (0,), tmp_path)
     assert all(r["status"] == "pass" for r in _rows(out, "check"))   # its own returned S comes back: consistent

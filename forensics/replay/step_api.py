@@ -641,8 +641,9 @@ def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
 
 def state_on_dead_id(rp: Replay) -> None:
     """One model, two states: a step from state A (the longest check context), A dies, and state B
-    (the shortest context, another seed) is handed over on A's id() (its list and its per-layer
-    dicts, worker.op_place); B's step is judged by the deck's one-step rule.
+    (the shortest context, another seed) is handed over on A's id(): in A's own list and per-layer
+    dicts, emptied and refilled (worker.op_recycle: the same as CPython giving B A's memory, where
+    nothing else holds A); B's step is judged by the deck's one-step rule.
 
     Mechanism: a cache keyed by id(state) (or id of a layer's dict) that outlives the state.  In
     check.py's loop CPython gives a new state list a dead one's memory by chance; the labelled
@@ -685,15 +686,13 @@ def state_on_dead_id(rp: Replay) -> None:
             rp.row(probe, "skipped", big, s1, case, detail="state A's own step already fails the deck's rule "
                    "(the check reports it): no stale state to tell apart")
             return
-        ch.request("delete", rp.limits.call_s, slots=["dd_h", "dd_s", "ddo"])   # A dies (unless kept inside)
+        ch.request("delete", rp.limits.call_s, slots=["dd_h", "ddo"])   # A is held by its slot alone now
         h2, st2 = _inputs(rp, small, s2)
         pr = _put(rp, ch, {"de_h": h2, "de_s": st2})
-        pl = ch.request("place", rp.limits.call_s, slot="de_s", ids={"outer": dead.get("id"), "items": dead.get("items")}) \
-            if pr.ok else pr
-        if not pl.ok or not pl.get("outer_placed"):
+        pl = ch.request("recycle", rp.limits.call_s, slot="de_s", dead="dd_s") if pr.ok else pr
+        if not pl.ok or not pl.get("recycled") or (pl.get("meta") or {}).get("id") != dead.get("id"):
             rp.row(probe, "skipped", small, s2, case,
-                   detail=("state B could not be put on state A's id() (its memory is in use, e.g. the solution "
-                           "keeps A alive)") if pl.ok else f"state transfer: {pl.error}")
+                   detail=f"state B was not handed over on state A's id(): {pl.get('why') or pl.error or 'id differs'}")
             return
         r, _, first, _ = sol_chain(rp, ch, "kd", [{"slot": "de_h"}, {"slot": "de_s"}], 1, "deo")
         if not r.ok or first is None:
@@ -702,7 +701,7 @@ def state_on_dead_id(rp: Replay) -> None:
         ref_hs, ref_s, _ = _ref_chain(rp, _ref_model(rp, small)[0], h2, st2, 1)
         res = _nominal(rp, ref_hs[0], ref_s, _to_dev(first, rp.device))
         where = (f"ctx {big.get('ctx')} seed {s1}, then ctx {small.get('ctx')} seed {s2} on its id() "
-                 f"({pl.get('items_placed')} of {len(st2)} layer dicts on theirs too)")
+                 f"({pl.get('items_reused')} of {len(st2)} layer dicts on theirs too)")
         ok = bool(res.get("ok"))
         rp.row(probe, "pass" if ok else "fail", small, s2, case, res,
                detail=f"a new state on a dead state's id(), same model: {where}; the deck's one-step rule: "
@@ -711,7 +710,7 @@ def state_on_dead_id(rp: Replay) -> None:
             rp.finding("replay-stale-fresh-state",
                        f"step() serves a dead state's contents to a new state on its id() ({where}): something "
                        f"is keyed by id(state) and outlives it; {res.get('msg', '')}"[:600],
-                       dict(_stats(res), state_id_reused=True, items_placed=pl.get("items_placed")), probe=probe)
+                       dict(_stats(res), state_id_reused=True, items_reused=pl.get("items_reused")), probe=probe)
     finally:
         if ch.alive():
             ch.request("delete", rp.limits.call_s, objs=["kd"], slots=slots)

@@ -700,10 +700,7 @@ class Worker:
                     todo.extend(reversed(x))
                 elif isinstance(x, dict):
                     todo.extend(reversed(list(x.values())))
-            out = {"type": type(t).__name__, "id": id(t), "ptrs": ptrs}
-            if isinstance(t, (list, tuple)):   # the per-layer dicts' ids too (op_place)
-                out["items"] = [id(x) for x in t[:256]]
-            return out
+            return {"type": type(t).__name__, "id": id(t), "ptrs": ptrs}
         return {"ptr": _data_ptr(t), "version": int(t._version), "shape": list(t.shape),
                 "stride": list(t.stride()), "dtype": str(t.dtype), "device": str(t.device)}
 
@@ -831,43 +828,38 @@ class Worker:
         factory.__init__(o, *args, **kwargs)
         return o
 
-    def op_place(self, req):
-        """Rebuild slot `slot`, a list (a state: one dict per layer), on the id()s of dead objects:
-        `ids` = {"outer": the dead list's id, "items": its dicts' ids}.  The new list and dicts hold
-        the same tensors; whatever cannot take its id (the memory is in use) is left as it was.
-        CPython hands a new list the memory of one just freed, so check.py's loop feeds the
-        solution new states on dead ones' ids by chance; the fresh-state probe makes it certain
-        (a cache keyed by id(state) then serves the dead state's rows)."""
-        old = self.slots[req["slot"]]
-        if not isinstance(old, list):
-            raise TypeError(f"slot {req['slot']} is a {type(old).__name__}, not a list")
-        ids = req.get("ids") or {}
-        want_items = list(ids.get("items") or [])
-        gc_was = gc.isenabled()
-        gc.disable()   # a collection would reshuffle the free lists being searched
-        try:
-            items, placed_items = [], 0
-            for i, x in enumerate(old):
-                target = want_items[i] if i < len(want_items) else None
-                if isinstance(x, dict) and target is not None and id(x) != target:
-                    d = _alloc_on_id(dict, target)
-                    if d is not None:
-                        d.update(x)
-                        x = d
-                placed_items += int(target is not None and id(x) == target)
-                items.append(x)
-            outer = ids.get("outer")
-            new = old if id(old) == outer else (_alloc_on_id(list, outer) if outer is not None else None)
-            if new is None:
-                new = old
-            new[:] = items
-            del items, old
+    def op_recycle(self, req):
+        """Hand the solution slot `slot`'s state (a list of per-layer dicts) in the list and dicts of
+        the dead state in slot `dead`: emptied and refilled with the new state's tensors, so the new
+        state has the dead one's id()s.  CPython gives a new list a just-freed list's memory, so
+        check.py's loop feeds the solution new states on dead ones' ids by chance; this makes it
+        certain, and it is the same thing only where nothing but this slot holds the dead objects
+        (then no one can tell a refilled object from a new one on its memory).  A dead list the
+        solution still holds is not recycled (it could not have died); a dict it holds is not
+        reused (the new state gets its own)."""
+        new = self.slots.pop(req["slot"])
+        dead = self.slots.pop(req["dead"])
+        if not (isinstance(new, list) and isinstance(dead, list)):
             self.slots[req["slot"]] = new
-        finally:
-            if gc_was:
-                gc.enable()
-        return {"outer_placed": outer is not None and id(new) == outer, "items_placed": placed_items,
-                "meta": self.meta(new)}
+            raise TypeError(f"states are {type(new).__name__} and {type(dead).__name__}, not lists")
+        gc.collect()   # cycles through the dead state go first
+        if sys.getrefcount(dead) > 2:   # `dead` here and getrefcount's own argument
+            self.slots[req["slot"]] = new
+            return {"recycled": False, "why": "the dead state is still held (by the solution)"}
+        items, reused = [], 0
+        for i, x in enumerate(new):
+            old = dead[i] if i < len(dead) else None
+            # held by the dead list, `old` and getrefcount's argument only: free to refill
+            if isinstance(x, dict) and isinstance(old, dict) and sys.getrefcount(old) == 3:
+                old.clear()
+                old.update(x)
+                x, reused = old, reused + 1
+            items.append(x)
+        old = None
+        dead[:] = items
+        del items, new
+        self.slots[req["slot"]] = dead
+        return {"recycled": True, "items_reused": reused, "meta": self.meta(dead)}
 
     def op_setglobals(self, req):
         mod = importlib.import_module(req["module"])
