@@ -169,21 +169,6 @@ def _pack_tree(x, tensors: list):
     raise TypeError(f"cannot pack {type(x).__name__}")
 
 
-def _alloc_on_id(make, target: int, tries: int = 4096):
-    """A new `make()` object whose id() is `target` (the memory of a dead object), or None when
-    `tries` allocations did not land there (the memory is in use).  The misses are freed after."""
-    spare: list = []
-    try:
-        for _ in range(tries):
-            o = make()
-            if id(o) == target:
-                return o
-            spare.append(o)
-        return None
-    finally:
-        del spare
-
-
 def _hex(b) -> str | None:
     return bytes(b).hex() if isinstance(b, (bytes, bytearray)) else None
 
@@ -819,12 +804,20 @@ class Worker:
         and the others are freed.  Only for plain classes whose constructor is type.__call__."""
         if not isinstance(factory, type) or type(factory).__call__ is not type.__call__:
             return None
+        spare = []
         try:
-            o = _alloc_on_id(lambda: factory.__new__(factory), old_id, tries)
-        except Exception:  # noqa: BLE001 - a __new__ that needs arguments: the ordinary way
-            return None
-        if o is None:
-            return None
+            for _ in range(tries):
+                try:
+                    o = factory.__new__(factory)
+                except Exception:  # noqa: BLE001 - a __new__ that needs arguments: the ordinary way
+                    return None
+                if id(o) == old_id:
+                    break
+                spare.append(o)
+            else:
+                return None
+        finally:
+            del spare
         factory.__init__(o, *args, **kwargs)
         return o
 
