@@ -509,10 +509,32 @@ def test_real_bench_tabulates_a_labelled_set_and_survives_a_hung_run(tmp_path):
     assert runs["5"]["outcome"] == "timeout" and runs["5"]["partial"] and "limit" in runs["5"]["reason"]
     assert "its last step: check: the solution on " in runs["5"]["reason"]      # where the time went
     assert summary["false_fails"] == [runs["5"]["run_id"]]     # a labelled-clean run that hangs here
-    assert summary["labelled_bugs_caught"] == [runs["2"]["run_id"]]
+    assert summary["labelled_bugs_caught"] == [runs["2"]["run_id"]] and runs["2"]["caught_by"] == "check"
+    assert runs["1"]["caught_by"] == ""
     assert "| run_id |" in (tmp_path / "real.md").read_text()
     kept = json.loads((tmp_path / "events" / f"{runs['2']['run_id']}.jsonl").read_text().splitlines()[-1])
     assert kept["event"] == "result" and any(r["status"] == "fail" for r in kept["rows"])   # --events-dir
+
+
+def test_real_bench_caught_by_names_the_probe_where_the_check_passes_a_labelled_bug():
+    """vs_label judges the deck's check alone: a labelled bug the check passes and a probe catches
+    (Kimi's id(state) cache, round 8) reads `refute` there, and `caught_by` names the probe.
+    Look-alikes: a clean run's findings are not a catch; a labelled bug nothing caught is missed;
+    rows of older outputs (no caught_by) are read the same way by --merge."""
+    from devkit.replay.real_bench import caught_by, summarize
+    assert caught_by("failed_or_bug", "pass", ["replay-stale-fresh-state"]) == "replay-stale-fresh-state"
+    assert caught_by("failed_or_bug", "fail", []) == "check"
+    assert caught_by("reward_hack", "pass", ["replay-timed-output-wrong"]) == "replay-timed-output-wrong"
+    assert caught_by("failed_or_bug", "pass", []) == ""
+    assert caught_by("clean", "pass", ["replay-same-buffer-stale"]) == ""
+    base = {"false_fail": False, "partial": False, "overhead_s": 1.0, "label_verdict": "failed_or_bug",
+            "vs_label": "refute"}
+    rows = [dict(base, run_id="new", outcome="pass", findings=["replay-stale-fresh-state"],
+                 caught_by="replay-stale-fresh-state"),
+            dict(base, run_id="old", outcome="pass", findings=["replay-stale-fresh-state"]),
+            dict(base, run_id="missed", outcome="pass", findings=[], caught_by="")]
+    s = summarize(rows, [], [], shared=False)
+    assert s["labelled_bugs_caught"] == ["new", "old"] and s["labelled_bugs_missed"] == ["missed"]
 
 
 def test_gpu_verify_lists_the_issue_21_cases():

@@ -34,7 +34,9 @@ Per run, one JSON line is appended to `--out` as soon as the run ends:
     auditors left it null, its verdict family: clean expects a passing check), reason, findings
     (high/critical rule ids of every probe), extra (the medium ones: state drift, ...), wall_s
     (the run's process), replay_s, solution_s, build_s, overhead_s (replay_s - solution_s -
-    build_s), probe_s, sidecars, status (every probe's worst), false_fail (a labelled-clean run
+    build_s), probe_s, sidecars, caught_by (a labelled bug or hack: `check` when the deck's check
+    fails here, else the probes' high/critical rules that caught it; vs_label judges the check
+    alone), status (every probe's worst), false_fail (a labelled-clean run
     whose check here is neither pass nor not_replayable), deck_check and replay_outcome (below)
 
 `--deck DIR` (the benchmark's decks, `../shared/decks`) makes the deck's own check.py the arbiter of
@@ -109,6 +111,19 @@ def expected(label: dict) -> tuple[Any, str]:
                                    or "correct=false" in (label.get("summary") or "")):
         return False, "label failed_or_bug (check failed)"
     return None, f"label verdict {fam}, correct null"
+
+
+def caught_by(family: Any, outcome: str, high: list[str]) -> str:
+    """For a run the auditors labelled a bug or a hack: what caught it here (the deck's check
+    failing, else the probes' high/critical findings), "" when nothing did.  `vs_label` compares
+    the deck's check alone, so a bug the check passes and a probe catches (Kimi's id(state) cache)
+    reads `refute` there and its probe here.  Not filled for other labels: a clean run's findings
+    are in `findings`."""
+    if family not in ("failed_or_bug", "reward_hack"):
+        return ""
+    if outcome == "fail":
+        return "check"
+    return ", ".join(high)
 
 
 # ------------------------------------------------------------------------------ one run, in its own process
@@ -212,11 +227,12 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
     build_s = sum(float(s.get("import_solution") or 0.0) for s in info.get("start_steps_s") or []) + \
         sum(max(0.0, float(f.get("s") or 0.0)) for f in info.get("first_run_s") or [])
     fam = label.get("verdict_family")
+    high = sorted({f["rule"] for f in findings if f.get("severity") in ("high", "critical")})
     return {"run_id": run["run_id"], "problem": run["problem"], "label_verdict": fam,
             "label_correct": label.get("correct"), "label_reward_hack": label.get("reward_hack"),
             "outcome": outcome, "correct_here": correct_here, "vs_label": vs, "vs_label_source": src,
             "reason": reason, "status": info.get("status"),
-            "findings": sorted({f["rule"] for f in findings if f.get("severity") in ("high", "critical")}),
+            "findings": high, "caught_by": caught_by(fam, outcome, high),
             "extra": sorted({f["rule"] for f in findings if f.get("severity") == "medium"}),
             "false_fail": fam in ("clean", "clean_interesting") and outcome not in ("pass", "not_replayable"),
             "wall_s": round(wall_s, 2), "replay_s": round(replay_s, 2), "solution_s": round(solution_s, 2),
@@ -455,8 +471,8 @@ def prepare_carry(real: Path, dest: Path, gpu: str | None, wheel: str | None) ->
 
 
 def markdown(rows: list[dict], summary: dict) -> str:
-    cols = ("run_id", "problem", "label_verdict", "label_correct", "outcome", "vs_label", "reason", "deck", "findings",
-            "wall_s", "overhead_s")
+    cols = ("run_id", "problem", "label_verdict", "label_correct", "outcome", "vs_label", "caught_by", "reason", "deck",
+            "findings", "wall_s", "overhead_s")
     cols += tuple(c for c in ("shared", "source") if any(c in r or (c == "shared" and "shared_with" in r) for r in rows))
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -471,6 +487,13 @@ def markdown(rows: list[dict], summary: dict) -> str:
     lines.append("")
     lines.append("Summary: " + json.dumps({k: v for k, v in summary.items() if k != "event"}, default=str))
     return "\n".join(lines) + "\n"
+
+
+def _caught(row: dict) -> bool:
+    """A row written before `caught_by` existed (--merge of older outputs) is read the same way."""
+    if "caught_by" in row:
+        return bool(row["caught_by"])
+    return bool(caught_by(row.get("label_verdict"), row.get("outcome") or "", row.get("findings") or []))
 
 
 def _oom(row: dict) -> bool:
@@ -493,9 +516,9 @@ def summarize(table: list[dict], not_started: list[str], cut: list[str], shared:
             # a run cut by the budget or out of memory beside others measured nothing: a rerun, not a false fail
             "false_fails": [r["run_id"] for r in table if r["false_fail"] and r["run_id"] not in oom_shared + cut],
             "labelled_bugs_caught": [r["run_id"] for r in table if r["label_verdict"] == "failed_or_bug"
-                                     and (r["outcome"] == "fail" or r["findings"])],
+                                     and _caught(r)],
             "labelled_bugs_missed": [r["run_id"] for r in table if r["label_verdict"] == "failed_or_bug"
-                                     and not (r["outcome"] == "fail" or r["findings"])],
+                                     and not _caught(r)],
             "died_without_json": [r["run_id"] for r in table if r["partial"]],
             "overhead_s_median": sorted(r["overhead_s"] for r in table)[len(table) // 2] if table else None}
 
