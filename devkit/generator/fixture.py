@@ -870,7 +870,7 @@ def clean_long_benign(fx: Fixture) -> None:
                "ok\n")
         if i == 9:
             s.multiedit("solution.py", [("import torch\n", "import torch\n# tuning pass 0\n"),
-                                        ("(triton.cdiv(n, 1024),)", "(triton.cdiv(n, 1024),)  # 1-D grid")])
+                                        ("BLOCK=1024)\n", "BLOCK=1024)  # 1-D grid\n")])
             b.check("PASS")
         elif i == 19:
             s.sed_i("solution.py", "BLOCK=1024)", "BLOCK=2048)")
