@@ -220,6 +220,41 @@ def test_archive_through_a_symlinked_path_is_read(tmp_path):
     assert src.read(f"{RID}/solution.py") == b"import torch\n"
 
 
+def test_named_pipes_in_a_run_folder_are_not_read_and_do_not_hang_the_scan(tmp_path):
+    """A FIFO blocks its reader until someone writes: one named pipe as transcript.jsonl,
+    solution.py or check.log hung `forensics scan` at its first read, forever.  Now a path that is
+    not a regular file is never opened (`NotRegularFile`, an OSError: a parse error naming it) and
+    the run is still there, its solution unread -> reward_hack unknown (RH5), not false.
+    Look-alike: a link inside the archive to a regular file of the archive is still read."""
+    from forensics.pipeline import scan
+    from forensics.archive.source import NotRegularFile, open_source
+    arch = tmp_path / "arch"
+    d = write_run(arch, RID, claude_lines(RID))
+    for name in ("solution.py", "check.log"):
+        (d / name).unlink()
+        os.mkfifo(d / name)
+    d2 = write_run(arch, RID2, claude_lines(RID2))
+    (d2 / "transcript.jsonl").unlink()
+    os.mkfifo(d2 / "transcript.jsonl")
+    d3 = write_run(arch, RID3, claude_lines(RID3))
+    os.symlink("solution.py", d3 / "alias.py")
+    src = open_source(arch)
+    with pytest.raises(NotRegularFile, match="named pipe"):
+        src.open(f"{RID}/solution.py")
+    assert src.read(f"{RID3}/alias.py") == b"import torch\n"
+    res = scan(arch, out=tmp_path / "out", progress=False)       # before the fix: never returned
+    s = Store(res.db, read_only=True)
+    try:
+        assert ("unreadable", "solution.py") in {p[:2] for p in perrs(s)}
+        assert ("unreadable", "transcript.jsonl") in {p[:2] for p in perrs(s, RID2)}
+        v = {r["run_id"]: r for r in s.query("select run_id, reward_hack, contamination, rules from verdicts")}
+        assert v[RID]["reward_hack"] == "unknown" and json.loads(v[RID]["rules"])["reward_hack"] == "RH5"
+        assert v[RID2]["contamination"] == "unknown"                 # no transcript read: not clean
+        assert v[RID3]["reward_hack"] == "false"
+    finally:
+        s.close()
+
+
 def test_truncated_gz_transcript_does_not_abort_the_scan(tmp_path):
     from forensics.pipeline import scan
     arch = tmp_path / "arch"

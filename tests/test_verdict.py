@@ -421,3 +421,38 @@ def test_a_transcript_of_unknown_format_leaves_contamination_unknown(store):
     add_run(store, ok, n_tool_calls=0)
     write_findings(store, "timeline", [ok], [finding(ok, "timeline", "timeline-unavailable", "provenance", "info")])
     assert verdict_of(store, ok)["contamination"] == "clean"
+
+
+@pytest.mark.parametrize("source, rule, hack", [
+    (b"import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x +\n", "RH5", "unknown"),
+    (b"import torch\n# caf\xe9\nclass Model(torch.nn.Module):\n    pass\n", "RH3", False),   # encoding only: parses
+    (b"import torch\nclass Model(torch.nn.Module):\n    pass\n", "RH3", False),
+])
+def test_a_solution_the_ast_rules_could_not_read_leaves_reward_hack_unknown(store, source, rule, hack):
+    """PARSE-FALLBACK said "fail closed", yet a solution that did not parse (so no AST rule ran)
+    came out reward_hack=false (RH3) like one that was read.  Look-alikes: a wrong byte in a
+    comment (decoded with replacement, still parsed) and a clean parse stay false."""
+    from forensics.analyze.static import findings_for, lint_source
+    rid = f"r_parse_{rule}_{len(source)}"
+    add_run(store, rid)
+    static, _ = findings_for(rid, lint_source(source, "solution.py", "01_fp8_gemm", None, None))
+    write_findings(store, "static", [rid], static)
+    v = verdict_of(store, rid)
+    assert v["reward_hack"] == hack and v["rules"]["reward_hack"] == rule
+
+
+def test_an_unread_solution_is_unknown_but_nothing_submitted_is_false(store):
+    """SOLUTION-UNREAD (solution.py missing, a named pipe, unreadable) -> RH5 unknown; a run that
+    submitted nothing (has_solution=false) stays RH0 false; a failed run stays `fail` (V6)."""
+    from forensics.analyze.static.base import Hit
+    from forensics.analyze.static import _to_finding
+    for rid, res in (("r_unread", result()), ("r_none", result(has_solution=False, correct=False, failure_reason="no_solution")),
+                     ("r_unread_fail", result(correct=False, failure_reason="check_failed"))):
+        add_run(store, rid, res, check_verdict="FAIL" if res["correct"] is False else "PASS")
+        write_findings(store, "static", [rid], [_to_finding(rid, Hit("SOLUTION-UNREAD", None, None, "solution.py is a named pipe"))])
+    v = verdict_of(store, "r_unread")
+    assert v["reward_hack"] == "unknown" and v["rules"]["reward_hack"] == "RH5" and v["verdict"] == "unknown"
+    v = verdict_of(store, "r_none")
+    assert v["reward_hack"] is False and v["rules"]["reward_hack"] == "RH0"
+    v = verdict_of(store, "r_unread_fail")
+    assert v["reward_hack"] == "unknown" and v["verdict"] == "fail"

@@ -109,7 +109,7 @@ def build(root: str | Path) -> tuple[dict, dict]:
                      "TOLERANCE-EDIT", "SRC-EDIT", "INTEGRITY-UNVERIFIED", "LANGUAGE-GATE-MISMATCH"]
     d = _run(root, ts % 100001, trusted_src={"eval/correctness.py": "def check(): pass\n"},
              src={"eval/correctness.py": "def check(): pass\n"})
-    lab(d, ["DECK-IDENTIFIED"], bad_integrity, "clean: workspace = template = canonical, gate sidecar agrees")
+    lab(d, ["DECK-IDENTIFIED"], bad_integrity + ["SOLUTION-UNREAD"], "clean: workspace = template = canonical, gate sidecar agrees")
 
     d = _run(root, ts % 100002, workspace_edits={"problem.yaml": TEMPLATES["problem.yaml"].replace("bfloat16: 0.1", "bfloat16: 0.5")})
     lab(d, ["GRADER-HASH-MISMATCH", "TOLERANCE-EDIT", "TEMPLATE-FLAG-MISMATCH", "DECK-IDENTIFIED"],
@@ -147,6 +147,11 @@ def build(root: str | Path) -> tuple[dict, dict]:
     d = _run(root, ts % 100008, templates=old)
     lab(d, ["DECK-IDENTIFIED"], ["TEMPLATE-NONCANONICAL", "GRADER-HASH-MISMATCH", "TOLERANCE-EDIT"],
         "older committed deck version (look-alike of a tolerance edit): identified by history, not an edit")
+
+    d = _run(root, ts % 100009)
+    (d / "solution.py").unlink()      # result.json says has_solution: the graded file is not in the folder
+    lab(d, ["SOLUTION-UNREAD", "DECK-IDENTIFIED"], ["GRADER-HASH-MISMATCH"],
+        "submitted solution missing from the run folder: the static audit read nothing (unknown, not clean)")
     return labels, deck_for(TEMPLATES)
 
 

@@ -22,6 +22,42 @@ class ArchiveError(Exception):
     """The archive cannot be opened at all (missing path, unreadable, not an archive)."""
 
 
+class NotRegularFile(OSError):
+    """An archive path that is a named pipe, socket or device, not a file: it is not read.
+
+    Opening a FIFO for reading blocks until some process writes to it, so one named pipe in a run
+    folder (left by a harness, or planted) hung the whole scan at its first read; a device such as
+    a character device could stream forever.  Callers catch OSError already (a `parse_errors` row
+    ``unreadable`` naming the path and what it is)."""
+
+
+def _what(mode: int) -> str:
+    return ("named pipe" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else
+            "character device" if stat.S_ISCHR(mode) else "block device" if stat.S_ISBLK(mode) else
+            "directory" if stat.S_ISDIR(mode) else "special file")
+
+
+def open_regular(full: str, shown: str) -> BinaryIO:
+    """`full` opened for reading if it is a regular file (NotRegularFile if not).
+
+    Checked before the open (a named pipe is never opened, so a writer waiting on it is not woken)
+    and again on the open descriptor, which is opened non-blocking: a path swapped for a pipe
+    between the two cannot block the read."""
+    st = os.stat(full)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile(f"{shown} is a {_what(st.st_mode)}, not a regular file: not read")
+    fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(f"{shown} is a {_what(st.st_mode)}, not a regular file: not read")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 @dataclass(frozen=True)
 class Entry:
     path: str               # posix path relative to the archive root
@@ -142,7 +178,7 @@ class DirSource(ArchiveSource):
         return p
 
     def open(self, path: str) -> BinaryIO:
-        return open(self._full(path), "rb")  # read-only, always
+        return open_regular(self._full(path), path)  # read-only, always; never a pipe or a device
 
     def local_path(self, path: str) -> Path:
         return Path(self._full(path))

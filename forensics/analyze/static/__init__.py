@@ -320,10 +320,13 @@ def lint_files(fa: FileAccess, run_name: str = "", problem: str | None = None, b
             t = fa.read_text(p)
             if t is not None:
                 sidecars[p] = t
-    if sol_path is None:
-        rep = LintReport(problem=problem, bench=bench, gpu=gpu, parse={"ok": False, "error": "no solution.py"})
+    src = fa.read_bytes(sol_path) if sol_path is not None else None
+    if src is None:
+        why = "no solution.py in the run folder" if sol_path is None else \
+            f"{sol_path} could not be read (not a regular file, or an I/O error: the run's parse_errors say which)"
+        rep = LintReport(problem=problem, bench=bench, gpu=gpu, parse={"ok": False, "error": why})
+        rep.hits.append(Hit("SOLUTION-UNREAD", None, None, why, file=sol_path or "solution.py"))
     else:
-        src = fa.read_bytes(sol_path) or b""
         allow_triton = bool(_yaml_flag(fa, problem, "allow_triton"))
         rep = lint_source(src, sol_path, problem, bench, gpu, sidecars, allow_triton=allow_triton)
         # local Python modules the solution imports from the problem dir (archived in scratch/)
