@@ -35,6 +35,7 @@ import copy
 import math
 import os
 import time
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -299,6 +300,12 @@ def _shape_key(shape: dict) -> str:
     return repr(sorted(shape.items()))
 
 
+def _key_seed(key: str) -> int:
+    """The seed a check shape's reference weights are drawn with: the same for every row of that
+    shape (see `Replay.check_reference`)."""
+    return zlib.crc32(key.encode()) & 0x7FFFFFFF
+
+
 def shape_label(shape: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in shape.items() if isinstance(v, (int, float, str, bool)))
 
@@ -377,11 +384,14 @@ def classify_error(text: str, local_modules: set[str] | None = None) -> str:
 
 # ------------------------------------------------------------------------------ the replay
 #: The check builds a new solution model for every row of the deck's shape list, as check.py does,
-#: also where a shape repeats (cuda 01 caps five of its six shapes to T=256).  Where one build took
-#: longer than this, a repeat of the same shape keeps the model instead (listed in
-#: info["check_models_reused"]): the GLM solutions draw 6.5 G bf16 weights on the CPU in their
-#: constructor, about a minute each, and six of them do not fit a replay's probe limit.  Nothing the
-#: check compares is lost: a repeat feeds the same reference weights and the same seeds again.
+#: also where a shape repeats (cuda 01 caps five of its six shapes to T=256: 256, 256, 1, 256, 256,
+#: 256).  Where one build took longer than this, the model is kept for the later rows of its shape,
+#: also past rows of other shapes (listed in info["check_models_reused"]), and deleted after its
+#: last row: the GLM solutions draw 6.5 G bf16 weights on the CPU in their constructor, one to
+#: three and a half minutes each (H200 round 7, H100 round 9), and six builds, or the three a
+#: next-row-only reuse left, do not fit a replay's probe limit.  Nothing the check compares is lost:
+#: a repeat feeds the same reference weights and the same seeds again.  Cost: GPU memory of one
+#: kept model per repeated slow shape.
 REBUILD_SLOW_S = 30.0
 
 
@@ -796,6 +806,20 @@ class Replay:
         with self.timed("reference-model"):
             return self.spec.build_reference(shape, self.device)
 
+    def check_reference(self, shape: dict, key: str):
+        """The reference model of one check row, its weights drawn from a seed of its shape.
+
+        check.py draws new random weights for every row; so did this, unseeded.  But a repeated
+        shape's reference outputs are memoised (`_ref_memo`) and its slow solution model kept
+        (REBUILD_SLOW_S), so the rows of one shape must share their weights: cuda 01's rows are
+        T=256, 256, 1, 256, 256, 256, and the reference rebuilt for the fourth drew new weights
+        while its outputs came from the first's (every later row compared against another model's
+        output).  The global generators are restored after the draw."""
+        devs = [torch.device(self.device).index or 0] if str(self.device).startswith("cuda") else []
+        with torch.random.fork_rng(devices=devs):
+            torch.manual_seed(_key_seed(key))
+            return self.ref_model(shape)
+
     def state_file(self, shape: dict, model, key: str = "") -> str:
         """The reference model's state dict, for the child's `load_state_dict`.  Where the child
         passed the IPC test its GPU tensors travel as CUDA IPC handles of copies this process holds
@@ -1104,7 +1128,7 @@ class Replay:
         # and reference outputs; the solution is still called for every row
         self._repeated_shapes = {k for k in keys if keys.count(k) > 1}
         last: tuple = (None, None)   # (shape key, reference model)
-        built: tuple = (None, None, 0.0)   # (shape key, child, seconds) of the solution model "m" now built
+        kept: dict = {}   # shape key -> (object name, child, build seconds): slow models kept for later rows
         for si, shape in enumerate(shapes):
             ch = self.ensure_child()
             if ch is None:
@@ -1118,22 +1142,31 @@ class Replay:
                 last = (None, None)
                 self.free_cuda()
                 self.progress(f"building the reference model for {shape_label(shape)}")
-                ref = self.ref_model(shape)
+                ref = self.check_reference(shape, keys[si])
                 last = (keys[si], ref)
-            if built[0] == keys[si] and built[1] is ch and ch.alive():
-                # a slow model kept for this repeat of its shape (below)
+            have = kept.get(keys[si])
+            if have is not None and have[1] is ch and ch.alive():
+                # a slow model kept for this later row of its shape (below); the reference module's
+                # shape globals are set again, as check.py sets them for every row
+                name, build_s = have[0], have[2]
+                g = ch.request("setglobals", self.limits.call_s, module="reference",
+                               values=self.spec.shape_globals(shape))
+                if not g.ok:
+                    self.failed_reply("check", g, shape, what="the reference module's shape globals")
+                    continue
                 self.out.info.setdefault("check_models_reused", []).append(
-                    {"shape": shape_label(shape), "index": si, "build_s": round(built[2], 1)})
+                    {"shape": shape_label(shape), "index": si, "build_s": round(build_s, 1)})
             else:
+                name = f"m{si}" if keys.count(keys[si]) > 1 else "m"
                 self.progress(f"building the solution's model for {shape_label(shape)}")
                 t0 = time.perf_counter()
-                r = self.new_model(ch, "m", shape, self.state_file(shape, ref))   # used once: released
+                r = self.new_model(ch, name, shape, self.state_file(shape, ref))   # used once: released
                 if not r.ok:
                     self.failed_reply("check", r, shape, what="Model construction / load_state_dict(strict=True)")
                     self.child = None if not ch.alive() else ch
-                    built = (None, None, 0.0)
+                    kept.pop(keys[si], None)
                     continue
-                built = (keys[si], ch, time.perf_counter() - t0)
+                build_s = time.perf_counter() - t0
             for seed in self.seeds:
                 base = self.make_inputs(shape, seed)
                 for case in cases:
@@ -1142,15 +1175,16 @@ class Replay:
                         self.row(probe, "skipped", shape, seed, case.name,
                                  detail="not run: the solution's process ended or hung earlier in this check")
                         continue
-                    self._check_case(ch, probe, shape, seed, case, ref, base)
-            nxt = keys[si + 1] if si + 1 < len(keys) else None
-            if ch.alive() and not (nxt == keys[si] and built[2] > REBUILD_SLOW_S):
-                ch.request("delete", self.limits.call_s, objs=["m"], slots=[])
-                built = (None, None, 0.0)
+                    self._check_case(ch, probe, shape, seed, case, ref, base, name)
+            if ch.alive() and keys[si] in keys[si + 1:] and build_s > REBUILD_SLOW_S:
+                kept[keys[si]] = (name, ch, build_s)
+            elif ch.alive():
+                ch.request("delete", self.limits.call_s, objs=[name], slots=[])
+                kept.pop(keys[si], None)
             if self.early_exit or self.hung:
                 return
 
-    def _check_case(self, ch: Child, probe: str, shape, seed, case, ref, base) -> None:
+    def _check_case(self, ch: Child, probe: str, shape, seed, case, ref, base, model: str = "m") -> None:
         dev_inputs = _to_dev(base, self.device)
         try:
             with self.spec.apply_stress(ref, None, dev_inputs, case) as x:
@@ -1164,7 +1198,7 @@ class Replay:
                 scaled_ref_state = {k: v for k, v in ref.state_dict().items() if k in case.state_scales}
                 # the same state scaling written into the solution's own parameters, in place
                 if case.state_scales:
-                    w = self.write(ch, {f"m::{k}": v for k, v in scaled_ref_state.items()})
+                    w = self.write(ch, {f"{model}::{k}": v for k, v in scaled_ref_state.items()})
                     if not w.ok:
                         self.failed_reply(probe, w, shape, seed, case.name, what=f"state scaling {list(case.state_scales)}")
                         return
@@ -1173,12 +1207,12 @@ class Replay:
                     self.failed_reply(probe, pr, shape, seed, case.name, what="input transfer")
                     return
                 self.progress(f"{probe}: the solution on {shape_label(shape)} seed {seed} case {case.name}")
-                r, payload = self.call(ch, "m", args)
+                r, payload = self.call(ch, model, args)
         except (KeyError, TypeError) as e:  # a state-scale name missing from the reference
             self.row(probe, "error", shape, seed, case.name, detail=f"stress case cannot be applied: {e}")
             return
         if case.state_scales:  # restored reference state -> restore the solution's too
-            self.write(ch, {f"m::{k}": v for k, v in ref.state_dict().items() if k in case.state_scales})
+            self.write(ch, {f"{model}::{k}": v for k, v in ref.state_dict().items() if k in case.state_scales})
         if r.status != "ok":
             self.failed_reply(probe, r, shape, seed, case.name)
             return
