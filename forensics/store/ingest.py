@@ -475,6 +475,12 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
     results: list[ToolResult] = []
     id_to_seq: dict[str, int] = {}
     result_ids: set[str] = set()
+    # recovered calls and results (structural recovery from an unknown record of a known format):
+    # call id -> index in calls / results, replaced by a known record's call or result of that id
+    # that comes later; a recovered result of an id a known record already answered is an echo
+    rec_calls: dict[str, int] = {}
+    rec_results: dict[str, int] = {}
+    known_results: set[str] = set()
     claude_store = set(claude_store_sources(files))
     fallback = set(store_fallback_sources(files))
     held: dict[str, tuple[list, list]] = {}     # fallback source -> (calls, results), used if no calls
@@ -511,19 +517,41 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
                     if ev.usage is not None and claude_store and ev.msg_id and ev.format in ("claude", "claude_session"):
                         msg_usage[ev.msg_id] = ev.usage
                 elif tev is ToolCall:
-                    if is_tool or (merge and ev.call_id and ev.call_id not in id_to_seq):
+                    cid = ev.call_id
+                    if rec_calls and cid in rec_calls and not ev.recovered and (is_tool or merge):
+                        i = rec_calls.pop(cid)
+                        ev.call_seq = calls[i].call_seq
+                        calls[i] = ev
+                    elif is_tool or (merge and cid and cid not in id_to_seq):
                         ev.call_seq = len(calls) + 1
                         calls.append(ev)
-                        if ev.call_id:
-                            id_to_seq.setdefault(ev.call_id, ev.call_seq)
+                        if cid:
+                            id_to_seq.setdefault(cid, ev.call_seq)
+                            if ev.recovered and id_to_seq[cid] == ev.call_seq:
+                                rec_calls[cid] = len(calls) - 1
                     elif hold:
                         held[source][0].append(ev)
                 elif tev is ToolResult:
-                    if is_tool or (merge and ev.call_id and ev.call_id not in result_ids):
-                        ev.call_seq = id_to_seq.get(ev.call_id) if ev.call_id else None
+                    cid = ev.call_id
+                    if cid and (is_tool or merge) and (ev.recovered or rec_results):
+                        if ev.recovered:
+                            if cid in known_results:
+                                continue
+                        elif cid in rec_results:
+                            i = rec_results.pop(cid)
+                            ev.call_seq = id_to_seq.get(cid)
+                            results[i] = ev
+                            known_results.add(cid)
+                            continue
+                    if is_tool or (merge and cid and cid not in result_ids):
+                        ev.call_seq = id_to_seq.get(cid) if cid else None
                         results.append(ev)
-                        if ev.call_id:
-                            result_ids.add(ev.call_id)
+                        if cid:
+                            result_ids.add(cid)
+                            if not ev.recovered:
+                                known_results.add(cid)
+                            elif cid not in rec_results:
+                                rec_results[cid] = len(results) - 1
                     elif hold:
                         held[source][1].append(ev)
                 elif tev is ParseError:
@@ -552,6 +580,11 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             hc, hres = held[source]
             if hc:
                 tool_src = source
+                # a recovered call or result of an id that a known record of this copy holds too: an echo
+                known = {e.call_id for e in hc if e.call_id and not e.recovered}
+                hc = [c for c in hc if not (c.recovered and c.call_id in known)]
+                known = {e.call_id for e in hres if e.call_id and not e.recovered}
+                hres = [r for r in hres if not (r.recovered and r.call_id in known)]
                 for c in hc:
                     c.call_seq = len(calls) + 1
                     calls.append(c)

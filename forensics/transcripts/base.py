@@ -9,8 +9,9 @@ from typing import Any
 
 import orjson
 
-from . import kinds
-from .events import ParseError, Record, SessionEnd, ToolCall
+from . import kinds, structural
+from .events import ParseError, Record, SessionEnd, ToolCall, ToolResult
+from .values import dumps_text, text_of  # noqa: F401 - the parsers import them from here
 
 UTC = timezone.utc
 
@@ -81,43 +82,6 @@ def is_rate_limit(text: str | None, status: int | None) -> bool:
         return False
     low = text[:2000].lower()
     return any(w in low for w in _RATE_WORDS)
-
-
-def text_of(content: Any, keys: tuple[str, ...] = ("text",)) -> str | None:
-    """Text of a message content: a string, or a list of blocks with a text-like key."""
-    if content is None:
-        return None
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for b in content:
-            if isinstance(b, str):
-                parts.append(b)
-            elif isinstance(b, dict):
-                for k in keys:
-                    v = b.get(k)
-                    if isinstance(v, str):
-                        parts.append(v)
-                        break
-        return "\n".join(parts) if parts else None
-    if isinstance(content, dict):
-        for k in keys:
-            v = content.get(k)
-            if isinstance(v, str):
-                return v
-    return None
-
-
-def dumps_text(v: Any) -> str:
-    if isinstance(v, str):
-        return v
-    if v is None:
-        return ""
-    try:
-        return orjson.dumps(v).decode()
-    except Exception:  # noqa: BLE001
-        return str(v)
 
 
 _KEY_RE_CACHE: dict[str, re.Pattern] = {}
@@ -239,6 +203,7 @@ class Parser:
         self.n_assistant = 0
         self.sessions: set[str] = set()
         self.call_tools: dict[str, str] = {}
+        self.recovered_results: set[str] = set()   # call ids of results recovered from unknown records
         self.context_tokens: int | None = None
 
     # ---- helpers used by subclasses -------------------------------------------------
@@ -273,15 +238,51 @@ class Parser:
         return ToolCall(self.source, line, cid, name, kind, a, command, paths, cwd or self.cwd, ts,
                         parent_id, bg, 0, _sid(agent_id), _sid(parent_call_id))
 
+    def recovered(self, rec: Record, found: list[tuple], line_of, known: bool = False) -> list:
+        """Events of the calls and results `structural.recover` found (``("call", id, name, args)``,
+        ``("result", id, text, is_error)``), counted on `rec`: calls through `call`, results as
+        ToolResult; both cited at ``line_of(id)`` and marked ``recovered``.  known: they come from an
+        unknown record of a known format, so a call whose id a record already emitted, and a second
+        result of one call id, are echoes and kept once (the ingest keeps a known record's result
+        instead of a recovered one)."""
+        out: list = []
+        for kind, cid, a, b in found:
+            if kind == "call":
+                key = sid(cid)
+                if known and key is not None and key in self.call_tools:
+                    continue
+                c = self.call(line_of(cid), cid, a, b)
+                c.recovered = True
+                out.append(c)
+                rec.n_tool_calls += 1
+            else:
+                key = sid(cid)
+                if known and key is not None:
+                    if key in self.recovered_results:
+                        continue
+                    self.recovered_results.add(key)
+                out.append(ToolResult(self.source, line_of(cid), key, a if isinstance(a, str) else dumps_text(a),
+                                      None, b if isinstance(b, bool) else None, recovered=True))
+                rec.n_tool_results += 1
+        return out
+
     def unknown(self, o: dict, rtype: Any, line: int, off: int, nb: int, what: str = "type",
                 subtype: Any = None) -> list:
-        """Record with the type as written + ParseError unknown_record naming it."""
+        """Record with the type as written + ParseError unknown_record naming it, and the tool
+        calls and results the record holds in the model APIs' own shapes (`structural.recover`,
+        cited at its line; the ParseError says how many)."""
         rt = rtype if isinstance(rtype, str) else (None if rtype is None else dumps_text(rtype))
         sub = subtype if isinstance(subtype, str) else (None if subtype is None else dumps_text(subtype))
         name = f"{rt}/{sub}" if sub is not None or what != "type" else rt
-        return [Record(self.source, line, off, nb, self.fmt, rt, sub),
-                ParseError(self.source, line, "unknown_record",
-                           f"unknown {self.fmt} record {what} {name!r}", "", off)]
+        rec = Record(self.source, line, off, nb, self.fmt, rt, sub)
+        detail = f"unknown {self.fmt} record {what} {name!r}"
+        found = structural.recover(o, tags=False)
+        events = self.recovered(rec, found, lambda _cid: line, known=True) if found else []
+        nc, nr = rec.n_tool_calls, rec.n_tool_results
+        if nc or nr:
+            said = [f"{n} {w}{'' if n == 1 else 's'}" for n, w in ((nc, "tool call"), (nr, "result")) if n]
+            detail += f": {' and '.join(said)} recovered from the model API shapes"
+        return [rec, ParseError(self.source, line, "unknown_record", detail, "", off), *events]
 
     def handle(self, o: dict, line: int, off: int, nb: int):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -88,6 +88,10 @@ class ToolCall:
     # call that started it (Claude ``parentToolUseID`` / ``parent_tool_use_id``)
     agent_id: str | None = None
     parent_call_id: str | None = None
+    # found by `structural.recover` in the model APIs' own shapes (a file in no known format, or a
+    # record of a type its format's parser does not know); a known record's call of the same id
+    # replaces it at ingest
+    recovered: bool = False
 
 
 @dataclass(slots=True)
@@ -102,6 +106,9 @@ class ToolResult:
     ts: datetime | None = None
     running_session: str | None = None
     call_seq: int | None = None  # assigned by the ingest
+    # found by `structural.recover` (see ToolCall.recovered): the ingest keeps a known record's
+    # result of the same call id instead of it
+    recovered: bool = False
 
 
 @dataclass(slots=True)

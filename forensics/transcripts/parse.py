@@ -25,12 +25,12 @@ from typing import IO, Iterator
 import orjson
 
 from . import reader, structural
-from .base import Parser, dumps_text, sid, text_of
+from .base import Parser, text_of
 from .claude import ClaudeParser
 from .codex import CodexExecParser, CodexParser, CodexTextParser
 from .cursor import CursorParser
 from .droid import DroidParser
-from .events import Heartbeat, HeartbeatRun, ParseError, Record, SessionEnd, ToolResult
+from .events import Heartbeat, HeartbeatRun, ParseError, Record, SessionEnd
 from .gemini import GeminiChatParser, GeminiParser
 from .grok import GrokChatParser, GrokStreamParser
 from .kimi import KimiParser, KimiWireParser
@@ -69,26 +69,13 @@ class GenericParser(Parser):
         found = structural.recover(o)
         if not found:
             return rec
-        return [rec, *self._events(rec, found, lambda _cid: ln)]
+        return [rec, *self.recovered(rec, found, lambda _cid: ln)]
 
     def handle_document(self, doc, data: bytes) -> list:
         keys = ", ".join(list(doc)[:8]) if isinstance(doc, dict) else type(doc).__name__
         rec = Record(self.source, 1, 0, len(data), self.fmt, "document", None, None, None, None, f"keys: {keys}")
         loc = _IdLocator(data)
-        return [rec, *self._events(rec, structural.recover(doc), loc.line_of)]
-
-    def _events(self, rec: Record, found: list[tuple], line_of) -> list:
-        out: list = []
-        for kind, cid, a, b in found:
-            ln = line_of(cid)
-            if kind == "call":
-                out.append(self.call(ln, cid, a, b))
-                rec.n_tool_calls += 1
-            else:
-                out.append(ToolResult(self.source, ln, sid(cid), a if isinstance(a, str) else dumps_text(a),
-                                      None, b if isinstance(b, bool) else None))
-                rec.n_tool_results += 1
-        return out
+        return [rec, *self.recovered(rec, structural.recover(doc), loc.line_of)]
 
     def finish(self, se, truncated):
         super().finish(se, truncated)

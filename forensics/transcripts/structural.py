@@ -25,6 +25,10 @@ recovered call is itself the evidence of a foreign read).  Look-alikes it must n
 call: a dict that merely has a ``name`` (a file entry, a model name), a ``type: "function"``
 schema in a tools list (it has ``parameters``, no arguments), a text that mentions ``<tool_call>``
 without a JSON object inside.
+
+`Parser.unknown` runs it too, on a record of a type that a known format's parser does not list
+(a new record type of a current CLI): its calls are kept, cited at the record's line, and echoes
+of calls and results that known records hold are kept once (Hermes tags are not read there).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from .base import dumps_text, text_of
+from .values import dumps_text, text_of
 
 #: values looked at per decoded line or document at most (a huge document is cut, never slow)
 MAX_NODES = 200_000
@@ -138,8 +142,10 @@ def _in_text(s: str, out: list) -> None:
         out.append(("result", None, body.strip(), None))
 
 
-def recover(value: Any) -> list[tuple]:
-    """The tool calls and results in `value`, in document order (see the module's docstring)."""
+def recover(value: Any, tags: bool = True) -> list[tuple]:
+    """The tool calls and results in `value`, in document order (see the module's docstring).
+    tags=False leaves Hermes-style ``<tool_call>`` text alone: a record of a known format (whose
+    harness calls tools in the API's structured shapes) that carries such text quotes it."""
     out: list[tuple] = []
     stack: list[tuple[Any, int]] = [(value, 0)]
     n = 0
@@ -156,6 +162,6 @@ def recover(value: Any) -> list[tuple]:
         elif x.__class__ is list:
             if depth < MAX_DEPTH:
                 stack.extend((v, depth + 1) for v in reversed(x))
-        elif x.__class__ is str and "<tool_" in x:
+        elif tags and x.__class__ is str and "<tool_" in x:
             _in_text(x, out)
     return out
