@@ -272,6 +272,40 @@ def test_run_dir_is_never_written(tmp_path):
     assert not list(Path(out.info["cache_dir"]).parent.glob("replay-*"))  # scratch removed
 
 
+def test_replay_run_dir_never_follows_a_link_or_opens_a_pipe(tmp_path, monkeypatch):
+    """`forensics replay RUN_DIR` read the folder with plain Path reads: a solution.py linked to a
+    file outside the run (`~/.aws/credentials`) was read and run as the solution, a linked template
+    or a named pipe in scratch/ likewise (the pipe blocked forever).  It reads through the archive's
+    view now, as `scan` does.  Look-alike: the regular files beside them are still read."""
+    from forensics.replay.api import read_run_dir
+    secret = tmp_path / "credentials"
+    secret.write_text("aws_secret_access_key = SECRET\n")
+    run = tmp_path / "20260601_101010_claude_claude-x_05_topk_bitonic"
+    (run / "template_files").mkdir(parents=True)
+    (run / "scratch").mkdir()
+    (run / "result.json").write_text(json.dumps({"problem": "05_topk_bitonic", "correct": True}))
+    (run / "template_files" / "check.py").write_text("# check\n")
+    os.symlink(secret, run / "template_files" / "reference.py")
+    os.symlink(secret, run / "solution.py")
+    os.mkfifo(run / "scratch" / "pipe.cu")
+    (run / "scratch" / "kern.cu").write_text("// kernel\n")
+    meta = read_run_dir(run)
+    assert meta["templates"] == {"check.py": b"# check\n"} and meta["result"]["correct"] is True
+    with pytest.raises(ValueError, match="solution.py is missing, a link or not a regular file"):
+        replay_run_dir(run, device="cpu", shapes="tiny", probes=["check"], limits=FAST, cache_root=tmp_path / "cache")
+    seen = {}
+
+    def capture(problem, sol, sidecars, **kw):
+        seen.update(sol=sol, sidecars=dict(sidecars))
+        raise RuntimeError("captured")
+    (run / "solution.py").unlink()
+    (run / "solution.py").write_bytes((CORPUS / "topk_honest.py").read_bytes())
+    monkeypatch.setattr("forensics.replay.api.replay_solution", capture)
+    with pytest.raises(RuntimeError, match="captured"):
+        replay_run_dir(run, device="cpu")
+    assert seen["sol"] == (CORPUS / "topk_honest.py").read_bytes() and seen["sidecars"] == {"kern.cu": b"// kernel\n"}
+
+
 def test_scratch_skips_bytecode_and_traversal(tmp_path):
     s = Scratch(b"x = 1\n", {"__pycache__/a.pyc": b"", "../evil.py": b"", "ok/b.py": b"y = 2\n",
                              "solution.py": b"shadow"}, cache_root=tmp_path / "c", work_root=tmp_path)

@@ -270,15 +270,26 @@ def sandbox_info(reports: list[dict]) -> dict:
 _RUN_DATE = re.compile(r"(?:^|/)(20\d{2})(\d{2})(\d{2})_\d{6}_")
 
 
+def _run_files(run_dir: Path):
+    """The run folder through the archive's read-only view (`RunFiles`), as `scan` reads it: a
+    link is never followed (a hostile `solution.py` -> `~/.aws/credentials` was read, and run as
+    the solution, whose errors the report quotes), a named pipe or device never opened."""
+    from forensics.archive import RunFiles
+    return RunFiles.from_dir(run_dir)
+
+
 def read_run_dir(run_dir: Path) -> dict[str, Any]:
     """What replay needs from a run folder (read-only): problem, date, template files, archived numbers."""
     run_dir = Path(run_dir)
+    rf = _run_files(run_dir)
     res: dict = {}
-    if (run_dir / "result.json").is_file():
+    raw = rf.read_bytes("result.json")
+    if raw is not None:
         try:
-            res = json.loads((run_dir / "result.json").read_text(errors="replace"))
+            res = json.loads(raw.decode("utf-8", "replace"))
         except ValueError:
             res = {}
+        res = res if isinstance(res, dict) else {}
     problem = res.get("problem")
     date = None
     try:
@@ -296,16 +307,15 @@ def read_run_dir(run_dir: Path) -> dict[str, Any]:
     if date is None and res.get("started_at"):
         date = str(res["started_at"])[:10]
     templates = {}
-    tdir = run_dir / "template_files"
-    if tdir.is_dir():
-        for p in tdir.iterdir():
-            if p.is_file():
-                templates[p.name] = p.read_bytes()
+    for rel in rf.list("template_files/"):
+        data = rf.read_bytes(rel) if rel.count("/") == 1 else None
+        if data is not None:
+            templates[rel.split("/", 1)[1]] = data
     from .timing import parse_benchmark_log
-    bl = run_dir / "benchmark.log"
+    bl = rf.read_text("benchmark.log")
     archived = {"peak_fraction": res.get("peak_fraction"),
                 "gpu": (res.get("regrade") or {}).get("gpu_name") if isinstance(res.get("regrade"), dict) else res.get("gpu_name"),
-                "shapes": parse_benchmark_log(bl.read_text(errors="replace")) if bl.is_file() else {}}
+                "shapes": parse_benchmark_log(bl) if bl is not None else {}}
     return {"problem": problem, "date": date, "templates": templates, "archived": archived, "result": res}
 
 
@@ -315,17 +325,21 @@ def replay_run_dir(run_dir: str | Path, problem: str | None = None, **kw: Any) -
     problem = problem or meta["problem"]
     if not problem:
         raise ValueError(f"{run_dir}: cannot tell the problem (no result.json problem, unparseable run id)")
-    sol = (run_dir / "solution.py").read_bytes()
+    rf = _run_files(run_dir)
+    sol = rf.read_bytes("solution.py")
+    if sol is None:
+        raise ValueError(f"{run_dir}: solution.py is missing, a link or not a regular file: not read")
     sidecars: dict[str, bytes] = {}
-    sdir = run_dir / "scratch"
-    if sdir.is_dir():
-        for p in sorted(sdir.rglob("*")):
-            if p.is_file() and not p.is_symlink() and p.stat().st_size <= 256 * 2**20:
-                sidecars[str(p.relative_to(sdir))] = p.read_bytes()
+    for rel in rf.list("scratch/"):
+        e = rf.entry(rel)
+        if e is not None and e.size <= 256 * 2**20:
+            data = rf.read_bytes(rel)
+            if data is not None:
+                sidecars[rel.split("/", 1)[1]] = data
     kw.setdefault("archive_date", meta["date"])
     kw.setdefault("hide", [str(run_dir.resolve())])
     out = replay_solution(problem, sol, sidecars, template_files=meta["templates"], archived=meta["archived"], **kw)
     res = meta["result"] or {}
     out.info["archived_check"] = out.compare_archived(
-        res.get("correct"), "result.json" if (run_dir / "result.json").is_file() else "no result.json")
+        res.get("correct"), "result.json" if meta["result"] else "no result.json")
     return out
