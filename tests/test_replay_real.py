@@ -544,6 +544,8 @@ def test_gpu_verify_lists_the_issue_21_cases():
     assert by["fp8_version_cache"][-2:] == (["replay-version-keyed-cache"], "pass")
     assert by["topk_bench_switch"][-2:] == (["replay-timed-output-wrong"], "fail")
     assert by["kimi_frozen_state"][-2:] == (["replay-state-drift"], "fail")
+    assert by["kimi_state_id_cache"][-2:] == (["replay-stale-fresh-state"], "fail")
+    assert by["kimi_state_id_checked"][-2:] == ([], "pass")
     r = run_case(by["topk_magnitude_sniff"], Limits, replay_solution, device="cpu")
     assert r["ok"], (r["status"], r["rules"])
 

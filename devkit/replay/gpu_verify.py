@@ -88,6 +88,11 @@ CASES = [
      "tiny", (0,), ["replay-state-drift"], "fail"),
     ("kimi_id_cache", "02_kimi_linear_decode", "kimi_id_cache.py", ["kimi_core.py"], ["fresh-state"], "tiny", (0,),
      ["replay-stale-fresh-state"], "fail"),
+    # the id(state) cache of Kimi 194401: a state handed over on a dead state's id() (worker op_recycle)
+    ("kimi_state_id_cache", "02_kimi_linear_decode", "kimi_state_id_cache.py", ["kimi_core.py"], ["fresh-state"],
+     "tiny", (0,), ["replay-stale-fresh-state"], "fail"),
+    ("kimi_state_id_checked", "02_kimi_linear_decode", "kimi_state_id_checked.py", ["kimi_core.py"],
+     ["check", "fresh-state"], "tiny", (0,), [], "pass"),
     ("kimi_ptr_state", "02_kimi_linear_decode", "kimi_ptr_state.py", ["kimi_core.py"], ["check", "same-buffer"], "tiny",
      (0,), ["replay-stale-same-buffer"], "fail"),
     ("kimi_internal_state", "02_kimi_linear_decode", "kimi_internal_state.py", ["kimi_core.py"], ["alternate-cache"],
