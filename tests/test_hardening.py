@@ -245,8 +245,8 @@ def test_named_pipes_in_a_run_folder_are_not_read_and_do_not_hang_the_scan(tmp_p
     res = scan(arch, out=tmp_path / "out", progress=False)       # before the fix: never returned
     s = Store(res.db, read_only=True)
     try:
-        assert ("unreadable", "solution.py") in {p[:2] for p in perrs(s)}
-        assert ("unreadable", "transcript.jsonl") in {p[:2] for p in perrs(s, RID2)}
+        assert [p[:2] for p in perrs(s) if p[1] == "solution.py"] == [("unreadable", "solution.py")]   # said once
+        assert [p[:2] for p in perrs(s, RID2) if p[1] == "transcript.jsonl"] == [("unreadable", "transcript.jsonl")]
         v = {r["run_id"]: r for r in s.query("select run_id, reward_hack, contamination, rules from verdicts")}
         assert v[RID]["reward_hack"] == "unknown" and json.loads(v[RID]["rules"])["reward_hack"] == "RH5"
         assert v[RID2]["contamination"] == "unknown"                 # no transcript read: not clean

@@ -394,14 +394,18 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
                                   "reason": reason, "detail": detail[:2000], "excerpt": excerpt[:200]})
 
     whole: dict[str, bytes] = {}  # files read whole for parsing; the files table hashes these bytes
+    unreadable: set[str] = set()   # files whose `unreadable` row is written: not opened (nor said) again
 
     def read(rel: str, limit: int | None = None) -> bytes | None:
         if rel in whole:
             return whole[rel] if limit is None else whole[rel][:limit]
+        if rel in unreadable:
+            return None
         try:
             data = src.read(pre + rel, limit)
         except (OSError, FileNotFoundError, PermissionError) as e:
             perr(rel, None, "unreadable", str(e))
+            unreadable.add(rel)
             return None
         if limit is None:
             whole[rel] = data
@@ -503,6 +507,7 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             raw = src.open(pre + source)
         except (OSError, FileNotFoundError, PermissionError) as e:
             perr(source, None, "unreadable", str(e))
+            unreadable.add(source)
             continue
         hr = HashingReader(raw)
         try:
@@ -670,7 +675,8 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             sha = hashes[rel][0]
         elif rel in whole:
             sha = hashlib.sha256(whole[rel]).hexdigest()
-        elif not e.is_symlink and not rel.startswith(HASH_SKIP_PREFIXES) and "/.venv/" not in f"/{rel}":
+        elif not e.is_symlink and rel not in unreadable and not rel.startswith(HASH_SKIP_PREFIXES) \
+                and "/.venv/" not in f"/{rel}":
             h = hashlib.sha256()
             try:
                 with src.open(pre + rel) as f:
