@@ -389,6 +389,19 @@ def test_repeated_check_shape_reuses_the_reference_not_the_solution_call(tmp_pat
 
 
 
+def _count_builds(monkeypatch) -> list:
+    """The object names of the solution models the replay builds (Replay.new_model), in order."""
+    from forensics.replay import probes
+    news: list = []
+    new_fn = probes.Replay.new_model
+
+    def counting_new(self, ch, obj, shape, *a, **kw):
+        news.append(obj)
+        return new_fn(self, ch, obj, shape, *a, **kw)
+    monkeypatch.setattr(probes.Replay, "new_model", counting_new)
+    return news
+
+
 @pytest.mark.parametrize("slow_s, builds", [(1e9, 3), (-1.0, 2)])
 def test_a_repeated_check_shape_keeps_the_solution_model_only_when_its_build_was_slow(tmp_path, monkeypatch,
                                                                                         slow_s, builds):
@@ -399,13 +412,7 @@ def test_a_repeated_check_shape_keeps_the_solution_model_only_when_its_build_was
     tiny = dict(batch=4, n=512, k=8)
     monkeypatch.setitem(api.TINY_SHAPES, "05_topk_bitonic", [dict(tiny), dict(tiny), dict(tiny, n=256)])
     monkeypatch.setattr(probes, "REBUILD_SLOW_S", slow_s)
-    news = []
-    new_fn = probes.Replay.new_model
-
-    def counting_new(self, ch, obj, shape, *a, **kw):
-        news.append(obj)
-        return new_fn(self, ch, obj, shape, *a, **kw)
-    monkeypatch.setattr(probes.Replay, "new_model", counting_new)
+    news = _count_builds(monkeypatch)
     out = _replay("topk_honest.py", probes=["check"], tmp_path=tmp_path)
     rows = _rows(out, "check") + _rows(out, "stress")
     assert rows and all(r["status"] == "pass" for r in rows)
@@ -428,13 +435,7 @@ def test_rows_of_one_shape_share_reference_weights_and_a_slow_model_past_other_s
     a, b = dict(M=16, N=32, K=64), dict(M=8, N=32, K=64)
     monkeypatch.setitem(api.TINY_SHAPES, "01_fp8_gemm", [dict(a), dict(a), dict(b), dict(a)])
     monkeypatch.setattr(probes, "REBUILD_SLOW_S", slow_s)
-    news = []
-    new_fn = probes.Replay.new_model
-
-    def counting_new(self, ch, obj, shape, *a, **kw):
-        news.append(obj)
-        return new_fn(self, ch, obj, shape, *a, **kw)
-    monkeypatch.setattr(probes.Replay, "new_model", counting_new)
+    news = _count_builds(monkeypatch)
     out = _replay("fp8_version_cache.py", "01_fp8_gemm", probes=["check"], tmp_path=tmp_path,
                   archive_date="2026-07-01")
     rows = _rows(out, "check") + _rows(out, "stress")
