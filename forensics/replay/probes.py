@@ -1157,7 +1157,7 @@ class Replay:
                 self.out.info.setdefault("check_models_reused", []).append(
                     {"shape": shape_label(shape), "index": si, "build_s": round(build_s, 1)})
             else:
-                name = f"m{si}" if keys.count(keys[si]) > 1 else "m"
+                name = f"m{si}"   # a model kept for later rows lives beside the next ones
                 self.progress(f"building the solution's model for {shape_label(shape)}")
                 t0 = time.perf_counter()
                 r = self.new_model(ch, name, shape, self.state_file(shape, ref))   # used once: released
