@@ -264,6 +264,83 @@ _SPAN_COLS = ("source", "format", "rtype", "subtype", "first_line", "end_offset"
 _RECORDS_TABLES = ("record_rows", "record_spans")  # what the `records` view reads
 
 
+class _ToolEvents:
+    """The run's tool calls and results over its transcript sources, each kept once.
+
+    The tool source's events are all kept, numbered by `call_seq` in order.  A merged source (the
+    Claude session-store copy) adds only the calls and results of ids not seen yet.  A recovered
+    event (structural recovery from an unknown record of a known format, `ToolCall.recovered`) is
+    an echo when a known record holds the same id: a known call or result that comes later takes
+    the recovered one's place (and its `call_seq`), and a recovered result of an id that a known
+    result already answered is dropped.  `call` / `result` return False for an event that is not
+    this source's to keep, so the caller may hold it (a fallback source)."""
+
+    def __init__(self) -> None:
+        self.calls: list[ToolCall] = []
+        self.results: list[ToolResult] = []
+        self.id_to_seq: dict[str, int] = {}
+        self._result_ids: set[str] = set()
+        self._rec_calls: dict[str, int] = {}    # recovered call id -> index in calls
+        self._rec_results: dict[str, int] = {}  # recovered result id -> index in results
+        self._known_results: set[str] = set()   # ids a known (not recovered) result answered
+
+    def call(self, ev: ToolCall, primary: bool, merge: bool) -> bool:
+        cid = ev.call_id
+        if cid in self._rec_calls and not ev.recovered and (primary or merge):
+            i = self._rec_calls.pop(cid)
+            ev.call_seq = self.calls[i].call_seq
+            self.calls[i] = ev
+            return True
+        if not (primary or (merge and cid and cid not in self.id_to_seq)):
+            return False
+        ev.call_seq = len(self.calls) + 1
+        self.calls.append(ev)
+        if cid:
+            self.id_to_seq.setdefault(cid, ev.call_seq)
+            if ev.recovered and self.id_to_seq[cid] == ev.call_seq:
+                self._rec_calls[cid] = len(self.calls) - 1
+        return True
+
+    def result(self, ev: ToolResult, primary: bool, merge: bool) -> bool:
+        cid = ev.call_id
+        if cid and (primary or merge):
+            if ev.recovered and cid in self._known_results:
+                return True                     # an echo of a known result: dropped
+            if not ev.recovered and cid in self._rec_results:
+                i = self._rec_results.pop(cid)
+                ev.call_seq = self.id_to_seq.get(cid)
+                self.results[i] = ev
+                self._known_results.add(cid)
+                return True
+        if not (primary or (merge and cid and cid not in self._result_ids)):
+            return False
+        ev.call_seq = self.id_to_seq.get(cid) if cid else None
+        self.results.append(ev)
+        if cid:
+            self._result_ids.add(cid)
+            if not ev.recovered:
+                self._known_results.add(cid)
+            elif cid not in self._rec_results:
+                self._rec_results[cid] = len(self.results) - 1
+        return True
+
+    def adopt(self, calls: list[ToolCall], results: list[ToolResult]) -> None:
+        """A held fallback source's events, when the tool source had no call (a Kimi / Gemini
+        session-store copy): a recovered event whose id a known one of this copy holds is an echo."""
+        known = {e.call_id for e in calls if e.call_id and not e.recovered}
+        for c in calls:
+            if not (c.recovered and c.call_id in known):
+                c.call_seq = len(self.calls) + 1
+                self.calls.append(c)
+                if c.call_id:
+                    self.id_to_seq.setdefault(c.call_id, c.call_seq)
+        known = {e.call_id for e in results if e.call_id and not e.recovered}
+        for r in results:
+            if not (r.recovered and r.call_id in known):
+                r.call_seq = self.id_to_seq.get(r.call_id) if r.call_id else None
+                self.results.append(r)
+
+
 class _Sink:
     """Per-table row buffers flushed into Arrow batches every BATCH_ROWS rows.
 
@@ -475,16 +552,7 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
     elif not any(s in TRANSCRIPT_NAMES for s in sources) and sources[0] in claude_store_sources(files):
         perr("transcript.jsonl", None, "missing_file",
              f"run has no transcript.jsonl / agent.log; the session is read from the session-store copy {sources[0]}")
-    calls: list[ToolCall] = []
-    results: list[ToolResult] = []
-    id_to_seq: dict[str, int] = {}
-    result_ids: set[str] = set()
-    # recovered calls and results (structural recovery from an unknown record of a known format):
-    # call id -> index in calls / results, replaced by a known record's call or result of that id
-    # that comes later; a recovered result of an id a known record already answered is an echo
-    rec_calls: dict[str, int] = {}
-    rec_results: dict[str, int] = {}
-    known_results: set[str] = set()
+    tools = _ToolEvents()
     claude_store = set(claude_store_sources(files))
     fallback = set(store_fallback_sources(files))
     held: dict[str, tuple[list, list]] = {}     # fallback source -> (calls, results), used if no calls
@@ -522,42 +590,10 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
                     if ev.usage is not None and claude_store and ev.msg_id and ev.format in ("claude", "claude_session"):
                         msg_usage[ev.msg_id] = ev.usage
                 elif tev is ToolCall:
-                    cid = ev.call_id
-                    if rec_calls and cid in rec_calls and not ev.recovered and (is_tool or merge):
-                        i = rec_calls.pop(cid)
-                        ev.call_seq = calls[i].call_seq
-                        calls[i] = ev
-                    elif is_tool or (merge and cid and cid not in id_to_seq):
-                        ev.call_seq = len(calls) + 1
-                        calls.append(ev)
-                        if cid:
-                            id_to_seq.setdefault(cid, ev.call_seq)
-                            if ev.recovered and id_to_seq[cid] == ev.call_seq:
-                                rec_calls[cid] = len(calls) - 1
-                    elif hold:
+                    if not tools.call(ev, is_tool, merge) and hold:
                         held[source][0].append(ev)
                 elif tev is ToolResult:
-                    cid = ev.call_id
-                    if cid and (is_tool or merge) and (ev.recovered or rec_results):
-                        if ev.recovered:
-                            if cid in known_results:
-                                continue
-                        elif cid in rec_results:
-                            i = rec_results.pop(cid)
-                            ev.call_seq = id_to_seq.get(cid)
-                            results[i] = ev
-                            known_results.add(cid)
-                            continue
-                    if is_tool or (merge and cid and cid not in result_ids):
-                        ev.call_seq = id_to_seq.get(cid) if cid else None
-                        results.append(ev)
-                        if cid:
-                            result_ids.add(cid)
-                            if not ev.recovered:
-                                known_results.add(cid)
-                            elif cid not in rec_results:
-                                rec_results[cid] = len(results) - 1
-                    elif hold:
+                    if not tools.result(ev, is_tool, merge) and hold:
                         held[source][1].append(ev)
                 elif tev is ParseError:
                     perr(ev.source, ev.line, ev.reason, ev.detail, ev.excerpt, ev.byte_offset)
@@ -579,26 +615,14 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             except OSError:
                 pass
 
-    if not calls:
+    if not tools.calls:
         # no call in the tool source: a Kimi / Gemini session-store copy is the evidence
         for source in sorted(held, key=sources.index):
-            hc, hres = held[source]
-            if hc:
+            if held[source][0]:
                 tool_src = source
-                # a recovered call or result of an id that a known record of this copy holds too: an echo
-                known = {e.call_id for e in hc if e.call_id and not e.recovered}
-                hc = [c for c in hc if not (c.recovered and c.call_id in known)]
-                known = {e.call_id for e in hres if e.call_id and not e.recovered}
-                hres = [r for r in hres if not (r.recovered and r.call_id in known)]
-                for c in hc:
-                    c.call_seq = len(calls) + 1
-                    calls.append(c)
-                    if c.call_id:
-                        id_to_seq.setdefault(c.call_id, c.call_seq)
-                for r in hres:
-                    r.call_seq = id_to_seq.get(r.call_id) if r.call_id else None
-                    results.append(r)
+                tools.adopt(*held[source])
                 break
+    calls, results = tools.calls, tools.results
     for c in calls:
         sink.add("tool_calls", {
             "run_id": rid, "call_seq": c.call_seq, "source": c.source, "line": c.line, "call_id": c.call_id,
