@@ -128,6 +128,43 @@ def test_several_calls_in_one_unknown_record_are_counted_in_the_detail():
     assert (_rec(ev, 2).n_tool_calls, _rec(ev, 2).n_tool_results) == (2, 1)
 
 
+def test_cli_event_shapes_in_unknown_records_yield_the_call_and_its_result():
+    """A CLI's own event shape inside a record type its parser does not list: Codex protocol
+    events under a new envelope, Gemini stream-json tool_use/tool_result under a new type."""
+    ev, calls, results, errs = _parse(_lines(
+        CODEX_META,
+        {"timestamp": "2026-07-21T09:00:01.000Z", "type": "protocol_event", "payload": {"msg": {
+            "type": "exec_command_begin", "call_id": "call_E", "command": ["bash", "-lc", "cat /w/q/solution.py"],
+            "cwd": "/w/p"}}},
+        {"timestamp": "2026-07-21T09:00:02.000Z", "type": "protocol_event", "payload": {"msg": {
+            "type": "exec_command_end", "call_id": "call_E", "aggregated_output": "import triton", "exit_code": 0}}},
+        {"timestamp": "2026-07-21T09:00:03.000Z", "type": "protocol_event", "payload": {"msg": {
+            "type": "mcp_tool_call_begin", "call_id": "call_M",
+            "invocation": {"server": "fs", "tool": "read_file", "arguments": {"path": "/w/q/solution.py"}}}}},
+        {"timestamp": "2026-07-21T09:00:04.000Z", "type": "protocol_event", "payload": {"msg": {
+            "type": "mcp_tool_call_end", "call_id": "call_M", "result": {"Err": "denied"}}}}), "codex")
+    assert ev[-1].format == "codex"
+    assert [(c.line, c.call_id, c.tool, c.kind, c.command, c.recovered) for c in calls] == [
+        (2, "call_E", "shell", "exec", "cat /w/q/solution.py", True),
+        (4, "call_M", "mcp__fs__read_file", calls[1].kind, None, True)]
+    assert calls[1].args == {"path": "/w/q/solution.py"}
+    assert [(r.line, r.call_id, r.text, r.is_error) for r in results] == [
+        (3, "call_E", "import triton", False), (5, "call_M", '{"Err":"denied"}', None)]
+    assert len(errs) == 4
+
+    ev, calls, results, errs = _parse(_lines(
+        {"type": "init", "timestamp": "2026-07-22T08:00:00.000Z", "session_id": "gem-1", "model": "gemini-2.5-pro"},
+        {"type": "subagent", "event": {"type": "tool_use", "tool_name": "read_file", "tool_id": "rf-1",
+                                       "parameters": {"absolute_path": "/w/p/ref.py"}}},
+        {"type": "subagent", "event": {"type": "tool_result", "tool_id": "rf-1", "status": "error",
+                                       "error": {"type": "FILE_NOT_FOUND", "message": "no such file"}}},
+        {"type": "result", "timestamp": "2026-07-22T08:00:12.000Z", "status": "success"}), "gemini")
+    assert ev[-1].format == "gemini"
+    assert [(c.line, c.call_id, c.tool, c.paths) for c in calls] == [(2, "rf-1", "read_file", ["/w/p/ref.py"])]
+    assert [(r.line, r.call_id, r.is_error) for r in results] == [(3, "rf-1", True)]
+    assert "no such file" in results[0].text
+
+
 # ------------------------------------------------------------------------------- look-alikes
 def test_pure_metadata_unknown_record_recovers_nothing_and_keeps_the_plain_detail():
     ev, calls, results, errs = _parse(_lines(
@@ -149,6 +186,20 @@ def test_an_unknown_record_holding_a_tools_schema_list_recovers_nothing():
     assert calls == [] and results == [] and errs[0].detail == "unknown codex record type 'tools_update'"
     ev, calls, results, errs = _parse(_lines(CLAUDE_INIT, {"type": "tool_registry", "tools": tools}), "claude")
     assert calls == [] and results == []
+
+
+def test_cli_event_look_alikes_are_not_calls():
+    """A tool-usage stats row that names a tool (no id), a begin event without its command or
+    invocation, an end event without a call id: none is a call or a result."""
+    from forensics.transcripts.structural import recover
+    assert recover({"stats": [{"type": "tool_use", "tool_name": "read_file", "count": 3}]}) == []
+    assert recover({"type": "exec_command_begin", "call_id": "c1"}) == []
+    assert recover({"type": "mcp_tool_call_begin", "call_id": "c1", "invocation": {"server": "fs"}}) == []
+    assert recover({"type": "exec_command_end", "aggregated_output": "x", "exit_code": 0}) == []
+    ev, calls, results, errs = _parse(_lines(
+        CODEX_META, {"timestamp": "2026-07-21T09:00:01.000Z", "type": "usage_report",
+                     "payload": {"tools": [{"type": "tool_use", "tool_name": "shell", "calls": 12}]}}), "codex")
+    assert calls == [] and results == [] and errs[0].detail == "unknown codex record type 'usage_report'"
 
 
 def test_a_hermes_tag_quoted_in_an_unknown_record_of_a_known_format_is_not_a_call():

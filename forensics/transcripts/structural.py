@@ -17,6 +17,17 @@ received, and the APIs have few shapes for a tool call and its result:
 * Hermes-style function calling in text: ``<tool_call>{"name", "arguments"}</tool_call>``, answered
   by ``<tool_response>...</tool_response>``.
 
+and a few CLIs log the call in their own event shape, which a wrapper or a new envelope of theirs
+may carry (an unknown record type of a known format, or a file no parser knows):
+
+* Gemini CLI stream-json: ``{"type": "tool_use", "tool_name", "tool_id", "parameters"}``, answered by
+  ``{"type": "tool_result", "tool_id", "status", "output", "error"}`` (an id is required: a
+  ``tool_use`` stats row that names a tool is not a call);
+* Codex protocol events: ``{"type": "exec_command_begin", "call_id", "command", "cwd"}`` /
+  ``exec_command_end{call_id, aggregated_output | stdout/stderr, exit_code}``, and
+  ``mcp_tool_call_begin{call_id, invocation: {server, tool, arguments}}`` / ``mcp_tool_call_end
+  {call_id, result}`` (a begin without its command or invocation is not a call).
+
 `recover` walks one decoded JSON value (a line, or a whole document) and returns the calls and
 results it finds in document order.  It never decides the format: the file stays ``unknown`` and
 its `transcript-format-unknown` finding says that its calls were recovered this way and that
@@ -49,7 +60,7 @@ _CALL_TYPES = {"tool_use": ("id", "input"), "server_tool_use": ("id", "input"),
 _RESULT_TYPES = {"tool_result": ("tool_use_id", "content"), "function_call_output": ("call_id", "output"),
                  "custom_tool_call_output": ("call_id", "output"), "toolResult": ("toolCallId", "content"),
                  "tool-result": ("toolCallId", "result")}
-_ID_KEYS = ("id", "call_id", "callId", "toolCallId", "tool_call_id", "tool_use_id")
+_ID_KEYS = ("id", "call_id", "callId", "toolCallId", "tool_call_id", "tool_use_id", "tool_id")
 _ARG_KEYS = ("arguments", "input", "args", "parameters")
 
 
@@ -72,7 +83,40 @@ def _name(d: dict) -> str | None:
     v = d.get("name")
     if v.__class__ is not str:
         v = d.get("toolName")       # the AI SDK's tool-call parts
+    if v.__class__ is not str and d.get("tool_id") is not None:
+        v = d.get("tool_name")      # Gemini CLI stream-json, only with its id
     return v if v.__class__ is str and v else None
+
+
+def _is_error(d: dict) -> Any:
+    v = d.get("is_error", d.get("isError"))
+    if v is None and d.get("status") in ("error", "failed", "success", "completed"):
+        v = d["status"] in ("error", "failed")
+    return v
+
+
+def _cli_event(t: str, d: dict) -> tuple | None:
+    """Codex protocol events (``exec_command_*``, ``mcp_tool_call_*``) with their call id."""
+    cid = d.get("call_id")
+    if cid is None:
+        return None
+    if t == "exec_command_begin" and isinstance(d.get("command"), (str, list)):
+        cwd = d.get("cwd")
+        return ("call", cid, "shell", {"command": d["command"], "workdir": cwd if isinstance(cwd, str) else None})
+    if t == "exec_command_end":
+        out = d.get("aggregated_output")
+        if not isinstance(out, str):
+            out = "".join(x for x in (d.get("stdout"), d.get("stderr")) if isinstance(x, str))
+        ec = d.get("exit_code")
+        return ("result", cid, out, ec != 0 if isinstance(ec, int) and not isinstance(ec, bool) else None)
+    inv = d.get("invocation")
+    if t == "mcp_tool_call_begin" and inv.__class__ is dict and isinstance(inv.get("tool"), str) and inv["tool"]:
+        server = inv.get("server")
+        name = f"mcp__{server}__{inv['tool']}" if isinstance(server, str) and server else inv["tool"]
+        return ("call", cid, name, inv.get("arguments"))
+    if t == "mcp_tool_call_end" and "result" in d:
+        return ("result", cid, _result_text(d["result"]), None)
+    return None
 
 
 def _match(d: dict) -> tuple | None:
@@ -87,8 +131,10 @@ def _match(d: dict) -> tuple | None:
         spec = _RESULT_TYPES.get(t)
         if spec is not None and (d.get(spec[0]) is not None or _first(d, _ID_KEYS) is not None):
             cid = d.get(spec[0]) if d.get(spec[0]) is not None else _first(d, _ID_KEYS)
-            body = d.get(spec[1]) if spec[1] in d else _first(d, ("content", "output", "result"))
-            return ("result", cid, _result_text(body), d.get("is_error", d.get("isError")))
+            body = d.get(spec[1]) if spec[1] in d else _first(d, ("content", "output", "result", "error"))
+            return ("result", cid, _result_text(body), _is_error(d))
+        if t.startswith(("exec_command_", "mcp_tool_call_")):
+            return _cli_event(t, d)
     fn = d.get("function")
     if fn.__class__ is dict and isinstance(fn.get("name"), str) and fn["name"] and "arguments" in fn \
             and (d.get("id") is not None or t == "function"):
