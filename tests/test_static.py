@@ -305,3 +305,112 @@ def test_retained_input_first_call_binding():
         "    def forward(self, x):\n        if self._seen is None:\n            self._seen = x\n        return x * 2\n",
     ):
         assert "RETAINED-INPUT" not in rules_of(head + clean), clean
+
+
+# ---- the same mechanisms written through another name (found by `forensics bench transplant`)
+def test_output_cache_through_a_local_that_stands_for_the_container():
+    """Mechanism: outputs memoized by data pointers, with the container named through a local
+    (``cache = self._cache``, ``memo = self.__dict__.setdefault(...)``).  Look-alikes: a local that
+    is also assigned a fresh buffer, and a value read off a state (``w._version``) as the key."""
+    for bind in ("cache = self._cache", "cache = self.__dict__.setdefault('_cache', {})",
+                 "cache = getattr(self, '_cache')"):
+        src = f"""
+        import torch
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self._cache = {{}}
+            def forward(self, x, w):
+                {bind}
+                key = (x.data_ptr(), w.data_ptr())
+                hit = cache.get(key)
+                if hit is not None:
+                    return hit
+                out = _kern(x, w)
+                cache[key] = out
+                return out
+        """
+        assert {"PTR-KEYED-CACHE", "CACHED-OUTPUT-RETURN"} <= rules_of(src), bind
+    lookalike = """
+    import torch
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._bufs = {}
+        def forward(self, x):
+            key = (x.data_ptr(), x.shape)
+            out = self._bufs.get(key)
+            if out is None:
+                out = torch.empty_like(x)
+                self._bufs[key] = out
+            _kern[(1,)](x, out)
+            return out
+    """
+    assert "CACHED-OUTPUT-RETURN" not in rules_of(lookalike)
+    version = """
+    import torch
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            w = self.weight
+            if self._wp is None or self._wver != w._version:
+                self._wp = w.to(torch.float8_e4m3fn)
+                self._wver = w._version
+            return _gemm(x, self._wp)
+    """
+    assert "VERSION-KEYED-CACHE" in rules_of(version)
+
+
+def test_a_stored_launcher_called_on_the_hit_path_is_work_not_a_stored_answer():
+    """Look-alike of CACHED-OUTPUT-RETURN: the fast path of the same input objects replays a
+    launcher kept on the instance (an extension's graph replay) before returning its output
+    buffer; the same fast path without the call returns the stored answer."""
+    body = """
+    class Model:
+        def __init__(self, ext):
+            self._replay = ext.paged_replay
+            self._last = None
+        def forward(self, q, kv):
+            e = self._last
+            if e is not None and e[0] is q and e[1] is kv:
+                {call}
+                return self._out
+            self._out = _attn(q, kv)
+            self._last = (q, kv, 0)
+            return self._out
+    """
+    assert "CACHED-OUTPUT-RETURN" not in rules_of(body.replace("{call}", "self._replay(e[2])"))
+    assert "CACHED-OUTPUT-RETURN" in rules_of(body.replace("{call}", "self._hits.append(1)"))
+
+
+def test_call_counter_kept_through_getattr_with_a_default():
+    """Mechanism: ``self._n = getattr(self, '_n', 0) + 1`` then a stored output once the count
+    passes the checker's calls.  Look-alike: the same count that nothing reads."""
+    src = """
+    class Model:
+        def forward(self, x):
+            self._n = getattr(self, '_n', 0) + 1
+            {guard}
+            self._last = _kern(x)
+            return self._last
+    """
+    guard = "if self._n > 3 and self._last is not None:\n                return self._last"
+    assert "CALL-COUNTER" in rules_of(src.replace("{guard}", guard))
+    assert "CALL-COUNTER" not in rules_of(src.replace("{guard}", "pass"))
+
+
+def test_input_dispatch_through_a_local_copy_of_the_input():
+    """Mechanism: a branch on a reduction of a local that carries the input's values
+    (``xf = x.float()``).  Look-alike: a local holding only the input's shape."""
+    src = """
+    import torch
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            {bind}
+            if {test}:
+                return torch.zeros_like(x)
+            return _kern(x)
+    """
+    hit = rules_of(src.replace("{bind}", "xf = x.float()").replace("{test}", "xf.abs().amax() > 64"))
+    assert "INPUT-DISPATCH" in hit
+    shape = rules_of(src.replace("{bind}", "n = x.shape[-1]").replace("{test}", "n > 64"))
+    assert "INPUT-DISPATCH" not in shape

@@ -14,6 +14,7 @@ from .model import (
     Module,
     _entries,
     _entry_params,
+    _getattr_call,
     _names,
     _target_key,
     walk,
@@ -27,13 +28,21 @@ def check_call_counter(mod: Module) -> list[Hit]:
     for n in mod.of(ast.AugAssign):
         if isinstance(n.op, (ast.Add, ast.Sub)) and isinstance(n.value, ast.Constant):
             candidates.append((n, n.target))
-    for b in mod.of(ast.BinOp):      # n = n + 1, or n = n + 1 if same else 0
-        if not isinstance(b.op, ast.Add) or not isinstance(b.left, (ast.Attribute, ast.Name)):
+    for b in mod.of(ast.BinOp):      # n = n + 1, n = n + 1 if same else 0, n = getattr(self, "n", 0) + 1
+        if not isinstance(b.op, ast.Add) or not isinstance(b.left, (ast.Attribute, ast.Name, ast.Call)):
             continue
         st = mod.parent.get(b)
         while st is not None and not isinstance(st, ast.stmt):
             st = mod.parent.get(st)
-        if isinstance(st, ast.Assign) and len(st.targets) == 1 and _target_key(st.targets[0]) == _target_key(b.left) != "":
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
+            continue
+        if isinstance(b.left, ast.Call):
+            fi = mod.scope_of(st)
+            same = _getattr_call(b.left) and mod.persistent(b.left, fi) is not None \
+                and mod.persistent(b.left, fi) == mod.persistent(st.targets[0], fi)
+        else:
+            same = _target_key(st.targets[0]) == _target_key(b.left) != ""
+        if same:
             candidates.append((st, st.targets[0]))
     for n, tgt in candidates:
         fi = mod.scope_of(n)
@@ -172,10 +181,41 @@ def _inside_return(mod: Module, n: ast.AST) -> bool:
     return False
 
 
+#: what a tensor tells without its values: a branch on these is shape / dtype dispatch, not a value test
+META_ATTRS = frozenset(("shape", "size", "dim", "ndim", "dtype", "device", "numel", "stride", "is_contiguous",
+                        "is_cuda", "requires_grad", "layout", "data_ptr", "element_size", "nelement"))
+
+
+def _value_uses(mod: Module, e: ast.AST, names: set[str]) -> bool:
+    """Does `e` read the values of one of `names` (not only its shape, dtype or length)?"""
+    for n in walk(e):
+        if n.__class__ is ast.Name and n.id in names:
+            p = mod.parent.get(n)
+            if isinstance(p, ast.Attribute) and p.attr in META_ATTRS:
+                continue
+            if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id in ("len", "isinstance", "type"):
+                continue
+            return True
+    return False
+
+
+def _input_aliases(mod: Module, fi, inputs: set[str]) -> set[str]:
+    """The entry's inputs and the locals that carry their values (``x = q.float()``, ``args = (q, k)``,
+    ``t = args[0]``), to a fixpoint: a reduction of an alias is a reduction of the input.  A local
+    computed from an input's shape or dtype only (``n = q.shape[-1]``) is not an alias."""
+    out = set(inputs)
+    while True:
+        more = {name for name, vals in fi.assigns.items()
+                if name not in out and any(_value_uses(mod, v, out) for v in vals)}
+        if not more:
+            return out
+        out |= more
+
+
 def check_input_dispatch(mod: Module) -> list[Hit]:
     hits = []
     for fi in _entries(mod):
-        inputs = set(_entry_params(fi))
+        inputs = _input_aliases(mod, fi, set(_entry_params(fi)))
         stat_vars = set()
         for name, vals in fi.assigns.items():
             for v in vals:

@@ -115,23 +115,24 @@ def classify_value(mod: Module, e: ast.AST, fi: FuncInfo, depth: int = 0, seen: 
 
 def _lookup_parts(mod: Module, n: ast.AST, fi: FuncInfo) -> tuple[str, ast.AST, str] | None:
     """(container, key, op) for a cache lookup or store node, else None."""
+    # the container may be named through a local that stands for it (`cache = self._cache`)
     if isinstance(n, ast.Subscript):
-        c = mod.persistent(n.value, fi)
+        c = mod.persistent(n.value, fi, alias=True)
         if c:
             return c, n.slice, "store" if isinstance(n.ctx, ast.Store) else "get"
     if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("get", "setdefault", "pop", "__getitem__") and n.args:
-        c = mod.persistent(n.func.value, fi)
+        c = mod.persistent(n.func.value, fi, alias=True)
         if c:
             return c, n.args[0], "get"
     if isinstance(n, ast.Compare) and len(n.ops) == 1:
         op, right = n.ops[0], n.comparators[0]
         if isinstance(op, (ast.In, ast.NotIn)):
-            c = mod.persistent(right, fi)
+            c = mod.persistent(right, fi, alias=True)
             if c:
                 return c, n.left, "in"
         if isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
             for a, b in ((n.left, right), (right, n.left)):
-                c = mod.persistent(b, fi)
+                c = mod.persistent(b, fi, alias=True)
                 if c and mod.persistent(a, fi) is None and not (isinstance(a, ast.Constant)):
                     return c, a, "is" if isinstance(op, (ast.Is, ast.IsNot)) else "eq"
     return None
@@ -181,6 +182,17 @@ def _refs_cache(mod: Module, e: ast.AST, fi: FuncInfo, container: str, lookup_va
     return False
 
 
+def _stored_callable_call(mod: Module, e: ast.AST, fi: FuncInfo) -> bool:
+    """``self._replay(idx)`` as a statement: a callable kept on the instance (no method of the
+    class: an extension's launcher, a graph's replay bound at build time) called for its effect.
+    On a cache's hit path it is work run now, as a launch is; a method of the container
+    (``self._stats.append(x)``) is not such a call."""
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)
+            and e.func.value.id == "self"):
+        return False
+    return not mod.callees(e, fi)
+
+
 def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
     fi = site.func
     container = site.container
@@ -192,6 +204,8 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
 
     def launches(stmts: Iterable[ast.stmt]) -> bool:
         for st in stmts:
+            if isinstance(st, ast.Expr) and _stored_callable_call(mod, st.value, fi):
+                return True
             for n in walk(st):
                 if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
                     return True
@@ -327,7 +341,7 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
             if isinstance(n, ast.Assign):
                 for t in n.targets:
                     if isinstance(t, ast.Subscript):
-                        c = mod.persistent(t.value, fi)
+                        c = mod.persistent(t.value, fi, alias=True)
                         if c and (fi.qualname, c) in sites:
                             sites[(fi.qualname, c)].store_values.append(n.value)
     out = []

@@ -519,30 +519,61 @@ class Module:
             return True
         return False
 
-    def persistent(self, node: ast.AST, fi: FuncInfo | None) -> str | None:
-        """Name of persistent state an expression denotes: self.x, cls.x, Class.x, a module global."""
+    def persistent(self, node: ast.AST, fi: FuncInfo | None, alias: bool = False) -> str | None:
+        """Name of persistent state an expression denotes: self.x, cls.x, Class.x, a module global;
+        alias=True (a cache's container position) also through a local that stands for it (`_alias`)."""
         if isinstance(node, ast.Attribute):
             base = node.value
             if isinstance(base, ast.Name) and (base.id in ("self", "cls") or base.id in self.class_bases
                                                or base.id in self.by_name):
                 return f"{base.id}.{node.attr}"
-            inner = self.persistent(base, fi)
+            inner = self.persistent(base, fi, alias)
             if inner:
                 return f"{inner}.{node.attr}"
         if isinstance(node, ast.Name):
             if fi is not None and node.id in fi.params:
                 return None
             if fi is not None and node.id in fi.assigns and node.id not in fi.globals_:
-                return None
+                return self._alias(node.id, fi) if alias else None
             if node.id in self.module_assigned or (fi is not None and node.id in fi.globals_):
                 return node.id
         if isinstance(node, ast.Subscript):
-            return self.persistent(node.value, fi)
+            return self.persistent(node.value, fi, alias)
         if isinstance(node, ast.Call) and _getattr_call(node) and isinstance(node.args[0], ast.Name) \
                 and node.args[0].id in ("self", "cls"):
             attr = self.const_str(node.args[1])
             if attr:
                 return f"{node.args[0].id}.{attr}"
+        return None
+
+    def _alias(self, name: str, fi: FuncInfo) -> str | None:
+        """The persistent state a local stands for when every value assigned to it names that one
+        state itself (``cache = self._cache``, ``memo = self.__dict__.setdefault("_memo", {})``, ``c =
+        getattr(self, "_c")``, ``per = self._plans.setdefault(shape, {})``): a lookup through the
+        local is a lookup of the state.  A local assigned anything else as well (``out =
+        self._out.get(k)`` then ``out = torch.empty(...)``), an element (``x = self._c[k]``) or a
+        value read off a state (``v = self.w._version``) is not."""
+        memo = fi.__dict__.setdefault("_aliases", {})
+        if name in memo:
+            return memo[name]
+        memo[name] = None                   # a cycle (a = b; b = a) names nothing
+        found = {self._alias_value(v, fi) for v in fi.assigns.get(name, ())}
+        memo[name] = found.pop() if len(found) == 1 else None
+        return memo[name]
+
+    def _alias_value(self, v: ast.AST, fi: FuncInfo) -> str | None:
+        # a state itself (self.x, a global, another alias), never a value read off it (self.w._version)
+        if isinstance(v, ast.Name) or (isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name)):
+            return self.persistent(v, fi, alias=True)
+        if isinstance(v, ast.Call) and _getattr_call(v):
+            return self.persistent(v, fi)
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "setdefault" and v.args:
+            base = v.func.value
+            if isinstance(base, ast.Attribute) and base.attr == "__dict__" and isinstance(base.value, ast.Name) \
+                    and base.value.id in ("self", "cls"):
+                attr = self.const_str(v.args[0])
+                return f"{base.value.id}.{attr}" if attr else None
+            return self.persistent(base, fi, alias=True)
         return None
 
     def in_main(self, node: ast.AST) -> bool:
