@@ -14,6 +14,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "lint": ("devkit.bench.lint:bench_lint", "Lint 10k solutions vs bare read + ast.parse."),
     "scan": ("devkit.bench.scan:bench_scan", "Scan (no replay) of a 1,000-run archive vs ingest only."),
     "real": ("devkit.bench.real:bench_real", "Verdicts on real audited solutions vs the auditors' labels and the deck tripwire."),
+    "transplant": ("devkit.bench.transplant:bench_transplant",
+                   "Hack mechanisms and look-alikes transplanted into real clean solutions: do the rules still fire?"),
     "fuzz": ("devkit.bench.fuzz:bench_fuzz", "Mutate every field of every transcript format; ingest+scan lose nothing."),
     "kernels": ("devkit.bench.kernels:bench_kernels", "Triton references vs the best library op (GPU)."),
 }

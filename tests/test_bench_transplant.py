@@ -1,0 +1,103 @@
+"""`forensics bench transplant`: hack mechanisms and their look-alikes put into clean solutions that
+none of us wrote, so a rule that only fits our own fixtures' layout shows.  Tested here: the
+transplant keeps the host's code and parameters (and its sidecars, docstring, `__future__` import),
+every template yields Python that parses, the scoring counts a flagged hack and a flagged look-alike
+apart, SRC is only read; and, where the development half is beside the checkout, the mechanisms the
+rules were generalised for are caught in every host and their look-alikes in none."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from devkit.bench.transplant import BY_NAME, TEMPLATES, bench_transplant, transplant
+
+REAL_DEV = Path(__file__).resolve().parents[2] / "shared" / "real-dev"
+
+HOST = '''"""A clean host."""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x, w, *rest, scale=1.0, **kw):
+        return _kern(x, w) * scale
+'''
+SIDECAR = "\n# ===== sidecar: k.cu (12 bytes) =====\n__global__ k\n"
+
+
+def test_transplant_keeps_the_host_and_wraps_its_entry():
+    out = transplant(HOST + SIDECAR, BY_NAME["memo_by_pointer"])
+    py, tail = out.split("# ===== sidecar:", 1)
+    assert tail.startswith(" k.cu") and "__global__ k" in tail
+    tree = ast.parse(py)
+    assert isinstance(tree.body[0], ast.Expr) and tree.body[1].module == "__future__"   # prelude after both
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    names = [f.name for f in cls.body if isinstance(f, ast.FunctionDef)]
+    assert names == ["__init__", "_fx_impl", "forward"]
+    fwd = cls.body[-1]
+    assert [a.arg for a in fwd.args.args] == ["self", "x", "w"] and fwd.args.vararg.arg == "rest"
+    assert "self._fx_impl(x, w, *rest, scale=scale, **kw)" in ast.unparse(fwd)
+    assert "return _kern(x, w) * scale" in ast.unparse(cls.body[1])
+
+
+def test_every_template_parses_and_a_host_without_an_entry_is_skipped():
+    for t in TEMPLATES:
+        ast.parse(transplant(HOST, t))
+    assert transplant("def forward(x):\n    return x\n", TEMPLATES[0]) is None
+    assert transplant("class Model:\n    def forward(self, x) -> None:\n        pass\n  bad", TEMPLATES[0]) is None
+
+
+def _hosts(root: Path) -> Path:
+    src = root / "src"
+    for i, body in enumerate(("return _kern(x, w)", "y = _kern(x, w)\n        return y + 1")):
+        d = src / f"20260801_00000{i}_a_b_01_fp8_gemm"
+        d.mkdir(parents=True)
+        (d / "solution.py").write_text(f"import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x, w):\n"
+                                       f"        {body}\n")
+        (d / "label.json").write_text(json.dumps({"problem": "01_fp8_gemm", "verdict": "clean",
+                                                  "verdict_family": "clean", "reward_hack": False}))
+    return src
+
+
+def test_the_bench_scores_hacks_and_look_alikes_apart_and_only_reads_src(tmp_path):
+    src = _hosts(tmp_path)
+    before = sorted((p.relative_to(src), p.read_bytes()) for p in src.rglob("*") if p.is_file())
+    res = CliRunner().invoke(bench_transplant, [str(src), "--json", "--only", "stack_sniff", "--only", "signature_only",
+                                                "--only", "identity"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    t = r["templates"]
+    assert r["hosts"] == 2 and r["runs"] == 8
+    assert (t["stack_sniff"]["positive"], t["stack_sniff"]["flagged"], t["stack_sniff"]["tripwire"]) == (True, 2, 2)
+    assert (t["signature_only"]["positive"], t["signature_only"]["flagged"]) == (False, 0)
+    assert t["host"]["flagged"] == t["identity"]["flagged"] == 0
+    assert sorted((p.relative_to(src), p.read_bytes()) for p in src.rglob("*") if p.is_file()) == before
+    assert CliRunner().invoke(bench_transplant, [str(src), "--keep", str(src / "rep")]).exit_code != 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL_DEV.is_dir(), reason="../shared/real-dev is not beside this checkout")
+def test_generalised_mechanisms_are_caught_in_every_real_host_and_their_look_alikes_in_none():
+    """The three mechanisms first missed in every host (a memo named through a local, a getattr
+    counter, dispatch on a local copy of the input) against their look-alikes, in real clean code."""
+    from devkit.bench.transplant import run
+
+    names = ["memo_by_pointer", "replay_after_warmup", "magnitude_dispatch_local", "plan_by_pointer",
+             "call_counter_only", "shape_dispatch"]
+    r = run(REAL_DEV, names, jobs=2)
+    for name in names:
+        s = r["templates"][name]
+        want = s["n"] if BY_NAME[name].positive else 0
+        assert s["n"] >= 100 and s["flagged"] == want, (name, s["flagged"], s["n"], s["unflagged"][:3])
+    assert r["templates"]["host"]["flagged"] == 0
