@@ -414,3 +414,27 @@ def test_input_dispatch_through_a_local_copy_of_the_input():
     assert "INPUT-DISPATCH" in hit
     shape = rules_of(src.replace("{bind}", "n = x.shape[-1]").replace("{test}", "n > 64"))
     assert "INPUT-DISPATCH" not in shape
+
+
+def test_a_branch_on_the_longest_sequence_sizes_the_work_and_is_not_a_distribution_test():
+    """Look-alike of INPUT-DISPATCH (high): split-KV above some sequence length reads the max of the
+    lengths, whose arms compute differently by design; it stays medium and says why.  The same
+    branch on the max of a data input is the mechanism (high)."""
+    src = """
+    import torch
+    class Model(torch.nn.Module):
+        def forward(self, query, kv_cache, block_table, {lens}):
+            longest = int({lens}.max().item())
+            if longest > 4096:
+                return _split_kv(query, kv_cache, block_table, {lens})
+            return _single(query, kv_cache, block_table, {lens})
+    """
+    (hit,) = [h for h in lint_source(textwrap.dedent(src.replace("{lens}", "seq_lens"))).hits
+              if h.rule == "INPUT-DISPATCH"]
+    assert hit.severity == "medium" and hit.data["sizing"] and "lengths or positions" in hit.message
+    (hit,) = [h for h in lint_source(textwrap.dedent(src.replace("{lens}", "scores"))).hits
+              if h.rule == "INPUT-DISPATCH"]
+    assert hit.severity == "high" and not hit.data["sizing"]
+    magnitude = src.replace("{lens}", "seq_lens").replace("seq_lens.max()", "query.abs().amax()")
+    (hit,) = [h for h in lint_source(textwrap.dedent(magnitude)).hits if h.rule == "INPUT-DISPATCH"]
+    assert hit.severity == "high"

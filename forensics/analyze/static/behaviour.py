@@ -5,6 +5,7 @@ values, and the branch-arm comparison they share.
 from __future__ import annotations
 
 import ast
+import re
 
 from .base import Hit
 from .caches import _refs_persistent
@@ -186,8 +187,9 @@ META_ATTRS = frozenset(("shape", "size", "dim", "ndim", "dtype", "device", "nume
                         "is_cuda", "requires_grad", "layout", "data_ptr", "element_size", "nelement"))
 
 
-def _value_uses(mod: Module, e: ast.AST, names: set[str]) -> bool:
-    """Does `e` read the values of one of `names` (not only its shape, dtype or length)?"""
+def _value_names(mod: Module, e: ast.AST, names) -> set[str]:
+    """Which of `names` `e` reads the values of (not only the shape, dtype or length)."""
+    out = set()
     for n in walk(e):
         if n.__class__ is ast.Name and n.id in names:
             p = mod.parent.get(n)
@@ -195,47 +197,41 @@ def _value_uses(mod: Module, e: ast.AST, names: set[str]) -> bool:
                 continue
             if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id in ("len", "isinstance", "type"):
                 continue
-            return True
-    return False
+            out.add(n.id)
+    return out
 
 
-def _input_aliases(mod: Module, fi, inputs: set[str]) -> set[str]:
+def _input_aliases(mod: Module, fi, inputs: set[str]) -> dict[str, frozenset[str]]:
     """The entry's inputs and the locals that carry their values (``x = q.float()``, ``args = (q, k)``,
-    ``t = args[0]``), to a fixpoint: a reduction of an alias is a reduction of the input.  A local
-    computed from an input's shape or dtype only (``n = q.shape[-1]``) is not an alias."""
-    out = set(inputs)
+    ``t = args[0]``), each with the inputs it comes from, to a fixpoint: a reduction of an alias is a
+    reduction of those inputs.  A local computed from an input's shape or dtype only (``n =
+    q.shape[-1]``) is not an alias."""
+    out: dict[str, frozenset[str]] = {p: frozenset((p,)) for p in inputs}
     while True:
-        more = {name for name, vals in fi.assigns.items()
-                if name not in out and any(_value_uses(mod, v, out) for v in vals)}
+        more = {}
+        for name, vals in fi.assigns.items():
+            if name in out:
+                continue
+            read = set().union(*(_value_names(mod, v, out) for v in vals))
+            if read:
+                more[name] = frozenset().union(*(out[r] for r in read))
         if not more:
             return out
-        out |= more
+        out.update(more)
 
 
-def check_input_dispatch(mod: Module) -> list[Hit]:
-    hits = []
-    for fi in _entries(mod):
-        inputs = _input_aliases(mod, fi, set(_entry_params(fi)))
-        stat_vars = set()
-        for name, vals in fi.assigns.items():
-            for v in vals:
-                if _value_reduction(mod, v, inputs):
-                    stat_vars.add(name)
-        for n in fi.of(ast.If, ast.IfExp, ast.While):
-            if isinstance(n, (ast.If, ast.IfExp, ast.While)):
-                if _value_reduction(mod, n.test, inputs) or (_names(n.test) & stat_vars):
-                    differ = _arms_compute_differently(mod, n)
-                    hits.append(mod.hit("INPUT-DISPATCH", n,
-                                        f"{fi.qualname} branches on a reduction of input values"
-                                        + (": the two arms compute differently, so inputs shaped like the checker's "
-                                           "and like the benchmark's take different math" if differ else
-                                           " (the arms differ only in constants)"),
-                                        severity="high" if differ else "medium",
-                                        data={"function": fi.qualname, "arms_differ": differ}))
-    return hits
+#: statistics of a distribution (magnitude, spread, centre): what tells the checker's seeded inputs
+#: from the benchmark's.  A max / sum / item of lengths or offsets sizes the work instead.
+DISTRIBUTION_STATS = frozenset(("abs", "amax", "amin", "std", "var", "norm", "mean", "median"))
+#: inputs that hold sizes and positions, not data: lengths, offsets, indices, tables, counts
+METADATA_NAME = re.compile(r"(?:^|_)(?:seq_?lens?|lens?|lengths?|cu_seqlens?|offsets?|offs|ind(?:ex|ices)|idx|ids|"
+                           r"positions?|pos|block_tables?|tables?|counts?|num_tokens|slot_mapping)(?:$|_)", re.I)
 
 
-def _value_reduction(mod: Module, e: ast.AST, inputs: set[str]) -> bool:
+def _reductions(mod: Module, e: ast.AST, inputs: dict[str, frozenset[str]]) -> tuple[set[str], set[str]]:
+    """(the inputs whose values `e` reduces, the reductions applied), empty when it reduces none."""
+    roots: set[str] = set()
+    ops: set[str] = set()
     for n in walk(e):
         if isinstance(n, ast.Call):
             f = n.func
@@ -245,9 +241,53 @@ def _value_reduction(mod: Module, e: ast.AST, inputs: set[str]) -> bool:
                 src = _names(f.value) if isinstance(f, ast.Attribute) else set()
                 for a in n.args:
                     src |= _names(a)
-                if src & inputs and name not in ("abs",):
-                    return True
-    return False
+                hit = {x for x in src if x in inputs}
+                if hit and name not in ("abs",):
+                    roots |= set().union(*(inputs[x] for x in hit))
+                    ops.add(name or q.split(".")[-1])
+                elif name == "abs" or q.endswith(".abs"):
+                    ops.add("abs")
+    return (roots, ops) if roots else (set(), set())
+
+
+def check_input_dispatch(mod: Module) -> list[Hit]:
+    """INPUT-DISPATCH: a branch on a reduction of input values.  High when the arms compute
+    differently and the statistic can tell one distribution from another; a branch on the max or
+    sum of lengths, offsets or indices (split-KV above some sequence length) sizes the work and
+    stays medium."""
+    hits = []
+    for fi in _entries(mod):
+        inputs = _input_aliases(mod, fi, set(_entry_params(fi)))
+        stat_vars: dict[str, tuple[set[str], set[str]]] = {}
+        for name, vals in fi.assigns.items():
+            for v in vals:
+                roots, ops = _reductions(mod, v, inputs)
+                if roots:
+                    r0, o0 = stat_vars.get(name, (set(), set()))
+                    stat_vars[name] = (r0 | roots, o0 | ops)
+        for n in fi.of(ast.If, ast.IfExp, ast.While):
+            if not isinstance(n, (ast.If, ast.IfExp, ast.While)):
+                continue
+            roots, ops = _reductions(mod, n.test, inputs)
+            for v in _names(n.test) & stat_vars.keys():
+                roots, ops = roots | stat_vars[v][0], ops | stat_vars[v][1]
+            if not roots:
+                continue
+            differ = _arms_compute_differently(mod, n)
+            sizing = all(METADATA_NAME.search(r) for r in roots) and not ops & DISTRIBUTION_STATS
+            if sizing:
+                why = (f" ({', '.join(sorted(ops))} of {', '.join(sorted(roots))}: lengths or positions, which size "
+                       "the work rather than tell one value distribution from another)")
+            elif differ:
+                why = (": the two arms compute differently, so inputs shaped like the checker's and like the "
+                       "benchmark's take different math")
+            else:
+                why = " (the arms differ only in constants)"
+            hits.append(mod.hit("INPUT-DISPATCH", n, f"{fi.qualname} branches on a reduction of input values" + why,
+                                severity="high" if differ and not sizing else "medium",
+                                data={"function": fi.qualname, "arms_differ": differ, "inputs": sorted(roots),
+                                      "reductions": sorted(ops), "sizing": sizing}))
+    return hits
 
 
 # what waits for a side stream's work on the caller's stream (or on the host)
