@@ -438,3 +438,30 @@ def test_a_branch_on_the_longest_sequence_sizes_the_work_and_is_not_a_distributi
     magnitude = src.replace("{lens}", "seq_lens").replace("seq_lens.max()", "query.abs().amax()")
     (hit,) = [h for h in lint_source(textwrap.dedent(magnitude)).hits if h.rule == "INPUT-DISPATCH"]
     assert hit.severity == "high"
+
+
+def test_a_grader_file_written_through_a_built_path_or_a_move_is_found():
+    """Mechanism (GRADER-READ, now saying `writes`): the grader's file named as one component of a
+    path built from pieces (os.path.join, an f-string, a concatenation, a local holding one), or as
+    the destination of a copy / replace, or a Path's write.  Look-alikes: the solution's own file
+    built the same way (a component that only contains a grader name), a message naming check.py."""
+    base = """
+    import os, pathlib, shutil
+    class Model:
+        def forward(self, x):
+            {body}
+            return _k(x)
+    """
+    writes = ["open(os.path.join(os.path.dirname(__file__), 'problem.yaml'), 'a').write('atol: 1')",
+              "p = f'{os.getcwd()}/reference.py'\n            open(p, 'w').write('')",
+              "shutil.copy('/tmp/x.py', 'check.py')", "os.replace('/tmp/fake.py', 'benchmark.py')",
+              "pathlib.Path(os.getcwd(), 'check.py').write_text('')"]
+    for body in writes:
+        hits = [h for h in lint_source(textwrap.dedent(base.replace("{body}", body))).hits if h.rule == "GRADER-READ"]
+        assert len(hits) == 1 and hits[0].data["write"] and hits[0].message.startswith("writes"), body
+    for body in ("open(os.path.join(os.getcwd(), 'my_check.py.bak'), 'w').write('')",
+                 "print('run check.py to verify')", "shutil.copy('/tmp/x.py', '/tmp/y.py')"):
+        assert "GRADER-READ" not in rules_of(base.replace("{body}", body)), body
+    (read,) = [h for h in lint_source(textwrap.dedent(base.replace("{body}", "pathlib.Path('check.py').read_text()"))).hits
+               if h.rule == "GRADER-READ"]
+    assert not read.data["write"] and read.message.startswith("reads")

@@ -46,14 +46,24 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
                 hits.extend(_env_hit(mod, n, env_key, write))
                 continue
             # grader files
-            fname = None
-            if q in ("open", "io.open", "builtins.open", "pathlib.Path", "Path", "os.path.exists", "os.path.isfile",
-                     "runpy.run_path", "importlib.util.spec_from_file_location", "os.stat", "os.path.getmtime",
-                     "yaml.safe_load", "linecache.getline", "linecache.getlines") or q.endswith(("Path", ".read_text", ".open")):
-                for a in list(n.args) + [k.value for k in n.keywords]:
+            fname, write = None, False
+            moves = q in MOVE_CALLS
+            if q in FILE_CALLS or moves or q.endswith(("Path", ".read_text", ".open")):
+                for i, a in enumerate(list(n.args) + [k.value for k in n.keywords]):
                     s = mod.const_str(a)
                     if s and any(g in s for g in GRADER_FILES):
                         fname = s
+                    elif s is None:     # a path built from pieces: os.path.join(d, "check.py"), f"{d}/check.py"
+                        fname = _grader_piece(mod, a) or fname
+                    if fname and moves and (i == 1 or q in ("os.remove", "os.unlink")):
+                        write = True    # the grader file is the destination (or the one removed)
+                write = write or (fname is not None and q in ("open", "io.open", "builtins.open") and _write_mode(mod, n))
+            up = mod.parent.get(n)
+            if fname and isinstance(up, ast.Attribute) and up.attr in WRITE_METHODS:
+                fname = None    # Path("check.py").write_text(...): the write below says it once
+            if fname is None and isinstance(n.func, ast.Attribute) and n.func.attr in WRITE_METHODS:
+                fname = _grader_piece(mod, n.func.value)     # Path(d, "check.py").write_text(...)
+                write = fname is not None
             if q in ("importlib.import_module", "__import__") and n.args:
                 s = mod.const_str(n.args[0])
                 if s and (s in GRADER_MODULES or s.startswith("src.")):
@@ -61,7 +71,8 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
                 elif s == "reference":
                     hits.extend(_reference_import(mod, n, bench))
             if fname and not mod.in_main(n):
-                hits.append(mod.hit("GRADER-READ", n, f"reads grader file/module '{fname}'", data={"target": fname}))
+                hits.append(mod.hit("GRADER-READ", n, f"{'writes' if write else 'reads'} grader file/module '{fname}'",
+                                    data={"target": fname, "write": write}))
         elif isinstance(n, ast.Attribute):
             if n.attr in FRAME_ATTRS and not isinstance(n.ctx, ast.Store):
                 hits.append(mod.hit("STACK-SNIFF", n, f"reads frame attribute .{n.attr}", data={"attr": n.attr}))
@@ -99,6 +110,40 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
             if m in GRADER_MODULES or m.startswith("src.eval") or m.startswith("src.harness"):
                 hits.append(mod.hit("GRADER-READ", n, f"imports grader module '{m}'", data={"target": m}))
     return hits
+
+
+FILE_CALLS = {"open", "io.open", "builtins.open", "pathlib.Path", "Path", "os.path.exists", "os.path.isfile",
+              "runpy.run_path", "importlib.util.spec_from_file_location", "os.stat", "os.path.getmtime",
+              "yaml.safe_load", "linecache.getline", "linecache.getlines"}
+#: calls whose second argument is a destination (or whose first is removed)
+MOVE_CALLS = {"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.move", "os.replace", "os.rename",
+              "os.remove", "os.unlink", "os.symlink", "os.link"}
+WRITE_METHODS = {"write_text", "write_bytes", "unlink", "rename", "replace", "symlink_to", "touch"}
+_GRADER_NAMES = frozenset(g for g in GRADER_FILES if "/" not in g)
+
+
+def _grader_piece(mod: Module, e: ast.AST, depth: int = 0) -> str | None:
+    """A grader file named as one component of a path built from pieces inside `e` (a string
+    constant of a join, an f-string, a concatenation, or a local assigned one of those), else None.
+    A component, not a substring: `my_check.py` or `check.py.bak` name no grader file."""
+    for x in walk(e):
+        if isinstance(x, ast.Constant) and isinstance(x.value, str):
+            for part in re.split(r"[\\/]", x.value):
+                if part in _GRADER_NAMES:
+                    return part
+        elif isinstance(x, ast.Name) and depth < 2:
+            fi = mod.scope_of(x)
+            for v in (fi.assigns.get(x.id, ()) if fi is not None else ()):
+                got = _grader_piece(mod, v, depth + 1)
+                if got:
+                    return got
+    return None
+
+
+def _write_mode(mod: Module, call: ast.Call) -> bool:
+    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
+    s = mod.const_str(mode) if mode is not None else None
+    return bool(s) and any(c in s for c in "wax+")
 
 
 PHASE_WORDS = re.compile(r"PHASE|BENCH|CHECK|TIMING|TIMED|EVAL|GRADE|GRADING|HARNESS|CORRECTNESS", re.I)
