@@ -33,13 +33,13 @@ class Model(nn.Module):
     def forward(self, x, w, *rest, scale=1.0, **kw):
         return _kern(x, w) * scale
 '''
-SIDECAR = "\n# ===== sidecar: k.cu (12 bytes) =====\n__global__ k\n"
+SIDECAR = "\n# ==========\n# ===== sidecar: k.cu (12 bytes) =====\n# ==========\n__global__ k\n"
 
 
 def test_transplant_keeps_the_host_and_wraps_its_entry():
     out = transplant(HOST + SIDECAR, BY_NAME["memo_by_pointer"])
-    py, tail = out.split("# ===== sidecar:", 1)
-    assert tail.startswith(" k.cu") and "__global__ k" in tail
+    assert out.endswith(SIDECAR.lstrip("\n"))             # the banner with its rule lines, as written
+    py = out[:-len(SIDECAR.lstrip("\n"))]
     tree = ast.parse(py)
     assert isinstance(tree.body[0], ast.Expr) and tree.body[1].module == "__future__"   # prelude after both
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef)]

@@ -42,6 +42,7 @@ from typing import Any
 import click
 
 from devkit.bench.real import FLAGGED, OURS, Case, build_archive, kb_tripwire, load_cases
+from forensics.archive.sidecars import first_banner
 
 
 @dataclass(frozen=True)
@@ -198,9 +199,9 @@ def _entry(tree: ast.Module) -> tuple[ast.ClassDef, ast.FunctionDef] | None:
 
 
 def _split_banner(text: str) -> tuple[str, str]:
-    """(the Python part, the appended sidecar sources as written)."""
-    i = text.find("\n# ===== sidecar:")
-    return (text, "") if i < 0 else (text[:i + 1], text[i + 1:])
+    """(the Python part, the appended sidecar sources as written, banners included)."""
+    i = first_banner(text)
+    return (text, "") if i is None else (text[:i], text[i:])
 
 
 def transplant(source: str, t: Template) -> str | None:

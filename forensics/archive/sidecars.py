@@ -54,6 +54,12 @@ def _safe_name(name: str) -> str:
     return base if base not in ("", ".", "..") else "sidecar"
 
 
+def first_banner(text: str) -> int | None:
+    """Offset where the first sidecar banner (with its rule line) starts, or None."""
+    m = _BANNER.search(text)
+    return m.start() if m else None
+
+
 def split_sidecars(text: str) -> Split:
     """Split `text` (a published solution file) into its Python part and appended sidecars.
 
