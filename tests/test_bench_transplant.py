@@ -51,6 +51,17 @@ def test_transplant_keeps_the_host_and_wraps_its_entry():
     assert "return _kern(x, w) * scale" in ast.unparse(cls.body[1])
 
 
+def test_the_entry_is_the_deck_class_method_a_deck_calls():
+    """A stateful deck's `step` (Kimi) or a callable model is the entry when the deck's class has no
+    `forward`; a helper class's `forward` is not preferred to the deck class's `step`."""
+    kimi = ("class Block:\n    def forward(self, h):\n        return h\n\n"
+            "class Model:\n    def step(self, x, state):\n        return _k(x, state), state\n")
+    tree = ast.parse(transplant(kimi, BY_NAME["identity"]))
+    (block, model) = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    assert [f.name for f in block.body] == ["forward"] and [f.name for f in model.body] == ["_fx_impl", "step"]
+    assert "return self._fx_impl(x, state)" in ast.unparse(model.body[1])
+
+
 def test_every_template_parses_and_a_host_without_an_entry_is_skipped():
     for t in TEMPLATES:
         ast.parse(transplant(HOST, t))

@@ -7,8 +7,9 @@ layouts, and does its look-alike stay quiet there?
 
 DIR is read only (the `bench real` layout: `<run>/solution.py` + `<run>/label.json`).  For every
 solution the auditors labelled clean, the bench takes the entry class (`ModelNew`, else `Model`, else
-the first class with a `forward`), renames its `forward` to `_fx_impl` and adds a new `forward` with
-the same parameters whose body is one of the templates below, written here from the mechanisms the
+the first class with one), and in it the entry a deck calls (`forward`, else a stateful deck's
+`step`, else `__call__`); it renames that method `_fx_impl` and adds a new one of the entry's name
+with the same parameters whose body is one of the templates below, written here from the mechanisms the
 auditors' summaries and the spec name (a template is ours; the code around it is theirs).  Sidecar
 sources appended to a published file stay as they are.  Each variant is one run folder of a temporary
 archive that `forensics scan` reads, as in `bench real`.
@@ -186,15 +187,19 @@ TEMPLATES: tuple[Template, ...] = (
 BY_NAME = {t.name: t for t in TEMPLATES}
 
 
+#: the entry methods a deck calls, in the order one is chosen: the model's forward, a stateful
+#: deck's step (Kimi decode), a callable model
+ENTRY_METHODS = ("forward", "step", "__call__")
+
+
 def _entry(tree: ast.Module) -> tuple[ast.ClassDef, ast.FunctionDef] | None:
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-    for want in ("ModelNew", "Model", None):
-        for c in classes:
-            if want is not None and c.name != want:
-                continue
-            for fn in c.body:
-                if isinstance(fn, ast.FunctionDef) and fn.name == "forward" and len(fn.args.args) >= 2:
-                    return c, fn
+    rank = {"ModelNew": 0, "Model": 1}
+    for c in sorted(classes, key=lambda c: rank.get(c.name, 2)):    # the deck's class first, then file order
+        methods = {fn.name: fn for fn in c.body if isinstance(fn, ast.FunctionDef) and len(fn.args.args) >= 2}
+        for method in ENTRY_METHODS:
+            if method in methods:
+                return c, methods[method]
     return None
 
 
@@ -222,7 +227,7 @@ def transplant(source: str, t: Template) -> str | None:
     call = f"self._fx_impl({', '.join(fwd)})"
     inputs = "(" + ", ".join(params) + ("," if len(params) == 1 else "") + ")"
     body = t.body.format(x=params[0], call=call, inputs=inputs)
-    new = ast.FunctionDef(name="forward", args=copy.deepcopy(fn.args), body=ast.parse(body).body,
+    new = ast.FunctionDef(name=fn.name, args=copy.deepcopy(fn.args), body=ast.parse(body).body,
                           decorator_list=[], returns=None, type_comment=None, type_params=[])
     fn.name = "_fx_impl"
     cls.body.insert(cls.body.index(fn) + 1, new)
