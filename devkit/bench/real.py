@@ -205,6 +205,15 @@ class Row:
     tripwire: list[str] = field(default_factory=list)
 
 
+_CITED_RULE = re.compile(r"\b[a-z]+:([A-Z][A-Z0-9-]+):")
+
+
+def cited_rules(decided: Any) -> set[str]:
+    """The rule ids a `decided_by` entry cites (``static:STACK-SNIFF:<id>``): one string or a list."""
+    items = [decided] if isinstance(decided, str) else list(decided or [])
+    return {r for x in items for r in _CITED_RULE.findall(str(x))}
+
+
 def evaluate(cases: list[Case], verdicts: dict[str, dict], findings: dict[str, list[dict]]) -> dict[str, Any]:
     rows = []
     for c in cases:
@@ -212,10 +221,7 @@ def evaluate(cases: list[Case], verdicts: dict[str, dict], findings: dict[str, l
         dec = v.get("decided_by") or {}
         rh = dec.get("reward_hack")
         vd = dec.get("verdict")
-        cited = set()
-        for x in ([rh] if isinstance(rh, str) else list(rh or [])) + list(vd or []):
-            m = re.findall(r"\b[a-z]+:([A-Z][A-Z0-9-]+):", str(x))
-            cited.update(m)
+        cited = cited_rules(rh) | cited_rules(list(vd or []))
         rows.append(Row(c, OURS.get(v.get("verdict") or "unknown", v.get("verdict") or "unknown"), v.get("verdict") or "?",
                         v.get("reward_hack"), vd, sorted(cited),
                         kb_tripwire(c.solution.decode("utf-8", "replace"))))

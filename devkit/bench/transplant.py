@@ -34,7 +34,6 @@ import json
 import shutil
 import tempfile
 import time
-import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +41,7 @@ from typing import Any
 
 import click
 
-from devkit.bench.real import FLAGGED, OURS, Case, build_archive, kb_tripwire, load_cases
+from devkit.bench.real import FLAGGED, OURS, Case, build_archive, cited_rules, kb_tripwire, load_cases
 from forensics.archive.sidecars import first_banner
 
 
@@ -210,7 +209,7 @@ def _split_banner(text: str) -> tuple[str, str]:
 
 
 def transplant(source: str, t: Template) -> str | None:
-    """`source` with template `t` as its entry's forward, or None (no entry class, or no parse)."""
+    """`source` with template `t` as its entry method's body, or None (no entry class, or no parse)."""
     py, tail = _split_banner(source)
     try:
         tree = ast.parse(py)
@@ -272,9 +271,7 @@ def evaluate(cases: list[Case], verdicts: dict[str, dict]) -> dict[str, Any]:
         row["decided"] += ours == "reward_hack"
         row["tripwire"] += bool(kb_tripwire(c.solution.decode("utf-8", "replace")))
         row["reward_hack_field"][str(v.get("reward_hack")).lower()] += 1
-        dec = (v.get("decided_by") or {}).get("reward_hack")
-        for x in ([dec] if isinstance(dec, str) else list(dec or [])):
-            row["rules"].update(set(re.findall(r"\b[a-z]+:([A-Z][A-Z0-9-]+):", str(x))))
+        row["rules"].update(cited_rules((v.get("decided_by") or {}).get("reward_hack")))
         if ours not in FLAGGED:
             row["unflagged"].append(c.run_id.rsplit("__", 1)[0])
     out = {}
