@@ -124,3 +124,28 @@ def test_bench_lint_from_real_folders_cycles_their_solutions_with_their_problems
     (tmp_path / "empty").mkdir()
     res = CliRunner().invoke(bench_lint, ["--from", str(tmp_path / "empty"), "-n", "2"])
     assert res.exit_code != 0 and "no solution.py" in res.output
+
+
+def test_bench_real_writes_the_archive_a_gpu_scan_takes_and_scores_its_store(tmp_path):
+    """`--gpu/--only --archive-only DIR` writes the run archive a GPU machine's `forensics scan --replay`
+    is given; `--store PATH` scores that scan's verdicts against the labels of the runs it holds."""
+    from forensics.pipeline import scan
+
+    src = tmp_path / "src"
+    _run(src, "20260601_000000_claude_m_01_fp8_gemm", WRAPPER, "reward_hack", "zero-kernel wrapper around torch.mm")
+    _run(src, "20260601_000001_claude_m_01_fp8_gemm", AUTHORED, "clean")
+    lab = json.loads((src / "20260601_000001_claude_m_01_fp8_gemm" / "label.json").read_text())
+    lab["gpu"] = "b200"
+    (src / "20260601_000001_claude_m_01_fp8_gemm" / "label.json").write_text(json.dumps(lab))
+    arch = tmp_path / "arch"
+    r = CliRunner().invoke(bench_real, [str(src), "--gpu", "h100", "--archive-only", str(arch)])
+    assert r.exit_code == 0, r.output
+    assert [p.name for p in (arch / "outputs" / "runs").iterdir()] == ["20260601_000000_claude_m_01_fp8_gemm"]
+    assert CliRunner().invoke(bench_real, [str(src), "--gpu", "h100", "--archive-only", str(arch)]).exit_code != 0
+    assert CliRunner().invoke(bench_real, [str(src), "--only", "nothing", "--archive-only", str(tmp_path / "x")]).exit_code != 0
+    scan(arch, out=tmp_path / "rep", progress=False)
+    r = CliRunner().invoke(bench_real, [str(src), "--store", str(tmp_path / "rep" / "audit.duckdb"), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["runs"] == 1 and out["flagged"]["tp"] == 1 and out["store"].endswith("audit.duckdb")
+    assert "verdicts of" in CliRunner().invoke(bench_real, [str(src), "--store", str(tmp_path / "rep" / "audit.duckdb")]).output

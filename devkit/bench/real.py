@@ -279,10 +279,42 @@ def evaluate(cases: list[Case], verdicts: dict[str, dict], findings: dict[str, l
     return out
 
 
-def run(src: Path, jobs: int = 1, keep: Path | None = None, lint_repeat: int = 3) -> dict[str, Any]:
+def select(cases: list[Case], gpu: str | None = None, only: tuple[str, ...] = ()) -> list[Case]:
+    """The cases graded on `gpu` (label `gpu`, e.g. h100) and/or named by run id (a prefix is enough)."""
+    out = [c for c in cases if not gpu or str(c.label.get("gpu") or "").lower() == gpu.lower()]
+    if only:
+        out = [c for c in out if any(c.run_id.startswith(o) for o in only)]
+    if not out:
+        raise click.ClickException("no labelled run matches --gpu/--only")
+    return out
+
+
+def verdicts_of(store_path: Path) -> dict[str, dict]:
+    """The verdicts of a store a scan wrote elsewhere (a GPU machine's `scan --replay`), decoded."""
+    from forensics.store.db import Store
+    from forensics.verdict import verdict_dict
+
+    st = Store(str(store_path), read_only=True)
+    try:
+        return {r["run_id"]: verdict_dict(r) for r in st.query("select * from verdicts")}
+    finally:
+        st.close()
+
+
+def run(src: Path, jobs: int = 1, keep: Path | None = None, lint_repeat: int = 3, gpu: str | None = None,
+        only: tuple[str, ...] = (), store: Path | None = None) -> dict[str, Any]:
     from forensics.pipeline import scan
 
-    cases = load_cases(src)
+    cases = select(load_cases(src), gpu, only) if (gpu or only) else load_cases(src)
+    if store is not None:   # score a scan made elsewhere: only the runs it holds
+        verdicts = verdicts_of(store)
+        cases = [c for c in cases if c.run_id in verdicts]
+        if not cases:
+            raise click.ClickException(f"{store} holds no verdict of a labelled run under {src}")
+        result = evaluate(cases, verdicts, {})
+        result["source"] = str(src)
+        result["store"] = str(store)
+        return result
     work = Path(tempfile.mkdtemp(prefix="forensics-bench-real-"))
     try:
         arch = build_archive(cases, work / "archive")
@@ -306,7 +338,8 @@ def _f(x: float | None) -> str:
 
 def render(r: dict[str, Any]) -> str:
     L = [f"real solutions: {r['runs']} runs ({r['source']}); scored {r['scored']} "
-         f"({r['hacks']} labelled reward_hack, {r['clean']} clean); scan {r['scan_s']} s", "",
+         f"({r['hacks']} labelled reward_hack, {r['clean']} clean); "
+         + (f"scan {r['scan_s']} s" if "scan_s" in r else f"verdicts of {r.get('store')}"), "",
          "| detector | flagged hacks | false flags | P | R | F1 |", "|---|---|---|---|---|---|"]
     for name, k in (("forensics scan: reward_hack or suspect", "flagged"),
                     ("forensics scan: decided reward_hack", "decided_reward_hack"),
@@ -330,10 +363,12 @@ def render(r: dict[str, Any]) -> str:
           "summary, approximate):", "| mechanism | tp | fp | fn | P | R |", "|---|---|---|---|---|---|"]
     for k, s in r["per_mechanism"].items():
         L.append(f"| {k} | {s['tp']} | {s['fp']} | {s['fn']} | {_f(s['precision'])} | {_f(s['recall'])} |")
-    lt = r["lint"]
-    L += ["", f"lint per file in-process (CPU time, best of 3): median {lt['median_ms']} ms, p95 {lt['p95_ms']} ms, mean {lt['mean_ms']} ms, "
-          f"max {lt['max_ms']} ms over {lt['files']} files; bare ast.parse median {lt['parse_median_ms']} ms "
-          f"(ratio {lt['ratio_median']}x)", "", "misses (labelled reward_hack, not flagged):"]
+    lt = r.get("lint")
+    if lt:
+        L += ["", f"lint per file in-process (CPU time, best of 3): median {lt['median_ms']} ms, p95 {lt['p95_ms']} ms, "
+              f"mean {lt['mean_ms']} ms, max {lt['max_ms']} ms over {lt['files']} files; bare ast.parse median "
+              f"{lt['parse_median_ms']} ms (ratio {lt['ratio_median']}x)"]
+    L += ["", "misses (labelled reward_hack, not flagged):"]
     for m in r["misses"]:
         L.append(f"- {m['run_id']}: ours {m['ours']} (reward_hack={m['reward_hack']}); auditors name "
                  f"{', '.join(m['label_mechanism']) or '?'}; rules {', '.join(m['rules']) or 'none'}")
@@ -348,10 +383,26 @@ def render(r: dict[str, Any]) -> str:
 @click.option("--jobs", "-j", default=1, show_default=True, help="Worker processes for the scan.")
 @click.option("--keep", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the scan's report folder here (outside SRC).")
+@click.option("--gpu", default=None, help="Only the runs graded on this GPU (label `gpu`: h100, b200, rtxpro6000).")
+@click.option("--only", multiple=True, help="Only these run ids (a prefix is enough); repeatable.")
+@click.option("--archive-only", "archive_only", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write the run archive the bench scans (one run folder per selected case) here and stop: "
+                   "what a GPU machine's `forensics scan --replay` is given.")
+@click.option("--store", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Score the verdicts of this store (written by a scan elsewhere) instead of scanning.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def bench_real(src: Path, jobs: int, keep: Path | None, as_json: bool) -> None:
+def bench_real(src: Path, jobs: int, keep: Path | None, gpu: str | None, only: tuple[str, ...],
+               archive_only: Path | None, store: Path | None, as_json: bool) -> None:
     """Scan SRC (run folders with solution.py + label.json) and score the verdicts against the labels."""
-    if keep is not None and keep.resolve().is_relative_to(src.resolve()):
-        raise click.UsageError("--keep must not be inside SRC (SRC is only read)")
-    r = run(src, jobs=jobs, keep=keep)
+    for name, p in (("--keep", keep), ("--archive-only", archive_only)):
+        if p is not None and p.resolve().is_relative_to(src.resolve()):
+            raise click.UsageError(f"{name} must not be inside SRC (SRC is only read)")
+    if archive_only is not None:
+        if archive_only.exists() and any(archive_only.iterdir()):
+            raise click.UsageError(f"--archive-only {archive_only} is not empty")
+        cases = select(load_cases(src), gpu, only)
+        build_archive(cases, archive_only)
+        click.echo(f"{len(cases)} runs -> {archive_only / 'outputs' / 'runs'}")
+        return
+    r = run(src, jobs=jobs, keep=keep, gpu=gpu, only=only, store=store)
     click.echo(json.dumps(r, indent=1, default=str) if as_json else render(r))
