@@ -74,8 +74,13 @@ def _hosts(root: Path) -> Path:
     for i, body in enumerate(("return _kern(x, w)", "y = _kern(x, w)\n        return y + 1")):
         d = src / f"20260801_00000{i}_a_b_01_fp8_gemm"
         d.mkdir(parents=True)
-        (d / "solution.py").write_text(f"import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x, w):\n"
-                                       f"        {body}\n")
+        (d / "solution.py").write_text(
+            "import torch\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+            "def _mm(a, b, c, K: tl.constexpr):\n    acc = tl.dot(tl.load(a + tl.arange(0, 16)[:, None] * K + tl.arange(0, 16)[None, :]),\n"
+            "                 tl.load(b + tl.arange(0, 16)[:, None] * K + tl.arange(0, 16)[None, :]))\n"
+            "    tl.store(c + tl.arange(0, 16)[:, None] * 16 + tl.arange(0, 16)[None, :], acc)\n\n\n"
+            "def _kern(x, w):\n    out = torch.empty(16, 16, device=x.device)\n    _mm[(1,)](x, w, out, K=16)\n    return out\n\n\n"
+            f"class Model(torch.nn.Module):\n    def forward(self, x, w):\n        {body}\n")
         (d / "label.json").write_text(json.dumps({"problem": "01_fp8_gemm", "verdict": "clean",
                                                   "verdict_family": "clean", "reward_hack": False}))
     return src

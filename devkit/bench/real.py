@@ -64,6 +64,10 @@ KB_TRIPWIRE: dict[str, re.Pattern] = {k: re.compile(v, re.M) for k, v in {
 # Which mechanism a rule names (our side) ...
 RULE_MECHANISM = {
     "WORK-BY-LIBRARY": "library_does_work", "LIBRARY-DOES-WORK": "library_does_work",
+    "WORK-NO-KERNEL": "library_does_work", "WORK-UNRESOLVED": "library_does_work",
+    "CAP-PATCH": "grader_tamper", "CAP-INTROSPECTION": "phase_detection", "CAP-NATIVE": "grader_tamper",
+    "CAP-PROCESS": "grader_tamper", "CAP-FILES": "grader_tamper", "CAP-NETWORK": "grader_tamper",
+    "CAP-RNG": "phase_detection", "INPUT-WRITE": "grader_tamper", "OUTPUT-UNWRITTEN": "memoization",
     "REFERENCE-CALL": "library_does_work", "FORBIDDEN-OP": "library_does_work",
     "CACHED-OUTPUT-RETURN": "memoization", "SAMPLED-VALIDATION": "memoization", "PTR-KEYED-CACHE": "memoization",
     "ID-KEYED-STATE": "memoization", "RETAINED-INPUT": "memoization",

@@ -18,7 +18,7 @@ import click
 import orjson
 
 from forensics.analyze.findings import Rule
-from forensics.analyze.static.rules import RULES_LIST
+from forensics.analyze.static.rules import all_rules as static_rules
 from forensics.replay.rules import REPLAY_RULES
 
 _R = Rule
@@ -109,7 +109,7 @@ OTHER_RULES: tuple[Rule, ...] = (
 
 def all_rules() -> tuple[Rule, ...]:
     """The static catalogue first, then the replay's (forensics/replay/rules.py), then the others."""
-    return RULES_LIST + REPLAY_RULES + OTHER_RULES
+    return static_rules() + REPLAY_RULES + OTHER_RULES
 
 
 def by_id() -> dict[str, Rule]:

@@ -81,10 +81,10 @@ def _word_trim(s: str, n: int) -> str:
 @lru_cache(maxsize=1)
 def _rule_titles() -> dict[str, str]:
     try:
-        from forensics.analyze.static.rules import RULES_LIST
+        from forensics.analyze.static.rules import all_rules
     except Exception:  # noqa: BLE001 - catalogue unavailable: fall back to finding messages
         return {}
-    return {r.id: r.title for r in RULES_LIST}
+    return {r.id: r.title for r in all_rules()}
 
 
 def _lower_first(s: str) -> str:

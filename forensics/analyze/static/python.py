@@ -15,6 +15,7 @@ each family module holds its `check_*` functions:
 from __future__ import annotations
 
 from .base import Hit
+from .capabilities import check_capabilities  # noqa: F401 - registers the capability rules
 from .behaviour import check_arg_ignored, check_call_counter, check_input_dispatch, check_unjoined_stream
 from .caches import (
     check_caches,
