@@ -303,7 +303,7 @@ def pick_runs(found: list, n: int) -> list:
 # --------------------------------------------------------------------------------------- checks
 def check_round(archive: Path, out: Path, st: RoundStats, jobs: int) -> dict[str, Any]:
     from forensics.pipeline import scan
-    from forensics.report.html import safe_name
+    from forensics.report.html import run_page_names
     from forensics.store.db import Store, loads_json
     res = scan(archive, out=out, jobs=jobs, progress=False)
     problems: list[str] = []
@@ -348,11 +348,12 @@ def check_round(archive: Path, out: Path, st: RoundStats, jobs: int) -> dict[str
                 problems.append(f"{row['run_id']}: analyzers failed {bad}")
         covered = {r[0] for r in store.con.execute("select run_id from findings where analyzer = 'pipeline' "
                                                    "and rule = 'analysis-coverage'").fetchall()}
+        names = run_page_names(r["run_id"] for r in runs.values())
         for r in runs.values():
             if r["run_id"] not in covered:
                 analyzers_failed += 1
                 problems.append(f"{r['run_id']}: no analysis-coverage finding")
-            n = safe_name(r["run_id"])
+            n = names[r["run_id"]]
             if not (out / "runs" / f"{n}.html").is_file() or not (out / "annotations" / f"{n}.yaml").is_file():
                 problems.append(f"{r['run_id']}: report page or annotation missing")
         if not (out / "scan.json").is_file() or not (out / "index.html").is_file():
