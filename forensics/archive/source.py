@@ -103,6 +103,14 @@ class ArchiveSource:
         self.close()
 
 
+def location_of(path: str | os.PathLike) -> str:
+    """The name a source gives the archive at `path` (its `location`, the store's `archive`): the
+    resolved path, but a directory given through a symlink keeps the link's absolute path (the
+    name the user knows)."""
+    p = Path(path)
+    return str(p.absolute() if p.is_dir() and p.is_symlink() else p.resolve())
+
+
 class DirSource(ArchiveSource):
     kind = "dir"
 
