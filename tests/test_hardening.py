@@ -500,6 +500,8 @@ def test_fuzz_bench_small(tmp_path):
     assert res["runs_per_round"] == 10 and res["lines_tried"] > 100
     assert res["runs_lost"] == 0 and res["lines_lost"] == 0 and res["analyzers_failed"] == 0
     assert {"lone_surrogate", "huge_int", "wrong_type", "deep_nesting", "invalid_utf8", "truncation"} <= set(res["classes"])
+    assert {"two_line_prefix", "non_utf8_name/file", "non_utf8_name/run_folder"} <= set(res["classes"])
+    assert res["names_unreported"] == 0
 
 
 def test_non_finite_token_counts_do_not_stop_the_parser():
