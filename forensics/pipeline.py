@@ -79,9 +79,11 @@ class ScanResult:
     exit_code: int = 0
     paths: dict[str, str] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)   # forensics.engine report (per-run timings: ["runs"])
+    archive_identity: dict[str, Any] = field(default_factory=dict)   # forensics.report.folder
 
     def to_dict(self) -> dict[str, Any]:
-        return {"archive": self.archive, "out": str(self.out) if self.out else None, "db": self.db,
+        return {"archive": self.archive, "archive_identity": self.archive_identity,
+                "out": str(self.out) if self.out else None, "db": self.db,
                 "runs": len(self.run_ids), "analyzed": len(self.analyzed), "skipped_unchanged": len(self.skipped),
                 "coverage": self.coverage, "ingest": self.ingest, "timings": self.timings,
                 "flagged": self.flagged, "disagreements": self.disagreements, "exit_code": self.exit_code,
@@ -241,8 +243,13 @@ def write_coverage(store: Store, run_ids: Sequence[str], cov: dict[str, Any]) ->
 def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: str | os.PathLike | None = None,
          replay: bool = False, annotations: str | os.PathLike | None = None, jobs: int = 1, strict: bool = False,
          progress: bool = True, force: bool = False, reports: bool = True, engine: Any = "local",
-         address: str | None = None, task_timeout: float | None = None, retries: int | None = None) -> ScanResult:
+         address: str | None = None, task_timeout: float | None = None, retries: int | None = None,
+         replace: bool = False) -> ScanResult:
     """Run the whole pipeline over ARCHIVE; write the reports under `out` (default ./report).
+
+    A report folder and its store belong to one archive (forensics.report.folder): another
+    archive's is refused (ScanError), or with `replace` the files the tool wrote there are removed
+    first.
 
     `engine`: where ingest parsing and the per-run analyzers run: "local" (``jobs`` processes) or
     "ray" (Ray tasks; `address` of a cluster, else a local Ray of ``jobs`` CPUs), or an Engine
@@ -263,6 +270,12 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
             raise ScanError("--out must not be inside the archive (the archive is evidence)")
     except ValueError:
         pass
+    from forensics.report import folder
+    ident = folder.archive_identity(apath)
+    try:
+        folder.claim(outp if reports else None, db_path, ident, replace=replace)
+    except folder.FolderConflict as e:
+        raise ScanError(str(e)) from e
     timings: dict[str, float] = {}
     from forensics.engine import EngineError, get_engine
     t0 = time.perf_counter()
@@ -323,11 +336,13 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
                          coverage={"ran": cov["ran"], "missing": cov["missing"], "skipped": cov["skipped"],
                                    "failed": {a: len(r) for a, r in cov["failed"].items()}},
                          ingest=ingest_info, timings=timings, flagged=flagged, disagreements=disagree,
-                         engine=eng.report(run_ids))
+                         engine=eng.report(run_ids), archive_identity=ident)
         res.exit_code = EXIT_FLAGGED if strict and (flagged or disagree) else EXIT_OK
         if reports:
             t0 = time.perf_counter()
             from forensics.report import write_reports
+            from forensics.report.html import run_page_names
+            folder.expect(outp, ident, run_page_names(run_ids))
             res.paths = write_reports(store, outp, run_ids, rerender=set(todo), jobs=jobs, progress=progress,
                                       scan_info=res.to_dict())
             timings["report"] = round(time.perf_counter() - t0, 3)
@@ -335,6 +350,7 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         if reports:
             from forensics.report.jsonout import write_scan_json
             write_scan_json(store, outp / "scan.json", run_ids, res.to_dict())
+            folder.prune(outp, ident, run_page_names(run_ids))
         return res
     finally:
         eng.close()
@@ -405,13 +421,17 @@ def summary_table(res: ScanResult, width: int = 160) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the scan result as JSON instead of the table.")
 @click.option("--strict", is_flag=True, help="Exit 1 if any run is flagged or disagrees with its archived verdict.")
 @click.option("--force", is_flag=True, help="Re-analyse runs even when their inputs are unchanged.")
+@click.option("--replace", is_flag=True,
+              help="OUT (or --db) holds another archive's report: remove the files this tool wrote there first "
+                   "(nothing else), then scan.")
 @click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
 def scan_cmd(archive, out, db, replay, annotations, jobs, engine, address, task_timeout, retries, as_json, strict,
-             force, progress):
+             force, replace, progress):
     """Scan ARCHIVE: ingest, analyse, (replay), adjudicate and report every run.
 
     Writes OUT/index.html, OUT/runs/<run_id>.html, OUT/annotations/<run_id>.yaml, OUT/scan.json and
-    OUT/audit.duckdb. Exit codes: 0 ok; 1 with --strict when any run is flagged or disagrees with
+    OUT/audit.duckdb. OUT belongs to one archive: scanning another into it exits 2 unless --replace.
+    Exit codes: 0 ok; 1 with --strict when any run is flagged or disagrees with
     its archived verdict; 2 usage or input error.  --json adds per-run timings with the node and
     GPU that ran each stage (engine.runs).
     """
@@ -422,7 +442,7 @@ def scan_cmd(archive, out, db, replay, annotations, jobs, engine, address, task_
         with contextlib.redirect_stdout(sys.stderr):
             res = scan(archive, out=out, db=db, replay=replay, annotations=annotations, jobs=jobs, strict=strict,
                        progress=progress and not as_json, force=force, engine=engine, address=address,
-                       task_timeout=task_timeout, retries=retries)
+                       task_timeout=task_timeout, retries=retries, replace=replace)
     except ScanError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_USAGE)

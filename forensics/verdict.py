@@ -113,6 +113,8 @@ DECISION_TABLE: tuple[tuple[str, str, str, str], ...] = (
     # contamination
     ("CT1", "contamination", "A finding of category `contamination` with severity high/critical (deliberate read or copy), or a `foreign_refs` row classified `deliberate_read`/`copy` of a same-problem foreign run",
      "`contaminated`"),
+    ("CT4", "contamination", "Provenance ran, X1 fired (the provider refused the run before any output: no solution, a provider error, under 5,000 output tokens) and the run made no tool call (`runs.n_tool_calls=0`), with its output known to be empty (`output_tokens=0`) or its transcript read in a known format with a token stream: a run that produced nothing read nothing",
+     "`clean` (cites the X1 facts)"),
     ("CT3", "contamination", "Provenance ran but the run has neither tool calls nor a token stream (a missing, empty or call-less transcript), or its only transcript matches no known format (`transcript-format-unknown`: its tool calls cannot be read, or only those in the model APIs' own shapes, with nothing saying they are all): no evidence either way", "`unknown` (no transcript evidence)"),
     ("CT2", "contamination", "Provenance analyzer ran (coverage) and CT1 did not fire (benign exposure - low/info contamination findings - does not contaminate)",
      "`clean`"),
@@ -426,10 +428,21 @@ def decide_contamination(F: RunFacts) -> Decision:
     if not ok:
         return _unk("K0", why)
     blind = [f for f in F.findings if f["rule"] == "contamination-unverifiable"]
+    unread = [f for f in F.findings if f["rule"] == "transcript-format-unknown"]
+    provider = _provider_failure(F)
+    if provider is not None and not (F.run.get("n_tool_calls") or 0):
+        # CT4: refused before the model produced anything - it made no tool call, so it read nothing;
+        # provably so when its output was counted as empty, or its transcript was read and has none
+        s = F.session or {}
+        out_tokens = s.get("output_tokens")
+        if out_tokens is None:
+            usage = F.result.get("usage") or {}
+            out_tokens = usage.get("output_tokens") if isinstance(usage, dict) else None
+        if out_tokens == 0 or not (blind or unread):
+            return Decision("clean", "CT4", _cov(F, "provenance") + provider.findings, provider.facts)
     if blind:
         return _unk("CT3", "the run has neither tool calls nor a token stream: whether it read another run's "
                     "archive cannot be established either way", _ids(blind))
-    unread = [f for f in F.findings if f["rule"] == "transcript-format-unknown"]
     if unread:   # no parsed call, or only calls recovered from the APIs' shapes (CT1 above saw those)
         return _unk("CT3", "the run's transcript matches no known format, so its tool calls cannot all be read: "
                     "whether it read another run's archive cannot be established either way", _ids(unread))

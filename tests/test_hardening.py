@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import os
 import shutil
 import sys
@@ -351,36 +352,52 @@ def test_an_analyzer_failure_on_one_run_is_a_finding_for_that_run_only(tmp_path,
 
 # ------------------------------------------------------------------------------ file names
 def test_run_file_names_are_injective_over_look_alike_ids():
-    from forensics.report.html import safe_name
+    from forensics.archive.runid import fold_key
+    from forensics.report.html import run_page_names
     ids = ["a‹b", "a>b", "a_b", "a?b", "A_b", "a_B", "ａ_b", "a\u200bb", "a b", "x" * 300, "x" * 301,
-           "x" * 200 + "_", "ok-run_1.2@root", "r@outputs/runs-h100", "r@outputs_runs-h100", "..", ".", ""]
-    names = [safe_name(i) for i in ids]
-    assert len(set(names)) == len(ids), names
-    assert len({n.lower() for n in names}) == len(ids)        # case-insensitive file systems too
-    for n in names:
-        assert n and len(n) <= 180 and "/" not in n and n not in (".", "..") and n.isascii()
-    assert safe_name("20260801_101500_claude_claude-opus-4-8_01_fp8_gemm") == \
-        "20260801_101500_claude_claude-opus-4-8_01_fp8_gemm"  # ordinary ids keep their name
+           "x" * 200 + "_", "ok-run_1.2@root", "r@outputs/runs-h100", "r@outputs_runs-h100", "..", ".", "",
+           "é", "e\u0301", "É", "a~b", "a_b~" + "0" * 12, "CON", "con", "nul.txt", "lpt9", "a.", "a ", ".a",
+           "a\\b", "a/b", "a\x00b", "a\tb", "a\x85b", "r\udcff", "é" * 130]
+    names = run_page_names(ids)
+    assert len(set(names.values())) == len(ids), names
+    assert len({fold_key(n) for n in names.values()}) == len(ids)     # case-insensitive file systems too
+    for n in names.values():
+        assert n and n not in (".", "..") and not n.startswith(".") and not n.endswith((".", " "))
+        assert not set(n) & set('/\\\x00<>:"|?*\t\x85') and len((n + ".timeline.png").encode()) <= 255
+        n.encode("utf-8")                                                  # no lone surrogate
+        assert n.split(".")[0].upper() not in ("CON", "NUL", "LPT9")
+
+
+@pytest.mark.parametrize("rid", [
+    "20260801_101500_claude_claude-opus-4-8_01_fp8_gemm", "20260801_101500_claude_MiniMax-M3_01_fp8_gemm",
+    "20260612_051152_kimi-claude_Kimi-K2.7-Code_01_fp8_gemm", "r@outputs_runs-h100", "a b", "é漢#%&'+=,;[]{}!$"])
+def test_portable_run_ids_are_their_own_file_names(rid):
+    from forensics.report.html import run_page_names, safe_name
+    assert safe_name(rid) == rid and run_page_names([rid, "other"])[rid] == rid
 
 
 def test_look_alike_run_ids_get_their_own_report_page_and_annotation(tmp_path):
+    from urllib.parse import unquote
     from forensics.pipeline import scan
     arch = tmp_path / "arch"
     base = "20260801_101500_claude_claude-opus-4-8_01_fp8_gemm"
-    a, b = base + "_a‹b", base + "_a>b"
-    write_run(arch / "outputs" / "runs", a, claude_lines(a))
-    write_run(arch / "outputs" / "runs", b, claude_lines(b, command="uv run python benchmark.py"))
+    a, b, c, d = base + "_a‹b", base + "_a>b", base + "_MiniMax", base + "_minimax"
+    for i, rid in enumerate((a, b, c, d)):
+        write_run(arch / "outputs" / "runs", rid, claude_lines(rid, command=f"uv run python check.py # {i}"))
     res = scan(arch, out=tmp_path / "out", progress=False)
-    assert sorted(res.run_ids) == sorted([a, b])
+    assert sorted(res.run_ids) == sorted([a, b, c, d])
     pages = sorted((tmp_path / "out" / "runs").glob("*.html"))
     anns = sorted((tmp_path / "out" / "annotations").glob("*.yaml"))
-    assert len(pages) == 2 and len(anns) == 2
-    for rid in (a, b):
+    assert len(pages) == 4 and len(anns) == 4
+    assert (tmp_path / "out" / "annotations" / f"{a}.yaml").is_file()          # a portable name is kept
+    assert not (tmp_path / "out" / "annotations" / f"{c}.yaml").exists()       # ids differing only in case:
+    assert len({p.name.lower() for p in anns}) == 4                            # apart on a case-folding disk
+    for rid in (a, b, c, d):
         assert sum(rid in p.read_text(encoding="utf-8") or rid.replace(">", "&gt;") in p.read_text(encoding="utf-8")
                    for p in pages) >= 1
     index = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
-    for p in pages:
-        assert f'href="runs/{p.name}"' in index
+    links = {unquote(h) for h in re.findall(r'href="runs/([^"]+)"', index)}
+    assert links == {p.name for p in pages}
 
 
 # ------------------------------------------------------------------------------ forensics sql
@@ -483,6 +500,8 @@ def test_fuzz_bench_small(tmp_path):
     assert res["runs_per_round"] == 10 and res["lines_tried"] > 100
     assert res["runs_lost"] == 0 and res["lines_lost"] == 0 and res["analyzers_failed"] == 0
     assert {"lone_surrogate", "huge_int", "wrong_type", "deep_nesting", "invalid_utf8", "truncation"} <= set(res["classes"])
+    assert {"two_line_prefix", "non_utf8_name/file", "non_utf8_name/run_folder"} <= set(res["classes"])
+    assert res["names_unreported"] == 0
 
 
 def test_non_finite_token_counts_do_not_stop_the_parser():

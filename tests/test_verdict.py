@@ -143,6 +143,62 @@ def test_provider_402_before_output_is_excluded(store):
     assert "fact:session_end.api_error_status=402" in cited(v, "failure_reason")
 
 
+def _refused(store, rid, *, n_tool_calls=0, output_tokens=0, failure_reason="provider_insufficient_credits",
+             status=402, finding_rule="contamination-unverifiable", contamination_finding=None, end_reason="api_error"):
+    add_run(store, rid, result(has_solution=False, correct=False, failure_reason=failure_reason,
+                               check_exit_code=None, benchmark_exit_code=None, peak_fraction=None, usage={}),
+            check_verdict="NONE", n_tool_calls=n_tool_calls,
+            session={"end_reason": end_reason, "api_error_status": status, "output_tokens": output_tokens})
+    fs = [finding(rid, "provenance", finding_rule, "provenance", "info")] if finding_rule else []
+    if contamination_finding:
+        fs.append(contamination_finding)
+    write_findings(store, "provenance", [rid], fs)
+    return verdict_of(store, rid)
+
+
+def test_a_run_refused_before_any_output_read_nothing(store):
+    """CT4: the provider refused the run before the model produced anything (X1) and it made no tool
+    call: it read nothing, so contamination is clean (not CT3's unknown), citing the X1 facts."""
+    v = _refused(store, "r_402_silent")
+    assert v["exclude_from_denominator"] is True and v["contamination"] == "clean"
+    why = cited(v, "contamination")
+    assert why[0] == "rule:CT4" and "fact:session_end.api_error_status=402" in why and "fact:output_tokens=0" in why
+    assert "fact:n_tool_calls=0" in why
+    # output counted but under X1's bound, transcript read with no call: read nothing either
+    v = _refused(store, "r_429_no_calls", output_tokens=1200, status=429, failure_reason="provider_rate_limited",
+                 finding_rule=None)
+    assert v["contamination"] == "clean" and cited(v, "contamination")[0] == "rule:CT4"
+
+
+@pytest.mark.parametrize("case", ["early_stop", "tokens_unknown_blind", "tool_calls", "unknown_format", "foreign_read"])
+def test_look_alikes_of_a_refused_run_are_not_cleared(store, case):
+    rid = f"r_{case}"
+    if case == "early_stop":          # not X1: a CLI that died at start says nothing about the provider
+        v = _refused(store, rid, failure_reason="provider_early_stop", status=None, output_tokens=0, end_reason="empty")
+        assert v["exclude_from_denominator"] is False
+        assert v["contamination"] == "unknown" and v["decided_by"]["contamination"].startswith("rule:CT3")
+    elif case == "tokens_unknown_blind":   # X1, but no token count and no transcript evidence
+        v = _refused(store, rid, output_tokens=None)
+        assert v["exclude_from_denominator"] is True
+        assert v["contamination"] == "unknown" and v["decided_by"]["contamination"].startswith("rule:CT3")
+    elif case == "tool_calls":        # X1 allows some output; calls were made: provenance decides (CT2)
+        v = _refused(store, rid, n_tool_calls=3, output_tokens=800, finding_rule=None)
+        assert v["exclude_from_denominator"] is True and cited(v, "contamination")[0] == "rule:CT2"
+    elif case == "unknown_format":    # the calls cannot be read and the output was not counted empty
+        add_run(store, rid, result(has_solution=False, correct=False, failure_reason="provider_insufficient_credits",
+                                   check_exit_code=None, benchmark_exit_code=None, peak_fraction=None, usage={}),
+                check_verdict="NONE", n_tool_calls=0,
+                session={"end_reason": "api_error", "api_error_status": 402, "output_tokens": 300})
+        write_findings(store, "timeline", [rid], [finding(rid, "timeline", "transcript-format-unknown", "provenance",
+                                                          "medium")])
+        v = verdict_of(store, rid)
+        assert v["contamination"] == "unknown" and v["decided_by"]["contamination"].startswith("rule:CT3")
+    else:                             # a deliberate read still contaminates (CT1 first)
+        f = finding(rid, "provenance", "foreign-read", "contamination", "high")
+        v = _refused(store, rid, finding_rule=None, contamination_finding=f)
+        assert v["contamination"] == "contaminated"
+
+
 def test_superseded_pass_on_recovered_session(store):
     rid = "r_recovered"
     add_run(store, rid, result(correct=False, failure_reason="incomplete_session", session_complete=False,

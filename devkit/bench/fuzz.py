@@ -17,7 +17,12 @@ run's result.json gets one mutated field too.  Classes:
           where something else belongs), null, deep_nesting (300 or 3,000 levels), long_string
           (--long-bytes characters)
   bytes:  invalid_utf8 (bytes 0xff 0xfe inside a string), truncation (the line cut short)
-  file:   bom (a UTF-8 BOM before line 1), gzip_truncation (the source gzip-compressed, cut in half)
+  file:   bom (a UTF-8 BOM before line 1), gzip_truncation (the source gzip-compressed, cut in half),
+          two_line_prefix (a first line that is not JSON and a second that is a JSON string before
+          the transcript: it once made the whole file one unknown multi-line document)
+  names:  non_utf8_name/file (a file named with bytes that are not UTF-8 added to the run folder),
+          non_utf8_name/run_folder (the run folder itself renamed with such bytes): one such name
+          once aborted the whole scan
 
 Then the round's archive is scanned (`forensics scan` with reports; ingest, every analyzer,
 adjudication, report pages, scan.json) into a fresh store, and checked:
@@ -27,7 +32,9 @@ adjudication, report pages, scan.json) into a fresh store, and checked:
 * no run is a stub: every run has its runs row with a transcript format and no `internal`
   parse error (a parse crash or a store refusal);
 * every analyzer ran for every run (the pipeline's analysis-coverage finding lists none failed
-  or missing), and every run has its report page and annotation file.
+  or missing), and every run has its report page and annotation file;
+* every name that is not UTF-8 has its `parse_errors` row `non_utf8_name` (a renamed run folder is
+  found under its escaped name).
 
 Prints lines tried, fields tried, runs lost, lines lost and analyzers failed; exits 1 when any of
 the last three is not 0.  This is a robustness benchmark: its figures are counts, not timings.
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -51,7 +59,9 @@ import orjson
 
 VALUE_CLASSES = ("lone_surrogate", "huge_int", "negative_int", "wrong_type", "null", "deep_nesting", "long_string")
 BYTE_CLASSES = ("invalid_utf8", "truncation")
-FILE_CLASSES = ("bom", "gzip_truncation")
+FILE_CLASSES = ("bom", "gzip_truncation", "two_line_prefix")
+TWO_LINE_PREFIX = b'{"cut": \n"a json string"\n'
+NAME_CLASSES = ("non_utf8_name/file", "non_utf8_name/run_folder")
 CLASSES = VALUE_CLASSES + BYTE_CLASSES
 MAX_PATHS = 400          # field paths enumerated per line (a huge tool output has thousands)
 MAX_DEPTH = 16
@@ -210,6 +220,7 @@ class RoundStats:
     classes: Counter = field(default_factory=Counter)
     fields: set = field(default_factory=set)
     plans: dict[str, dict[str, SourcePlan]] = field(default_factory=dict)  # run_path -> source -> plan
+    names: dict[str, int] = field(default_factory=dict)   # run_path (as the scan shows it) -> non-UTF-8 names
 
 
 def _nonblank(data: bytes) -> list[int]:
@@ -257,6 +268,9 @@ def fuzz_archive(src: Path, dest: Path, rnd: int, seed: int, rate: float, long_b
             if file_cls == "bom":
                 data = b"\xef\xbb\xbf" + data
                 st.classes["bom"] += 1
+            elif file_cls == "two_line_prefix":
+                data = TWO_LINE_PREFIX + data
+                st.classes["two_line_prefix"] += 1
             plan = SourcePlan(_nonblank(data))
             if file_cls == "gzip_truncation" or was_gz:
                 z = gzip.compress(data)
@@ -281,8 +295,34 @@ def fuzz_archive(src: Path, dest: Path, rnd: int, seed: int, rate: float, long_b
                 p.write_bytes(_dumps(set_path(res, path, cls, rng, long_bytes)))
                 st.fields.add(("result.json:" + ".".join(map(str, path)), cls))
                 st.classes[f"result.json/{cls}"] += 1
-        st.plans[run.run_path] = plans
+        run_path = mutate_name(dest, run, (rnd + ri) % 4, st)
+        st.plans[run_path] = plans
     return st
+
+
+def mutate_name(dest: Path, run: Any, k: int, st: RoundStats) -> str:
+    """Give a quarter of the runs a file whose name is not UTF-8 and rename another quarter's own
+    folder with such bytes; returns the run's path as the scan will show it."""
+    from forensics.archive.source import shown_name
+    if not run.run_path or k not in (1, 3):
+        return run.run_path
+    folder = os.fsencode(dest / run.run_path)
+    if k == 1:
+        with open(os.path.join(folder, b"notes-\xff\xfe.txt"), "wb") as f:
+            f.write(b"scratch\n")
+        st.classes[NAME_CLASSES[0]] += 1
+        st.names[run.run_path] = 1
+        return run.run_path
+    name = os.fsencode(run.name)
+    slug = run.parsed.model_slug.encode() if run.parsed and run.parsed.model_slug else b""
+    i = name.find(b"_" + slug + b"_") + 1 + len(slug) if slug and b"_" + slug + b"_" in name else len(name)
+    new = name[:i] + b"\xe9" + name[i:]           # Latin-1 'é' in the model slug: not UTF-8
+    os.rename(folder, os.path.join(os.path.dirname(folder), new))
+    parent = run.run_path.rpartition("/")[0]
+    shown = (parent + "/" if parent else "") + shown_name(os.fsdecode(new))
+    st.classes[NAME_CLASSES[1]] += 1
+    st.names[shown] = 1
+    return shown
 
 
 def pick_runs(found: list, n: int) -> list:
@@ -303,11 +343,11 @@ def pick_runs(found: list, n: int) -> list:
 # --------------------------------------------------------------------------------------- checks
 def check_round(archive: Path, out: Path, st: RoundStats, jobs: int) -> dict[str, Any]:
     from forensics.pipeline import scan
-    from forensics.report.html import safe_name
+    from forensics.report.html import run_page_names
     from forensics.store.db import Store, loads_json
     res = scan(archive, out=out, jobs=jobs, progress=False)
     problems: list[str] = []
-    runs_lost = lines_lost = analyzers_failed = internal_errors = 0
+    runs_lost = lines_lost = analyzers_failed = internal_errors = names_unreported = 0
     store = Store(res.db, read_only=True)
     try:
         runs = {r["run_path"]: r for r in store.query("select run_id, run_path, transcript_format, n_records from runs")}
@@ -326,6 +366,10 @@ def check_round(archive: Path, out: Path, st: RoundStats, jobs: int) -> dict[str
             elif internal:
                 internal_errors += len(internal)
                 problems.append(f"{rid}: internal error(s) {internal[:2]}")
+            if st.names.get(run_path) and not store.scalar(
+                    "select count(*) from parse_errors where run_id = ? and reason = 'non_utf8_name'", [rid]):
+                names_unreported += 1
+                problems.append(f"{rid}: its name that is not UTF-8 has no parse_errors row")
             for source, plan in plans.items():
                 have = {x[0] for x in store.con.execute(
                     "select line from records where run_id = ? and source = ? union "
@@ -348,11 +392,12 @@ def check_round(archive: Path, out: Path, st: RoundStats, jobs: int) -> dict[str
                 problems.append(f"{row['run_id']}: analyzers failed {bad}")
         covered = {r[0] for r in store.con.execute("select run_id from findings where analyzer = 'pipeline' "
                                                    "and rule = 'analysis-coverage'").fetchall()}
+        names = run_page_names(r["run_id"] for r in runs.values())
         for r in runs.values():
             if r["run_id"] not in covered:
                 analyzers_failed += 1
                 problems.append(f"{r['run_id']}: no analysis-coverage finding")
-            n = safe_name(r["run_id"])
+            n = names[r["run_id"]]
             if not (out / "runs" / f"{n}.html").is_file() or not (out / "annotations" / f"{n}.yaml").is_file():
                 problems.append(f"{r['run_id']}: report page or annotation missing")
         if not (out / "scan.json").is_file() or not (out / "index.html").is_file():
@@ -362,6 +407,7 @@ def check_round(archive: Path, out: Path, st: RoundStats, jobs: int) -> dict[str
     finally:
         store.close()
     return {"runs": len(res.run_ids), "runs_lost": runs_lost, "lines_lost": lines_lost, "internal_errors": internal_errors,
+            "names_unreported": names_unreported,
             "analyzers_failed": analyzers_failed, "parse_errors": n_perr, "parse_error_reasons": reasons,
             "problems": problems, "scan_s": res.timings.get("total")}
 
@@ -370,7 +416,7 @@ def run_fuzz(archive: Path, work: Path, rounds: int, seed: int, rate: float = 0.
              runs: int | None = None, jobs: int = 1, keep: bool = False, log=None) -> dict[str, Any]:
     total: dict[str, Any] = {"archive": str(archive), "rounds": rounds, "seed": seed, "rate": rate, "runs_per_round": None,
                              "lines_tried": 0, "lines_checked": 0, "fields_tried": 0, "runs_lost": 0, "lines_lost": 0,
-                             "internal_errors": 0,
+                             "internal_errors": 0, "names_unreported": 0,
                              "analyzers_failed": 0, "parse_errors": 0, "classes": Counter(), "problems": []}
     fields: set = set()
     t0 = time.perf_counter()
@@ -385,7 +431,7 @@ def run_fuzz(archive: Path, work: Path, rounds: int, seed: int, rate: float = 0.
         total["lines_tried"] += st.lines_tried
         total["lines_checked"] += st.lines_checked
         total["classes"].update(st.classes)
-        for k in ("runs_lost", "lines_lost", "internal_errors", "analyzers_failed", "parse_errors"):
+        for k in ("runs_lost", "lines_lost", "internal_errors", "names_unreported", "analyzers_failed", "parse_errors"):
             total[k] += r[k]
         total["problems"] += [f"round {rnd}: {p}" for p in r["problems"]]
         if log:
@@ -438,6 +484,7 @@ def bench_fuzz(archive, rounds, runs, rate, long_bytes, seed, jobs, workdir, kee
         click.echo(f"lines lost: {res['lines_lost']}")
         click.echo(f"analyzers failed: {res['analyzers_failed']}")
         click.echo(f"internal errors: {res['internal_errors']}")
+        click.echo(f"names not UTF-8 unreported: {res['names_unreported']}")
         click.echo(f"parse_errors rows: {res['parse_errors']}")
         for p in res["problems"][:40]:
             click.echo(f"  {p}")

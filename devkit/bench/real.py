@@ -324,7 +324,7 @@ def run(src: Path, jobs: int = 1, keep: Path | None = None, lint_repeat: int = 3
         arch = build_archive(cases, work / "archive")
         out = keep or (work / "report")
         t0 = time.perf_counter()
-        res = scan(arch, out=out, jobs=jobs, progress=False)
+        res = scan(arch, out=out, jobs=jobs, progress=False, replace=True)   # --keep DIR: the last run's report
         scan_s = time.perf_counter() - t0
         verdicts = {v["run_id"]: v for v in res.verdicts}
         result = evaluate(cases, verdicts, {})

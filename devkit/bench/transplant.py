@@ -294,7 +294,7 @@ def run(src: Path, names: list[str], jobs: int = 1, keep: Path | None = None) ->
     try:
         arch = build_archive(cases, work / "archive")
         t0 = time.perf_counter()
-        res = scan(arch, out=keep or (work / "report"), jobs=jobs, progress=False)
+        res = scan(arch, out=keep or (work / "report"), jobs=jobs, progress=False, replace=True)   # --keep: the last run's
         scan_s = time.perf_counter() - t0
         result = evaluate(cases, {v["run_id"]: v for v in res.verdicts})
         return {"source": str(src), "hosts": len(hosts), "runs": len(cases), "scan_s": round(scan_s, 2),

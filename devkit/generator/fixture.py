@@ -830,9 +830,11 @@ def provider_402_no_output(fx: Fixture) -> None:
     s.end(P402, is_error=True, terminal_reason="api_error", api_error_status=402, stop_reason="stop_sequence")
     b.explicit_no_solution = True
     b.harness_exit = 1
-    b.expect(verdict="retryable_infra_failure", exclude_from_denominator=True)
+    # refused before the model produced anything: it read nothing (verdict rule CT4), so contamination
+    # is clean although the transcript holds no call and no text to search for other runs
+    b.expect(verdict="retryable_infra_failure", exclude_from_denominator=True, contamination="clean")
     b.notes.append("Seed 29: zero tokens, zero tool calls, ~2 s; provider_insufficient_credits; excluded from "
-                   "pass-rate denominators.")
+                   "pass-rate denominators; contamination clean (it produced nothing, so it read nothing).")
     b.no_transcript_evidence = True   # one API-error line: no call and no text to search for other runs
     fx.done("provider_402_no_output", b)
 

@@ -29,6 +29,9 @@ class DiscoveredRun:
     root: str                      # runs, runs-h100, rescue, ...
     parsed: RunId | None
     entries: list[Entry] = field(default_factory=list)   # paths relative to the run folder
+    # names that are not UTF-8 in this run (its folder, a folder above it, a file in it): the path
+    # as shown (archive-relative, `\xNN` escapes) -> the raw bytes of its last segment (archive.source)
+    raw_names: dict[str, bytes] = field(default_factory=dict)
 
     def rel_files(self) -> dict[str, Entry]:
         return {e.path: e for e in self.entries if not e.is_dir}
@@ -73,7 +76,7 @@ def discover_runs(src: ArchiveSource, single_name: str | None = None) -> list[Di
     # single-run archive: the root itself holds runner files
     if children.get("", set()) & RUN_MARKERS:
         name = single_name or "run"
-        run = DiscoveredRun(name, name, "", "", parse_run_id(name))
+        run = DiscoveredRun(name, name, "", "", parse_run_id(name), raw_names=dict(src.raw_names))
         run.entries = [e for e in entries]
         return [run]
 
@@ -118,5 +121,6 @@ def discover_runs(src: ArchiveSource, single_name: str | None = None) -> list[Di
         run_id = name if len(names[name]) == 1 else f"{name}@{root or d}"
         if len(names[name]) > 1 and sum(1 for x in names[name] if _root_of(x) == root) > 1:
             run_id = f"{name}@{PurePosixPath(d).parent}"
-        runs.append(DiscoveredRun(run_id, name, d, root, parse_run_id(name), by_dir[d]))
+        raw = {p: b for p, b in src.raw_names.items() if p.startswith(d + "/") or d == p or d.startswith(p + "/")}
+        runs.append(DiscoveredRun(run_id, name, d, root, parse_run_id(name), by_dir[d], raw))
     return runs

@@ -95,24 +95,79 @@ def bench_of_problem(problem: str | None) -> str | None:
 
 
 # --------------------------------------------------------------------------- per-run file names
-_UNSAFE = re.compile(r"[^a-z0-9._@-]")   # what a file name keeps as is (lower case: case-folding file systems)
-FILE_NAME_MAX = 150
+# The benchmark's own archive names every annotation `<run_id>.yaml`: a run id is its own file name
+# wherever it is a portable one.  Not portable: path separators, NUL and the other C0/C1 controls,
+# DEL, the characters Windows refuses (`< > : " | ? *`), a lone surrogate (a name that was not
+# UTF-8), a leading '.', a trailing '.' or space (Windows drops them), the names `.`/`..`/empty,
+# Windows' device names (CON, PRN, AUX, NUL, COM1-9, LPT1-9, with any extension), and a name longer
+# than 255 bytes (UTF-8) with the longest suffix written (`.timeline.png`).  '~' is kept out of
+# unchanged names: it marks a renamed one.
+_UNPORTABLE = re.compile('[\x00-\x1f\x7f-\x9f/\\\\<>:"|?*~\ud800-\udfff]')
+_RESERVED = re.compile(r"(?i)(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\..*)?")
+LONGEST_SUFFIX = ".timeline.png"
+NAME_MAX_BYTES = 255 - len(LONGEST_SUFFIX.encode())      # the stem, in UTF-8 bytes
+_HASH_HEX = 12
+
+
+def portable_file_name(name: str) -> bool:
+    """`name` can be written as a file-name stem as is, on POSIX, macOS and Windows file systems."""
+    return (name not in ("", ".", "..") and not _UNPORTABLE.search(name) and not name.startswith(".")
+            and not name.endswith((".", " ")) and not _RESERVED.fullmatch(name)
+            and len(name.encode("utf-8")) <= NAME_MAX_BYTES)
+
+
+def _renamed(run_id: str, hex_digits: int = _HASH_HEX) -> str:
+    import hashlib
+    h = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:hex_digits]
+    base = _UNPORTABLE.sub("_", run_id)
+    if base.startswith("."):
+        base = "_" + base[1:]
+    if _RESERVED.fullmatch(base):
+        base = "_" + base             # `nul.txt~...` is still the device NUL to Windows
+    budget = NAME_MAX_BYTES - 1 - hex_digits
+    while len(base.encode("utf-8")) > budget:
+        base = base[:-1]
+    return f"{base}~{h}"
 
 
 def run_file_name(run_id: str) -> str:
-    """The file-name stem of a run's per-run files (report page, annotation YAML, timeline plot).
+    """The file-name stem of one run's per-run files (report page, annotation YAML, timeline plot):
+    the run id itself when it is a portable file name (`portable_file_name`), else a readable stem
+    (each unportable character as '_', cut to fit) plus ``~`` and 12 hex digits of the SHA-256 of
+    the exact id.  Injective: '~' never occurs in an unchanged name, and two changed names differ
+    by their hashes.  A set of runs is named with `run_file_names`, which also keeps ids that differ
+    only in case (or Unicode normalization) apart on file systems that fold them."""
+    return run_id if portable_file_name(run_id) else _renamed(run_id)
 
-    Injective over run ids, also on case-insensitive file systems: an id made only of
-    ``[a-z0-9._@-]`` (not starting with '.', at most FILE_NAME_MAX characters) is its own name;
-    any other id has its unsafe characters replaced by '_', is cut to FILE_NAME_MAX characters
-    and gets ``~`` and 12 hex digits of the SHA-256 of the exact id appended - '~' never occurs in
-    an unchanged name, so a changed name cannot equal an unchanged one, and two changed names differ
-    by their hashes (``a‹b`` and ``a>b`` both fold to ``a_b`` but keep distinct names)."""
-    import hashlib
-    base = _UNSAFE.sub("_", run_id)
-    if base.startswith("."):
-        base = "_" + base[1:]
-    if base == run_id and 0 < len(base) <= FILE_NAME_MAX:
-        return base
-    h = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{base[:FILE_NAME_MAX]}~{h}"
+
+def fold_key(name: str) -> str:
+    """What case-insensitive, normalization-insensitive file systems (macOS, Windows) compare:
+    Unicode canonical caseless matching."""
+    import unicodedata
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
+
+
+def run_file_names(run_ids) -> dict[str, str]:
+    """`run_file_name` of every id of a set, injective also on case-folded names: ids whose names
+    fold to the same key (`A_x` and `a_x`) are all renamed, so no two files of the set share a name
+    on a file system that ignores case or normalization."""
+    ids = list(dict.fromkeys(run_ids))
+    names = {rid: run_file_name(rid) for rid in ids}
+    by_key: dict[str, list[str]] = {}
+    for rid, n in names.items():
+        by_key.setdefault(fold_key(n), []).append(rid)
+    for group in by_key.values():
+        if len(group) > 1:
+            for rid in group:
+                names[rid] = _renamed(rid)
+    digits = _HASH_HEX
+    while len({fold_key(n) for n in names.values()}) < len(names) and digits < 64:   # a hash-prefix collision
+        digits += 4
+        seen: dict[str, list[str]] = {}
+        for rid, n in names.items():
+            seen.setdefault(fold_key(n), []).append(rid)
+        for group in seen.values():
+            if len(group) > 1:
+                for rid in group:
+                    names[rid] = _renamed(rid, digits)
+    return names

@@ -7,11 +7,14 @@ touched or created inside it.  Symbolic links are recorded, never followed out o
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import stat
 import tarfile
 import zipfile
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -68,6 +71,73 @@ class Entry:
     link_target: str | None = None
 
 
+# ----------------------------------------------------------------------------- names not UTF-8
+# A file or folder name that is not UTF-8 reaches Python as text with lone surrogates (the
+# `surrogateescape` of os and tarfile), which no UTF-8 column, JSON or YAML can hold: one such name
+# used to abort the whole scan.  Every source shows such a name with each undecodable byte written
+# `\xNN` (the run is analysed under that name and the ingest writes a `parse_errors` row
+# `non_utf8_name` citing it); the source maps the shown name back to the bytes on disk.  The map is
+# injective: a shown name that would equal a sibling's (a real `a\xff` beside the bytes `a<ff>`)
+# gets `~` and 8 hex digits of the SHA-256 of its bytes.
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _raw_bytes(name: str) -> bytes:
+    try:
+        return name.encode("utf-8", "surrogateescape")      # the bytes os / tarfile decoded
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogatepass")
+
+
+def shown_name(name: str) -> str:
+    """`name` (one path segment) with each undecodable byte as `\\xNN` (any other lone surrogate as
+    `\\udNNN`); unchanged when it is valid text."""
+    if not _SURROGATES.search(name):
+        return name
+    return _SURROGATES.sub(lambda m: (f"\\x{ord(m.group()) - 0xdc00:02x}" if 0xdc80 <= ord(m.group()) <= 0xdcff
+                                      else f"\\u{ord(m.group()):04x}"), name)
+
+
+def shown_names(names: Iterable[str]) -> dict[str, str]:
+    """Sibling names -> the names shown for them (injective over the siblings)."""
+    names = set(names)
+    out = {n: n for n in names if not _SURROGATES.search(n)}
+    used = set(out)
+    for n in sorted((n for n in names if n not in out), key=_raw_bytes):
+        shown = shown_name(n)
+        if shown in used:
+            shown = f"{shown}~{hashlib.sha256(_raw_bytes(n)).hexdigest()[:8]}"
+        used.add(shown)
+        out[n] = shown
+    return out
+
+
+def shown_paths(paths: Iterable[str]) -> tuple[dict[str, str], dict[str, bytes]]:
+    """Archive paths ('/'-separated) -> shown paths (segment by segment, `shown_names` among
+    siblings), and shown path -> the raw bytes of its last segment, for every path whose last
+    segment is shown escaped."""
+    paths = list(paths)
+    if not any(_SURROGATES.search(p) for p in paths):
+        return {p: p for p in paths}, {}
+    children: dict[str, set[str]] = defaultdict(set)
+    for p in paths:
+        parts = p.split("/")
+        for i in range(len(parts)):
+            children["/".join(parts[:i])].add(parts[i])
+    seg = {parent: shown_names(names) for parent, names in children.items()}
+    out: dict[str, str] = {}
+    raw: dict[str, bytes] = {}
+    for p in paths:
+        parts = p.split("/")
+        shown = []
+        for i, part in enumerate(parts):
+            shown.append(seg["/".join(parts[:i])][part])
+            if shown[-1] != part:
+                raw["/".join(shown)] = _raw_bytes(part)
+        out[p] = "/".join(shown)
+    return out, raw
+
+
 def _ts(t: float | None) -> datetime | None:
     if t is None:
         return None
@@ -82,6 +152,8 @@ class ArchiveSource:
 
     kind: str = "?"
     location: str = ""
+    # shown path -> the raw bytes of its last segment, for every name that is not UTF-8 (see above)
+    raw_names: dict[str, bytes] = {}
 
     def entries(self) -> list[Entry]:
         raise NotImplementedError
@@ -103,6 +175,14 @@ class ArchiveSource:
         self.close()
 
 
+def location_of(path: str | os.PathLike) -> str:
+    """The name a source gives the archive at `path` (its `location`, the store's `archive`): the
+    resolved path, but a directory given through a symlink keeps the link's absolute path (the
+    name the user knows)."""
+    p = Path(path)
+    return str(p.absolute() if p.is_dir() and p.is_symlink() else p.resolve())
+
+
 class DirSource(ArchiveSource):
     kind = "dir"
 
@@ -115,10 +195,30 @@ class DirSource(ArchiveSource):
         self._real_root = os.path.realpath(self.root)
         self._entries: list[Entry] | None = None
         self._real_dirs: dict[str, str] = {}
+        self._raw_paths: dict[str, str] = {}       # shown path -> path on disk (names not UTF-8)
+        self._dir_maps: dict[str, dict[str, str]] = {}
+        self.raw_names = {}
 
     def entries(self) -> list[Entry]:
         if self._entries is not None:
             return self._entries
+        out = self._walk()
+        shown, self.raw_names = shown_paths(e.path for e in out)
+        if self.raw_names:
+            fixed = []
+            for e in out:
+                sp = shown[e.path]
+                if sp != e.path:
+                    self._raw_paths[sp] = e.path
+                tgt = e.link_target
+                if tgt is not None and _SURROGATES.search(tgt):
+                    tgt = "/".join(shown_name(x) for x in tgt.split("/"))
+                fixed.append(Entry(sp, e.size, e.mtime, e.is_dir, e.is_symlink, tgt))
+            out = fixed
+        self._entries = out
+        return out
+
+    def _walk(self) -> list[Entry]:
         out: list[Entry] = []
         root = self.root
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -141,8 +241,29 @@ class DirSource(ArchiveSource):
                     out.append(Entry(rel, 0, _ts(st.st_mtime), is_dir=True))
                 except OSError:
                     pass
-        self._entries = out
         return out
+
+    def _on_disk(self, path: str) -> str:
+        """The path on disk of a shown archive path (names that are not UTF-8 mapped back)."""
+        raw = self._raw_paths.get(path)
+        if raw is not None or "\\" not in path:
+            return raw if raw is not None else path
+        # a source that did not list the archive (a worker, a store's RunFiles): map segment by
+        # segment, from the listing of each folder on the way (the same siblings give the same map)
+        parts, done = path.split("/"), []
+        for part in parts:
+            if "\\" in part:
+                parent = "/".join(done)
+                m = self._dir_maps.get(parent)
+                if m is None:
+                    try:
+                        names = os.listdir(os.path.join(self.location, parent) if parent else self.location)
+                    except OSError:
+                        names = []
+                    m = self._dir_maps[parent] = {v: k for k, v in shown_names(names).items()}
+                part = m.get(part, part)
+            done.append(part)
+        return "/".join(done)
 
     @staticmethod
     def _entry(full: str, rel: str) -> Entry:
@@ -159,7 +280,7 @@ class DirSource(ArchiveSource):
         return Entry(rel, st.st_size, _ts(st.st_mtime))
 
     def _full(self, path: str) -> str:
-        p = os.path.join(self.location, path)
+        p = os.path.join(self.location, self._on_disk(path))
         # refuse anything that escapes the root (no following links out of the archive); the
         # resolved directories are cached, so a file costs one lstat instead of one per component
         d, name = os.path.split(p)
@@ -207,16 +328,23 @@ class TarSource(ArchiveSource):
         except (tarfile.TarError, OSError, EOFError) as e:  # truncated archive: keep what was read
             members = self._tf.members
             self.truncated = str(e)
+        named: list[tuple[str, tarfile.TarInfo]] = []
         for m in members:
             name = str(PurePosixPath(m.name.lstrip("/")))
             if name.startswith("./"):
                 name = name[2:]
             if name in (".", ""):
                 continue
+            named.append((name, m))
+        shown, self.raw_names = shown_paths(n for n, _ in named)
+        for name, m in named:
+            name = shown[name]
             self._members[name] = m
+            target = m.linkname if (m.issym() or m.islnk()) else None
+            if target is not None and _SURROGATES.search(target):
+                target = "/".join(shown_name(x) for x in target.split("/"))
             out.append(Entry(name, m.size if m.isfile() else 0, _ts(m.mtime), is_dir=m.isdir(),
-                             is_symlink=m.issym() or m.islnk(),
-                             link_target=m.linkname if (m.issym() or m.islnk()) else None))
+                             is_symlink=m.issym() or m.islnk(), link_target=target))
         self._entries = out
         return out
 
@@ -239,26 +367,127 @@ class TarSource(ArchiveSource):
         self._tf.close()
 
 
+class _PatchedFile:
+    """A read-only file whose bytes at some offsets read as others (`patches`: offset -> bytes)."""
+
+    def __init__(self, f: BinaryIO, patches: dict[int, bytes]):
+        self._f, self.patches = f, patches
+
+    def read(self, n: int = -1) -> bytes:
+        pos = self._f.tell()
+        data = self._f.read(n)
+        end = pos + len(data)
+        if any(pos < off + len(b) and off < end for off, b in self.patches.items()):
+            buf = bytearray(data)
+            for off, b in self.patches.items():
+                for i, byte in enumerate(b):
+                    if pos <= off + i < end:
+                        buf[off + i - pos] = byte
+            data = bytes(buf)
+        return data
+
+    def seek(self, *a):
+        return self._f.seek(*a)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def seekable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._f.close()
+
+
+_UTF8_FLAG = 0x800
+
+
+def _bad_utf8_flags(f: BinaryIO) -> tuple[dict[int, bytes], list[int]]:
+    """Central-directory entries that say their name is UTF-8 (flag bit 11) but whose bytes are not:
+    the patches that clear the flag (so zipfile reads the name as bytes, as for any unflagged name,
+    instead of refusing the whole archive) and the entries' indexes."""
+    import struct
+    endrec = zipfile._EndRecData(f)   # noqa: SLF001 - the end record zipfile itself reads
+    if not endrec:
+        return {}, []
+    size_cd, offset_cd = endrec[zipfile._ECD_SIZE], endrec[zipfile._ECD_OFFSET]   # noqa: SLF001
+    concat = endrec[zipfile._ECD_LOCATION] - size_cd - offset_cd                    # noqa: SLF001
+    if endrec[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:               # noqa: SLF001
+        concat -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator
+    start = offset_cd + concat
+    f.seek(start)
+    cd = f.read(size_cd)
+    patches: dict[int, bytes] = {}
+    bad: list[int] = []
+    pos = idx = 0
+    while pos + 46 <= len(cd) and cd[pos:pos + 4] == b"PK\x01\x02":
+        flags, = struct.unpack_from("<H", cd, pos + 8)
+        n_name, n_extra, n_comment = struct.unpack_from("<3H", cd, pos + 28)
+        name = cd[pos + 46:pos + 46 + n_name]
+        if flags & _UTF8_FLAG:
+            try:
+                name.decode("utf-8")
+            except UnicodeDecodeError:
+                patches[start + pos + 8] = struct.pack("<H", flags & ~_UTF8_FLAG)
+                bad.append(idx)
+        pos += 46 + n_name + n_extra + n_comment
+        idx += 1
+    return patches, bad
+
+
 class ZipSource(ArchiveSource):
+    """A .zip read in place.  Names: UTF-8 where the entry says so (flag bit 11); an unflagged name
+    is read as UTF-8 when its bytes are UTF-8 (what Linux zip tools write), else shown with `\\xNN`
+    escapes (a `parse_errors` row `non_utf8_name`), as in a folder; an entry flagged UTF-8 whose
+    bytes are not is read the same way instead of making zipfile refuse the whole archive."""
+
     kind = "zip"
 
     def __init__(self, path: Path):
         self.location = str(path.resolve())
         try:
             self._zf = zipfile.ZipFile(path, "r")
+        except UnicodeDecodeError:
+            self._zf = self._open_patched(path)
         except (zipfile.BadZipFile, OSError) as e:
             raise ArchiveError(f"cannot read zip archive {path}: {e}") from e
         self._entries: list[Entry] | None = None
         self._infos: dict[str, zipfile.ZipInfo] = {}
+        self.raw_names = {}
+
+    @staticmethod
+    def _open_patched(path: Path) -> zipfile.ZipFile:
+        try:
+            f = open(path, "rb")
+            patches, bad = _bad_utf8_flags(f)
+            pf = _PatchedFile(f, patches)
+            zf = zipfile.ZipFile(pf, "r")   # type: ignore[arg-type]
+            infos = zf.infolist()
+            for i in bad:                    # the local headers repeat the flag
+                if i < len(infos):
+                    f.seek(infos[i].header_offset + 6)
+                    local = int.from_bytes(f.read(2), "little")
+                    patches[infos[i].header_offset + 6] = (local & ~_UTF8_FLAG).to_bytes(2, "little")
+            return zf
+        except (zipfile.BadZipFile, OSError, UnicodeDecodeError, ValueError) as e:
+            raise ArchiveError(f"cannot read zip archive {path}: {e}") from e
 
     def entries(self) -> list[Entry]:
         if self._entries is not None:
             return self._entries
         out = []
+        named: list[tuple[str, zipfile.ZipInfo]] = []
         for zi in self._zf.infolist():
             name = zi.filename.rstrip("/")
             if not name:
                 continue
+            if not zi.flag_bits & _UTF8_FLAG and not name.isascii():
+                # zipfile read the bytes as cp437 (the format's legacy code page, one char per byte)
+                name = name.encode("cp437").decode("utf-8", "surrogateescape")
+            named.append((name, zi))
+        shown, self.raw_names = shown_paths(n for n, _ in named)
+        for name, zi in named:
+            name = shown[name]
             mode = (zi.external_attr >> 16) & 0xFFFF
             is_link = stat.S_ISLNK(mode)
             try:
@@ -293,6 +522,10 @@ def open_source(path: str | os.PathLike) -> ArchiveSource:
     p = Path(path)
     if not p.exists():
         raise ArchiveError(f"archive not found: {p}")
+    if _SURROGATES.search(str(p.absolute())):
+        # the store names every run by its archive's path: a path it cannot hold as text
+        raise ArchiveError(f"the archive's path is not UTF-8 ({shown_name(str(p.absolute()))}): "
+                           f"give it through a UTF-8 path (a symlink or a renamed parent folder)")
     if p.is_dir():
         return DirSource(p)
     name = p.name.lower()

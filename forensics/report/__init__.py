@@ -3,7 +3,8 @@
     from forensics.report import write_reports
     paths = write_reports(store, "report/", run_ids)
 
-Layout under OUT: index.html, runs/<run>.html (+ runs/<run>.timeline.png), annotations/<run>.yaml,
+Layout under OUT: index.html, runs/<run>.html (+ runs/<run>.timeline.png), annotations/<run>.yaml
+(<run>: the run id where it is a portable file name, forensics.archive.runid.run_file_names),
 scan.json (written by the pipeline after the reports, with the final timings).  Data is gathered
 from the store in the calling process (DuckDB has one writer); rendering (HTML, YAML, matplotlib)
 runs in a process pool with `jobs > 1`.
@@ -94,11 +95,11 @@ def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerende
     missing) and the index for all `run_ids`.  PNG timeline plots go to at most `max_png` runs per
     call, suspicious ones first (see `_wants_png`); the inline SVG trajectory is on every page."""
     from forensics.report.data import run_report, runs_overview
-    from forensics.report.html import index_html, safe_name
+    from forensics.report.html import index_html, run_page_names
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "annotations").mkdir(parents=True, exist_ok=True)
-    page_names = {rid: safe_name(rid) for rid in run_ids}
+    page_names = run_page_names(run_ids)
     redo = set(run_ids) if rerender is None else set(rerender)
     for rid in run_ids:
         pn = page_names[rid]

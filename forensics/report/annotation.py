@@ -11,15 +11,24 @@ Unknown fields are written as the string ``unknown``; the reason is under ``deci
 be done with the number (both from `forensics.report.prose`); `rule_trace` is the verdict's own
 trace of the rules and facts that decided it.
 
-Two readers must get the same values: a YAML parser, and the benchmark site's line parser, which
-only finds top-level `key: value` lines, strips one pair of surrounding quotes and reads `|` / `>`
-block scalars (lines indented by two spaces).  So every top-level scalar is written on one line
-(plain when YAML reads it back unchanged, else single- or double-quoted when the text holds no
-quote of that kind and needs no escape), a multi-line text as a `|-` / `|` block with every line,
-blank ones included, indented by two spaces, and nested values (quotes, findings, decided_by) are
-indented under their key so no nested line can look like a top-level key.  Each scalar is read
-back with YAML before it is written; text no line form can carry (control characters, a first line
-starting with a space in a multi-line text) falls back to YAML's escaped double-quoted form.
+Three readers must get the same values: PyYAML's own loader, libyaml's, and the benchmark site's
+line parser, which only finds top-level `key: value` lines, strips one pair of surrounding quotes
+and reads `|` / `>` block scalars (lines indented by two spaces).  So every top-level scalar is
+written on one line (plain when YAML reads it back unchanged, else single- or double-quoted when the
+text holds no quote of that kind and needs no escape), a multi-line text as a `|-` / `|` / `|+`
+block with every line, blank ones included, indented by two spaces, and nested values (quotes,
+findings, decided_by) are indented under their key so no nested line can look like a top-level key.
+Each top-level scalar is read back with both YAML loaders before it is written; text no line form
+can carry (control characters, CR, NEL, U+2028/U+2029, BOM; a multi-line text whose first line
+starts with white space) falls back to YAML's escaped double-quoted form on one line, which the
+site shows escaped.  A nested text is a literal block only when nothing in it can read otherwise
+(no such character, no trailing white space on a line, no leading white space, at most one final
+line break: a `|+` block ending a node made libyaml close the document with `...`, which the
+nesting indent moved into the mapping), else double-quoted; no line is folded.  The whole document
+is read back before it is written, and written again with every nested text double-quoted if it
+does not read back as the annotation.  Lone surrogates (undecodable bytes) cannot be written as
+UTF-8: they are written as U+FFFD.  tests/test_annotation_yaml.py checks all of it with generated
+text against both loaders and a port of the site's reader.
 """
 
 from __future__ import annotations
@@ -41,15 +50,42 @@ class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # libyaml when av
     pass
 
 
+# Characters YAML cannot carry raw in a scalar, or that its readers treat as line breaks or differ on
+# (C0 controls but LF, DEL, C1 controls including NEL, the Unicode line and paragraph separators,
+# BOM, CR, the non-characters U+FFFE/U+FFFF): a text holding one is written double-quoted,
+# where YAML's escapes carry it exactly.
+_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\r\u2028\u2029\ufeff\ufffe\uffff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _block_ok(data: str) -> bool:
+    """A multi-line text a literal block (`|` or `|-`) carries exactly whoever reads it: no character
+    YAML escapes, no line with trailing white space, no first line starting with white space, at
+    most one final line break (a keep-chomping `|+` block at the end of a node makes libyaml close
+    the document with `...`, which an indented nested value then moves into the mapping)."""
+    return (not _UNSAFE_CHARS.search(data) and not data.startswith((" ", "\t", "\n"))
+            and not data.endswith("\n\n") and not _TRAILING_WS.search(data))
+
+
+_TRAILING_WS = re.compile(r"[ \t](?:\n|$)")
+
+
 def _str_presenter(dumper, data: str):
-    if "\n" in data:
+    if "\n" in data and _block_ok(data):
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    if "\n" in data or _UNSAFE_CHARS.search(data):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"')
     return dumper.represent_scalar("tag:yaml.org,2002:str", data)
 
 
 _Dumper.add_representer(str, _str_presenter)
 
-_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\r\u2028\u2029\ufeff]")
+
+class _QuotedDumper(_Dumper):
+    """Every string double-quoted (the fallback when a document does not read back)."""
+
+
+_QuotedDumper.add_representer(str, lambda dumper, data: dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"'))
 
 
 def _reads_back(fragment: str, key: str, value: Any) -> bool:
@@ -96,7 +132,9 @@ def scalar_line(key: str, value: Any) -> str:
             text = f"{key}: {head}\n" + "".join(f"  {ln}\n" for ln in lines)
             if _reads_back(text, key, value):
                 return text
-    return yaml.dump({key: value}, Dumper=_Dumper, default_style='"', width=1 << 30, allow_unicode=True)
+    # YAML's escaped double-quoted form on one line (the key stays plain for the site's reader)
+    text = yaml.dump({key: value}, Dumper=_QuotedDumper, width=1 << 30, allow_unicode=True)
+    return f"{key}:" + text[len(key) + 3:] if text.startswith(f'"{key}":') else text
 
 
 def _plain(v: Any) -> Any:
@@ -151,25 +189,61 @@ def annotation_dict(rep: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-def _nested(key: str, value: Any) -> str:
+def _nested(key: str, value: Any, dumper: type = _Dumper) -> str:
     """`key:` and its nested value with every line after the first indented by two more spaces than
     libyaml writes it (a top-level block sequence is otherwise written in column 0).  Shifting every
     non-empty line of a block node by the same amount keeps each nested node, block scalars included,
-    at the same relative indentation, so the value reads back unchanged (tested)."""
-    text = yaml.dump({key: value}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110,
+    at the same relative indentation, so the value reads back unchanged (tested).  No line is
+    folded (width): a quoted text stays on one line."""
+    text = yaml.dump({key: value}, Dumper=dumper, sort_keys=False, allow_unicode=True, width=1 << 30,
                      default_flow_style=False)
+    if text.endswith("\n...\n"):   # a document-end marker (never written for the forms above; belt and braces)
+        text = text[:-4]
     head, nl, rest = text.partition("\n")
     return head + nl + "".join(ln if ln == "\n" else "  " + ln for ln in rest.splitlines(keepends=True))
 
 
+def _utf8(v: Any) -> Any:
+    """`v` with every lone surrogate (text decoded from bytes that were not UTF-8 with
+    ``surrogateescape``, or a JSON ``\\ud800`` escape) replaced by U+FFFD: a UTF-8 file cannot hold
+    one, and libyaml reads no escape of one."""
+    if isinstance(v, str):
+        return _SURROGATE.sub("\ufffd", v) if _SURROGATE.search(v) else v
+    if isinstance(v, dict):
+        return {_utf8(k): _utf8(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_utf8(x) for x in v]
+    return v
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of equal types (True is not 1, NaN equals NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(x, b[k]) for k, x in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and a != a:
+        return b != b
+    return a == b
+
+
+def _document(d: dict[str, Any], dumper: type) -> str:
+    return "".join(_nested(k, v, dumper) if isinstance(v, (dict, list)) else scalar_line(k, v) for k, v in d.items())
+
+
 def dump_annotation(d: dict[str, Any]) -> str:
-    parts = []
-    for k, v in d.items():
-        if isinstance(v, (dict, list, tuple)):
-            parts.append(_nested(k, v))
-        else:
-            parts.append(scalar_line(k, v))
-    return "".join(parts)
+    """The annotation as YAML that PyYAML, libyaml and the site's line reader read alike (module
+    docstring).  The document is read back before it is returned; one that does not read back as
+    `d` is written again with every nested text double-quoted."""
+    d = _utf8({k: list(v) if isinstance(v, tuple) else v for k, v in d.items()})
+    text = _document(d, _Dumper)
+    try:
+        ok = _same(yaml.load(text, Loader=_Loader), d)
+    except yaml.YAMLError:
+        ok = False
+    return text if ok else _document(d, _QuotedDumper)
 
 
 def write_annotation(rep: dict[str, Any], path: Path) -> Path:

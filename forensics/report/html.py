@@ -55,10 +55,25 @@ document.body.setAttribute('data-js','ready');});
 
 
 def safe_name(run_id: str) -> str:
-    """The file-name stem of a run's page and annotation: injective over run ids (see
-    forensics.archive.runid.run_file_name)."""
+    """The file-name stem of one run's page and annotation (forensics.archive.runid.run_file_name);
+    a report names its runs with `page_names`."""
     from forensics.archive.runid import run_file_name
     return run_file_name(run_id)
+
+
+def run_page_names(run_ids) -> dict[str, str]:
+    """run id -> the file-name stem of its page, annotation and plot: the run id itself where it is
+    a portable file name, injective over the set also where case is folded
+    (forensics.archive.runid.run_file_names)."""
+    from forensics.archive.runid import run_file_names
+    return run_file_names(run_ids)
+
+
+def href(name: str) -> str:
+    """A file name as the path of a link (percent-encoded: a run id may hold '#', '%', spaces or
+    non-ASCII letters), HTML-escaped for an attribute."""
+    from urllib.parse import quote
+    return E(quote(name, safe=""))
 
 
 def fmt(v: Any) -> str:
@@ -218,7 +233,7 @@ def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pa
     rows = []
     for r in overview:
         name = r.get("run_name") or r["run_id"]
-        link = f'<a class="run" href="runs/{E(page_names[r["run_id"]])}.html">{E(name)}</a>'
+        link = f'<a class="run" href="runs/{href(page_names[r["run_id"]] + ".html")}">{E(name)}</a>'
         arch = (r.get("archived") or {}).get("counts") or {}
         arch_s = (f'<span class="agree">{arch.get("agree", 0)}</span>/<span class="disagree">{arch.get("disagree", 0)}</span>'
                   f'/<span class="cannot_tell">{arch.get("cannot_tell", 0)}</span>') if arch else "-"
@@ -241,8 +256,8 @@ def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pa
             src = page_names.get(f["run_id"])
             dst_id = next((rid for rid, pn in page_names.items() if rid == f.get("foreign_run_id")
                            or rid.split("@")[0] == f.get("foreign_run_id")), None)
-            a = f'<a class="run" href="runs/{E(src)}.html">{E(f["run_id"])}</a>' if src else E(f["run_id"])
-            b = (f'<a class="foreign" href="runs/{E(page_names[dst_id])}.html">{E(f.get("foreign_run_id") or "")}</a>'
+            a = f'<a class="run" href="runs/{href(src + ".html")}">{E(f["run_id"])}</a>' if src else E(f["run_id"])
+            b = (f'<a class="foreign" href="runs/{href(page_names[dst_id] + ".html")}">{E(f.get("foreign_run_id") or "")}</a>'
                  if dst_id else E(f.get("foreign_run_id") or "") + ' <span class="muted">(not in archive)</span>')
             lrows.append([a, E(f.get("classification") or ""), b, E(fmt(f.get("foreign_file") or f.get("artifact"))),
                           E(fmt(f.get("same_problem"))), E(fmt(f.get("call_seq"))), E(fmt(f.get("reason")))])
@@ -331,7 +346,7 @@ def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, s
         for f in rep["foreign"]:
             fid = f.get("foreign_run_id") or ""
             dst = next((pn for rid, pn in page_names.items() if rid == fid or rid.split("@")[0] == fid), None)
-            link = f'<a class="foreign" href="{E(dst)}.html">{E(fid)}</a>' if dst else E(fid)
+            link = f'<a class="foreign" href="{href(dst + ".html")}">{E(fid)}</a>' if dst else E(fid)
             rows.append([E(fmt(f.get("call_seq"))), E(fmt(f.get("line"))), link, E(fmt(f.get("foreign_file"))),
                          E(fmt(f.get("classification"))), E(fmt(f.get("same_problem"))), E(fmt(f.get("reason")))])
         body.append("<h2>References to other runs</h2>")
@@ -342,7 +357,7 @@ def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, s
         for p in rep["similar"]:
             other = p["b_id"] if p["a_id"] == run["run_id"] else p["a_id"]
             dst = page_names.get(other)
-            link = f'<a href="{E(dst)}.html">{E(other)}</a>' if dst else E(other)
+            link = f'<a href="{href(dst + ".html")}">{E(other)}</a>' if dst else E(other)
             spans = p.get("spans")
             rows.append([link, E(fmt(p.get("jaccard"))), E(fmt(p.get("containment_a"))), E(fmt(p.get("containment_b"))),
                          E(str(spans)[:300] if spans else "-")])
@@ -353,7 +368,7 @@ def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, s
     body.append("<h2>Timeline</h2>")
     body.append(trajectory_svg(rep["checks"], rep["versions"], run.get("peak_fraction")))
     if plot_name:
-        body.append(f'<img class="plot" alt="timeline plot" src="{E(plot_name)}">')
+        body.append(f'<img class="plot" alt="timeline plot" src="{href(plot_name)}">')
     if rep["checks"]:
         rows = [[E(fmt(c["call_seq"])), E(fmt(c["line"])), E(fmt(c["script"])), E(fmt(c["outcome"])),
                  E(fmt(c["exit_code"])), E(fmt(c["peak_fraction"])), E(fmt(c["solution_version"])),

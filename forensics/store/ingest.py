@@ -488,6 +488,14 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             whole[rel] = data
         return data
 
+    # ---- names that are not UTF-8: read under their escaped name, and said (forensics.archive.source)
+    for path, raw in sorted(getattr(run, "raw_names", {}).items()):
+        inside = path[len(pre):] if pre and path.startswith(pre) else (path if not pre else None)
+        what = "file or folder" if inside else "run folder" if path == run.run_path else "folder above the run"
+        perr(inside, None, "non_utf8_name",
+             f"the {what} name {path} is not UTF-8 (bytes {raw!r}); the run is read with each undecodable byte "
+             f"shown as \\xNN", raw.decode("utf-8", "replace"))
+
     # ---- runner files that are not files (a directory, a fifo named result.json ...): said, not skipped
     for e in run.entries:
         if e.is_dir and e.path in RUN_FILE_NAMES:

@@ -383,12 +383,14 @@ class CodexExecParser(Parser):
         self.items: set[str] = set()       # item ids whose call was emitted
         self.done: set[str] = set()        # item ids whose result was emitted
         self.tok: dict | None = None
+        self.n_objects = 0                 # JSON objects handled so far (not lines: a banner may precede)
 
     def handle(self, o, ln, off, nb):
         t = o.get("type")
+        self.n_objects += 1
         if t is None and isinstance(o.get("msg"), dict):
             return self._legacy(o["msg"], ln, off, nb)
-        if t is None and ln <= 3 and ("prompt" in o or "model" in o or "sandbox" in o or "workdir" in o):
+        if t is None and self.n_objects <= 3 and ("prompt" in o or "model" in o or "sandbox" in o or "workdir" in o):
             # the earlier stream's config summary and prompt lines
             text = o.get("prompt") if isinstance(o.get("prompt"), str) else None
             return Record(self.source, ln, off, nb, self.fmt, "prompt" if text is not None else "config",

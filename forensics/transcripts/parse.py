@@ -35,7 +35,8 @@ from .gemini import GeminiChatParser, GeminiParser
 from .grok import GrokChatParser, GrokStreamParser
 from .kimi import KimiParser, KimiWireParser
 from .opencode import OpenCodeParser
-from .sniff import DOCUMENT_FORMATS, FORMATS, RUNNER_LINE, SNIFF_OBJECTS, detect_format, document_head, expected_format
+from .sniff import (DOCUMENT_FORMATS, FORMATS, RUNNER_LINE, SNIFF_OBJECTS, detect_format, document_head, expected_format,
+                    mostly_objects)
 
 Event = object
 
@@ -199,8 +200,8 @@ def _open(stream, source: str, harness: str | None, fmt: str | None):
     parser = make_parser(fmt if fmt != "empty" else "unknown", source, harness)
     if fmt == "empty":
         parser.fmt = "empty"
-    doc = fmt in DOCUMENT_FORMATS or (fmt == "unknown" and document_head(
-        [r for r in sample if not RUNNER_LINE.match(r.lstrip())][:2]))
+    body = [r for r in sample if not RUNNER_LINE.match(r.lstrip())]
+    doc = fmt in DOCUMENT_FORMATS or (fmt == "unknown" and document_head(body[:2]) and not mostly_objects(body))
     return chain(consumed, batches), parser, fmt, evidence, doc, src.bom
 
 

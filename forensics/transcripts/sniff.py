@@ -16,7 +16,9 @@ without any, the file is ``unknown`` - never the harness's format nor the viewer
 the parse reports it (ParseError ``unknown_format``).  A file with no JSON line at all is
 ``codex_text``; a file with no non-blank line is ``empty``.  A JSON document spread over several
 lines (not JSON Lines) is ``gemini_chat`` when its head has ``sessionId`` and ``messages`` (the
-Gemini CLI chat recording), else ``unknown``.
+Gemini CLI chat recording), else ``unknown``; a head that looks like a document is read as JSON
+Lines all the same when most of the sampled lines from it on are JSON objects each
+(`mostly_objects`).
 """
 
 from __future__ import annotations
@@ -165,16 +167,30 @@ def weak_obj(o: dict) -> tuple[str, str] | None:
     return None
 
 
+def mostly_objects(lines: list[bytes]) -> bool:
+    """Most lines of the sample that start with ``{`` parse, each on its own, as a JSON object:
+    JSON Lines (a banner's text lines are neither).  A document spread over several lines has
+    almost none (its object lines are a lone ``{`` or items followed by commas), so line-oriented
+    reading wins whenever this holds."""
+    ls = [ln for ln in lines if ln.lstrip()[:1] == b"{"]
+    return sum(1 for ln in ls if isinstance(_loads(ln), dict)) * 2 > len(ls) > 0
+
+
+_KEY_LINE = re.compile(rb'\s*"(?:[^"\\]|\\.)*"\s*:')
+
+
 def document_head(first_lines: list[bytes]) -> bool:
     """The sample starts a JSON document spread over several lines (a lone ``{`` / ``[`` line, or an
-    object line that does not parse followed by a ``"key":`` line)."""
+    object line that does not parse followed by a ``"key":`` line).  Callers check
+    `mostly_objects` too: a broken first line followed by a JSON string is not a document when the
+    lines after it are JSON objects (it turned a whole transcript into one unknown document)."""
     lines = [ln.strip() for ln in first_lines if ln.strip()]
     if len(lines) < 2:
         return False
     a, b = lines[0], lines[1]
     if a in (b"{", b"["):
         return True
-    return a.startswith(b"{") and b.startswith(b'"') and _loads(a) is None
+    return a.startswith(b"{") and _KEY_LINE.match(b) is not None and _loads(a) is None
 
 
 def _document(first_lines: list[bytes], exp: str | None, why: str) -> tuple[str, str]:
@@ -225,7 +241,7 @@ def _detect(first_lines: list[bytes], harness: str | None, source: str) -> tuple
         if not objs and (not s.startswith((b"{", b"[")) or RUNNER_LINE.match(s)):
             n_lead += 1
             continue
-        if not objs and document_head(nonblank[i:i + 2]):
+        if not objs and document_head(nonblank[i:i + 2]) and not mostly_objects(nonblank[i:]):
             fmt, ev = _document(nonblank[i:], exp, why)
             return fmt, ev + (f"; skipped {n_lead} leading non-JSON lines" if n_lead else "")
         o = _loads(raw)

@@ -15,7 +15,7 @@ import click
 import orjson
 
 from forensics.analyze.timeline.core import ANALYZER, analyze, analyze_run
-from forensics.archive.runid import run_file_name
+from forensics.archive.runid import run_file_names
 from forensics.analyze.timeline.report import plot, render_text, timeline, trajectory_entries
 
 __all__ = ["ANALYZER", "analyze", "analyze_run", "timeline", "trajectory_entries", "render_text", "plot",
@@ -43,6 +43,7 @@ def timeline_cmd(run_dir: str, as_json: bool, plot_path: str | None, x_axis: str
         raise click.ClickException(f"no run found in {run_dir}")
     analyze(store, ids)
     out = []
+    names = run_file_names(ids)
     for rid in ids:
         t = timeline(store, rid)
         if content:
@@ -51,7 +52,7 @@ def timeline_cmd(run_dir: str, as_json: bool, plot_path: str | None, x_axis: str
             for v in t["solution"]["versions"]:
                 v["content"] = by.get((v["path"], v["version"]))
         if plot_path:
-            p = plot_path if len(ids) == 1 else plot_path.replace(".png", f".{run_file_name(rid)}.png")
+            p = plot_path if len(ids) == 1 else plot_path.replace(".png", f".{names[rid]}.png")
             plot(t, p, x=x_axis)
             t["plot"] = p
         out.append(t)
