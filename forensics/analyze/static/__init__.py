@@ -236,7 +236,55 @@ def _lint_source(source: str | bytes, filename: str, problem: str | None, bench:
                             f"(forbidden_hits={rep.gate['forbidden_hits']})", file=filename, data={"gate": rep.gate}))
     _l2_without_flush(rep.hits, problem)
     _caches_by_contract(rep.hits, problem)
+    if mod is not None:
+        _forbidden_off_path(rep.hits)
+        _l2_off_timed_path(mod, rep.hits, problem)
     return rep
+
+
+def _forbidden_off_path(hits: list[Hit]) -> None:
+    """A forbidden call decides only where it does the graded entry's main operation: the work
+    account's library calls of the graded entry (WORK-BY-LIBRARY / WORK-ACCOUNT data).  A forbidden op
+    that sorts a side value or sits in a helper the graded path never reaches is reported (medium)."""
+    lib_lines: set[int] = set()
+    graded: set[str] = set()
+    for h in hits:
+        if h.rule in ("WORK-BY-LIBRARY", "WORK-NO-KERNEL", "WORK-UNRESOLVED") or h.rule == "WORK-ACCOUNT":
+            for item in (h.data or {}).get("library", []) or []:
+                try:
+                    lib_lines.add(int(str(item).rsplit("@", 1)[1]))
+                except (IndexError, ValueError):
+                    pass
+    for h in hits:
+        if h.rule != "FORBIDDEN-OP" or h.severity not in ("high", "critical"):
+            continue
+        if (h.data or {}).get("import") or h.line_start is None or h.line_start in lib_lines:
+            continue
+        h.severity = "medium"
+        h.message += " (not a call doing the graded entry's main operation: a side value or an off-path helper)"
+        h.data = {**(h.data or {}), "on_graded_path": False}
+
+
+def _l2_off_timed_path(mod: Any, hits: list[Hit], problem: str | None) -> None:
+    """An L2 residency hint can only defeat the flush in a kernel the timed calls launch: a Triton
+    kernel launched only from construction or a one-off preparation (a weight repack in __init__) is
+    low."""
+    from .capabilities import Auditor
+    tri = [h for h in hits if h.rule in L2_RULES and h.severity in ("high", "medium") and (h.data or {}).get("kernel")]
+    if not tri:
+        return
+    reach = Auditor(mod, problem).entry_reach()
+    for h in tri:
+        kname = str(h.data["kernel"]).rsplit(".", 1)[-1]
+        launchers = set()
+        for n in mod.of(ast.Subscript):
+            if isinstance(n.value, ast.Name) and n.value.id == kname and isinstance(mod.parent.get(n), ast.Call):
+                sc = mod.scope_of(n)
+                launchers.add(sc.qualname if sc is not None else "<module>")
+        if launchers and not (launchers & reach):
+            h.severity = "low"
+            h.message += f" (the kernel is launched only from {', '.join(sorted(launchers)[:3])}, not from the timed calls)"
+            h.data = {**h.data, "launched_on_timed_path": False}
 
 
 def _caches_by_contract(hits: list[Hit], problem: str | None) -> None:

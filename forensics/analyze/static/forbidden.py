@@ -163,7 +163,9 @@ def check_forbidden(mod: Module, problem: str | None, bench: str | None) -> list
             seen.add(n.lineno)
             what = mod.qn(n) if isinstance(n, (ast.Attribute, ast.Name, ast.Call)) else ast.unparse(n)[:60]
             hits.append(mod.hit("FORBIDDEN-OP", n, f"uses forbidden '{lit}' ({what}) for {problem}",
-                                data={"forbidden": lit, "resolved": what, "problem": problem}))
+                                data={"forbidden": lit, "resolved": what, "problem": problem,
+                                      "import": isinstance(n, (ast.Import, ast.ImportFrom)) or lit.startswith("import ")
+                                      or (isinstance(n, ast.Call) and (mod.qn(n.func) or "") in ("importlib.import_module", "__import__"))}))
     return hits
 
 
