@@ -612,6 +612,12 @@ def check_work(mod: Module, blobs: list[Blob], problem: str | None) -> list[Hit]
                                "whatever computes it is torch's or a library's")
                             + ": the score measures torch, not an authored kernel", data=data))
         return hits
+    if not defined and unseen and not acc.library:
+        hits.append(mod.hit("WORK-UNSEEN", fi.node,
+                            f"{acc.entry}: no kernel the reading can see computes the main operation, and the solution "
+                            f"runs code that is not in the run folder ({', '.join(w for _, w in unseen[:4])}): who computes "
+                            "it cannot be told from the files", data=data))
+        return hits
     if acc.library and not acc.authored_mainop and (not acc.unknown or not defined and not unseen):
         lib = ", ".join(sorted({w for _, w in acc.library})[:4])
         side = sorted({w for _, w in acc.authored_core + acc.authored_token})[:3]
