@@ -215,6 +215,43 @@ def test_writes_into_copies_are_not_input_writes(fwd):
     assert "INPUT-WRITE" not in caps(in_forward(fwd)), fwd
 
 
+HELPER = """
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def step(self, h, kc, pos):
+{block}
+        return h * 2
+
+
+def _scale_into(buf, t):
+{helper}
+
+
+class Model(nn.Module):
+    def forward(self, x, caches, position):
+{fwd}
+"""
+
+
+def test_a_helper_s_own_parameters_are_not_the_caller_s_inputs():
+    """A block's `step` that writes the cache its model hands it is not the graded entry."""
+    body = HELPER.format(block="        kc[:, pos] = h", helper="        return t",
+                         fwd="        kc = torch.zeros(4, 4)\n        return Block().step(x.clone(), kc, position)")
+    assert "INPUT-WRITE" not in caps(body)
+
+
+@pytest.mark.parametrize("block,helper,fwd", [
+    ("        h.mul_(2)", "        return t", "        return Block().step(x, None, position)"),
+    ("        pass", "        buf[0] = t", "        _scale_into(x.view(-1), 3)\n        return x"),
+    ("        pass", "        buf.copy_(t)", "        v = x[1:]\n        return _scale_into(buf=v, t=position)"),
+])
+def test_a_caller_s_input_written_in_a_helper_decides(block, helper, fwd):
+    assert caps(HELPER.format(block=block, helper=helper, fwd=fwd)).get("INPUT-WRITE") == "high"
+
+
 def test_a_stateful_api_may_write_its_state():
     body = MODEL.replace("def forward(self, x):", "def step(self, x, state):").format(fwd="        state['S'].zero_()")
     assert "INPUT-WRITE" not in caps(body, problem="02_kimi_linear_decode")

@@ -1170,18 +1170,33 @@ class Auditor(Evaluator):
 
     def _inputs_and_outputs(self) -> None:
         state = STATE_PARAMS.get(self.problem or "", frozenset())
-        for fi in self.mod.funcs.values():
-            if fi.is_triton or fi.node.name not in ENTRY_NAMES or fi.node.name == "__call__" and fi.cls is None:
-                continue
-            params = fi.params[1:] if fi.cls and fi.params and fi.params[0] in ("self", "cls") else list(fi.params)
+        for fi in self._graded_entries():
+            params = _own_params(fi)
             inputs = [p for p in params if p not in state]
             if inputs:
-                self._input_writes(fi, set(inputs))
+                self._input_writes(fi, set(inputs), set())
             self._unwritten_output(fi)
 
-    def _input_writes(self, fi: Any, inputs: set[str]) -> None:
-        """Statements of the entry in order: which names still hold a caller's input (or a view of it)."""
-        alias: dict[str, tuple[str, bool]] = {p: (p, True) for p in inputs}   # name -> (input, certainly the same memory)
+    def _graded_entries(self) -> list[Any]:
+        """The functions the deck calls with its inputs: the entry methods of ModelNew (else Model),
+        else the module-level entry functions, else any entry-named method.  A helper class's `step`
+        (a transformer block's, say) receives what the entry hands it, not the caller's inputs: the
+        inputs reach it through `_input_writes`' calls."""
+        cands = [fi for fi in self.mod.funcs.values()
+                 if not fi.is_triton and fi.node.name in ENTRY_NAMES and not (fi.node.name == "__call__" and fi.cls is None)]
+        for cls in ("ModelNew", "Model"):
+            got = [fi for fi in cands if fi.cls == cls]
+            if got:
+                return got
+        return [fi for fi in cands if fi.cls is None] or cands
+
+    def _input_writes(self, fi: Any, inputs: set[str] | dict[str, tuple[str, bool]], seen: set[str],
+                      depth: int = 0) -> None:
+        """Statements of the entry in order: which names still hold a caller's input (or a view of it).
+        A call that hands one to a function of the module continues there (bounded depth): writing the
+        input in a helper is writing the input."""
+        alias: dict[str, tuple[str, bool]] = dict(inputs) if isinstance(inputs, dict) else {p: (p, True) for p in inputs}
+        seen = seen | {fi.qualname}
         body = _ordered(fi.node)
         for st in body:
             if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
@@ -1199,6 +1214,35 @@ class Auditor(Evaluator):
                 continue
             for n in ([st] if not isinstance(st, (ast.For, ast.While, ast.If, ast.With, ast.Try)) else []) + _stmt_exprs(st):
                 self._input_write_node(fi, n, alias)
+                if depth < 3:
+                    self._input_into_callees(fi, n, alias, seen, depth)
+
+    def _input_into_callees(self, fi: Any, n: ast.AST, alias: dict[str, tuple[str, bool]], seen: set[str],
+                            depth: int) -> None:
+        for c in (m for m in walk_expr(n) if isinstance(m, ast.Call)):
+            handed: dict[int | str, tuple[str, bool]] = {}
+            for i, a in enumerate(c.args):
+                src = _alias_source(a)
+                if src and src[0] in alias:
+                    handed[i] = (alias[src[0]][0], alias[src[0]][1] and src[1])
+            for kw in c.keywords:
+                src = _alias_source(kw.value) if kw.arg else None
+                if src and src[0] in alias:
+                    handed[kw.arg] = (alias[src[0]][0], alias[src[0]][1] and src[1])
+            if not handed:
+                continue
+            name = c.func.id if isinstance(c.func, ast.Name) else c.func.attr if isinstance(c.func, ast.Attribute) else None
+            for callee in (self.mod.by_name.get(name, []) if name else [])[:3]:
+                if callee.is_triton or callee.qualname in seen:
+                    continue
+                params = _own_params(callee)
+                sub = {}
+                for k, v in handed.items():
+                    p = params[k] if isinstance(k, int) and k < len(params) else k if k in params else None
+                    if isinstance(p, str):
+                        sub[p] = v
+                if sub:
+                    self._input_writes(callee, sub, seen, depth + 1)
 
     def _input_write_node(self, fi: Any, n: ast.AST, alias: dict[str, tuple[str, bool]]) -> None:
         for m in walk_expr(n):
@@ -1393,6 +1437,11 @@ def _base_is_view(e: ast.AST) -> bool:
             return False
         e = e.func.value
     return True
+
+
+def _own_params(fi: Any) -> list[str]:
+    """The parameters a caller supplies (a method's self/cls dropped)."""
+    return fi.params[1:] if fi.cls and fi.params and fi.params[0] in ("self", "cls") else list(fi.params)
 
 
 def _alias_source(v: ast.AST) -> tuple[str, bool] | None:
