@@ -18,10 +18,15 @@ from __future__ import annotations
 
 import importlib
 import math
+import pkgutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+
+from forensics import problems as catalogue
+from forensics.problems import Problem
 
 from .common import (NOMINAL, StressCase, apply_stress, check_tensor, eval_formula,
                      load_reference_module, lookup_tolerance, merge_results, to_device,
@@ -51,29 +56,54 @@ API_KINDS = ("module", "decode", "step", "rollout")
 CHECK_ORDERS = ("shape", "seed")
 
 
+class _FromEntry:
+    """The default of a ProblemSpec field that comes from its catalogue entry."""
+
+    def __repr__(self) -> str:
+        return "<from the catalogue entry>"
+
+
+FROM_ENTRY: Any = _FromEntry()
+
+
 @dataclass
 class ProblemSpec:
-    name: str                                   # "01_fp8_gemm"
-    bench: str                                  # "hard" | "cuda" | "mega"
-    deck_version: str                           # "2026-06-14", "pre-2026-06-14", "2026-08-07", ...
-    since: str | None                           # first archive date this version applies to (None: always)
-    until: str | None                           # first date it no longer applies (exclusive)
+    """A catalogue entry (forensics/problems.py: the deck's facts: id, bench, version dates, shapes,
+    seeds, tolerance, forbidden list, API kind, timing) wrapped with what only the replay needs: the
+    reference module's callables, the stress and property cases, the roofline formulas.  A problem
+    module passes `entry=` and never repeats the entry's data; the fields marked "entry" below are
+    copied from it (dataclasses.replace can still override one, as tests do)."""
+    entry: Problem                              # forensics.problems.get(<id>, <deck version>)
     regime: str                                 # "compute" | "memory" | "tok_s" | "sps" | "speedup"
     peak_key: str | None                        # key into Hardware.peak_tflops_dense, or peak_tok_s etc.
-    shapes: list[dict]                          # canonical benchmark shapes (shapes.py / benchmark)
-    check_shapes: list[dict]                    # what check.py iterates (NSA fixed, GLM T<=256, ...)
-    seeds: tuple[int, ...]                      # check seeds
-    ref_file: str                               # kernels/ref/<file>
     global_names: tuple[str, ...]               # module globals check.py sets on `reference`
-    tolerance: dict                             # problem.yaml `tolerance:` (as written, long/short keys)
     stress_cases: list[StressCase]              # nominal first
     flops_expr: str
     bytes_expr: str
-    n_trials: int
-    timing: str                                 # "cuda_events_l2_flush" | "wall_clock_median" | "wall_clock_best_of_3"
-    forbidden: list[str]
-    forbidden_kind: str                         # "substring" | "ast_import"
     interface: dict                             # class/forward/state_dict contract, see docs/kernels.md
+    # entry: identity and version
+    name: str = FROM_ENTRY                      # "01_fp8_gemm"
+    bench: str = FROM_ENTRY                     # "hard" | "cuda" | "mega"
+    deck_version: str = FROM_ENTRY              # "2026-06-14", "pre-2026-06-14", "2026-08-07", ...
+    since: str | None = FROM_ENTRY              # first archive date this version applies to (None: always)
+    until: str | None = FROM_ENTRY              # first date it no longer applies (exclusive)
+    # entry: the deck's shapes, seeds, tolerance, timing, forbidden list, API
+    shapes: list[dict] = FROM_ENTRY             # canonical benchmark shapes (shapes.py / benchmark)
+    check_shapes: list[dict] = FROM_ENTRY       # what check.py iterates (NSA fixed, GLM T<=256, ...)
+    seeds: tuple[int, ...] = FROM_ENTRY         # check seeds
+    ref_file: str = FROM_ENTRY                  # kernels/ref/<file>
+    tolerance: dict = FROM_ENTRY                # problem.yaml `tolerance:` (as written, long/short keys)
+    n_trials: int = FROM_ENTRY
+    timing: str = FROM_ENTRY                    # "cuda_events_l2_flush" | "wall_clock_median" | "wall_clock_best_of_3"
+    forbidden: list[str] = FROM_ENTRY           # problem.yaml `forbidden:`, as written
+    forbidden_kind: str = FROM_ENTRY            # "substring" | "ast_import"
+    # how the replay calls it: "module" (Model(*init)(*inputs), every problem but three), "decode"
+    # (cuda 03: prefill / decode_steps / run), "step" (mega 02: Model.step), "rollout" (cuda 04: run)
+    api_kind: str = FROM_ENTRY
+    # the order of check.py's trials: "shape" (for shape: for seed, every problem but two) or "seed"
+    # (for seed: for shape; cuda 03 megaqwen, mega 02 Kimi).  A cache keyed by id() or capacity sees
+    # the trials in this order, so the replay keeps it (CHECK_ORDERS, check_pairs)
+    check_order: str = FROM_ENTRY
     oracle_fn: Callable | None = None           # oracle(model, inputs)
     triton_fn: Callable | None = None           # triton_forward(model, inputs) or None
     compare_fn: Callable | None = None          # problem-specific comparison (topk, multi-output)
@@ -89,18 +119,22 @@ class ProblemSpec:
     property_since: str | None = None           # A3 suite exists in archives from this date
     stress_since: str | None = None             # A2 suite exists from this date
     stateful: dict | None = None                # cuda 03 / cuda 04 / mega 02 API metadata
-    # how the replay calls it: "module" (Model(*init)(*inputs), every problem but three), "decode"
-    # (cuda 03: prefill / decode_steps / run), "step" (mega 02: Model.step), "rollout" (cuda 04: run)
-    api_kind: str = "module"
     peak_value: float | None = None             # tok_s / sps denominators (yaml peak_tok_s, peak_sps)
     notes: list[str] = field(default_factory=list)
     default_dtype_key: str = "bfloat16"
-    # the order of check.py's trials: "shape" (for shape: for seed, every problem but two) or "seed"
-    # (for seed: for shape; cuda 03 megaqwen, mega 02 Kimi).  A cache keyed by id() or capacity sees
-    # the trials in this order, so the replay keeps it (CHECK_ORDERS, check_pairs)
-    check_order: str = "shape"
 
     def __post_init__(self) -> None:
+        e = self.entry
+        if not e.bundled:
+            raise ValueError(f"{e.id}: the catalogue entry names no reference module (ref_file)")
+        copies = dict(name=e.id, bench=e.bench, deck_version=e.deck_version, since=e.since, until=e.until,
+                      shapes=[dict(s) for s in e.shapes], check_shapes=[dict(s) for s in e.check_shapes],
+                      seeds=tuple(e.check_seeds), ref_file=e.ref_file, tolerance=dict(e.tolerance), n_trials=e.n_trials,
+                      timing=e.timing, forbidden=list(e.forbidden), forbidden_kind=e.forbidden_kind,
+                      api_kind=e.api_kind, check_order=e.check_order)
+        for k, v in copies.items():
+            if getattr(self, k) is FROM_ENTRY:
+                setattr(self, k, v)
         if self.api_kind not in API_KINDS:
             raise ValueError(f"{self.name}: api_kind {self.api_kind!r} is not one of {API_KINDS}")
         if self.check_order not in CHECK_ORDERS:
@@ -351,19 +385,10 @@ def _seed_all(seed: int) -> None:
 # Registry
 # ---------------------------------------------------------------------------------------------
 
-_PROBLEM_MODULES = (
-    "kernels.problems.hard_01_fp8_gemm",
-    "kernels.problems.hard_02_kda",
-    "kernels.problems.hard_03_paged_attention",
-    "kernels.problems.hard_05_topk",
-    "kernels.problems.hard_06_sonic_moe",
-    "kernels.problems.hard_07_w4a16",
-    "kernels.problems.cuda_01_glm_moe",
-    "kernels.problems.cuda_02_nsa",
-    "kernels.problems.cuda_03_megaqwen",
-    "kernels.problems.cuda_04_mingru",
-    "kernels.problems.mega_02_kimi",
-)
+#: every module of kernels/problems/ but the helpers (`_util`): adding one is adding a problem
+_PROBLEM_MODULES = tuple(f"kernels.problems.{m.name}" for m in sorted(
+    pkgutil.iter_modules([str(Path(__file__).resolve().parent / "problems")]), key=lambda m: m.name)
+    if not m.name.startswith("_"))
 
 #: name -> {deck_version -> spec}, every version
 VERSIONS: dict[str, dict[str, ProblemSpec]] = {}
@@ -414,18 +439,17 @@ def get(problem: str, deck_version: str | None = None) -> ProblemSpec:
     """The spec of `problem` ("01_fp8_gemm", "hard/01_fp8_gemm" or "fp8_gemm").
 
     deck_version: None -> the current version; an exact version label ("2026-06-14",
-    "pre-2026-06-14"); or an archive date "YYYY-MM-DD[...]" -> the version in force that day."""
+    "pre-2026-06-14"); or an archive date "YYYY-MM-DD[...]" -> the version in force that day
+    (the catalogue's rule, `forensics.problems.get`)."""
     name = _resolve_name(problem)
     versions = VERSIONS[name]
-    if deck_version is None:
-        return PROBLEMS[name]
-    if deck_version in versions:
-        return versions[deck_version]
-    date = str(deck_version)[:10]
-    for s in versions.values():
-        if (s.since is None or s.since <= date) and (s.until is None or date < s.until):
-            return s
-    raise KeyError(f"{name}: no deck version for {deck_version!r} (have {sorted(versions)})")
+    try:
+        entry = catalogue.get(name, deck_version)
+    except KeyError:
+        raise KeyError(f"{name}: no deck version for {deck_version!r} (have {sorted(versions)})") from None
+    if entry.deck_version not in versions:
+        raise KeyError(f"{name}: deck version {entry.deck_version} has no bundled spec (have {sorted(versions)})")
+    return versions[entry.deck_version]
 
 
 def names() -> list[str]:

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -508,30 +507,24 @@ def read_run_templates(rf: Any, problem: str | None) -> list[str]:
 @lru_cache(maxsize=1)
 def interface_signatures() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]]:
     """problem -> (Model.__init__ parameter names, Model.forward parameter names, Model method
-    names) of each bundled reference (kernels/problems/*.py name -> ref_file, kernels/ref/*.py),
-    read as source text with `ast` - nothing is imported, so this works without torch.  A
-    constructor signature two problems share is dropped (it cannot tell them apart)."""
+    names) of each bundled reference (the current version's `ref_file` in the problem catalogue,
+    kernels/ref/*.py), read as source text with `ast` - nothing is imported, so this works without
+    torch.  A constructor signature two problems share is dropped (it cannot tell them apart)."""
     import ast
     import importlib.util
+    from forensics import problems
     spec = importlib.util.find_spec("kernels")
     if spec is None or not spec.submodule_search_locations:
         return {}
     root = Path(list(spec.submodule_search_locations)[0])
     out: dict[str, tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]] = {}
-    for pf in sorted((root / "problems").glob("*.py")):
-        text = pf.read_text("utf-8", "replace")
-        names = list(re.finditer(r'\bname="(\d\d_[a-z0-9_]+)"', text))
-        for k, m in enumerate(names):   # each spec: its name=, then the first ref_file= before the next name=
-            end = names[k + 1].start() if k + 1 < len(names) else len(text)
-            r = re.search(r'\bref_file="([^"]+)"', text[m.end():end])
-            if r is None:
-                continue
-            name, rp = m.group(1), root / "ref" / r.group(1)
-            if not rp.is_file():
-                continue
-            sig = _model_signature(ast.parse(rp.read_text("utf-8", "replace")))
-            if sig is not None and name not in out:
-                out[name] = sig
+    for name in problems.bundled():
+        rp = root / "ref" / problems.get(name).ref_file
+        if not rp.is_file():
+            continue
+        sig = _model_signature(ast.parse(rp.read_text("utf-8", "replace")))
+        if sig is not None:
+            out[name] = sig
     inits: dict[tuple[str, ...], set[str]] = defaultdict(set)
     for name, (init, _, _) in out.items():
         inits[init].add(name)
@@ -584,9 +577,10 @@ def problem_from_content(text: str) -> str | None:
 def infer_problem(path: Path, text: str | None = None) -> tuple[str | None, str]:
     """(problem, how it was found) for a solution file: a run id in its file name or in a folder
     above it (`<run_id>.py`, `<run_id>__x.py`, `<run_id>/solution.py`), a folder named after a
-    known problem (`problems/01_fp8_gemm/`), else its content (`problem_from_content`).  (None,
+    known problem (`problems/<problem id>/`), else its content (`problem_from_content`).  (None,
     why) when none decides; digits elsewhere in a name are never read as a problem."""
-    from forensics.archive.runid import PROBLEM_BENCH, parse_run_id
+    from forensics import problems
+    from forensics.archive.runid import parse_run_id
     path = Path(path)
     names = [path.stem, *[p.name for p in reversed(path.parents) if p.name][::-1]]
     for n in names:
@@ -595,7 +589,7 @@ def infer_problem(path: Path, text: str | None = None) -> tuple[str | None, str]
             if r is not None and r.problem:
                 return r.problem, f"run id {cand}"
     for n in names[1:]:
-        if n in PROBLEM_BENCH:
+        if problems.find(n) is not None:
             return n, f"folder {n}"
     if text is None:
         try:

@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import torch
 
+from forensics import problems
+
 from ..common import check_tensor, load_reference_module, merge_results
 from ..registry import ProblemSpec
 from ._util import cases, lazy_triton, stress
-from .cuda_01_glm_moe import DSL_SET, REF_IMPORTS, TRITON_SET
 
-SHAPES = [dict(num_envs=n, horizon=h) for n, h in ((4096, 32), (16384, 32), (65536, 16), (8192, 64))]
-CHECK_SHAPES = [dict(num_envs=256, horizon=0, part="policy_forward"), dict(num_envs=256, horizon=1, part="env_step"),
-                dict(num_envs=128, horizon=8, part="run")]
 _REF = load_reference_module("cuda_04_mingru.py", "_mingru_ref")
 
 
@@ -84,19 +82,16 @@ def oracle(model, inputs):
 
 
 SPECS = [ProblemSpec(
-    name="04_grid_mingru_sps", bench="cuda", deck_version="2026-07-16", since=None, until=None,
-    regime="sps", peak_key="peak_sps", peak_value=1.5e8, shapes=SHAPES, check_shapes=CHECK_SHAPES, seeds=(42, 123, 456),
-    ref_file="cuda_04_mingru.py", global_names=(), tolerance={"float32": 1e-3},
+    entry=problems.get("04_grid_mingru_sps", "2026-07-16"),
+    regime="sps", peak_key="peak_sps", peak_value=1.5e8, global_names=(),
     stress_cases=cases(stress("small_obs_state", 1e-6, 1e-4, inputs=(0, 1), scale=1e-2, dtype_key="float32"),
                        stress("large_obs_state", 1e-1, 1e-4, inputs=(0, 1), scale=8.0, dtype_key="float32")),
-    flops_expr="0", bytes_expr="0", n_trials=3, timing="wall_clock_median",
-    forbidden=[*TRITON_SET, *DSL_SET, "gymnasium", "import gym", "pufferlib", *REF_IMPORTS], forbidden_kind="substring",
+    flops_expr="0", bytes_expr="0",
     interface=dict(init="Model()", forward="forward(obs, state) == policy_forward(model, obs, state)",
                    state_dict={n: dict(kind="parameter", dtype="float32", shape=s, persistent=True) for n, s in
                                (("w_enc", "(256,4)"), ("b_enc", "(256,)"), ("w_gru", "(3,768,256)"), ("w_a", "(4,256)"),
                                 ("b_a", "(4,)"), ("w_v", "(1,256)"), ("b_v", "(1,)"))},
                    module_helpers=[], import_reference_allowed=False, cuda_language_gate=True),
-    api_kind="rollout",
     stateful=dict(
         api=["env_step(agent, food, actions, rng_state) -> (agent, food, reward, rng_state)  [optional]",
              "policy_forward(model, obs, state) -> (logits (N,4), new_state (N,3,256), value (N,))  [optional; "

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import torch
 
+from forensics import problems
+
 from ..registry import ProblemSpec
 from ._util import cases, lazy_triton, stress
 
-SHAPES = [dict(M=4096, N=4096, K=4096), dict(M=4096, N=4096, K=4127), dict(M=32, N=8192, K=8192),
-          dict(M=4096, N=14336, K=4096)]
-FORBIDDEN = ["torch._scaled_mm", "torch.ops.aten._scaled_mm"]
+NAME = "01_fp8_gemm"
 
 
 def oracle_scaled(model, inputs):
@@ -24,15 +24,12 @@ def oracle_bf16_weight(model, inputs):
 
 
 _COMMON = dict(
-    bench="hard", regime="compute", peak_key="fp8", shapes=SHAPES, check_shapes=SHAPES, seeds=(42, 123, 456),
-    global_names=("M", "N", "K"), flops_expr="2*M*N*K", bytes_expr="M*K + K*N + M*N*2", n_trials=30,
-    timing="cuda_events_l2_flush", forbidden=FORBIDDEN, forbidden_kind="substring", stress_since="2026-06-02",
+    regime="compute", peak_key="fp8", global_names=("M", "N", "K"), flops_expr="2*M*N*K",
+    bytes_expr="M*K + K*N + M*N*2", stress_since="2026-06-02",
 )
 
 CURRENT = ProblemSpec(
-    name="01_fp8_gemm", deck_version="2026-06-14", since="2026-06-14", until=None,
-    ref_file="hard_01_fp8_gemm.py",
-    tolerance={"bfloat16": 0.2, "fp8_e4m3fn": 0.2},
+    entry=problems.get(NAME, "2026-06-14"),
     stress_cases=cases(
         stress("small_input", 5e-4, 5e-2, inputs=(0,), scale=1e-3),
         stress("large_input", 12.0, 5e-2, inputs=(0,), scale=64.0),
@@ -49,9 +46,7 @@ CURRENT = ProblemSpec(
     **_COMMON)
 
 PRE_20260614 = ProblemSpec(
-    name="01_fp8_gemm", deck_version="pre-2026-06-14", since=None, until="2026-06-14",
-    ref_file="hard_01_fp8_gemm_pre20260614.py",
-    tolerance={"fp8_e4m3fn": 0.15},      # dead key: output is bf16 -> effectively bf16 0.01
+    entry=problems.get(NAME, "pre-2026-06-14"),     # tolerance fp8_e4m3fn 0.15: a dead key (the output is bf16 -> bf16 0.01)
     stress_cases=cases(
         stress("small_input", None, None, inputs=(0,), scale=1e-3),
         stress("large_input", None, None, inputs=(0,), scale=64.0),

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import torch
 
+from forensics import problems
+
 from ..registry import PropertyCase, ProblemSpec
 from ._util import cases, lazy_triton, stress
 
-SHAPES = [dict(B=2, T=1024, H=8, K=128, V=128, CHUNK_SIZE=64), dict(B=2, T=2048, H=8, K=128, V=128, CHUNK_SIZE=64),
-          dict(B=1, T=4096, H=8, K=128, V=128, CHUNK_SIZE=64), dict(B=1, T=2048, H=4, K=128, V=128, CHUNK_SIZE=64)]
 
 
 def kda_recurrent(q, k, v, g, beta, dtype=torch.float64):
@@ -57,16 +57,12 @@ CANONICAL = dict(split_chunks=8, key_millivalue=40, query_scale_percent=800, val
                  decay_micros=3000, beta_percent=80)
 
 SPECS = [ProblemSpec(
-    name="02_kda_cutlass", bench="hard", deck_version="2026-06-12", since=None, until=None,
-    regime="compute", peak_key="bf16", shapes=SHAPES, check_shapes=SHAPES, seeds=(42, 123, 456),
-    ref_file="hard_02_kda.py", global_names=("B", "T", "H", "K", "V", "CHUNK_SIZE"),
-    tolerance={"torch.bfloat16": 0.05},
+    entry=problems.get("02_kda_cutlass", "2026-06-12"),
+    regime="compute", peak_key="bf16", global_names=("B", "T", "H", "K", "V", "CHUNK_SIZE"),
     stress_cases=cases(stress("small_qkv", 5e-4, 5e-2, inputs=(0, 1, 2), scale=1e-2),
                        stress("large_qkv", 5e-2, 5e-2, inputs=(0, 1, 2), scale=2.0)),
     flops_expr="4*B*T*H*(K*V + CHUNK_SIZE*K + CHUNK_SIZE*V)",
-    bytes_expr="B*T*H*(2*K + 2*K + 2*V + 4*K + 2 + 2*V)", n_trials=20, timing="cuda_events_l2_flush",
-    forbidden=["fla.ops.kda", "fla.ops.chunk_kda", "chunk_kda", "fused_recurrent_kda", "naive_chunk_kda",
-               "naive_recurrent_kda"], forbidden_kind="substring",
+    bytes_expr="B*T*H*(2*K + 2*K + 2*V + 4*K + 2 + 2*V)",
     interface=dict(init="Model(B, T, H, K, V, chunk_size=64)",
                    forward="forward(q, k, v: bf16 (B,T,H,K|V), g: fp32 (B,T,H,K), beta: bf16 (B,T,H)) -> bf16 (B,T,H,V)",
                    state_dict={}, non_persistent=["_dummy"],

@@ -5,13 +5,12 @@ import math
 
 import torch
 
+from forensics import problems
+
 from ..registry import PropertyCase, ProblemSpec
 from ._util import cases, lazy_triton, stress
 
 _KEYS = ("BATCH", "NUM_HEADS", "NUM_KV_HEADS", "HEAD_DIM", "SEQ_LEN", "PAGE_SIZE")
-SHAPES = [dict(zip(_KEYS, s)) for s in [(8, 32, 8, 128, 1024, 16), (32, 32, 8, 128, 2048, 16),
-                                        (4, 64, 8, 128, 4096, 16), (16, 32, 8, 128, 1535, 16),
-                                        (8, 16, 4, 64, 2000, 16)]]
 
 
 def oracle(model, inputs):
@@ -56,18 +55,12 @@ def short_sequence_mutate(spec, shape, inputs, divisor=16, tail=1, stride=3):
 CANONICAL = dict(divisor=16, tail=1, stride=3)
 
 SPECS = [ProblemSpec(
-    name="03_paged_attention", bench="hard", deck_version="2026-06-12", since=None, until=None,
-    regime="memory", peak_key="bf16", shapes=SHAPES, check_shapes=SHAPES, seeds=(42, 123, 456),
-    ref_file="hard_03_paged_attention.py", global_names=_KEYS,
-    tolerance={"bfloat16": 0.02, "float16": 0.02},
+    entry=problems.get("03_paged_attention", "2026-06-12"),
+    regime="memory", peak_key="bf16", global_names=_KEYS,
     stress_cases=cases(stress("small_q_kv", 5e-4, 5e-2, inputs=(0, 1), scale=1e-2),
                        stress("large_q_kv", 5e-2, 5e-2, inputs=(0, 1), scale=8.0)),
     flops_expr="4*BATCH*NUM_HEADS*SEQ_LEN*HEAD_DIM",
     bytes_expr="2*BATCH*SEQ_LEN*NUM_KV_HEADS*HEAD_DIM*2 + BATCH*NUM_HEADS*HEAD_DIM*2*2",
-    n_trials=30, timing="cuda_events_l2_flush",
-    forbidden=["vllm.attention", "flashinfer.batch_decode_with_paged_kv_cache", "flashinfer.decode",
-               "torch.nn.functional.scaled_dot_product_attention", "F.scaled_dot_product_attention"],
-    forbidden_kind="substring",
     interface=dict(init="Model(batch, num_heads, num_kv_heads, head_dim, seq_len, page_size)",
                    forward="forward(query bf16 (B,H,D), kv_cache bf16 (blocks,P,Hkv,2D) [K|V], block_table int32 "
                            "(B,max_blocks), seq_lens int32 (B,)) -> bf16 (B,H,D)",

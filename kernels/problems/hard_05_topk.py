@@ -4,11 +4,10 @@ from __future__ import annotations
 import torch
 
 from ..common import check_tensor, merge_results, _result
+from forensics import problems
+
 from ..registry import PropertyCase, ProblemSpec
 from ._util import cases, lazy_triton, stress
-
-SHAPES = [dict(batch=1, n=131072, k=64), dict(batch=64, n=8192, k=8), dict(batch=32, n=16384, k=32),
-          dict(batch=16, n=12000, k=16), dict(batch=128, n=4096, k=1)]
 
 
 def oracle(model, inputs):
@@ -74,15 +73,11 @@ def cluster_mutate(spec, shape, inputs, partition=3, offset=17, extra_values=8, 
 CANONICAL = dict(partition=3, offset=17, extra_values=8, baseline_quarters=4)
 
 SPECS = [ProblemSpec(
-    name="05_topk_bitonic", bench="hard", deck_version="2026-06-12", since=None, until=None,
-    regime="memory", peak_key="fp32", shapes=SHAPES, check_shapes=SHAPES, seeds=(42, 123, 456),
-    ref_file="hard_05_topk.py", global_names=("batch", "n", "k"), tolerance={"float32": 1.0e-4},
+    entry=problems.get("05_topk_bitonic", "2026-06-12"),
+    regime="memory", peak_key="fp32", global_names=("batch", "n", "k"),
     stress_cases=cases(stress("tiny_values", 1e-7, 1e-4, inputs=(0,), scale=1e-4, dtype_key="float32"),
                        stress("large_values", 1e-1, 1e-4, inputs=(0,), scale=1e3, dtype_key="float32")),
-    flops_expr="batch*n*4", bytes_expr="batch*n*4 + batch*k*(4+8)", n_trials=50, timing="cuda_events_l2_flush",
-    forbidden=["torch.topk", "torch.kthvalue", "torch.sort", "torch.argsort", "Tensor.topk", "Tensor.kthvalue",
-               "Tensor.sort", "Tensor.argsort", "torch.ops.aten.topk", "torch.ops.aten.sort",
-               "torch.ops.aten.kthvalue"], forbidden_kind="substring",
+    flops_expr="batch*n*4", bytes_expr="batch*n*4 + batch*k*(4+8)",
     interface=dict(init="Model(batch, n, k)", forward="forward(x fp32 (batch,n)) -> (values fp32 (batch,k) "
                    "descending, indices int64 (batch,k))",
                    state_dict={"_dummy": dict(kind="buffer", dtype="float32", shape="(1,)", persistent=True)},

@@ -6,12 +6,12 @@ import math
 import torch
 import torch.nn.functional as F
 
+from forensics import problems
+
 from ..registry import PropertyCase, ProblemSpec
 from ._util import cases, lazy_triton, stress
 
 _KEYS = ("T_total", "H", "I", "E", "K")
-SHAPES = [dict(zip(_KEYS, s)) for s in [(32768, 4096, 1536, 128, 8), (4096, 2048, 1024, 64, 4),
-                                        (16384, 2048, 4096, 64, 8)]]
 
 
 def oracle(model, inputs):
@@ -60,15 +60,11 @@ def ragged_mutate(spec, shape, inputs, receiver=0, donor=1, row_delta=129, prefi
 CANONICAL = dict(receiver=0, donor=1, row_delta=129, prefix_rows=64, suffix_scale=8)
 
 SPECS = [ProblemSpec(
-    name="06_sonic_moe_swiglu", bench="hard", deck_version="2026-06-12", since=None, until=None,
-    regime="compute", peak_key="bf16", shapes=SHAPES, check_shapes=SHAPES, seeds=(42, 123, 456),
-    ref_file="hard_06_sonic_moe.py", global_names=_KEYS, tolerance={"bfloat16": 0.02},
+    entry=problems.get("06_sonic_moe_swiglu", "2026-06-12"),
+    regime="compute", peak_key="bf16", global_names=_KEYS,
     stress_cases=cases(stress("small_hidden", 5e-4, 5e-2, inputs=(0,), scale=1e-2),
                        stress("large_hidden", 0.1, 0.05, inputs=(0,), scale=8.0)),
     flops_expr="2*T_total*H*(2*I)", bytes_expr="T_total*K*H*2 + E*H*(2*I)*2 + T_total*K*I*2",
-    n_trials=20, timing="cuda_events_l2_flush",
-    forbidden=["torch.matmul", "torch.bmm", "torch.nn.functional.linear", "F.linear", "from sonic_moe",
-               "import sonic_moe"], forbidden_kind="substring",
     interface=dict(init="Model(T_total, H, I, E, K)",
                    forward="forward(hidden_states bf16 (T_total*K, H), expert_offsets int32 (E+1,)) -> bf16 (T_total*K, I)",
                    state_dict={"W_gate": dict(kind="parameter", dtype="bfloat16", shape="(E,H,I)", persistent=True),

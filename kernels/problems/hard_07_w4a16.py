@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import torch
 
+from forensics import problems
+
 from ..registry import ProblemSpec
 from ._util import cases, lazy_triton, stress
-
-SHAPES = [dict(M=1, N=12288, K=4096), dict(M=32, N=12288, K=4096), dict(M=256, N=12288, K=4096),
-          dict(M=1, N=4096, K=4096), dict(M=16, N=14336, K=4096)]
 
 
 def dequant_reference(w_q, scales, zeros, group=128):
@@ -28,15 +27,11 @@ def oracle(model, inputs):
 
 
 SPECS = [ProblemSpec(
-    name="07_w4a16_gemm", bench="hard", deck_version="2026-06-12", since=None, until=None,
-    regime="memory", peak_key="bf16", shapes=SHAPES, check_shapes=SHAPES, seeds=(42, 123, 456),
-    ref_file="hard_07_w4a16.py", global_names=("M", "N", "K"), tolerance={"bfloat16": 0.10},
+    entry=problems.get("07_w4a16_gemm", "2026-06-12"),
+    regime="memory", peak_key="bf16", global_names=("M", "N", "K"),
     stress_cases=cases(stress("small_activation", 1e-4, 5e-2, inputs=(0,), scale=1e-3),
                        stress("large_activation", 1.0, 5e-2, inputs=(0,), scale=64.0)),
     flops_expr="2*M*N*K", bytes_expr="M*K*2 + (K/2)*N + (K/128)*N*2 + (K/128)*N*2 + M*N*2",
-    n_trials=50, timing="cuda_events_l2_flush",
-    forbidden=["bitsandbytes.functional.dequantize_4bit", "bitsandbytes.functional.gemv_4bit",
-               "marlin_kernel.gemm", "torch.nn.functional.linear"], forbidden_kind="substring",
     interface=dict(init="Model(M, N, K, group_size=128)", forward="forward(x bf16 (M,K)) -> bf16 (M,N)",
                    state_dict={"w_q": dict(kind="buffer", dtype="uint8", shape="(K/2,N)", persistent=True),
                                "scales": dict(kind="buffer", dtype="bfloat16", shape="(K/128,N)", persistent=True),

@@ -6,15 +6,12 @@ import math
 import torch
 import torch.nn.functional as F
 
+from forensics import problems
+
 from ..common import _result, cosine, load_reference_module
 from ..registry import ProblemSpec
 from ._util import cases, lazy_triton
 
-SHAPES = [dict(ctx=c, steps=s, n_experts=64) for c, s in ((2048, 32), (8192, 16), (16384, 16))]
-CHECK_SHAPES = [dict(ctx=2048, steps=1, n_experts=64), dict(ctx=8192, steps=1, n_experts=64)]
-FORBIDDEN_MODULES = ["transformers", "flash_mla", "flashmla", "fla.ops", "flash_linear_attention", "vllm", "sglang",
-                     "bitsandbytes", "torchao", "marlin", "auto_gptq", "autoawq", "awq", "exllama", "reference",
-                     "baseline"]
 _REF = load_reference_module("mega_02_kimi.py", "_kimi_ref")
 _BASELINE = load_reference_module("mega_02_kimi_baseline.py", "_kimi_baseline")
 COSINE_MIN = 0.98
@@ -198,19 +195,15 @@ def oracle(model, inputs):
 
 
 SPECS = [ProblemSpec(
-    name="02_kimi_linear_decode", bench="mega", deck_version="2026-07-21", since=None, until=None,
-    check_order="seed",   # check.py: for seed in GRADING_SEEDS: for ctx in (2048, 8192)
-    regime="speedup", peak_key=None, shapes=SHAPES, check_shapes=CHECK_SHAPES, seeds=(0, 1, 2),
-    ref_file="mega_02_kimi.py", global_names=(), tolerance={},
-    stress_cases=cases(), flops_expr="0", bytes_expr="0", n_trials=3, timing="wall_clock_best_of_3",
-    forbidden=FORBIDDEN_MODULES, forbidden_kind="ast_import",
+    entry=problems.get("02_kimi_linear_decode", "2026-07-21"),   # seed-major check (for seed: for ctx)
+    regime="speedup", peak_key=None, global_names=(),
+    stress_cases=cases(), flops_expr="0", bytes_expr="0",
     interface=dict(init="Model(cfg: reference.Config)", forward="step(hidden bf16 (2304,), state) -> (hidden, state)",
                    state_dict="identical buffer/param names to the reference (blocks.{0..3}.attn_norm, moe_norm, "
                               "attn.{q,k,v,g,o}_proj.{w_q,scales,zeros}, attn.beta_proj.weight, attn.conv_w, "
                               "MLA attn.{q_proj,kv_a,kv_b,o_proj}.*, moe.router.weight, moe.{gate,up,down,s_gate,s_up,s_down}.*)",
                    module_helpers=["Config", "build_config", "init_state", "init_token", "QuantLinear", "QuantExperts",
                                    "quantize_w4", "dequant_w4"], import_reference_allowed=False),
-    api_kind="step",
     stateful=dict(
         api=["Model(cfg).step(hidden, state) -> (hidden, state); state may be mutated in place or returned"],
         state_layout="list of 4 dicts in pattern order (K,K,K,M): KDA {'S': (32,128,128) fp32, 'cq','ck','cv': "
