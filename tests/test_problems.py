@@ -1,4 +1,5 @@
-"""The problem catalogue (forensics/problems.py): its own rules, agreement with kernels/ (the replay's ProblemSpec wraps its entries), and agreement
+"""The problem catalogue (forensics/problems.py): its own rules, the one home of a problem's id in
+forensics/, agreement with kernels/ (the replay's ProblemSpec wraps its entries), and agreement
 with the benchmark's deck files (../shared/decks: problem.yaml, check.py, benchmark.py, src/,
 reference.py, shapes.py) when they are present."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +88,37 @@ def test_the_catalogue_needs_only_the_standard_library():
     mods = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     mods |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert mods <= set(sys.stdlib_module_names) | {"__future__"}, mods
+
+
+# ------------------------------------------------------------------------------- one home for an id
+def _id_pattern() -> re.Pattern:
+    return re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, sorted(P.ids(), key=len, reverse=True)))
+                      + r")(?![A-Za-z0-9_])")
+
+
+def spelled_ids(text: str) -> set[str]:
+    """Problem ids written in a source text (code, strings, docstrings and comments alike)."""
+    return set(_id_pattern().findall(text))
+
+
+def test_the_id_scan_finds_a_planted_id():
+    assert spelled_ids('X = {"05_topk_bitonic": 1}  # and 01_fp8_gemm') == {"05_topk_bitonic", "01_fp8_gemm"}
+    assert spelled_ids("problems/02_kda_cutlass/") == {"02_kda_cutlass"}
+    assert spelled_ids("x_05_topk_bitonic_y 105_topk_bitonic") == set()
+
+
+def test_each_problem_id_is_spelled_only_in_the_catalogue():
+    """Adding a problem touches one module of forensics/: no other module names a problem by id
+    (a table keyed by ids, a help text's example, a docstring)."""
+    found = {}
+    for path in sorted(PKG.rglob("*.py")):
+        if path == CATALOGUE_FILE:
+            continue
+        hits = spelled_ids(path.read_text(encoding="utf-8"))
+        if hits:
+            found[str(path.relative_to(REPO))] = sorted(hits)
+    assert found == {}
+    assert spelled_ids(CATALOGUE_FILE.read_text(encoding="utf-8")) == set(P.ids())
 
 
 # ------------------------------------------------------------------------------- against kernels/

@@ -3,8 +3,8 @@
     <YYYYMMDD>_<HHMMSS>_<harness>_<model_slug>_<problem>[_<shellpid>_<attempt>]
 
 Harness slugs never contain '_'; model slugs do; problem names (NN_snake_name) do too, so the
-problem is found by matching the known deck names, longest first, and only then by a generic
-NN_name pattern.  Multi runs (`run_agent.sh`) use the same shape with '/' replaced by '-'.
+problem is found by matching the known deck names (forensics/problems.py), longest first, and only
+then by a generic NN_name pattern.  Multi runs (`run_agent.sh`) use the same shape with '/' replaced by '-'.
 """
 
 from __future__ import annotations
@@ -13,26 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-# Every problem name the decks have had (spec archive-format 3.1, replay-contract B-E).
-PROBLEM_BENCH: dict[str, str] = {
-    # hard
-    "01_fp8_gemm": "hard", "02_kda_cutlass": "hard", "03_paged_attention": "hard",
-    "04_kahan_softmax": "hard", "05_topk_bitonic": "hard", "06_sonic_moe_swiglu": "hard",
-    "07_w4a16_gemm": "hard", "08_metal_lightning_attn": "hard", "09_fmha_preattn_mrope": "hard",
-    "10_patch_embed_conv3d_gemm": "hard",
-    # cuda
-    "01_glm52_fused_moe": "cuda", "02_deepseek_nsa": "cuda", "03_megaqwen_decode": "cuda",
-    "04_grid_mingru_sps": "cuda",
-    # mini
-    "01_dequant_gemv": "mini", "02_segmented_decay_scan": "mini", "03_topp_mask": "mini",
-    "04_flash_attention": "mini",
-    # mega
-    "01_rl_grid_ppo": "mega", "02_kimi_linear_decode": "mega",
-    # multi
-    "01_allreduce_residual": "multi", "07_gemm_allreduce_overlap": "multi",
-    "08_ring_attention_cp": "multi", "09_moe_ep_dispatch_combine": "multi",
-}
-_KNOWN_BY_LEN = sorted(PROBLEM_BENCH, key=len, reverse=True)
+from forensics import problems
 
 _HEAD = re.compile(r"^(?P<date>\d{8})_(?P<time>\d{6})_(?P<harness>[^_]+)_(?P<rest>.+)$")
 _SUFFIX = re.compile(r"^(?P<body>.+)_(?P<pid>\d+)_(?P<attempt>\d{1,3})$")
@@ -52,14 +33,14 @@ class RunId:
 
     @property
     def problem_known(self) -> bool:
-        return self.problem in PROBLEM_BENCH
+        return problems.find(self.problem) is not None
 
 
 def _split_problem(rest: str) -> tuple[str, str | None]:
     """Split '<model_slug>_<problem>' into (model_slug, problem)."""
-    for name in _KNOWN_BY_LEN:
-        if rest.endswith("_" + name) and len(rest) > len(name) + 1:
-            return rest[: -len(name) - 1], name
+    known = problems.run_id_problem(rest)
+    if known is not None:
+        return known
     m = _GENERIC_PROBLEM.search(rest)
     if m and m.start() > 0:
         # choose the earliest NN_ token so "model_1_5_01_foo" style slugs keep their digits
@@ -87,11 +68,11 @@ def parse_run_id(name: str) -> RunId | None:
                 model, problem, suffix = model2, problem2, f"{sm['pid']}_{sm['attempt']}"
     if problem is None:
         return RunId(name, ts, m["harness"], model, None, None, None)
-    return RunId(name, ts, m["harness"], model, problem, suffix, PROBLEM_BENCH.get(problem))
+    return RunId(name, ts, m["harness"], model, problem, suffix, problems.bench_of(problem))
 
 
 def bench_of_problem(problem: str | None) -> str | None:
-    return PROBLEM_BENCH.get(problem or "")
+    return problems.bench_of(problem)
 
 
 # --------------------------------------------------------------------------- per-run file names

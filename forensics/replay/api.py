@@ -1,10 +1,10 @@
 """Replay entry points a notebook, the CLI and the store analyzer all call.
 
     from forensics.replay.api import replay_run_dir, replay_solution
-    out = replay_run_dir("runs/20260801_..._05_topk_bitonic", device="cuda", probes=["all"])
+    out = replay_run_dir("runs/<run id>", device="cuda", probes=["all"])
     out.rows, out.findings, out.info
 
-Only torch, the standard library and `kernels` are imported here (no duckdb/orjson), so a GPU
+Only torch, the standard library, `kernels` and the problem catalogue are imported here (no duckdb/orjson), so a GPU
 machine without the store dependencies can replay run folders.
 """
 
@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from forensics.problems import CATALOGUE
 # Probe names, the static rules' phrases ("same-buffer overwrite" -> same-buffer + fresh-inputs) and
 # the --probe shorthands are declared once, in forensics/vocab.py (static_probe re-exported here).
 from forensics.vocab import ALL_PROBES, PROBE_ALIASES, static_probe  # noqa: F401
@@ -23,35 +24,9 @@ from forensics.vocab import ALL_PROBES, PROBE_ALIASES, static_probe  # noqa: F40
 from .probes import Limits, Outcome, Replay
 from .runner import Scratch
 
-# Tiny shapes for the CPU path (CI): same globals as the deck's shapes, small enough for seconds.
-TINY_SHAPES: dict[str, list[dict]] = {
-    "01_fp8_gemm": [dict(M=16, N=32, K=64)],
-    # cuda 01: the contract's fixed top_k=8 and n_shared=1 over 16 experts (routing still a choice);
-    # the contract's hidden size 4096, so outputs have the deck's magnitude (~1: with H=64 they are
-    # ~0.005 and the 0.08 tolerance passes anything); I=128 keeps the weights at 50 MB; an odd
-    # token count and the single-token case the deck's shapes also hold
-    "01_glm52_fused_moe": [dict(T=17, E=16, top_k=8, n_shared=1, H=4096, I=128),
-                           dict(T=1, E=16, top_k=8, n_shared=1, H=4096, I=128)],
-    # cuda 02: the deck's own check shapes, CPU-sized already.  Not longer ones: past S = 512 the
-    # top-8 block selection starts, which check.py never exercises, and near-ties of block means
-    # under the small_qkv stress then fail solutions the deck passes (4 of 4 in the corpus at S=577)
-    "02_deepseek_nsa": [dict(B=1, H=4, S=256, D=64), dict(B=1, H=2, S=384, D=64)],
-    "02_kda_cutlass": [dict(B=1, T=128, H=2, K=16, V=16, CHUNK_SIZE=64)],
-    "03_paged_attention": [dict(BATCH=2, NUM_HEADS=4, NUM_KV_HEADS=2, HEAD_DIM=16, SEQ_LEN=40, PAGE_SIZE=16)],
-    "05_topk_bitonic": [dict(batch=4, n=512, k=8)],
-    "06_sonic_moe_swiglu": [dict(T_total=32, H=64, I=32, E=4, K=2)],
-    "07_w4a16_gemm": [dict(M=2, N=64, K=256)],
-    "03_megaqwen_decode": [dict(ctx_len=4, n_decode=2)],
-    # cuda 04: the check's three parts, smaller (the canonical check shapes also run on a CPU;
-    # the benchmark's 65536 envs do not)
-    "04_grid_mingru_sps": [dict(num_envs=64, horizon=0, part="policy_forward"),
-                           dict(num_envs=64, horizon=1, part="env_step"), dict(num_envs=32, horizon=6, part="run")],
-    # mega 02: a small Config (the full one is GBs of weights), same code; the extra keys are
-    # Config fields (kernels.selftest.KIMI_TINY_CFG), `steps` is the timed run's length
-    "02_kimi_linear_decode": [dict(ctx=16, steps=4, n_experts=8, hidden=256, kda_heads=2, kda_head_dim=64,
-                                   mla_heads=2, kv_lora=128, qk_nope=32, qk_rope=16, v_head=64, n_active=2,
-                                   moe_inter=128)],
-}
+# Tiny shapes for the CPU path (CI): same globals as the deck's shapes, small enough for seconds
+# (the catalogue's, forensics/problems.py, which says why each is what it is).
+TINY_SHAPES: dict[str, list[dict]] = {p.id: [dict(s) for s in p.tiny_shapes] for p in CATALOGUE if p.tiny_shapes}
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "deck-hashes.json"
 

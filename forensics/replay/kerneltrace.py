@@ -28,6 +28,7 @@ import ast
 import re
 from pathlib import Path
 
+from forensics.problems import CATALOGUE
 from forensics.text.cuda import global_kernel_names
 
 from .probes import Replay, shape_label
@@ -38,8 +39,7 @@ LIBRARY_SHARE = 0.8     # of the computing time (authored + library kernels)
 AUTHORED_MAX = 0.05
 CORE_MIN = 0.25         # computing kernels' share of all device time (the rest: copies, casts, fills)
 # problems whose main operation is a single op: a library doing most of the device time is doing it
-SINGLE_OP = {"01_fp8_gemm", "07_w4a16_gemm", "05_topk_bitonic", "03_paged_attention", "02_deepseek_nsa",
-             "06_sonic_moe_swiglu"}
+SINGLE_OP = {p.id for p in CATALOGUE if p.single_op}
 LIBRARY_KERNEL = re.compile(r"gemm|gemv|xmma|nvjet|cublas|cutlass|cudnn|flash_fwd|flash_bwd|fmha|"
                             r"^triton_(poi|red|per|tem)_|splitKreduce|sm\d\d_xmma|ampere_|hopper_|volta_|turing_",
                             re.I)

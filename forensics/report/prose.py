@@ -14,22 +14,10 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from forensics import problems
+
 UNKNOWN = "unknown"
 
-# Problem ids of the decks -> what the kernel computes, for a reader who does not know the ids.
-PROBLEM_NAMES = {
-    "01_fp8_gemm": "FP8 GEMM",
-    "02_kda_cutlass": "Kimi delta attention (KDA) chunk kernel",
-    "03_paged_attention": "paged-attention decode kernel",
-    "05_topk_bitonic": "top-k selection kernel",
-    "06_sonic_moe_swiglu": "mixture-of-experts SwiGLU layer",
-    "07_w4a16_gemm": "4-bit-weight (W4A16) GEMM",
-    "01_glm52_fused_moe": "fused mixture-of-experts layer (GLM)",
-    "02_deepseek_nsa": "native sparse attention (NSA) kernel",
-    "03_megaqwen_decode": "Qwen decode megakernel",
-    "04_grid_mingru_sps": "MinGRU policy rollout",
-    "02_kimi_linear_decode": "Kimi linear-attention decode step",
-}
 LANGUAGE_NAMES = {
     "triton": "Triton", "raw_cuda": "CUDA", "ptx": "CUDA (inline PTX)", "cutlass_cpp": "CUTLASS",
     "cute_dsl": "CuTe DSL", "tilelang": "TileLang", "thunderkittens": "ThunderKittens", "wmma": "CUDA (WMMA)",
@@ -132,7 +120,8 @@ def kernel_phrase(rep: dict[str, Any]) -> str:
     model = run.get("model") or run.get("model_slug") or "the model"
     who = f"{model} ({run['harness']})" if run.get("harness") and run.get("harness") not in str(model) else str(model)
     prob = run.get("problem") or ""
-    what = PROBLEM_NAMES.get(prob) or (re.sub(r"^\d+_", "", prob).replace("_", " ") + " kernel" if prob else "kernel")
+    entry = problems.find(prob)
+    what = (entry.display_name if entry else None) or (re.sub(r"^\d+_", "", prob).replace("_", " ") + " kernel" if prob else "kernel")
     if run.get("has_solution") is False:
         return f"{who} submitted no solution for the {what} problem"
     lang = None

@@ -223,7 +223,7 @@ def _lint_source(source: str | bytes, filename: str, problem: str | None, bench:
     rep.hits.append(Hit("LANGUAGE", None, None, f"primary language {rep.language['primary']}; gate framework="
                         f"{rep.gate.get('framework')}; evidence {ev_lines[:300] or 'none'}", file=filename,
                         data={"language": rep.language, "gate": rep.gate}))
-    gate_bench = bench == "cuda" or (bench == "mini" and problem in ("03_topp_mask", "04_flash_attention"))
+    gate_bench = bench == "cuda" or (bench == "mini" and P.language_gate(problem))
     if gate_bench and not rep.gate.get("ok", True):
         why = []
         if rep.gate["triton_cheat"]:

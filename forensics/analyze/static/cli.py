@@ -37,7 +37,7 @@ def _print_report(rep, min_sev: str) -> None:
 
 @click.command("lint")
 @click.argument("path", type=click.Path(exists=True))
-@click.option("--problem", default=None, help="Problem name (e.g. 01_fp8_gemm): selects forbidden ops and the bench.")
+@click.option("--problem", default=None, help="Problem id (the deck folder's name, NN_name): selects forbidden ops and the bench.")
 @click.option("--bench", default=None, type=click.Choice(["hard", "cuda", "mega", "mini", "multi"]))
 @click.option("--gpu", default=None, help="GPU the solution is meant to run on (for ARCH-MISMATCH).")
 @click.option("--min-severity", "min_sev", default="info", type=click.Choice(list(reversed(SEVERITIES))))

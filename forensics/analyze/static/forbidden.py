@@ -111,7 +111,7 @@ def forbidden_uses(mod: Module, problem: str | None, bench: str | None) -> dict[
             for lit in lits:
                 uses.setdefault(lit, []).append(n)
     # mega: AST import bans (module, submodule or parent)
-    for banned in P.MEGA_IMPORT_BANS.get(problem or "", ()):
+    for banned in P.import_bans(problem):
         for n in mod.of(ast.Import, ast.ImportFrom):
             mods: list[str] = []
             if isinstance(n, ast.Import):

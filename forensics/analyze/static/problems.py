@@ -1,7 +1,8 @@
 """Per-problem facts the static rules need: bench, forbidden ops, the deck's GPU.
 
-Paraphrased from spec/replay-contract.md (Parts B-E).  The forbidden lists are the graders'
-literal substrings; `forbidden_targets` turns each into what the AST matcher looks for.
+The problems' own facts (bench, forbidden lists, L2 flushing) are the catalogue's
+(forensics/problems.py); this module gives them the static rules' shape.  The forbidden lists are
+the graders' literal substrings; `forbidden_targets` turns each into what the AST matcher looks for.
 """
 
 from __future__ import annotations
@@ -12,51 +13,28 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-TRITON_SET = ("import triton", "from triton", "@triton.jit", "triton.language")
-DSL_SET = ("import thunderkittens", "from cutlass.cute", "import tilelang")
-REF_IMPORTS = ("import reference", "from reference")
+from forensics import problems as catalogue
 
-FORBIDDEN: dict[str, tuple[str, ...]] = {
-    # hard
-    "01_fp8_gemm": ("torch._scaled_mm", "torch.ops.aten._scaled_mm"),
-    "02_kda_cutlass": ("fla.ops.kda", "fla.ops.chunk_kda", "chunk_kda", "fused_recurrent_kda",
-                       "naive_chunk_kda", "naive_recurrent_kda"),
-    "03_paged_attention": ("vllm.attention", "flashinfer.batch_decode_with_paged_kv_cache",
-                           "flashinfer.decode", "torch.nn.functional.scaled_dot_product_attention",
-                           "F.scaled_dot_product_attention"),
-    "05_topk_bitonic": ("torch.topk", "torch.kthvalue", "torch.sort", "torch.argsort", "Tensor.topk",
-                        "Tensor.kthvalue", "Tensor.sort", "Tensor.argsort", "torch.ops.aten.topk",
-                        "torch.ops.aten.sort", "torch.ops.aten.kthvalue"),
-    "06_sonic_moe_swiglu": ("torch.matmul", "torch.bmm", "torch.nn.functional.linear", "F.linear",
-                            "from sonic_moe", "import sonic_moe"),
-    "07_w4a16_gemm": ("bitsandbytes.functional.dequantize_4bit", "bitsandbytes.functional.gemv_4bit",
-                      "marlin_kernel.gemm", "torch.nn.functional.linear"),
-    # cuda
-    "01_glm52_fused_moe": TRITON_SET + ("import vllm", "from vllm", "flashinfer", "megablocks", "scattermoe",
-                                        "torch._grouped_mm", "import thunderkittens", "from cutlass.cute",
-                                        "import tilelang") + REF_IMPORTS,
-    "02_deepseek_nsa": TRITON_SET + ("flash_attn", "flashinfer", "scaled_dot_product_attention",
-                                     "F.scaled_dot_product_attention",
-                                     "torch.nn.functional.scaled_dot_product_attention") + DSL_SET + REF_IMPORTS,
-    "03_megaqwen_decode": TRITON_SET + ("flash_attn", "flashinfer", "scaled_dot_product_attention",
-                                        "F.scaled_dot_product_attention", "import vllm", "from vllm")
-                          + DSL_SET + REF_IMPORTS,
-    "04_grid_mingru_sps": TRITON_SET + DSL_SET + ("gymnasium", "import gym", "pufferlib") + REF_IMPORTS,
-    # mini (substring lists include the reference imports)
-    "01_dequant_gemv": REF_IMPORTS,
-    "02_segmented_decay_scan": REF_IMPORTS,
-    "03_topp_mask": ("torch.sort", "torch.topk", "torch.argsort", ".sort(", ".topk(") + REF_IMPORTS,
-    "04_flash_attention": ("scaled_dot_product_attention", "flash_attn", "flashinfer") + REF_IMPORTS,
-}
 
-# mega: AST import bans (module, submodule or parent), not substrings
-MEGA_IMPORT_BANS: dict[str, tuple[str, ...]] = {
-    "02_kimi_linear_decode": ("transformers", "flash_mla", "flashmla", "fla.ops", "flash_linear_attention",
-                              "vllm", "sglang", "bitsandbytes", "torchao", "marlin", "auto_gptq", "autoawq",
-                              "awq", "exllama", "reference", "baseline"),
-    "01_rl_grid_ppo": ("gymnasium", "gym", "pufferlib", "cleanrl", "stable_baselines3", "tianshou", "envpool",
-                       "sample_factory", "rllib", "torchrl", "reference", "baseline"),
-}
+def forbidden(problem: str | None) -> tuple[str, ...]:
+    """The literals the problem's check.py greps the solution for (hard, cuda, mini; the catalogue's
+    `substring_bans`); none for an unknown problem or one whose deck matches imports instead."""
+    p = catalogue.find(problem)
+    return p.substring_bans if p else ()
+
+
+def import_bans(problem: str | None) -> tuple[str, ...]:
+    """mega: the modules whose import (the module, a submodule or a parent) check.py fails, matched
+    by AST, not by substring (the catalogue's `import_bans`)."""
+    p = catalogue.find(problem)
+    return p.import_bans if p else ()
+
+
+def language_gate(problem: str | None) -> bool:
+    """The problem's check.py runs the CUDA language gate (cuda, two mini problems)."""
+    p = catalogue.find(problem)
+    return bool(p and p.language_gate)
+
 
 # the problem's core op, for LIBRARY-DOES-WORK: which library calls would do the whole job
 CORE_LIBRARY_OPS: dict[str, tuple[str, ...]] = {
@@ -67,17 +45,6 @@ CORE_LIBRARY_OPS: dict[str, tuple[str, ...]] = {
                   "torch.ops.aten._scaled_dot_product_efficient_attention"),
     "sort": ("torch.topk", "torch.sort", "torch.argsort", "torch.kthvalue", ".topk", ".sort", ".argsort"),
     "compile": ("torch.compile", "torch._dynamo.optimize", "torch.jit.script", "torch.jit.trace"),
-}
-
-PROBLEM_BENCH: dict[str, str] = {
-    "01_fp8_gemm": "hard", "02_kda_cutlass": "hard", "03_paged_attention": "hard", "05_topk_bitonic": "hard",
-    "06_sonic_moe_swiglu": "hard", "07_w4a16_gemm": "hard", "04_kahan_softmax": "hard",
-    "09_fmha_preattn_mrope": "hard", "10_patch_embed_conv3d_gemm": "hard",
-    "01_glm52_fused_moe": "cuda", "02_deepseek_nsa": "cuda", "03_megaqwen_decode": "cuda",
-    "04_grid_mingru_sps": "cuda",
-    "01_dequant_gemv": "mini", "02_segmented_decay_scan": "mini", "03_topp_mask": "mini",
-    "04_flash_attention": "mini",
-    "02_kimi_linear_decode": "mega", "01_rl_grid_ppo": "mega",
 }
 
 # Environment variables the graders themselves read (the decks' src/eval and problem scripts):
@@ -102,21 +69,12 @@ def env_role(name: str) -> str:
     return "own"
 
 
-# Problems whose benchmark flushes L2 between timed calls (cuda_events_l2_flush: the decks'
-# time_variant writes 128 MiB before each call).  The decode/rollout problems time a wall-clock
-# loop with no flush, so an L2 residency hint there cannot defeat a flush.
-L2_FLUSHED = frozenset({"01_fp8_gemm", "02_kda_cutlass", "03_paged_attention", "05_topk_bitonic",
-                        "06_sonic_moe_swiglu", "07_w4a16_gemm", "01_glm52_fused_moe", "02_deepseek_nsa"})
-L2_UNFLUSHED = frozenset({"03_megaqwen_decode", "04_grid_mingru_sps", "02_kimi_linear_decode", "01_rl_grid_ppo"})
-
-
 def l2_flushed(problem: str | None) -> bool | None:
-    """True / False when the problem's timing is known to flush L2 or not; None when unknown."""
-    if problem in L2_FLUSHED:
-        return True
-    if problem in L2_UNFLUSHED:
-        return False
-    return None
+    """True / False when the problem's timing is known to flush L2 or not; None when unknown.  The
+    stateless decks' time_variant writes 128 MiB before each timed call; the decode/rollout problems
+    time a wall-clock loop with no flush, so an L2 residency hint there cannot defeat a flush."""
+    p = catalogue.find(problem)
+    return p.l2_flush if p else None
 
 
 # Problems whose deck check hands an entry point state or caches the solution did not make (the Kimi
@@ -159,9 +117,7 @@ def gpu_arch(name: str | None) -> tuple[int, str] | None:
 
 
 def bench_of(problem: str | None) -> str | None:
-    if not problem:
-        return None
-    return PROBLEM_BENCH.get(problem)
+    return catalogue.bench_of(problem)
 
 
 @lru_cache(maxsize=1)
@@ -172,10 +128,7 @@ def deck_hashes() -> dict:
 
 def problem_from_text(name: str) -> str | None:
     """Find a known problem name inside a run id or path."""
-    for p in sorted(PROBLEM_BENCH, key=len, reverse=True):
-        if p in name:
-            return p
-    return None
+    return catalogue.problem_in_text(name)
 
 
 @dataclass(frozen=True)
@@ -187,7 +140,7 @@ class ForbiddenTarget:
 
 def forbidden_targets(problem: str | None) -> list[ForbiddenTarget]:
     out: list[ForbiddenTarget] = []
-    for lit in FORBIDDEN.get(problem or "", ()):
+    for lit in forbidden(problem):
         s = lit.strip()
         if s.startswith("import ") or s.startswith("from "):
             out.append(ForbiddenTarget(lit, "import", s.split()[1]))

@@ -16,7 +16,7 @@ from . import problems as P
 
 def official_forbidden(text: str, problem: str | None) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
-    for lit in P.FORBIDDEN.get(problem or "", ()):
+    for lit in P.forbidden(problem):
         found: set[int] = set()
         line, prev = 1, 0
         for m in re.finditer(re.escape(lit), text):     # in order: count newlines since the last match only

@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from forensics.problems import CATALOGUE, MODULE_ENTRY
 from forensics.text import rx as RX
 from forensics.text.cuda import global_kernel_names
 
@@ -58,16 +59,9 @@ SORT = {"torch.topk", "torch.sort", "torch.argsort", "torch.kthvalue", "torch.op
 SORT_METHODS = {"topk", "sort", "argsort", "kthvalue"}
 COMPILE = {"torch.compile", "torch._dynamo.optimize", "torch.jit.script", "torch.jit.trace"}
 
-MAIN_OP: dict[str, tuple[str, ...]] = {
-    "01_fp8_gemm": ("gemm",), "07_w4a16_gemm": ("gemm",), "06_sonic_moe_swiglu": ("gemm",),
-    "01_glm52_fused_moe": ("gemm",), "02_kda_cutlass": ("gemm",), "03_paged_attention": ("attention", "gemm"),
-    "02_deepseek_nsa": ("attention", "gemm"), "03_megaqwen_decode": ("attention", "gemm"),
-    "02_kimi_linear_decode": ("attention", "gemm"), "04_grid_mingru_sps": ("gemm",), "05_topk_bitonic": ("sort",),
-    "01_dequant_gemv": ("gemm",), "04_flash_attention": ("attention", "gemm"), "03_topp_mask": ("sort",),
-}
+MAIN_OP: dict[str, tuple[str, ...]] = {p.id: p.main_ops for p in CATALOGUE if p.main_ops}
 # the entry the benchmark times, where a deck has several
-PRIMARY_ENTRY: dict[str, tuple[str, ...]] = {"04_grid_mingru_sps": ("run",), "03_megaqwen_decode": ("decode_steps", "forward"),
-                                             "02_kimi_linear_decode": ("step", "forward")}
+PRIMARY_ENTRY: dict[str, tuple[str, ...]] = {p.id: p.timed_entry for p in CATALOGUE if p.timed_entry != MODULE_ENTRY}
 
 # torch calls and tensor methods that only move or reshape data (no arithmetic on values)
 MOVEMENT = {"to", "float", "half", "bfloat16", "double", "int", "long", "short", "byte", "char", "bool", "contiguous",
