@@ -100,6 +100,11 @@ class Problem:
     entry_points: tuple[EntryPoint, ...] = ()
     timed_entry: tuple[str, ...] = MODULE_ENTRY   # function names the static audit starts from, first the timed one
     check_order: str = "shape"             # check.py's trial order: shape-major or seed-major
+    # parameter names under which the solution's own functions receive the state the API threads
+    # (its writable arguments, the names the deck's reference gives them, the usual synonyms): a
+    # write to one is state kept, not an input overwritten (the static audit's INPUT-WRITE)
+    state_names: tuple[str, ...] = ()
+    check_feeds_state: bool = False        # check.py hands an entry point state the solution did not make
     # timing
     timing: str | None = None
     l2_flush: bool | None = None           # the benchmark flushes L2 before each timed call (None: unknown)
@@ -134,6 +139,7 @@ class Problem:
         bad += [f"role {c.role!r} of {c.name}" for c in self.grader_calls if c.role not in ROLES]
         for e in self.entry_points:
             bad += [f"{e.name}: {a!r} is not a parameter" for a in e.inputs + e.writable if a not in e.params]
+            bad += [f"{e.name}: writable {a!r} is not in state_names" for a in e.writable if a not in self.state_names]
         if bad:
             raise ValueError(f"{self.id}: " + "; ".join(bad))
 
@@ -413,6 +419,8 @@ CATALOGUE: tuple[Problem, ...] = (
                                                       "seed"), inputs=("hidden",), writable=("k_caches", "v_caches"),
                                      required=False, timed=True)),
             timed_entry=("decode_steps", "forward"), check_order="seed",
+            # the benchmark feeds decode_steps the caches the solution's own prefill returned; check.py calls run() only
+            state_names=("k_caches", "v_caches", "kv_cache", "kv_caches", "caches", "state", "cache"),
             timing="wall_clock_median", l2_flush=False, warmup=1, n_trials=5,
             shapes=_frozen(*(dict(ctx_len=c, n_decode=d) for c, d in ((2048, 64), (8192, 64), (32768, 32), (131072, 16)))),
             check_shapes=_frozen(*(dict(ctx_len=c, n_decode=d) for c, d in ((128, 8), (256, 8), (512, 4)))),
@@ -433,7 +441,8 @@ CATALOGUE: tuple[Problem, ...] = (
                           EntryPoint("policy_forward", ("model", "obs", "state"), inputs=("obs", "state"), required=False),
                           EntryPoint("env_step", ("agent", "food", "actions", "rng_state"),
                                      inputs=("agent", "food", "actions", "rng_state"), required=False)),
-            timed_entry=("run",), timing="wall_clock_median", l2_flush=False, warmup=1, n_trials=3,
+            timed_entry=("run",), state_names=("state", "agent", "food", "rng_state", "model"),
+            timing="wall_clock_median", l2_flush=False, warmup=1, n_trials=3,
             shapes=_frozen(*(dict(num_envs=n, horizon=h) for n, h in ((4096, 32), (16384, 32), (65536, 16), (8192, 64)))),
             check_shapes=_frozen(dict(num_envs=256, horizon=0, part="policy_forward"),
                                  dict(num_envs=256, horizon=1, part="env_step"), dict(num_envs=128, horizon=8, part="run")),
@@ -462,6 +471,8 @@ CATALOGUE: tuple[Problem, ...] = (
                           EntryPoint("Model.step", ("hidden", "state"), inputs=("hidden",), writable=("state",),
                                      timed=True)),
             timed_entry=("step", "forward"), check_order="seed",
+            # check.py feeds both models reference.init_state(...) and compares the state step() leaves
+            state_names=("state", "st", "states", "cache", "caches"), check_feeds_state=True,
             timing="wall_clock_best_of_3", l2_flush=False, warmup=1, n_trials=3,
             shapes=_frozen(*(dict(ctx=c, steps=s, n_experts=64) for c, s in ((2048, 32), (8192, 16), (16384, 16)))),
             check_shapes=_frozen(dict(ctx=2048, steps=1, n_experts=64), dict(ctx=8192, steps=1, n_experts=64)),
@@ -498,7 +509,8 @@ CATALOGUE: tuple[Problem, ...] = (
             forbidden_libraries=("gymnasium", "gym", "pufferlib", "cleanrl", "stable_baselines3", "tianshou", "envpool",
                                  "sample_factory", "rllib", "torchrl", "reference", "baseline"),
             api_kind="train", entry_points=(EntryPoint("train", ("total_env_steps", "seed"), timed=True),),
-            timed_entry=("train",), timing="wall_clock_best_of_3", l2_flush=False, n_trials=3),
+            timed_entry=("train",), state_names=("state", "agent", "food", "rng_state", "model", "env"),
+            timing="wall_clock_best_of_3", l2_flush=False, n_trials=3),
     Problem("01_allreduce_residual", bench="multi"),
     Problem("07_gemm_allreduce_overlap", bench="multi"),
     Problem("08_ring_attention_cp", bench="multi"),

@@ -47,6 +47,8 @@ def test_entries_refuse_unknown_values():
         P.Problem("00_x", bench="hard", api_kind="stream")
     with pytest.raises(ValueError, match="not a parameter"):
         P.Problem("00_x", bench="hard", entry_points=(P.EntryPoint("f", ("a",), writable=("b",)),))
+    with pytest.raises(ValueError, match="state_names"):
+        P.Problem("00_x", bench="hard", entry_points=(P.EntryPoint("f", ("a",), writable=("a",)),))
     with pytest.raises(ValueError, match="role"):
         P.Problem("00_x", bench="hard", grader_calls=(P.GraderCall("time.time", "clock", ("benchmark.py",)),))
     with pytest.raises(ValueError, match="unknown role"):
@@ -415,6 +417,16 @@ def test_how_the_deck_checks_and_times(pid):
             if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "hasattr" and \
                     getattr(n.args[0], "id", None) == "solution":
                 attrs.add(n.args[1].value)
+    # state check.py did not get from the solution: a value made by a reference.* call, handed to a
+    # method of the solution's model
+    check = ast.parse((d / "check.py").read_text())
+    al = _aliases(check)
+    from_ref = {t.id for n in ast.walk(check) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                and (_name(n.value.func, al) or "").startswith("reference.") for t in n.targets if isinstance(t, ast.Name)}
+    fed = [n for n in ast.walk(check) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+           and isinstance(n.func.value, ast.Name) and n.func.value.id.startswith("sol")
+           and any(isinstance(a, ast.Name) and a.id in from_ref for a in n.args)]
+    assert bool(fed) == p.check_feeds_state, (pid, [ast.unparse(n) for n in fed])
     assert ("ast.parse" in calls) == (p.forbidden_kind == "ast_import")
     assert ("re.escape" in calls) == (p.forbidden_kind == "substring")
     assert ("src.eval.cuda_language.check_cuda_language" in calls) == p.language_gate

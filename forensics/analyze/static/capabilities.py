@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from forensics.analyze.findings import Rule
+from forensics.problems import CATALOGUE
 
 from . import rules as R
 
@@ -266,13 +267,8 @@ _COMPILER_FLAG = re.compile(r"^(-arch|--?gpu-architecture|-gencode|-Xptxas|-Xcom
 _PHASE_WORDS = re.compile(r"(?i)(bench|check|timing|time_fn|time_variant|grader|harness|eval|pytest|correctness|"
                           r"profil|stress|warmup|trusted)")
 
-#: writable arguments of the stateful APIs (the catalogue will hold these): an entry may write its state
-STATE_PARAMS: dict[str, frozenset[str]] = {
-    "02_kimi_linear_decode": frozenset({"state", "st", "states", "cache", "caches"}),
-    "03_megaqwen_decode": frozenset({"k_caches", "v_caches", "kv_cache", "kv_caches", "caches", "state", "cache"}),
-    "04_grid_mingru_sps": frozenset({"state", "agent", "food", "rng_state", "model"}),
-    "01_rl_grid_ppo": frozenset({"state", "agent", "food", "rng_state", "model", "env"}),
-}
+#: the names the stateful APIs' state goes by (the catalogue's `state_names`): an entry may write its state
+STATE_PARAMS: dict[str, frozenset[str]] = {p.id: frozenset(p.state_names) for p in CATALOGUE if p.state_names}
 
 
 # ----------------------------------------------------------------------------------------- values

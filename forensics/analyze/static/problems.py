@@ -77,19 +77,15 @@ def l2_flushed(problem: str | None) -> bool | None:
     return p.l2_flush if p else None
 
 
-# Problems whose deck check hands an entry point state or caches the solution did not make (the Kimi
-# check feeds `reference.init_state(...)` to `step(hidden, state)` and compares the updated state).  In
-# the other stateful decks the caches an entry receives are the solution's own (megaqwen's benchmark
-# feeds decode_steps what the solution's prefill returned; its check calls run() only): an entry that
-# ignores them is within the contract as graded (ARG-IGNORED low there).
-CALLER_STATE_CHECKED = frozenset({"02_kimi_linear_decode"})
-
-
 def caller_state_checked(problem: str | None) -> bool | None:
-    """Does the deck's check pass an entry point state the solution did not make?  None: unknown problem."""
-    if not problem or problem not in PROBLEM_BENCH:
-        return None
-    return problem in CALLER_STATE_CHECKED
+    """Does the deck's check pass an entry point state the solution did not make (the catalogue's
+    `check_feeds_state`: the Kimi check feeds `reference.init_state(...)` to `step(hidden, state)` and
+    compares the updated state)?  In the other stateful decks the caches an entry receives are the
+    solution's own (megaqwen's benchmark feeds decode_steps what the solution's prefill returned; its
+    check calls run() only): an entry that ignores them is within the contract as graded (ARG-IGNORED
+    low there).  None: unknown problem."""
+    p = catalogue.find(problem)
+    return p.check_feeds_state if p else None
 
 
 # benches whose check forbids importing the reference module
