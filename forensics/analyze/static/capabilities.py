@@ -1517,26 +1517,14 @@ def _qn_plain(e: ast.AST, aliases: dict[str, str]) -> str | None:
 
 @lru_cache(maxsize=1)
 def _reference_files() -> dict[str, tuple[Path, ...]]:
-    """problem id -> its reference files under kernels/ref, read from the problem specs by AST."""
+    """problem id -> its reference file under kernels/ref (the catalogue's `ref_file`), located
+    without importing the kernels package."""
     import importlib.util
     spec = importlib.util.find_spec("kernels")
     if spec is None or not spec.submodule_search_locations:
         return {}
-    root = Path(list(spec.submodule_search_locations)[0])
-    out: dict[str, list[Path]] = {}
-    for f in sorted((root / "problems").glob("*.py")):
-        try:
-            tree = ast.parse(f.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
-            continue
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Call):
-                kw = {k.arg: k.value for k in n.keywords if k.arg}
-                name, ref = kw.get("name"), kw.get("ref_file")
-                if isinstance(name, ast.Constant) and isinstance(ref, ast.Constant) and isinstance(name.value, str) \
-                        and isinstance(ref.value, str):
-                    out.setdefault(name.value, []).append(root / "ref" / ref.value)
-    return {k: tuple(v) for k, v in out.items()}
+    root = Path(list(spec.submodule_search_locations)[0]) / "ref"
+    return {p.id: (root / p.ref_file,) for p in CATALOGUE if p.ref_file}
 
 
 # ----------------------------------------------------------------------------------------- driver
