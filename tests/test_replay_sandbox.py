@@ -80,6 +80,11 @@ def test_no_network_to_a_local_listener(attacked):
     assert attacked["listener"] == []
 
 
+def test_no_vsock_socket_from_inside(attacked):
+    # AF_VSOCK reaches the hypervisor host past the network namespace (issue 36): refused by seccomp
+    assert "vsock:" not in attacked["reached"]
+
+
 def test_no_new_namespaces_from_inside(attacked):
     # seccomp: unshare(CLONE_NEWUSER) from a fork is refused (an unprivileged user namespace would
     # hand the solution capabilities over new namespaces and much kernel surface)
@@ -248,8 +253,48 @@ def test_seccomp_program_jumps_stay_inside():
         for i, (code, jt, jf, k) in enumerate(prog):
             if code & 0x07 == 0x05:   # BPF_JMP
                 assert i + 1 + jt < len(prog) and i + 1 + jf < len(prog)
-        assert prog[-3][0] == 0x06 and prog[-3][3] == 0x7FFF0000   # allow, then EPERM, ENOSYS
+        assert prog[-4][0] == 0x06 and prog[-4][3] == 0x7FFF0000   # allow, then EPERM, ENOSYS, EAFNOSUPPORT
     assert seccomp_program("riscv64") is None
+
+
+def _run_bpf(prog, arch: int, nr: int, args: tuple = ()) -> int:
+    """A classic-BPF interpreter for the instructions the filter uses, over a seccomp_data."""
+    import struct
+    words = list(args) + [0] * (6 - len(args))
+    data = struct.pack("<iI Q", nr, arch, 0) + b"".join(struct.pack("<Q", a) for a in words)
+    a, pc = 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        if code == 0x20:
+            a = struct.unpack_from("<I", data, k)[0]
+            pc += 1
+        elif code == 0x06:
+            return k
+        else:
+            op = code & 0xF0
+            hit = {0x10: a == k, 0x30: a >= k, 0x40: bool(a & k)}[op]
+            pc += 1 + (jt if hit else jf)
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_socket_families_outside_the_allow_list_are_refused(arch):
+    """AF_VSOCK reached the hypervisor host past the network namespace (issue 36): socket() and
+    socketpair() of any family but unix, IP and netlink are EAFNOSUPPORT; the allowed ones, other
+    syscalls and the denied ones keep their answers."""
+    import errno as E
+
+    from forensics.replay.sandbox import _AUDIT_ARCH, _NR, seccomp_program
+    prog, a, nr = seccomp_program(arch), _AUDIT_ARCH[arch], _NR[arch]
+    refused = 0x00050000 | E.EAFNOSUPPORT
+    for sysc in ("socket", "socketpair"):
+        assert _run_bpf(prog, a, nr[sysc], (40, 1, 0)) == refused          # AF_VSOCK
+        assert _run_bpf(prog, a, nr[sysc], (17, 3, 0)) == refused          # AF_PACKET
+        assert _run_bpf(prog, a, nr[sysc], (38, 5, 0)) == refused          # AF_ALG
+        for fam in (1, 2, 10, 16):                                          # unix, inet, inet6, netlink
+            assert _run_bpf(prog, a, nr[sysc], (fam, 1, 0)) == 0x7FFF0000
+    assert _run_bpf(prog, a, nr["mount"]) == 0x00050000 | E.EPERM
+    assert _run_bpf(prog, a, 0, (40,)) == 0x7FFF0000                        # read(40, ...): not a socket call
+    assert _run_bpf(prog, a, nr["clone"], (0x10000000,)) == 0x00050000 | E.EPERM   # CLONE_NEWUSER
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(), reason="needs root and setpriv")

@@ -3,7 +3,7 @@
 At import it tries, each attempt caught so the replay goes on: the parent's environment from
 /proc (every process it can see), appending to the archived solution.py and writing into the
 run folder, writing into $HOME and the project checkout, a TCP connection to a listener on
-127.0.0.1 and a unix socket, new namespaces (a network one in place, a user one from a
+127.0.0.1 and a unix socket, an AF_VSOCK socket (the hypervisor host), new namespaces (a network one in place, a user one from a
 single-threaded fork), and 200 processes that leave the worker's process group and outlive it.
 forward raises with whatever it reached, so a leak lands in the findings; with nothing reached
 it computes top-k honestly.  `CFG` (targets, nonces) is filled in by
@@ -71,6 +71,12 @@ def unix():
     return "connected to the unix socket"
 
 
+def vsock():
+    s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)   # the hypervisor host, past the network namespace
+    s.close()
+    return "created an AF_VSOCK socket"
+
+
 def new_namespace():
     libc = ctypes.CDLL(None, use_errno=True)
     got = []
@@ -103,6 +109,7 @@ attempt("home", lambda: write_into("home"))
 attempt("checkout", lambda: write_into("repo"))
 attempt("tcp", tcp)
 attempt("unix", unix)
+attempt("vsock", vsock)
 attempt("unshare", new_namespace)
 attempt("fork", fork_many)
 

@@ -250,7 +250,7 @@ def attack_replay(tmp: Path, device: str = "cpu", shapes: str = "tiny", forks: i
         "home_untouched": not home_files and "home:" not in reached,
         "checkout_untouched": not checkout_written and "checkout:" not in reached,
         "parent_environ_hidden": secret not in text and "environ:" not in reached,
-        "no_network": listener.got == [] and "tcp:" not in reached and "unix:" not in reached,
+        "no_network": listener.got == [] and "tcp:" not in reached and "unix:" not in reached and "vsock:" not in reached,
         "no_new_namespaces": "unshare:" not in reached,
         "nothing_outlives": survivors == [],
     }

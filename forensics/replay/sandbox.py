@@ -89,7 +89,7 @@ _NR = {
                    name_to_handle_at=303, open_by_handle_at=304, setns=308, process_vm_readv=310,
                    process_vm_writev=311, finit_module=313, kexec_file_load=320, bpf=321, userfaultfd=323,
                    io_uring_setup=425, open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432,
-                   fspick=433, pidfd_getfd=438, mount_setattr=442),
+                   fspick=433, pidfd_getfd=438, mount_setattr=442, socket=41, socketpair=53),
     "aarch64": dict(clone=220, clone3=435, ptrace=117, pivot_root=41, chroot=51, acct=89, mount=40, umount2=39,
                     swapon=224, swapoff=225, reboot=142, sethostname=161, setdomainname=162, init_module=105,
                     delete_module=106, quotactl=60, lookup_dcookie=18, kexec_load=104, add_key=217,
@@ -97,8 +97,14 @@ _NR = {
                     name_to_handle_at=264, open_by_handle_at=265, setns=268, process_vm_readv=270,
                     process_vm_writev=271, finit_module=273, kexec_file_load=294, bpf=280, userfaultfd=282,
                     io_uring_setup=425, open_tree=428, move_mount=429, fsopen=430, fsconfig=431, fsmount=432,
-                    fspick=433, pidfd_getfd=438, mount_setattr=442),
+                    fspick=433, pidfd_getfd=438, mount_setattr=442, socket=198, socketpair=199),
 }
+#: socket families a worker may create (socket / socketpair's domain): local, IP (its own loopback in
+#: the network namespace) and netlink (interface queries).  Every other family is refused with
+#: EAFNOSUPPORT, as a kernel without it would: AF_VSOCK reaches the hypervisor host past the network
+#: namespace, and the rest (packet, bluetooth, CAN, TIPC, RDS, ALG, XDP ...) is kernel surface a
+#: kernel solution has no use for
+SOCKET_FAMILIES = (1, 2, 10, 16)   # AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _NS_FLAGS = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -119,18 +125,27 @@ def seccomp_program(machine: str) -> list[tuple[int, int, int, int]] | None:
     body.append((JSET, "eperm", "allow", _NS_FLAGS))
     for name in _DENY:
         body.append((JEQ, "eperm", "next", nr[name]))
+    body.append((JEQ, "sock", "next", nr["socket"]))
+    body.append((JEQ, "next", "allow", nr["socketpair"]))
+    sock = len(body)
+    body.append((LD_W_ABS, 0, 0, 16))                      # the domain: args[0], low word
+    for i, fam in enumerate(SOCKET_FAMILIES):
+        body.append((JEQ, "allow", "next" if i < len(SOCKET_FAMILIES) - 1 else "eafnosupport", fam))
     body.append((RET, 0, 0, _RET_ALLOW))
     allow = len(body) - 1
     body.append((RET, 0, 0, _RET_ERRNO | errno.EPERM))
     eperm = len(body) - 1
     body.append((RET, 0, 0, _RET_ERRNO | errno.ENOSYS))
     enosys = len(body) - 1
+    body.append((RET, 0, 0, _RET_ERRNO | errno.EAFNOSUPPORT))
+    eafnosupport = len(body) - 1
     out = []
     for i, (code, jt, jf, k) in enumerate(body):
         def off(t):
             if not isinstance(t, str):
                 return t
-            target = {"next": i + 1, "skip2": i + 3, "allow": allow, "eperm": eperm, "enosys": enosys}[t]
+            target = {"next": i + 1, "skip2": i + 3, "allow": allow, "eperm": eperm, "enosys": enosys,
+                      "sock": sock, "eafnosupport": eafnosupport}[t]
             return target - i - 1
         out.append((code, off(jt), off(jf), k))
     return out
@@ -944,7 +959,8 @@ def _seccomp(rep: _Report) -> None:
     fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(arr))
     fbuf = ctypes.create_string_buffer(fprog, len(fprog))
     _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fbuf))
-    rep.d["seccomp"] = f"deny-list ({len(_DENY) + 2} syscalls)"
+    rep.d["seccomp"] = (f"deny-list ({len(_DENY) + 2} syscalls; socket families other than "
+                        f"{', '.join(map(str, SOCKET_FAMILIES))} refused)")
 
 
 def _worker(cfg: dict, rep: _Report, userns: bool) -> None:
