@@ -46,12 +46,14 @@ MQ_SIDE = {"mq_core.py": (CORPUS / "mq_core.py").read_bytes()}
 def test_honest_topk_passes_every_probe(tmp_path):
     out = _replay("topk_honest.py", seeds=(42, 123), tmp_path=tmp_path)
     assert out.status() == "pass", [(r["probe"], r["status"], r["detail"]) for r in out.rows if r["status"] != "pass"]
-    assert {f["severity"] for f in out.findings} <= {"info"}
+    # its top-k is Tensor.sort (which the deck forbids): the kernel trace says a library does the work;
+    # nothing else is above info
+    assert {f["rule"] for f in out.findings if f["severity"] != "info"} == {"replay-work-by-library"}
     check = _rows(out, "check") + _rows(out, "stress")
     assert len(check) == 2 * 3 and all(r["status"] == "pass" for r in check)  # 2 seeds x (nominal + 2 stress)
     for probe in ("same-buffer", "unsampled-region", "fresh-state", "fresh-inputs", "output-alias", "determinism"):
         assert _rows(out, probe) and all(r["status"] == "pass" for r in _rows(out, probe)), probe
-    assert _rows(out, "nan-poison")[0]["status"] == "skipped"  # CPU: allocator poisoning needs CUDA
+    assert _rows(out, "nan-poison")[0]["status"] == "pass"   # CPU: torch's fill of uninitialized memory
     assert out.rows[0]["max_abs"] == 0.0 and out.rows[0]["n_total"] > 0
 
 
@@ -176,6 +178,10 @@ def test_forged_input_report_is_caught_from_memory_the_parent_holds(tmp_path):
     forged = next(f for f in out.findings if f["rule"] == "replay-report-forged")
     assert forged["severity"] == "critical" and forged["data"]["slots"] and forged["data"]["max_change"] > 0
     assert out.status() == "tampered"
+    # reaching the worker took the garbage collector: the audit hook sent that before it returned
+    cap = next(f for f in out.findings if f["rule"] == "replay-capability")
+    assert cap["data"]["capability"] == "introspection"
+    assert any(e["event"] == "gc.get_objects" and e["file"] == "solution.py" for e in cap["data"]["events"])
 
 
 def test_honest_solution_is_not_called_forged(tmp_path):

@@ -149,7 +149,10 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
         out = rp.out
         out.info["interrupted"] = str(e) or type(e).__name__
     finally:
-        scratch.cleanup()
+        try:
+            _judge_evidence(rp, scratch, python)
+        finally:
+            scratch.cleanup()
     out.info.update(problem=spec.name, bench=spec.bench, deck_version=spec.deck_version, version_choice=how,
                     version_notes=notes, solution_sha256=scratch.sha256, scratch_skipped=scratch.skipped,
                     cache_dir=str(scratch.cache), device=device, shapes=shapes, status=out.status(),
@@ -176,6 +179,28 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
                    f"no matching template files); replayed against the current version {spec.deck_version}.",
                    {"notes": notes})
     return out
+
+
+def _judge_evidence(rp: Replay, scratch: Scratch, python: str | None) -> None:
+    """What the solution's processes did (their audit hooks' evidence, capabilities.judge), once every
+    child has ended; a failure here is the tool's (`replay-tool-error`), never the solution's."""
+    import sys
+    from . import capabilities
+    for ch in scratch.children:   # an interrupted replay may have left one: its evidence ends with it
+        if ch.alive():
+            ch.kill()
+    try:
+        from .sandbox import python_paths
+        dirs = python_paths(python or sys.executable)
+    except Exception:  # noqa: BLE001 - without them site-packages reads count as outside
+        dirs = list(dict.fromkeys([sys.prefix, sys.base_prefix, sys.exec_prefix]))
+    try:
+        rp.out.info["evidence"] = capabilities.judge(rp, scratch.children, dirs)
+    except Exception as e:  # noqa: BLE001
+        import traceback
+        rp.finding("replay-tool-error", f"The replay could not judge the solution's audit evidence ({type(e).__name__}: "
+                   f"{str(e)[:200]}); what it did at run time says nothing here.",
+                   {"probe": "capabilities", "traceback": traceback.format_exc()[-3000:]}, key="tool-error:evidence")
 
 
 def split_published(solution: bytes, sidecars: dict[str, bytes] | None) -> tuple[bytes, dict[str, bytes], list[dict]]:

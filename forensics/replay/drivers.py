@@ -17,7 +17,7 @@ from .probes import Outcome, Replay
 
 def module_table(rp: Replay) -> dict[str, Callable[[], None]]:
     """The probes of a plain module API."""
-    from . import hackprobes, kerneltrace
+    from . import hackprobes, kerneltrace, poison
     from .timing import probe_timing
     return {
         "check": rp.probe_check,
@@ -27,7 +27,7 @@ def module_table(rp: Replay) -> dict[str, Callable[[], None]]:
         "fresh-state": rp.probe_fresh_state,
         "fresh-inputs": rp.probe_fresh_inputs,
         "output-alias": rp.probe_output_alias,
-        "nan-poison": rp.probe_nan_poison,
+        "nan-poison": lambda: poison.nan_poison(rp),
         "determinism": rp.probe_determinism,
         "timed-outputs": lambda: hackprobes.timed_outputs(rp),
         "distribution": lambda: hackprobes.distribution(rp),

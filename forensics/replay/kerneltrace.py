@@ -100,12 +100,86 @@ def attribute(kernels: list[dict], authored: set[str], cutlass: bool, clock: str
             "top": top, "clock": clock}
 
 
+#: the torch operators that compute each kind of main operation (forensics.analyze.static.work.MAIN_OP's kinds)
+MAIN_OP_ATEN = {
+    "gemm": re.compile(r"^aten::(mm|matmul|bmm|addmm|baddbmm|addbmm|addmv|mv|dot|vdot|linear|einsum|tensordot|"
+                       r"chain_matmul|_scaled_mm|_grouped_mm|_int_mm|_weight_int[48]pack_mm\w*|_convolution|conv\w*)$"),
+    "attention": re.compile(r"^aten::(scaled_dot_product_attention|_scaled_dot_product\w*|_flash_attention\w*|"
+                            r"_efficient_attention\w*|native_multi_head_attention|_native_multi_head_attention)$"),
+    "sort": re.compile(r"^aten::(sort|topk|argsort|kthvalue|msort|_sort\w*)$"),
+}
+#: operator namespaces of torch itself (any other namespace in a trace is an operator the solution registered)
+TORCH_NAMESPACES = ("aten", "prims", "profiler", "quantized", "_quantized", "torchvision", "c10d", "inductor",
+                    "triton", "higher_order", "cuda", "mkldnn", "mkl", "sparse")
+
+
+def main_op_kinds(problem: str) -> tuple[str, ...]:
+    """The kinds of the problem's main operation (work.MAIN_OP); every kind where that table cannot be
+    imported (a GPU machine without the store's dependencies)."""
+    try:
+        from forensics.analyze.static.work import MAIN_OP
+    except ImportError:
+        return tuple(MAIN_OP_ATEN)
+    return tuple(MAIN_OP.get(problem, ()))
+
+
+def _custom_ops(kernels: list[dict]) -> list[str]:
+    """Operators of a namespace torch does not define (registered by the solution's extension)."""
+    out = []
+    for k in kernels:
+        ns, sep, _ = k["name"].partition("::")
+        if sep and ns and ns not in TORCH_NAMESPACES and " " not in ns and k["name"] not in out:
+            out.append(k["name"])
+    return out
+
+
+def cpu_judgement(problem: str, kernels: list[dict], paths: dict[str, dict], traced: bool) -> dict:
+    """What the CPU trace says about the graded path: {library_ops (the main operation's torch operators
+    that ran), authored (launches of the solution's own kernels during the traced calls), doubts (why
+    the CPU path may not be the graded one), decision: "work-by-library" | "pending-gpu" | "authored" |
+    "no-main-op"}.
+
+    `paths`: the path tracer's records (worker._traced) of the import, the model's construction, the
+    warm-up call and the traced calls.  The CPU path is not the graded path where the solution consulted
+    the device (torch.cuda.is_available() and the like called, or `.is_cuda` / `.device.type` read by a
+    function of its that ran), where an exception went through its frames (a failed extension build, a
+    fallback taken on an error) or where no tracer ran."""
+    kinds = main_op_kinds(problem)
+    regs = [MAIN_OP_ATEN[k] for k in kinds if k in MAIN_OP_ATEN]
+    lib = [{"name": k["name"], "calls": k["calls"], "us": k["us"]} for k in kernels
+           if any(r.match(k["name"]) for r in regs)]
+    launches = list((paths.get("call") or {}).get("launches") or [])
+    custom = _custom_ops(kernels)
+    authored = launches + [{"kind": "operator", "name": n, "how": "dispatched"} for n in custom]
+    doubts: list[str] = []
+    for where, rec in paths.items():
+        for c in (rec or {}).get("consulted") or []:
+            doubts.append(f"{where}: consulted {c.get('what')} at {c.get('site')}")
+        for e in (rec or {}).get("exceptions") or []:
+            doubts.append(f"{where}: an exception ({e.get('type')}) went through its code at {e.get('site')}")
+        if (rec or {}).get("replaced"):
+            doubts.append(f"{where}: the solution replaced the replay's tracer (sys.settrace)")
+    if not traced:
+        doubts.append("no path tracer ran in the solution's process")
+    if authored:
+        decision = "authored"
+    elif not lib:
+        decision = "no-main-op"
+    elif doubts:
+        decision = "pending-gpu"
+    else:
+        decision = "work-by-library"
+    return {"main_op": list(kinds), "library_ops": lib, "authored": authored, "doubts": doubts[:20],
+            "decision": decision}
+
+
 def kernel_trace(rp: Replay) -> None:
     probe = "kernel-trace"
     shape = rp.bench_shapes()[0]
     got = rp.model_on_inputs(probe, shape, BENCH_SEED, "kt")
     if got is None:
         return
+    built = dict(rp.last_build_path)
     ch, _ref, _inputs, args = got
     t = ch.request("trace", rp.limits.time_s, fn={"obj": "kt"}, args=args, warmup=1, iters=3)
     rp._note_tamper(t, "the kernel-name trace")
@@ -122,14 +196,20 @@ def kernel_trace(rp: Replay) -> None:
     bins = {c: sorted({k["name"][:80] for k in kernels if classify(k["name"], authored, cutlass, att["clock"]) == c})
             for c in ("authored", "library", "other")}
     named = "; ".join(f"{c}: {', '.join(n[:5]) + (' ...' if len(n) > 5 else '') if n else 'none'}" for c, n in bins.items())
+    paths = {"import": rp.import_path, "build": built, "warm-up call": t.get("warmup_path") or {},
+             "call": t.get("path") or {}}
     data = {"bins": {c: n[:40] for c, n in bins.items()}, "authored_names": sorted(authored)[:40],
             "composes_cutlass": cutlass, "shape": shape_label(shape), "seed": BENCH_SEED, "probe": probe,
-            "clock": att["clock"]}
+            "clock": att["clock"], "launches": list(paths["call"].get("launches") or [])[:40]}
     summary = f"kernels of 3 traced calls on {shape_label(shape)} ({att['clock']} clock), {named}"
     row = rp.row(probe, "pass", shape, BENCH_SEED, detail=summary)
     row["data"] = {"attribution": att}
+    if att["clock"] == "cpu":
+        _judge_cpu(rp, probe, summary, data, kernels, paths, bool(t.get("traced")))
+        ch.request("delete", rp.limits.call_s, objs=["kt"], slots=slots)
+        return
     loc = att["library_of_core"]
-    decisive = (att["clock"] == "device" and rp.spec.name in SINGLE_OP and loc is not None and loc >= LIBRARY_SHARE
+    decisive = (rp.spec.name in SINGLE_OP and loc is not None and loc >= LIBRARY_SHARE
                 and 1 - loc <= AUTHORED_MAX and att["core_share"] >= CORE_MIN)
     if decisive:
         rp.finding("replay-work-by-library",
@@ -137,7 +217,34 @@ def kernel_trace(rp: Replay) -> None:
                    f"kernels) in the solution's calls and its own kernels at most {AUTHORED_MAX:.0%}: a library "
                    f"computes {rp.spec.name}'s main operation; " + summary + ".", data, probe=probe)
     else:
-        rp.finding("replay-kernel-trace", summary + (
-            " (CPU: ATen operators, not kernels; reported, not judged)" if att["clock"] == "cpu" else "") + ".",
-                   data, probe=probe)
+        rp.finding("replay-kernel-trace", summary + ".", data, probe=probe)
     ch.request("delete", rp.limits.call_s, objs=["kt"], slots=slots)
+
+
+def _judge_cpu(rp: Replay, probe: str, summary: str, data: dict, kernels: list[dict], paths: dict, traced: bool) -> None:
+    """The CPU trace, judged where the CPU path is the graded one (`cpu_judgement`)."""
+    j = cpu_judgement(rp.spec.name, kernels, paths, traced)
+    data.update(judgement=j["decision"], main_op=j["main_op"], library_ops=j["library_ops"], authored=j["authored"],
+                doubts=j["doubts"])
+    ops = ", ".join(f"{o['name']} x{o['calls']}" for o in j["library_ops"][:6]) or "none"
+    if j["decision"] == "work-by-library":
+        rp.finding("replay-work-by-library",
+                   f"No kernel of the solution's own launched during its traced calls, and torch's library operators "
+                   f"computed {rp.spec.name}'s main operation ({'/'.join(j['main_op'])}): {ops}. The solution "
+                   "consulted no device query and no exception went through its code, so this CPU path is the path "
+                   "it takes on the GPU too; " + summary + ".", data, probe=probe)
+        return
+    if j["decision"] == "pending-gpu":
+        data["pending"] = "gpu"
+        rp.finding("replay-kernel-trace",
+                   f"On the CPU torch's library operators computed the main operation ({ops}) and no kernel of the "
+                   f"solution's own launched, but this may not be the graded path: {'; '.join(j['doubts'][:3])}. "
+                   "Pending a GPU replay; " + summary + ".", data, probe=probe)
+        return
+    how = {"authored": "the solution's own kernels launched: " + ", ".join(
+        f"{a.get('name')} ({a.get('kind')})" for a in j["authored"][:6]),
+           "no-main-op": "no torch operator of the main operation ran, and no kernel of the solution's own"
+                         + (" launched" if not j["authored"] else "")}[j["decision"]]
+    if j["decision"] == "no-main-op":
+        data["no_authored_kernel"] = True
+    rp.finding("replay-kernel-trace", f"{summary} ({how}; reported, not judged).", data, probe=probe)

@@ -21,7 +21,7 @@ fresh-inputs     the warmed model called on new input tensors at new addresses (
 alternate-cache  stateful APIs: decode from caller caches other than the last prefill's (cuda 03),
                  continue a state other than the last one stepped (mega 02; step_api.py)
 output-alias     does a later call overwrite an earlier returned tensor (allowed, reported)
-nan-poison       CUDA: fill the caching allocator's free blocks with NaN before the call
+nan-poison       memory the solution allocates and never writes is NaN (poison.py)
 determinism      three calls on the same inputs must agree bit for bit
 timing           see forensics.replay.timing (stateful decks: their wall-clock loops)
 
@@ -443,6 +443,12 @@ class Replay:
         #: what the child did to the exchange files (replay-exchange-tampered's evidence)
         self.exchange_events: list[str] = []
         self._planted_seen = 0
+        #: the probe running now (findings cite it)
+        self.probe_name: str | None = None
+        #: the path tracer's record of the solution's import (`import` reply: worker._traced) and of the
+        #: last model built (`new_model`): the kernel trace reads which device queries they made
+        self.import_path: dict = {}
+        self.last_build_path: dict = {}
 
     @property
     def ref_owner(self) -> int:
@@ -563,6 +569,8 @@ class Replay:
                          f"The solution replaced torch functions during {where}: {', '.join(new[:6])}"
                          + (f" (+{len(new) - 6} more)" if len(new) > 6 else "") + ".",
                          {"changes": new, "where": where})
+            from .patching import note
+            note(self, new, where)
 
     def failed_reply(self, probe: str, reply: Reply, shape: dict | None = None, seed: int | None = None,
                      case: str | None = None, what: str = "call") -> dict:
@@ -677,6 +685,7 @@ class Replay:
                 self.failed_reply("build", r, what="import solution")
             return None
         self.sol_attrs = r.get("attrs") or []
+        self.import_path = r.get("path") or {}
         t_ipc = time.monotonic()
         self._ipc_test(ch)
         steps[-1]["ipc_test"] = round(time.monotonic() - t_ipc, 3)
@@ -878,6 +887,8 @@ class Replay:
         finally:
             self.release_state(state_path)
         self._note_tamper(r, "construction")
+        if r.ok:
+            self.last_build_path = r.get("path") or {}
         return r
 
     def release_state(self, path: str | None) -> None:
@@ -1050,17 +1061,27 @@ class Replay:
         payload["inputs_mutated"] = bad
         if bad:
             self.inputs_mutated = True
+            target = fn or {"obj": obj, "method": meth}
+            pos = {a["slot"]: i for i, a in enumerate(args) if isinstance(a, dict) and "slot" in a}
+            changed = {k: _changed_elems(self.expected[k], after[k]) for k in bad}
             self.finding("replay-input-mutated",
-                         f"The solution changed its input tensor(s) in place during a call "
-                         f"(slots {', '.join(bad)}; max change {max(_maxdiff(self.expected[k], after[k]) for k in bad):.4g}).",
-                         {"slots": bad})
+                         f"The solution changed its input tensor(s) in place during a call of {_target_name(target)} in "
+                         f"probe {self.probe_name or '?'} (argument(s) {', '.join(str(pos.get(k, k)) for k in bad)}: "
+                         f"slots {', '.join(bad)}; max change "
+                         f"{max(_maxdiff(self.expected[k], after[k]) for k in bad):.4g}): the check compares against "
+                         "a reference computed on the inputs as they were.",
+                         {"slots": bad, "inputs": [pos.get(k) for k in bad], "probe": self.probe_name,
+                          "call": {"request": r.get("id"), "target": _target_name(target)}, "changed": changed})
             for k in bad:  # the storage now holds what the solution wrote
                 self.expected[k] = after[k]
         return r, payload
 
-    def _sol_out(self, payload) -> Any:
+    def sol_out(self, payload) -> Any:
+        """The solution's output of a `call` payload, on the replay's device."""
         out = _unwrap(payload["out"])
         return _to_dev(out, self.device)
+
+    _sol_out = sol_out
 
     def _check_inputs(self, probe: str, sent: dict[str, torch.Tensor], payload, shape, seed, case) -> None:
         after = payload.get("inputs_after", {})
@@ -1546,43 +1567,6 @@ class Replay:
                          {"max_change": d})
         ch.request("delete", self.limits.call_s, objs=["a"], slots=["o1", "o2"] + [f"ax{i}" for i in tens_idx])
 
-    # ---------------------------------------------------------------- probe: NaN poison
-    def probe_nan_poison(self) -> None:
-        probe = "nan-poison"
-        shape = self.probe_shape()
-        seed = self.seeds[0]
-        if not self.device.startswith("cuda"):
-            self.row(probe, "skipped", shape, seed, detail="CPU: the caching allocator poisoning needs CUDA")
-            return
-        ch = self.ensure_child()
-        if ch is None:
-            return
-        ref = self.ref_model(shape)
-        r = self.new_model(ch, "n", shape, self.state_file(shape, ref))
-        if not r.ok:
-            self.failed_reply(probe, r, shape, seed, what="Model construction")
-            return
-        base = self.make_inputs(shape, seed)
-        ref_out = self.reference(ref, _to_dev(base, self.device))
-        sizes = _nbytes(ref_out) + [64 * 2**20]
-        pr, args = self.put(ch, base, prefix="nx")
-        r, payload = self.call(ch, "n", args, poison=sizes)
-        if not r.ok:
-            self.failed_reply(probe, r, shape, seed)
-            return
-        sol = self._sol_out(payload)
-        nan = sum(int(torch.isnan(t).sum()) for t in _tensors(sol) if t.is_floating_point())
-        res = self.compare(ref_out, sol, inputs=base)
-        detail = f"allocator poisoned with 0xFF ({(r.get('poison') or {}).get('bytes')} bytes); {nan} NaN in the output"
-        if res.get("ok"):
-            self.row(probe, "pass", shape, seed, "allocator-poisoned", res, detail=detail)
-        else:
-            self.row(probe, "fail", shape, seed, "allocator-poisoned", res, detail=detail)
-            self.finding("replay-unwritten-output",
-                         f"With the allocator's free memory poisoned with NaN, {nan} output elements stayed NaN / "
-                         f"the output failed on {shape_label(shape)}: {res.get('msg', '')}"[:600], _stats(res) | {"nan": nan})
-        ch.request("delete", self.limits.call_s, objs=["n"], slots=[a["slot"] for a in args if "slot" in a])
-
     # ---------------------------------------------------------------- probe: determinism
     def probe_determinism(self) -> None:
         probe = "determinism"
@@ -1670,6 +1654,7 @@ class Replay:
         correctness of the solution is unknown for that probe, never failed.  Interrupts
         (KeyboardInterrupt, SystemExit, a signal) still end the replay (`run` closes the child)."""
         tp = time.monotonic()
+        self.probe_name = name
         self._set_deadline(tp + self.limits.probe_s)
         n_rows, n_find = len(self.out.rows), len(self.out.findings)
         try:
@@ -1776,6 +1761,26 @@ def _is_oom(e: BaseException) -> bool:
     if isinstance(e, MemoryError) or (oom_cls is not None and isinstance(e, oom_cls)):
         return True
     return isinstance(e, RuntimeError) and "out of memory" in str(e).lower()
+
+
+def _target_name(fn: dict) -> str:
+    """What a call request called, for a finding: `m0.forward`, `solution:run`."""
+    if "attr" in fn:
+        return str(fn["attr"])
+    return f"{fn.get('obj')}.{fn.get('method') or '__call__'}"
+
+
+def _changed_elems(before: Any, after: Any) -> dict:
+    """How much of an input a call changed: elements changed of all, and whether it was zeroed."""
+    if not (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor)) or before.shape != after.shape \
+            or before.dtype != after.dtype or not before.numel():
+        return {}
+    a, b = before.detach().cpu(), after.detach().cpu()
+    ne = a != b
+    if a.is_floating_point():
+        ne &= ~(torch.isnan(a) & torch.isnan(b))
+    return {"elements": int(ne.sum()), "of": int(a.numel()),
+            "zeroed": bool((a != 0).any()) and not bool((b != 0).any())}
 
 
 def _stats(res: dict) -> dict:

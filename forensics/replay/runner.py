@@ -40,10 +40,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import sandbox
+from .evidence import EvidenceReader
 from .proctree import MemoryWatch
 
 WORKER_SRC = Path(__file__).with_name("worker.py")
 SANDBOX_SRC = Path(__file__).with_name("sandbox.py")
+AUDIT_SRC = Path(__file__).with_name("childaudit.py")
 
 # Environment variables the child may inherit (everything else is dropped: KBH_*, API keys,
 # tokens, proxies, the parent's PYTHONPATH ...).
@@ -141,8 +143,9 @@ class Child:
         self.n = 0
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
+        ev_r, ev_w = os.pipe()   # the audit hook's evidence (childaudit.py), read by EvidenceReader
         env = scrubbed_env(scratch.sol_dir, scratch.ref_dir, scratch.home, scratch.cache, device)
-        env["FORENSICS_WORKER_FDS"] = f"{req_r},{resp_w}"
+        env["FORENSICS_WORKER_FDS"] = f"{req_r},{resp_w},{ev_w}"
         self.log_path = scratch.root / f"child-{int(time.time() * 1000)}-{os.getpid()}.log"
         self.log = open(self.log_path, "wb")
         py = python or sys.executable
@@ -154,7 +157,8 @@ class Child:
         self._rep_fd = -1
         rep_r, rep_w = os.pipe()
         try:
-            cfg, self.cgroup = sandbox.plan(scratch, device, py, (req_r, resp_w), rep_w, argv, env, hide=scratch.hide)
+            cfg, self.cgroup = sandbox.plan(scratch, device, py, (req_r, resp_w, ev_w), rep_w, argv, env,
+                                            hide=scratch.hide)
             if cfg is None:     # FORENSICS_SANDBOX=off
                 os.close(rep_w)
                 os.close(rep_r)
@@ -162,13 +166,13 @@ class Child:
                 self.report = sandbox.off_report()
                 self.proc = subprocess.Popen(
                     argv, cwd=str(scratch.sol_dir), env=env, stdin=subprocess.DEVNULL, stdout=self.log,
-                    stderr=subprocess.STDOUT, pass_fds=(req_r, resp_w), start_new_session=True, close_fds=True)
+                    stderr=subprocess.STDOUT, pass_fds=(req_r, resp_w, ev_w), start_new_session=True, close_fds=True)
             else:
                 scratch.prepare_owner(cfg["uid"])
                 self.proc = subprocess.Popen(
                     [py, "-I", "-S", str(scratch.harness / "sandbox.py")], cwd=str(scratch.harness),
                     env={sandbox.CONFIG_ENV: json.dumps(cfg)}, stdin=subprocess.DEVNULL, stdout=self.log,
-                    stderr=subprocess.STDOUT, pass_fds=(req_r, resp_w, rep_w), start_new_session=True,
+                    stderr=subprocess.STDOUT, pass_fds=(req_r, resp_w, ev_w, rep_w), start_new_session=True,
                     close_fds=True)
                 os.close(rep_w)
                 rep_w = -1
@@ -177,13 +181,21 @@ class Child:
                     # no kernel ceiling here: the watch is the ceiling (proctree.MemoryWatch)
                     self.memwatch = MemoryWatch(self.proc.pid, cfg["mem_ceiling"])
         except BaseException:
-            close_fds(req_r, req_w, resp_r, resp_w, rep_r, rep_w)
+            close_fds(req_r, req_w, resp_r, resp_w, rep_r, rep_w, ev_r, ev_w)
             if self.cgroup is not None:
                 self.cgroup.remove()
             self.log.close()
             raise
         os.close(req_r)
         os.close(resp_w)
+        os.close(ev_w)
+        #: what the audit hook sent (capabilities.judge reads it after the child ended)
+        self.evidence = EvidenceReader(ev_r)
+        #: ids of the requests the worker answered (each must have sent a heartbeat first)
+        self.replied: list[int] = []
+        #: the worker's pid as it said in its hello (the heartbeats' writer)
+        self.worker_pid: int | None = None
+        scratch.children.append(self)
         if self.report is not None:
             scratch.sandbox_reports.append(self.report)
         self.wfd = req_w
@@ -375,6 +387,9 @@ class Child:
             return Reply(False, "error", {}, f"unreadable reply to {op}: {line[:200]!r}", elapsed)
         if data.get("id") != self.n:
             return Reply(False, "error", data, f"reply out of order for {op}", elapsed)
+        self.replied.append(self.n)
+        if op == "hello" and type(data.get("pid")) is int:
+            self.worker_pid = data["pid"]
         status = data.get("status", "error")
         if op == "bye" and status == "ok":
             self.finished = True
@@ -888,6 +903,9 @@ class Scratch:
             shutil.copyfile(reference_src, self.ref_dir / "reference.py")
         shutil.copyfile(WORKER_SRC, self.harness / "worker.py")
         shutil.copyfile(SANDBOX_SRC, self.harness / "sandbox.py")
+        shutil.copyfile(AUDIT_SRC, self.harness / "childaudit.py")
+        #: every Child started on this scratch (their evidence is judged after the replay)
+        self.children: list = []
         self.cache = (cache_root or default_cache_root()) / self.sha256[:32]
         self.cache.mkdir(parents=True, exist_ok=True)
         for sub in ("torch_extensions", "triton", "cuda"):

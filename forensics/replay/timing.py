@@ -249,6 +249,15 @@ def probe_timing(rp: Any) -> None:
                 data["note"] = "CPU wall clock: exercises the path only, not a measurement"
             rp.row(probe, status, shape, 2026, "median", ms=ms, tflops=j.get("tflops"), gbps=j.get("gbps"), data=data,
                    detail=f"median of {iters} after {warm} warm-up, L2 flush {fb} B" + (", persisting L2 reset" if reset else ""))
+        if si == 0 and "timing" in results:   # once: the child's clock against the replay's (clockcheck.py)
+            from . import clockcheck
+            clockcheck.crosscheck(
+                rp, shape, 2026,
+                lambda n: ch.request("time", rp.limits.time_s, fn={"obj": "t", "method": meth}, args=args, warmup=1,
+                                     iters=n, flush_bytes=fb, l2_reset=False),
+                lambda r: sum(float(x) for x in r["ms_all"]) / 1e3, results["timing"] / 1e3,
+                clockcheck.loop_overhead_s(cuda, fb, rp.device),
+                "CUDA events around each call" if cuda else "perf_counter around each call")
         slots = [a_["slot"] for a_ in args if "slot" in a_]
         changed = rp.owned_changed(slots)
         if changed:   # read from the memory the replay holds: the timed calls return no inputs
@@ -424,6 +433,8 @@ def probe_wall_clock(rp: Any) -> None:
                 and "model" in t.error):
             t = ch.request("wall", rp.limits.time_s, warmup=_strip_model(plan["warmup"]),
                            program=_strip_model(plan["program"]), trials=trials)
+            if t.ok:
+                t.data["_program"] = (_strip_model(plan["warmup"]), _strip_model(plan["program"]))
         rp._note_tamper(t, "timing")
         if not t.ok:
             rp.failed_reply("timing", t, shape, plan["seed"], what="wall-clock timing")
@@ -432,6 +443,15 @@ def probe_wall_clock(rp: Any) -> None:
             continue
         times = [float(x) for x in t["s_all"]]
         wall = _wall_stat(times, stat)
+        if si == 0:   # once: the child's clock against the replay's, every step of the program timed
+            from . import clockcheck
+            used = t.data.get("_program") or (plan["warmup"], plan["program"])
+            whole = [dict(st, timed=True) for st in used[1]]
+            clockcheck.crosscheck(
+                rp, shape, plan["seed"],
+                lambda n: ch.request("wall", rp.limits.time_s, warmup=used[0], program=whole, trials=n),
+                lambda r: sum(float(x) for x in r["s_all"] if x is not None), max(times) if times else 0.0,
+                clockcheck.loop_overhead_s(False, 0), "perf_counter around each trial's whole program")
         rate = plan["units"] / wall if wall > 0 else math.inf
         arch = per_shape.get(si)
         if kind == "step":

@@ -19,9 +19,36 @@ The boundary is the process: the parent judges only data, never a verdict from h
 a missing reply (exit, crash, hang) as a finding.  The worker still keeps its own references to
 the torch functions it needs, captured before the solution is imported, and reports any
 replacement of torch's functions it can see (a solution that patches ``torch.allclose``).
+
+Nothing of the worker is reachable by name from the solution (issue 36).  Started as a script, this
+file does not run as `__main__`: the block below compiles it again into a module object that no entry
+of sys.modules names (`replay_worker`), puts an empty module at `sys.modules['__main__']`, and runs
+`main()` of the private copy.  Its judging references (the clock `_perf`, `_Event`, `snapshot`,
+`diff_snapshots`, the `Worker` class and its input check) live in that module's globals, which the
+solution can reach only through the garbage collector or a frame (`gc.get_objects`,
+`sys._getframe`, a traceback's `tb_frame`): each of those is an audit event the hook of
+`childaudit.py` has already sent to the parent before the solution sees the result.  Before, a
+solution's `sys.modules['__main__']._perf = fake` made every reported time 10x faster, and replacing
+`diff_snapshots` there hid its torch patches.
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__":
+    import os as _os
+    import sys as _sys
+    import types as _types
+    _self = _types.ModuleType("replay_worker")
+    _self.__file__ = _os.path.realpath(__file__)
+    with open(_self.__file__, "rb") as _f:
+        _boot = compile(_f.read(), _self.__file__, "exec")
+    _sys.modules["__main__"] = _types.ModuleType("__main__")   # what a solution finds there: nothing
+    exec(_boot, vars(_self))   # noqa: S102 - this file itself, as a module no name reaches
+    del _boot, _f
+    _rc = _self.main()
+    # The normal completion marker is the reply to 'bye'; ending here afterwards is ordinary.
+    _sys.stdout.flush()
+    _os._exit(_rc)
 
 import contextlib
 import ctypes
@@ -449,30 +476,75 @@ def _to_dev_tree(x, device):
         return {k: _to_dev_tree(v, device) for k, v in x.items()}
     return x
 
-# Names whose identity must not change while the solution is imported or called.
-_WATCH_TORCH = ("allclose", "equal", "isclose", "testing", "abs", "max", "isnan", "isinf",
-                "isfinite", "all", "any", "manual_seed", "randn", "rand", "randint", "empty",
-                "zeros", "ones", "save", "load", "cat", "stack", "topk", "sort", "matmul",
-                "mm", "bmm", "einsum", "where", "sum", "mean", "cosine_similarity", "no_grad",
-                "inference_mode")
-_WATCH_MODULES = ("torch", "torch.Tensor", "torch._C.TensorBase", "torch.nn.functional",
-                  "torch.testing", "torch.cuda", "torch.nn.Module", "time", "statistics",
-                  "torch.cuda.Event")
+# What the decks' check.py / benchmark.py and their src/ call in the solution's process (comparisons,
+# the clock, events and streams, synchronize, seeding, Tensor methods, statistics, builtins), and the
+# modules they live in: the identity of every function there (and, for a Python function, of its
+# __code__ / __defaults__ / __kwdefaults__) must not change while the solution is imported or called.
+#: (label, dotted path from a module in sys.modules, whether private names are watched too)
+WATCH = (
+    ("torch", "torch", False),
+    ("torch.Tensor", "torch.Tensor", True),
+    ("torch._C.TensorBase", "torch._C.TensorBase", True),
+    ("torch._C", "torch._C", True),
+    ("torch.nn.functional", "torch.nn.functional", False),
+    ("torch.testing", "torch.testing", False),
+    ("torch.testing._comparison", "torch.testing._comparison", True),
+    ("torch.cuda", "torch.cuda", False),
+    ("torch.cuda.Event", "torch.cuda.Event", True),
+    ("torch.cuda.Stream", "torch.cuda.Stream", True),
+    ("torch._C._CudaEventBase", "torch._C._CudaEventBase", True),
+    ("torch._C._CudaStreamBase", "torch._C._CudaStreamBase", True),
+    ("torch.cuda.random", "torch.cuda.random", False),
+    ("torch.random", "torch.random", False),
+    ("torch.nn.Module", "torch.nn.Module", True),
+    ("torch.no_grad", "torch.no_grad", True),
+    ("time", "time", False),
+    ("statistics", "statistics", False),
+    ("math", "math", False),
+    ("builtins", "builtins", False),
+    ("sys", "sys", False),
+)
+#: names that change legitimately (torch's lazy state, hooks an interpreter may set)
+_WATCH_SKIP = {"sys": {"excepthook", "displayhook", "breakpointhook", "unraisablehook", "settrace", "setprofile",
+                       "gettrace", "getprofile"}}
 
 
-def _watch_targets() -> dict[str, object]:
-    return {
-        "torch": torch,
-        "torch.Tensor": torch.Tensor,
-        "torch._C.TensorBase": getattr(torch._C, "TensorBase", torch._C._TensorBase if hasattr(torch._C, "_TensorBase") else torch.Tensor),
-        "torch.nn.functional": torch.nn.functional,
-        "torch.testing": torch.testing,
-        "torch.cuda": torch.cuda,
-        "torch.nn.Module": torch.nn.Module,
-        "torch.cuda.Event": torch.cuda.Event,
-        "time": time,
-        "statistics": statistics,
-    }
+def _resolve(path: str):
+    """`path` from the modules already imported (never an import: that would run a lazy import)."""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        obj = sys.modules.get(".".join(parts[:i]))
+        if obj is None:
+            continue
+        for a in parts[i:]:
+            d = vars(obj) if hasattr(obj, "__dict__") else {}
+            if a not in d:
+                return None
+            obj = d[a]
+        return obj
+    return None
+
+
+def _watch_targets() -> dict[str, tuple[object, bool]]:
+    out = {}
+    for label, path, private in WATCH:
+        obj = _resolve(path)
+        if obj is not None:
+            out[label] = (obj, private)
+    return out
+
+
+def _fingerprint(v) -> object:
+    """Identity of a function as it behaves: the object, and for a Python function (or one inside a
+    staticmethod / classmethod / property) its code, defaults and keyword defaults."""
+    f = v
+    if isinstance(v, (staticmethod, classmethod)):
+        f = v.__func__
+    elif isinstance(v, property):
+        f = v.fget
+    if type(f) is types.FunctionType:
+        return (id(v), id(f), id(f.__code__), id(f.__defaults__), id(f.__kwdefaults__))
+    return id(v)
 
 
 def _flags() -> dict[str, object]:
@@ -492,25 +564,29 @@ def _flags() -> dict[str, object]:
 
 
 def snapshot() -> dict[str, object]:
-    """Identities of torch's user-facing functions and methods (and the global numeric flags)."""
-    snap: dict[str, dict[str, int]] = {}
+    """Identities of the functions of everything the grader calls (WATCH) and the global numeric flags."""
+    snap: dict[str, dict[str, object]] = {}
     objs: dict[str, dict[str, object]] = {}
-    for label, obj in _watch_targets().items():
-        ids: dict[str, int] = {}
+    for label, (obj, private) in _watch_targets().items():
+        ids: dict[str, object] = {}
         try:
             items = list(vars(obj).items())  # never getattr: that would trigger lazy imports
         except TypeError:
             items = []
         is_class = isinstance(obj, type)
+        skip = _WATCH_SKIP.get(label, ())
         for n, v in items:
-            if isinstance(v, types.ModuleType):
+            if isinstance(v, types.ModuleType) or n in skip:
                 continue
-            if not is_class and n.startswith("_"):
+            if not (is_class or private) and n.startswith("_"):
                 continue  # module-private state (torch.cuda._initialized ...) changes on CUDA init
             if not (callable(v) or isinstance(v, (property, staticmethod, classmethod))
                     or type(v).__name__ in ("getset_descriptor", "member_descriptor", "method_descriptor")):
                 continue  # data (default_generators, flags) is not a function that can be swapped
-            ids[n] = id(v)
+            if isinstance(v, type) and not is_class:
+                ids[n] = id(v)     # a class: replaced or not (its methods are watched where listed)
+                continue
+            ids[n] = _fingerprint(v)
         snap[label] = ids
         objs[label] = dict(items)
     return {"ids": snap, "flags": _flags(), "objs": objs}
@@ -532,7 +608,8 @@ def _torch_own_wrap(old: object, new: object) -> bool:
 
 
 def diff_snapshots(before: dict, after: dict) -> list[str]:
-    """What the solution replaced, added or removed, as 'torch.allclose replaced' lines."""
+    """What the solution replaced, rewrote, added or removed, as 'torch.allclose replaced' lines
+    ('... rewritten' where only a Python function's code or defaults changed)."""
     out: list[str] = []
     for label, b in before["ids"].items():
         a = after["ids"].get(label, {})
@@ -542,10 +619,11 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
                 new = after.get("objs", {}).get(label, {}).get(n)
                 if old is not None and _torch_own_wrap(old, new):
                     continue
-                out.append(f"{label}.{n} replaced")
-            elif n not in a and label != "torch":
+                same_obj = isinstance(i, tuple) and isinstance(a[n], tuple) and i[0] == a[n][0]
+                out.append(f"{label}.{n} {'rewritten (code or defaults)' if same_obj else 'replaced'}")
+            elif n not in a and label not in ("torch", "torch._C", "builtins", "sys"):
                 out.append(f"{label}.{n} removed")
-        if label != "torch":  # lazily loaded torch submodules add names to `torch` legitimately
+        if label not in ("torch", "torch._C", "sys", "builtins"):  # lazily loaded submodules add names to `torch`
             for n in a:
                 if n not in b and n not in _BENIGN_ADDED:
                     out.append(f"{label}.{n} added")
@@ -714,12 +792,13 @@ class Worker:
         if name == "solution" and os.environ.get(NVIDIA_FILE_ENV) == "1":
             _give_nvidia_a_file()
         before = snapshot()
-        mod = importlib.import_module(name)
+        with _traced() as path:
+            mod = importlib.import_module(name)
         self.modules[name] = mod
         after = snapshot()
         changes = diff_snapshots(before, after)
         self.tampered.extend(changes)
-        return {"tamper": changes, "file": getattr(mod, "__file__", None),
+        return {"tamper": changes, "file": getattr(mod, "__file__", None), "path": path,
                 "attrs": sorted(n for n in vars(mod) if not n.startswith("_"))[:200]}
 
     def _attr(self, path: str):
@@ -758,8 +837,10 @@ class Worker:
             attempts = int(req.get("reuse_attempts", 0)) if old_id is not None else 0
             obj = self._on_dead_id(factory, args, kwargs, old_id) if attempts else None
             placed = obj is not None
+            path: dict = {}
             if obj is None:
-                obj = factory(*args, **kwargs)
+                with _traced() as path:
+                    obj = factory(*args, **kwargs)
             spare = []
             for _ in range(0 if placed else attempts):
                 if id(obj) == old_id:
@@ -770,7 +851,7 @@ class Worker:
         finally:
             if gc_was:
                 gc.enable()
-        info: dict = {"type": type(obj).__name__}
+        info: dict = {"type": type(obj).__name__, "path": path}
         if isinstance(obj, torch.nn.Module):
             obj = obj.to(self.device)
             if req.get("state_dict"):
@@ -945,9 +1026,22 @@ class Worker:
         return {}
 
     def poison(self, nbytes_list: list[int]) -> dict:
-        """Fill freed blocks of the caching allocator with NaN bytes (0xFF) so torch.empty sees them."""
+        """Make memory a solution allocates and never writes recognisable.  CUDA: fill freed blocks of
+        the caching allocator with 0xFF bytes (NaN for every float format, -1 for integers) so
+        torch.empty hands them out.  CPU: torch's own fill of uninitialized memory (deterministic
+        algorithms with `fill_uninitialized_memory`: NaN for floats, the largest value for integers),
+        turned on for this call only (`_unpoison` turns it off), warnings only."""
         if not self.device.startswith("cuda"):
-            return {"poisoned": False, "reason": "the CPU allocator cannot be poisoned"}
+            try:
+                import torch.utils.deterministic as _det
+                self._unpoison_state = (torch.are_deterministic_algorithms_enabled(),
+                                        torch.is_deterministic_algorithms_warn_only_enabled(),
+                                        bool(_det.fill_uninitialized_memory))
+                torch.use_deterministic_algorithms(True, warn_only=True)
+                _det.fill_uninitialized_memory = True
+            except Exception as e:  # noqa: BLE001 - an older torch: nothing to poison with
+                return {"poisoned": False, "reason": f"CPU: torch cannot fill uninitialized memory ({e})"[:300]}
+            return {"poisoned": True, "how": "fill_uninitialized_memory", "float": "nan", "int": "max"}
         blocks = []
         total = 0
         for n in nbytes_list:
@@ -958,7 +1052,15 @@ class Worker:
                 total += b.numel()
         self.sync()
         del blocks
-        return {"poisoned": True, "bytes": total}
+        return {"poisoned": True, "bytes": total, "how": "allocator", "float": "nan", "int": "-1"}
+
+    def _unpoison(self) -> None:
+        state, self._unpoison_state = getattr(self, "_unpoison_state", None), None
+        if state is None:
+            return
+        import torch.utils.deterministic as _det
+        _det.fill_uninitialized_memory = state[2]
+        torch.use_deterministic_algorithms(state[0], warn_only=state[1])
 
     def _call_target(self, fn):
         if "obj" in fn:
@@ -974,15 +1076,18 @@ class Worker:
         watch = req.get("watch", [])
         meta_before = {k: self.meta(self.slots[k]) for k in watch}
         poison = self.poison(req["poison"]) if req.get("poison") else None
-        before = snapshot()
-        result = None
-        t0 = _perf()
-        with _no_grad():
-            for _ in range(int(req.get("repeat", 1))):
-                result = target(*args, **kwargs)
-        self.sync()
-        elapsed = _perf() - t0
-        changes = diff_snapshots(before, snapshot())
+        try:
+            before = snapshot()
+            result = None
+            t0 = _perf()
+            with _no_grad():
+                for _ in range(int(req.get("repeat", 1))):
+                    result = target(*args, **kwargs)
+            self.sync()
+            elapsed = _perf() - t0
+            changes = diff_snapshots(before, snapshot())
+        finally:
+            self._unpoison()
         self.tampered.extend(changes)
         if req.get("out_slot"):
             self.slots[req["out_slot"]] = result
@@ -1072,6 +1177,9 @@ class Worker:
 
         ns = _bench_namespace(self, cuda, capture_fn)
         cwd = os.getcwd()
+        if _AUDIT is not None:   # the benchmark frames compiled here are the harness's, not the solution's
+            _AUDIT[1]["worker_files"].update({os.path.join(cwd, "src", "eval", "timing.py"),
+                                              os.path.join(cwd, "benchmark.py")})
         exec(compile(_TIMING_SRC, os.path.join(cwd, "src", "eval", "timing.py"), "exec"), ns)  # noqa: S102
         main_ns = {"__name__": "__main__", "__file__": os.path.join(cwd, "benchmark.py"),
                    "time_variant": ns["time_variant"], "sol_model": target, "inputs": args, "iters": iters,
@@ -1106,10 +1214,11 @@ class Worker:
             pass   # the profiler's first use replaces torch.manual_seed: not the solution's doing
         before = snapshot()
         with _no_grad():
-            for _ in range(warmup):
-                target(*args)
-            self.sync()
-            with _profile(activities=acts) as prof:
+            with _traced(profile=True) as warm_path:
+                for _ in range(warmup):
+                    target(*args)
+                self.sync()
+            with _traced(profile=True) as path, _profile(activities=acts) as prof:
                 for _ in range(iters):
                     target(*args)
                 self.sync()
@@ -1127,7 +1236,8 @@ class Worker:
             rows.append({"name": str(ev.key)[:400], "calls": int(ev.count), "us": round(t, 3)})
         rows.sort(key=lambda r: -r["us"])
         return {"kernels": rows[:200], "iters": iters, "clock": "device" if cuda else "cpu",
-                "tamper": diff_snapshots(before, snapshot())}
+                "tamper": diff_snapshots(before, snapshot()), "path": path, "warmup_path": warm_path,
+                "traced": _TRACER is not None}
 
     def op_time(self, req):
         target = self._call_target(req["fn"])
@@ -1233,6 +1343,7 @@ class Worker:
         for line in self.rf:
             req = json.loads(line)
             rid = req.get("id")
+            _heartbeat(rid)
             if self.ipc_hold:  # the parent copied the last shared outputs before asking again
                 self.ipc_hold.clear()
                 _ipc_collect()
@@ -1387,8 +1498,8 @@ def _session_members() -> list[int]:
 def _watch_parent(ppid: int, period: float = 0.5) -> None:
     """If the replay's process dies (killed from outside, even by SIGKILL, which it cannot catch),
     end this worker's whole session: the solution and any compiler it started must not outlive it."""
+    import _thread
     import signal
-    import threading
 
     def watch():
         while True:
@@ -1402,7 +1513,9 @@ def _watch_parent(ppid: int, period: float = 0.5) -> None:
                             pass
                 os._exit(137)
 
-    threading.Thread(target=watch, name="forensics-parent-watch", daemon=True).start()
+    # a bare thread: a threading.Thread would be listed by threading.enumerate(), and its `_target`
+    # (this closure) would hand the solution the worker's globals through `watch.__globals__`
+    _thread.start_new_thread(watch, ())
 
 
 def confine_imports(here: str) -> list[str]:
@@ -1446,18 +1559,69 @@ def confine_imports(here: str) -> list[str]:
     return dropped
 
 
+def _private_module(path: str, name: str) -> types.ModuleType:
+    """`path` compiled into a module object that no entry of sys.modules names."""
+    mod = types.ModuleType(name)
+    mod.__file__ = os.path.realpath(path)
+    with open(mod.__file__, "rb") as f:
+        exec(compile(f.read(), mod.__file__, "exec"), vars(mod))  # noqa: S102 - the harness's own file
+    return mod
+
+
+def _sol_roots() -> list[str]:
+    """The solution's own folder: the worker's cwd and the first PYTHONPATH entry (the same sol/)."""
+    first = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p][:1]
+    return list(dict.fromkeys([os.getcwd(), *first]))
+
+
+def _build_roots() -> list[str]:
+    """Where the solution's own compiled extensions live: its build caches, home and temp dirs."""
+    out = [os.environ.get(k) for k in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH", "HOME",
+                                       "TMPDIR")]
+    return [p for p in out if p] + ["/tmp"]
+
+
 def main() -> int:
     _watch_parent(os.getppid())
     fds = os.environ.pop("FORENSICS_WORKER_FDS")
     device = os.environ.pop("FORENSICS_WORKER_DEVICE", "cpu")
-    rfd, wfd = (int(x) for x in fds.split(","))
-    confine_imports(os.path.dirname(os.path.realpath(__file__)))
+    nums = [int(x) for x in fds.split(",")]
+    rfd, wfd = nums[0], nums[1]
+    here = os.path.dirname(os.path.realpath(__file__))
+    confine_imports(here)
+    audit = None
+    if len(nums) > 2:   # the evidence pipe: the audit hook goes in before the solution is imported
+        global _AUDIT, _TRACER
+        audit = _private_module(os.path.join(here, "childaudit.py"), "replay_childaudit")
+        own = {os.path.realpath(__file__), __file__, audit.__file__}
+        _AUDIT = audit.install(nums[2], _sol_roots(), own)
+        _TRACER = audit.PathTracer(_sol_roots(), _build_roots(), _AUDIT[1]["worker_files"])
     w = Worker(rfd, wfd, device)
     return w.serve()
 
 
-if __name__ == "__main__":
-    code = main()
-    # The normal completion marker is the reply to 'bye'; ending here afterwards is ordinary.
-    sys.stdout.flush()
-    os._exit(code)
+#: (the evidence channel, the audit hook's state), set by main() where the parent gave an evidence pipe
+_AUDIT: tuple | None = None
+#: the path tracer (childaudit.PathTracer) of this worker, with _AUDIT
+_TRACER = None
+
+
+def _heartbeat(rid) -> None:
+    """One record per request on the evidence pipe (the parent expects one per reply it reads)."""
+    if _AUDIT is not None:
+        _AUDIT[0].send({"k": "hb", "req": rid})
+
+
+@contextlib.contextmanager
+def _traced(profile: bool = False):
+    """The path tracer over a window of the solution's work; yields a dict filled with its record."""
+    rec: dict = {}
+    if _TRACER is None:
+        yield rec
+        return
+    _TRACER.start(profile=profile)
+    try:
+        yield rec
+    finally:
+        rec.update(_TRACER.stop())
+
