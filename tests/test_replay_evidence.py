@@ -225,3 +225,29 @@ def test_an_output_never_written_is_caught_on_the_cpu(tmp_path):
                         "        i = torch.empty_like(i0); i[1:].copy_(i0[1:])\n")
     bad = _replay(part.encode(), tmp_path, probes=("nan-poison",))
     assert _by(bad, "replay-unwritten-output") and not _by(bad, "replay-output-unwritten")
+
+
+# ------------------------------------------------------------------------------ the build cache
+def test_the_build_cache_is_accounted_capped_and_evicted_lru(tmp_path, monkeypatch):
+    """Issue 36: a solution left 1 GiB and 20,000 files in its persistent cache.  Each replay reports
+    its cache (files, bytes); one over the per-solution cap is removed after its replay; over the
+    root's cap the least recently used cache goes, never the one just used."""
+    out = _replay("topk_fills_cache.py", tmp_path)
+    bc = out.info["build_cache"]
+    assert bc["files"] >= 40 and bc["bytes"] >= 40 * 64 * 1024 and bc["evicted"] == []
+    first = Path(bc["dir"])
+    assert (first / "torch_extensions" / "variants" / "v0.so").exists()          # kept for the next replay
+    # another solution, under a root cap smaller than both caches together: the first (older) goes
+    monkeypatch.setenv("FORENSICS_REPLAY_CACHE_MAX", str(3 * 2**20))
+    other = (CORPUS / "topk_fills_cache.py").read_text().replace("range(40)", "range(30)")
+    out2 = _replay(other.encode(), tmp_path)
+    bc2 = out2.info["build_cache"]
+    assert [e["dir"] for e in bc2["evicted"]] == [first.name] and "least recently used" in bc2["evicted"][0]["why"]
+    assert not first.exists() and Path(bc2["dir"]).exists()
+    assert bc2["root_total"]["bytes"] <= 3 * 2**20
+    # a cache over the per-solution cap does not outlive its replay
+    monkeypatch.setenv("FORENSICS_REPLAY_CACHE_SOLUTION_MAX_FILES", "10")
+    out3 = _replay("topk_fills_cache.py", tmp_path)
+    bc3 = out3.info["build_cache"]
+    assert bc3["files"] >= 40 and bc3["evicted"][0]["why"] == "over the per-solution cap"
+    assert not Path(bc3["dir"]).exists()

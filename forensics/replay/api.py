@@ -163,6 +163,8 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
         out.info["io_root_refused"] = scratch.io_root_refused
     if scratch.swept:   # scratches of replays killed before their cleanup (runner.sweep_dead_scratches)
         out.info["dead_scratches_removed"] = scratch.swept
+    if scratch.cache_report is not None:   # what it left in the persistent build cache (buildcache.py)
+        out.info["build_cache"] = scratch.cache_report
     if scratch.stale_build_locks:   # a killed replay of this solution had left them (claim_build_cache)
         out.info["stale_build_locks_removed"] = scratch.stale_build_locks
     if keep_scratch:

@@ -922,6 +922,8 @@ class Scratch:
             except FileExistsError:
                 pass
         self._cache_fd, self.stale_build_locks = claim_build_cache(self.cache)
+        #: the build cache after the replay (buildcache.account: files, bytes, caps, evictions)
+        self.cache_report: dict | None = None
         self._n = 0
         #: what Scratch.path found at a name before creating it (only the child writes io/)
         self.planted: list[str] = []
@@ -992,6 +994,12 @@ class Scratch:
         self._owner = uid
 
     def cleanup(self) -> None:
+        if self._cache_fd >= 0 or self.cache_report is None:
+            try:   # what this replay left in the persistent build cache; caps and LRU eviction (buildcache.py)
+                from .buildcache import account
+                self.cache_report = account(self.cache, self._cache_fd)
+            except Exception as e:  # noqa: BLE001 - the accounting never costs the replay its result
+                self.cache_report = {"dir": str(self.cache), "error": f"{type(e).__name__}: {e}"[:300]}
         close_fds(self._cache_fd)
         self._cache_fd = -1
         if self._io_tmp is not None:
