@@ -8,9 +8,9 @@ the audit hook's event table is measured on this interpreter in a subprocess of 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -251,3 +251,43 @@ def test_the_build_cache_is_accounted_capped_and_evicted_lru(tmp_path, monkeypat
     bc3 = out3.info["build_cache"]
     assert bc3["files"] >= 40 and bc3["evicted"][0]["why"] == "over the per-solution cap"
     assert not Path(bc3["dir"]).exists()
+
+
+# ------------------------------------------------------------------------------ scan --replay on this CPU
+def test_scan_replay_on_the_cpu_carries_the_runtime_evidence_into_the_store(tmp_path):
+    """Issue 35's last criterion: `forensics scan --replay` on a CPU machine (tiny shapes) reports the
+    library operators that did the work of a solution with no kernel of its own, and catches a solution
+    that zeroes its inputs, one that returns an unwritten output and one that patches
+    torch.cuda.Event.elapsed_time through setattr; the findings cite the solution's lines."""
+    duckdb = pytest.importorskip("duckdb")
+    runs = tmp_path / "archive" / "outputs" / "runs"
+    planted = {"topk_library_wrapper": "replay-work-by-library", "topk_zeroes_input": "replay-input-mutated",
+               "topk_unwritten": "replay-output-unwritten", "topk_patches_event": "replay-patched",
+               "topk_capabilities": "replay-capability"}
+    ids = {}
+    for i, name in enumerate(planted):
+        rid = f"2026081{i}_101010_claude_opus_05_topk_bitonic"
+        ids[rid] = name
+        (runs / rid).mkdir(parents=True)
+        (runs / rid / "solution.py").write_bytes((CORPUS / f"{name}.py").read_bytes())
+        (runs / rid / "result.json").write_text(json.dumps({"problem": "05_topk_bitonic", "has_solution": True,
+                                                            "correct": True}))
+    res = subprocess.run([sys.executable, "-m", "forensics.cli", "scan", str(tmp_path / "archive"), "--replay",
+                          "--out", str(tmp_path / "out"), "--no-progress"], cwd=REPO, capture_output=True, text=True,
+                         timeout=1500, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    con = duckdb.connect(str(tmp_path / "out" / "audit.duckdb"), read_only=True)
+    got = {}
+    for rid, rule, data, evidence in con.execute("select run_id, rule, data, evidence from findings "
+                                                 "where analyzer = 'replay'").fetchall():
+        got.setdefault(ids[rid], {})[rule] = (json.loads(data) if isinstance(data, str) else data,
+                                              json.loads(evidence) if isinstance(evidence, str) else evidence)
+    for name, rule in planted.items():
+        assert rule in got[name], (name, sorted(got[name]))
+    lib = got["topk_library_wrapper"]["replay-work-by-library"][0]
+    assert [o["name"] for o in lib["library_ops"]] == ["aten::sort"]
+    assert got["topk_patches_event"]["replay-patched"][0]["target"] == "torch.cuda.Event.elapsed_time"
+    assert got["topk_zeroes_input"]["replay-input-mutated"][0]["changed"]["x0"]["zeroed"] is True
+    # a capability's evidence points at the line of solution.py that did it
+    ev = got["topk_capabilities"]["replay-capability"][1]
+    assert ev and ev[0]["file"] == "solution.py" and ev[0]["line_start"] > 0

@@ -572,6 +572,8 @@ def test_a_gpu_scan_checks_the_timed_calls_too():
     assert required_probes([], "cuda") == ["check", "timed-outputs", "timing"]
     assert required_probes([], "cpu") == ["check"]
     assert required_probes([], "cpu", registry.get("02_kimi_linear_decode")) == ["check", "state-drift"]
+    # a plain module API: the runtime evidence that costs a few calls (issue 35)
+    assert required_probes([], "cpu", registry.get("05_topk_bitonic")) == ["check", "nan-poison", "kernel-trace"]
 
 
 def test_failures_after_a_missing_build_piece_are_not_replayable_not_failed():

@@ -25,15 +25,23 @@ def _device() -> str:
 
 def required_probes(static_probes: Iterable[str], device: str, spec: Any = None) -> list[str]:
     """check always (and, for a step API, the chained state-drift probe that used to be part of it);
+    for a plain module API (`spec` given) nan-poison and kernel-trace, which settle at run time what
+    static reading cannot (an output never written; the operators and kernels that did the work);
     the probes the static findings call for; on a GPU timing, and the outputs of the timed calls
     under the benchmark's calling pattern (timed-outputs)."""
     from .api import static_probe
     from .probes import ALL_PROBES
     want = ["check"]
+    api_kind = None
     if spec is not None:
         from .stateful import kind
-        if kind(spec) == "step":
+        api_kind = kind(spec)
+        if api_kind == "step":
             want.append("state-drift")
+    if spec is not None and api_kind is None:
+        # runtime evidence that costs a few calls and settles what static reading cannot (issue 35):
+        # outputs never written (poisoned memory) and which operators / kernels did the work
+        want += ["nan-poison", "kernel-trace"]
     for p in static_probes:
         for q in static_probe(p):
             if q in ALL_PROBES and q not in want:
@@ -142,10 +150,28 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
         for f in fs:
             ev = [Evidence(file="solution.py", sha256=run.get("solution_sha256"),
                            note=f"replay probe {f.get('probe') or 'run'}")]
+            ev = _sites(f, run.get("solution_sha256")) or ev
             findings.append(Finding(run_id=rid, analyzer=ANALYZER, rule=f["rule"], severity=f["severity"],
                                     message=f["message"], category=f["category"], evidence=ev,
                                     probe=f.get("probe"), data=f.get("data")))
     return write_findings(store, ANALYZER, done, findings)
+
+
+def _sites(f: dict, sha: str | None) -> list:
+    """Evidence at the solution's own lines a runtime finding cites (the audit hook's events: the file
+    of the solution's scratch copy and the line that caused each one; sidecars live under scratch/ in
+    the run folder)."""
+    from forensics.analyze.findings import Evidence
+    out = []
+    for e in ((f.get("data") or {}).get("events") or [])[:5]:
+        file, line = e.get("file"), e.get("line")
+        if not file or not isinstance(file, str) or file.startswith(("<", "/")):
+            continue
+        rel = file if file == "solution.py" else f"scratch/{file}"
+        out.append(Evidence(file=rel, line_start=line if isinstance(line, int) and line > 0 else None,
+                            sha256=sha if rel == "solution.py" else None,
+                            note=f"replay: {e.get('event')} ({e.get('why') or e.get('route') or ''})"[:300]))
+    return out
 
 
 def _row(probe: str, status: str, detail: str, data: dict | None = None) -> dict:
