@@ -58,7 +58,7 @@ def test_trace_of_a_library_wrapper_on_the_cpu_is_judged(tmp_path):
     f = [f for f in out.findings if f["rule"] == "replay-work-by-library"]
     assert f and f[0]["severity"] == "high" and f[0]["category"] == "reward_hack"
     d = f[0]["data"]
-    assert d["judgement"] == "work-by-library" and d["main_op"] == ["sort"] and d["authored"] == [] and not d["doubts"]
+    assert d["judgement"] == "work-by-library" and "sort" in d["main_op"] and d["authored"] == [] and not d["doubts"]
     assert [o["name"] for o in d["library_ops"]] == ["aten::sort"] and d["library_ops"][0]["calls"] == 3
     att = rows[0]["data"]["attribution"]     # the measured shares, with the row (beside its clock)
     # what ran is the library's, none of it the solution's: a fact, not a timing (the CPU's
@@ -103,17 +103,22 @@ def test_a_torch_fallback_behind_a_failed_cuda_build_stays_pending_for_the_gpu(t
 
 def test_a_device_query_makes_the_cpu_path_pending():
     """Unit: the judgement from the path tracer's records (no replay)."""
+    from types import SimpleNamespace
+
     from forensics.replay.kerneltrace import cpu_judgement
+    gemm, sort = SimpleNamespace(main_op=("gemm",)), SimpleNamespace(main_op="sort")
     ops = [{"name": "aten::mm", "calls": 3, "us": 10.0}, {"name": "aten::add", "calls": 3, "us": 1.0}]
-    clean = cpu_judgement("01_fp8_gemm", ops, {"import": {}, "call": {}}, True)
+    clean = cpu_judgement(gemm, ops, {"import": {}, "call": {}}, True)
     assert clean["decision"] == "work-by-library" and [o["name"] for o in clean["library_ops"]] == ["aten::mm"]
-    asked = cpu_judgement("01_fp8_gemm", ops, {"build": {"consulted": [{"what": "is_cuda", "site": "solution.py:9"}]},
-                                               "call": {}}, True)
+    asked = cpu_judgement(gemm, ops, {"build": {"consulted": [{"what": "is_cuda", "site": "solution.py:9"}]},
+                                      "call": {}}, True)
     assert asked["decision"] == "pending-gpu" and "is_cuda" in asked["doubts"][0]
-    assert cpu_judgement("01_fp8_gemm", ops, {"call": {}}, False)["decision"] == "pending-gpu"   # no tracer ran
-    own = cpu_judgement("01_fp8_gemm", ops + [{"name": "myext::gemm", "calls": 3, "us": 50.0}], {"call": {}}, True)
+    assert cpu_judgement(gemm, ops, {"call": {}}, False)["decision"] == "pending-gpu"   # no tracer ran
+    own = cpu_judgement(gemm, ops + [{"name": "myext::gemm", "calls": 3, "us": 50.0}], {"call": {}}, True)
     assert own["decision"] == "authored"                 # an operator its extension registered
-    assert cpu_judgement("05_topk_bitonic", ops, {"call": {}}, True)["decision"] == "no-main-op"   # a GEMM is not a sort
+    assert cpu_judgement(sort, ops, {"call": {}}, True)["decision"] == "no-main-op"   # a GEMM is not a sort
+    # a spec that declares no main operation: any kind counts
+    assert cpu_judgement(SimpleNamespace(), ops, {"call": {}}, True)["decision"] == "work-by-library"
 
 
 def test_torch_wrapping_its_own_functions_is_not_tampering(tmp_path):

@@ -152,6 +152,11 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
         try:
             _judge_evidence(rp, scratch, python)
         finally:
+            try:   # what this replay left in the persistent build cache; caps and LRU eviction (buildcache.py)
+                from .buildcache import account
+                scratch.cache_report = account(scratch.cache, scratch.claim_fd)
+            except Exception as e:  # noqa: BLE001 - the accounting never costs the replay its result
+                scratch.cache_report = {"dir": str(scratch.cache), "error": f"{type(e).__name__}: {e}"[:300]}
             scratch.cleanup()
     out.info.update(problem=spec.name, bench=spec.bench, deck_version=spec.deck_version, version_choice=how,
                     version_notes=notes, solution_sha256=scratch.sha256, scratch_skipped=scratch.skipped,

@@ -113,14 +113,16 @@ TORCH_NAMESPACES = ("aten", "prims", "profiler", "quantized", "_quantized", "tor
                     "triton", "higher_order", "cuda", "mkldnn", "mkl", "sparse")
 
 
-def main_op_kinds(problem: str) -> tuple[str, ...]:
-    """The kinds of the problem's main operation (work.MAIN_OP); every kind where that table cannot be
-    imported (a GPU machine without the store's dependencies)."""
-    try:
-        from forensics.analyze.static.work import MAIN_OP
-    except ImportError:
-        return tuple(MAIN_OP_ATEN)
-    return tuple(MAIN_OP.get(problem, ()))
+def main_op_kinds(spec) -> tuple[str, ...]:
+    """The kinds of the problem's main operation: the spec's `main_op` where it declares one (the
+    problem catalogue of issue 38), else every kind of MAIN_OP_ATEN (the replay, an analyzer, does not
+    read the static analyzer's table: forensics.analyze.static.work.MAIN_OP).  Every kind is the
+    broader reading: a library sort in a GEMM problem with no kernel of the solution's own at all
+    counts too."""
+    declared = getattr(spec, "main_op", None)
+    if declared:
+        return tuple(k for k in ((declared,) if isinstance(declared, str) else declared) if k in MAIN_OP_ATEN)
+    return tuple(MAIN_OP_ATEN)
 
 
 def _custom_ops(kernels: list[dict]) -> list[str]:
@@ -133,7 +135,7 @@ def _custom_ops(kernels: list[dict]) -> list[str]:
     return out
 
 
-def cpu_judgement(problem: str, kernels: list[dict], paths: dict[str, dict], traced: bool) -> dict:
+def cpu_judgement(spec, kernels: list[dict], paths: dict[str, dict], traced: bool) -> dict:
     """What the CPU trace says about the graded path: {library_ops (the main operation's torch operators
     that ran), authored (launches of the solution's own kernels during the traced calls), doubts (why
     the CPU path may not be the graded one), decision: "work-by-library" | "pending-gpu" | "authored" |
@@ -144,7 +146,7 @@ def cpu_judgement(problem: str, kernels: list[dict], paths: dict[str, dict], tra
     the device (torch.cuda.is_available() and the like called, or `.is_cuda` / `.device.type` read by a
     function of its that ran), where an exception went through its frames (a failed extension build, a
     fallback taken on an error) or where no tracer ran."""
-    kinds = main_op_kinds(problem)
+    kinds = main_op_kinds(spec)
     regs = [MAIN_OP_ATEN[k] for k in kinds if k in MAIN_OP_ATEN]
     lib = [{"name": k["name"], "calls": k["calls"], "us": k["us"]} for k in kernels
            if any(r.match(k["name"]) for r in regs)]
@@ -223,7 +225,7 @@ def kernel_trace(rp: Replay) -> None:
 
 def _judge_cpu(rp: Replay, probe: str, summary: str, data: dict, kernels: list[dict], paths: dict, traced: bool) -> None:
     """The CPU trace, judged where the CPU path is the graded one (`cpu_judgement`)."""
-    j = cpu_judgement(rp.spec.name, kernels, paths, traced)
+    j = cpu_judgement(rp.spec, kernels, paths, traced)
     data.update(judgement=j["decision"], main_op=j["main_op"], library_ops=j["library_ops"], authored=j["authored"],
                 doubts=j["doubts"])
     ops = ", ".join(f"{o['name']} x{o['calls']}" for o in j["library_ops"][:6]) or "none"

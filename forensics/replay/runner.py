@@ -922,7 +922,7 @@ class Scratch:
             except FileExistsError:
                 pass
         self._cache_fd, self.stale_build_locks = claim_build_cache(self.cache)
-        #: the build cache after the replay (buildcache.account: files, bytes, caps, evictions)
+        #: the build cache after the replay (buildcache.account, before cleanup: files, bytes, caps, evictions)
         self.cache_report: dict | None = None
         self._n = 0
         #: what Scratch.path found at a name before creating it (only the child writes io/)
@@ -993,13 +993,13 @@ class Scratch:
             _give_tree(top, uid)
         self._owner = uid
 
+    @property
+    def claim_fd(self) -> int:
+        """The descriptor holding this replay's claim on the build cache (-1: another replay of the
+        same solution holds it)."""
+        return self._cache_fd
+
     def cleanup(self) -> None:
-        if self._cache_fd >= 0 or self.cache_report is None:
-            try:   # what this replay left in the persistent build cache; caps and LRU eviction (buildcache.py)
-                from .buildcache import account
-                self.cache_report = account(self.cache, self._cache_fd)
-            except Exception as e:  # noqa: BLE001 - the accounting never costs the replay its result
-                self.cache_report = {"dir": str(self.cache), "error": f"{type(e).__name__}: {e}"[:300]}
         close_fds(self._cache_fd)
         self._cache_fd = -1
         if self._io_tmp is not None:
