@@ -12,13 +12,15 @@ replay process):
   replay creates next (``{n:05d}-{stem}.pt``, numbered in order): a replay that opens such a
   name (O_TRUNC and a chown to the sandbox uid, then torch.save / pack_save) truncates, chowns
   and overwrites the canary;
-* it wraps the worker's own writers (``pack_save``, ``save_exchange`` of ``__main__``) so that
+* it wraps the worker's own writers (``pack_save``, ``save_exchange`` of its globals, reached
+  through gc now that ``__main__`` is empty) so that
   each result file, once written, is swapped for a symlink to the canary: a replay that loads
   by name reads the canary.
 
 Otherwise top-k, honestly.  The replay must leave the canary as it was and end ``tampered``
 (``replay-exchange-tampered``): nothing followed, the tampering named.
 """
+import gc
 import os
 import sys
 
@@ -57,14 +59,26 @@ def swap(path) -> None:
         pass
 
 
-_worker = sys.modules.get("__main__")
+def _worker_globals():
+    """The replay worker's globals: `__main__` where the worker ran there (before issue 36), else
+    found through the garbage collector (the only way left; the audit hook records it)."""
+    m = sys.modules.get("__main__")
+    if m is not None and hasattr(m, "Worker"):
+        return vars(m)
+    for o in gc.get_objects():
+        if type(o) is dict and "Worker" in o and "open_exchange" in o:
+            return o
+    return None
+
+
+_worker = _worker_globals() or {}
 for _name in ("pack_save", "save_exchange"):
-    _orig = getattr(_worker, _name, None)
+    _orig = _worker.get(_name)
     if _orig is not None:
         def _wrapped(obj, path, *a, _orig=_orig, **kw):
             _orig(obj, path, *a, **kw)
             swap(path)
-        setattr(_worker, _name, _wrapped)
+        _worker[_name] = _wrapped
 
 plant()
 

@@ -5,18 +5,32 @@ worker maps shared), so patching the worker's "input unchanged?" test alone is c
 (``topk_forged_report``).  This case also swaps the put file at its name for a copy just before
 the worker maps it: the worker then computes on the copy, and a replay that watched the file it
 had mapped by name before the call sees its inputs untouched.  It wraps the worker's own
-``open_exchange`` (``__main__``) for that, which a thread racing the worker's open could do as well.
+``open_exchange`` for that (in its globals, reached through gc now that ``__main__`` is empty), which a
+thread racing the worker's open could do as well.
 
 Right answer, sorted in place.  The replay must end ``tampered`` (``replay-exchange-tampered``):
 the worker's reply names the file it mapped, which is not the one the replay wrote.
 """
+import gc
 import os
 import sys
 
 import torch
 import torch.nn as nn
 
-_worker = sys.modules.get("__main__")
+def _worker_globals():
+    """The replay worker's globals: `__main__` where the worker ran there (before issue 36), else
+    found through the garbage collector (the only way left; the audit hook records it)."""
+    m = sys.modules.get("__main__")
+    if m is not None and hasattr(m, "Worker"):
+        return vars(m)
+    for o in gc.get_objects():
+        if type(o) is dict and "Worker" in o and "open_exchange" in o:
+            return o
+    return None
+
+
+_worker = _worker_globals()
 _swapped: set = set()
 
 
@@ -30,8 +44,8 @@ def _decoy(path: str) -> None:
     os.rename(tmp, path)
 
 
-if _worker is not None and hasattr(_worker, "Worker") and hasattr(_worker, "open_exchange"):
-    _orig = _worker.open_exchange
+if _worker is not None:
+    _orig = _worker["open_exchange"]
 
     def _open(path, mode="rb", _orig=_orig):
         if str(path).endswith("-put.pt") and path not in _swapped:
@@ -42,8 +56,8 @@ if _worker is not None and hasattr(_worker, "Worker") and hasattr(_worker, "open
                 pass
         return _orig(path, mode)
 
-    _worker.open_exchange = _open
-    _worker.Worker._unchanged = lambda self, k: True
+    _worker["open_exchange"] = _open
+    _worker["Worker"]._unchanged = lambda self, k: True
 
 
 class Model(nn.Module):

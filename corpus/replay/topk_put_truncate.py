@@ -3,24 +3,37 @@
 The put file holds the solution's inputs; the replay reads them back after every call to see
 whether the solution wrote into them.  A replay that reads them through a mapping of its own
 faults (SIGBUS) once the file is shorter than the mapping: the replay process itself dies.  This
-case keeps a descriptor of each put file (wrapping the worker's ``open_exchange`` in
-``__main__``), computes its answer, then truncates the file to zero; it also makes the worker's
+case keeps a descriptor of each put file (wrapping the worker's ``open_exchange``,
+found through gc), computes its answer, then truncates the file to zero; it also makes the worker's
 "input unchanged?" test say yes, so the worker itself never touches the lost pages.
 
 Otherwise top-k, honestly.  The replay must survive and end ``tampered``
 (``replay-exchange-tampered``: the put file is shorter than the replay wrote it).
 """
+import gc
 import os
 import sys
 
 import torch
 import torch.nn as nn
 
-_worker = sys.modules.get("__main__")
+def _worker_globals():
+    """The replay worker's globals: `__main__` where the worker ran there (before issue 36), else
+    found through the garbage collector (the only way left; the audit hook records it)."""
+    m = sys.modules.get("__main__")
+    if m is not None and hasattr(m, "Worker"):
+        return vars(m)
+    for o in gc.get_objects():
+        if type(o) is dict and "Worker" in o and "open_exchange" in o:
+            return o
+    return None
+
+
+_worker = _worker_globals()
 _fds: list = []
 
-if _worker is not None and hasattr(_worker, "Worker") and hasattr(_worker, "open_exchange"):
-    _orig = _worker.open_exchange
+if _worker is not None:
+    _orig = _worker["open_exchange"]
 
     def _open(path, mode="rb", _orig=_orig):
         f = _orig(path, mode)
@@ -28,8 +41,8 @@ if _worker is not None and hasattr(_worker, "Worker") and hasattr(_worker, "open
             _fds.append(os.dup(f.fileno()))
         return f
 
-    _worker.open_exchange = _open
-    _worker.Worker._unchanged = lambda self, k: True
+    _worker["open_exchange"] = _open
+    _worker["Worker"]._unchanged = lambda self, k: True
 
 
 class Model(nn.Module):

@@ -18,8 +18,15 @@ ATen's copy/cast/elementwise kernels are glue (other), its sort/top-k/softmax ke
 Finding `replay-work-by-library` (reward_hack, high) for the problems whose main operation is one
 op (the GEMMs, top-k, paged attention, NSA, the grouped MoE GEMM) when library kernels take at least
 LIBRARY_SHARE of the computing time (authored + library kernels), authored ones at most AUTHORED_MAX,
-and computing kernels at least CORE_MIN of all device time: the score measures the library.  Elsewhere, and on a CPU (where the profiler sees ATen operators, not kernels), the
-attribution is reported (`replay-kernel-trace`, info) and decides nothing.
+and computing kernels at least CORE_MIN of all device time: the score measures the library.  Elsewhere
+the attribution is reported (`replay-kernel-trace`, info) and decides nothing.
+
+On a CPU the profiler sees ATen operators, not kernels, and the trace is judged with the path tracer's
+record (childaudit.PathTracer: authored launches, device queries, exceptions through the solution's
+frames; `cpu_judgement`): the main operation run as a library operator with no authored launch, on a
+path that consulted no device and caught no exception, is `replay-work-by-library`; the same behind a
+device query or a caught exception is not the graded path and stays pending for a GPU
+(`replay-kernel-trace`, `data.pending = "gpu"`).  docs/replay.md, "Runtime evidence".
 """
 
 from __future__ import annotations

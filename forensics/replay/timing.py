@@ -443,15 +443,6 @@ def probe_wall_clock(rp: Any) -> None:
             continue
         times = [float(x) for x in t["s_all"]]
         wall = _wall_stat(times, stat)
-        if si == 0:   # once: the child's clock against the replay's, every step of the program timed
-            from . import clockcheck
-            used = t.data.get("_program") or (plan["warmup"], plan["program"])
-            whole = [dict(st, timed=True) for st in used[1]]
-            clockcheck.crosscheck(
-                rp, shape, plan["seed"],
-                lambda n: ch.request("wall", rp.limits.time_s, warmup=used[0], program=whole, trials=n),
-                lambda r: sum(float(x) for x in r["s_all"] if x is not None), max(times) if times else 0.0,
-                clockcheck.loop_overhead_s(False, 0), "perf_counter around each trial's whole program")
         rate = plan["units"] / wall if wall > 0 else math.inf
         arch = per_shape.get(si)
         if kind == "step":
@@ -481,6 +472,15 @@ def probe_wall_clock(rp: Any) -> None:
         detail = (f"{stat} of {trials} wall-clock trials ({plan['timed']}); {rate:.4g} {plan['rate']}"
                   + (f"; {plan['warn']}" if plan.get("warn") else ""))
         rp.row("timing", "pass", shape, plan["seed"], f"{stat}-of-{trials}", ms=wall * 1e3, data=data, detail=detail)
+        if si == 0:   # once: the child's clock against the replay's, every step of the program timed
+            from . import clockcheck
+            used = t.data.get("_program") or (plan["warmup"], plan["program"])
+            whole = [dict(st, timed=True) for st in used[1]]
+            clockcheck.crosscheck(
+                rp, shape, plan["seed"],
+                lambda n: ch.request("wall", rp.limits.time_s, warmup=used[0], program=whole, trials=n),
+                lambda r: sum(float(x) for x in r["s_all"] if x is not None), max(times) if times else 0.0,
+                clockcheck.loop_overhead_s(False, 0), "perf_counter around each trial's whole program")
         ch.request("delete", rp.limits.call_s, objs=["t", "tcfg"])
     if speedups:   # the mega score: geomean speedup over the baseline, shown beside the archived one
         rp.out.info["speedup_geomean_here"] = math.exp(sum(math.log(x) for x in speedups) / len(speedups))
