@@ -50,6 +50,11 @@ def _read_lines(rf, path: str, wanted: set[int], max_line: int) -> dict[int, str
                 i += 1
                 if i in wanted:  # never assembled: its first characters (a prefix, still verbatim)
                     out[i] = payload.head.decode("utf-8", "replace").rstrip("\ufffd")
+            elif kind == R.BLANK:  # blank lines, counted
+                for k in range(i + 1, min(i + payload, max_line) + 1):
+                    if k in wanted:
+                        out[k] = ""
+                i += payload
             else:  # FAIL: the damage; what came before it is kept
                 break
             if i > max_line:

@@ -112,15 +112,17 @@ def make_parser(fmt: str, source: str, harness: str | None) -> Parser:
 
 
 def parse_source(stream: IO[bytes] | bytes, source: str = "transcript.jsonl", harness: str | None = None,
-                 fmt: str | None = None, heartbeat_runs: bool = False) -> Iterator[Event]:
+                 fmt: str | None = None, heartbeat_runs: bool = False, max_bytes: int | None = None) -> Iterator[Event]:
     """Parse one transcript source into normalized events (see ``forensics.transcripts``).
 
     With ``heartbeat_runs`` consecutive heartbeat lines of one subtype come as one
     `HeartbeatRun` (yielded before the next event of the source, at most RUN_MAX lines each)
-    instead of one `Heartbeat` per line; everything else is the same."""
+    instead of one `Heartbeat` per line; everything else is the same.  With ``max_bytes`` the
+    source is read up to that many decompressed bytes (forensics.limits.MAX_TRANSCRIPT_BYTES): past
+    it, a ParseError ``over_limit`` and the SessionEnd (whose end is then unknown)."""
     st = _State()
     try:
-        ctx = _open(stream, source, harness, fmt)
+        ctx = _open(stream, source, harness, fmt, max_bytes)
         if ctx.__class__ is list:           # the stream could not even be opened
             st.ended = True
             yield from ctx
@@ -152,12 +154,12 @@ def parse_source(stream: IO[bytes] | bytes, source: str = "transcript.jsonl", ha
                              format_evidence=f"parser failed: {type(e).__name__}", last_line=st.ln or None)
 
 
-def _open(stream, source: str, harness: str | None, fmt: str | None):
+def _open(stream, source: str, harness: str | None, fmt: str | None, max_bytes: int | None = None):
     """Open the stream, read the detection sample, choose the format and build its parser.
 
     Returns ``(batches, parser, fmt, evidence)``, or a list of final events if unreadable."""
     try:
-        src = reader.Source(stream)
+        src = reader.Source(stream, max_bytes, "MAX_TRANSCRIPT_BYTES")
     except Exception as e:  # noqa: BLE001
         return [ParseError(source, None, "unreadable", f"{type(e).__name__}: {e}"[:500]),
                 SessionEnd(source, end_reason="unknown", format=fmt or "unknown",
@@ -351,7 +353,7 @@ def _json_loop(it, parser: Parser, source: str, st: _State, runs: bool = False) 
     fmt = parser.fmt
     Rec = Record
     HB = Heartbeat
-    LINES, LAST, HUGE = reader.LINES, reader.LAST, reader.HUGE
+    LINES, LAST, HUGE, BLANK = reader.LINES, reader.LAST, reader.HUGE, reader.BLANK
     fast = parser.FAST_SYSTEM   # Claude heartbeat subtypes: Record(rtype='system') and nothing else
     fast_types = parser.FAST_TYPES
     started = st.started
@@ -461,12 +463,15 @@ def _json_loop(it, parser: Parser, source: str, st: _State, runs: bool = False) 
             started = st.started = True
             yield from _huge(payload, ln, off, source, fmt, st)
             off += payload.nbytes + (1 if payload.terminated else 0)
+        elif kind == BLANK:   # blank lines, counted: nothing to parse
+            ln += payload
+            off += payload
         else:  # FAIL
             if r_offs is not None:
                 yield HBR(source, fmt, "system", r_sub, r_first, r_offs, r_end)
                 r_offs = r_sub = None
             reason, detail = payload
-            st.truncated = True
+            st.truncated = reason != reader.OVER_LIMIT   # a cap is not a cut: the session's end is unknown
             yield ParseError(source, ln + 1, reason, detail, "", off)
     if r_offs is not None:
         yield HBR(source, fmt, "system", r_sub, r_first, r_offs, r_end)
@@ -500,10 +505,19 @@ def _doc_loop(it, parser: Parser, source: str, st: _State) -> Iterator[Event]:
             too_big = True
             parts = []
             size += payload.nbytes + 1
+        elif kind == reader.BLANK:
+            ln += payload
+            size += payload
+            if not too_big:
+                if size > DOC_MAX:
+                    too_big = True
+                    parts = []
+                else:
+                    parts.append(b"\n" * (payload - 1))   # joined with newlines: `payload` blank lines
         else:
             reason, detail = payload
             errs.append(ParseError(source, ln + 1, reason, detail, "", size))
-            st.truncated = True
+            st.truncated = reason != reader.OVER_LIMIT
     st.ln = ln
     st.content = True
     st.started = True
@@ -581,9 +595,12 @@ def _text_loop(it, parser, source: str, st: _State) -> Iterator[Event]:
             yield from _huge(payload, ln, off, source, fmt, st)
             st.truncated = False  # plain text has no notion of a truncated JSON line
             off += payload.nbytes + (1 if payload.terminated else 0)
+        elif kind == reader.BLANK:
+            ln += payload
+            off += payload
         else:
             reason, detail = payload
-            st.truncated = True
+            st.truncated = reason != reader.OVER_LIMIT
             yield ParseError(source, ln + 1, reason, detail, "", off)
     st.ln = ln
     st.off = off

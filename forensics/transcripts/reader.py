@@ -17,14 +17,20 @@ Batch kinds yielded by :func:`iter_batches`:
 ``(LINES, [bytes, ...])``     complete lines, newline stripped (may be ``b""`` for blank lines)
 ``(LAST, [bytes])``           the final line, which had no terminating newline
 ``(HUGE, Oversize)``          one oversize line (``Oversize.terminated`` says if a newline ended it)
-``(FAIL, (reason, detail))``  reading stopped: ``compressed`` (bad gzip data) or ``unreadable``
+``(BLANK, n)``                ``n`` consecutive blank lines (empty, between two newlines) counted,
+                              never split: a run of at least ``BLANK_RUN`` newlines costs a regex
+                              match, not a bytes object per line (a 2 MiB .gz of 2 GiB of newlines)
+``(FAIL, (reason, detail))``  reading stopped: ``compressed`` (bad gzip data), ``unreadable``, or
+                              ``over_limit`` (more than ``Source.max_bytes`` decompressed bytes)
 """
 
 from __future__ import annotations
 
 import gzip
 import io
+import re
 import zlib
+from itertools import chain
 from dataclasses import dataclass
 from typing import IO, Iterator
 
@@ -32,7 +38,11 @@ BLOCK = 1 << 16            # bytes read per call (small blocks keep the split li
 HUGE_LINE = 16 << 20       # lines longer than this are measured, never decoded
 EXCERPT = 200              # characters kept from a bad / oversize line
 
-LINES, LAST, HUGE, FAIL = 0, 1, 2, 3
+BLANK_RUN = 64             # newlines in a row counted as one BLANK batch instead of split
+
+LINES, LAST, HUGE, FAIL, BLANK = 0, 1, 2, 3, 4
+OVER_LIMIT = "over_limit"   # the FAIL reason of a source cut at Source.max_bytes
+_BLANKS = re.compile(b"\n{%d,}" % BLANK_RUN)
 
 GZIP_MAGIC = b"\x1f\x8b"
 BOM = b"\xef\xbb\xbf"    # a UTF-8 byte order mark: skipped at the start of a (decompressed) stream
@@ -43,6 +53,10 @@ class Oversize:
     nbytes: int
     head: bytes            # first bytes of the line (for the excerpt)
     terminated: bool = True
+
+
+class OverLimit(OSError):
+    """More decompressed bytes than the source may yield (`Source.max_bytes`)."""
 
 
 def _as_bytes(chunk) -> bytes:
@@ -61,9 +75,12 @@ class Source:
     turn; a truncated or corrupt member yields everything decoded before the damage and then
     raises (reported by iter_batches as a ``compressed`` error)."""
 
-    def __init__(self, stream: IO[bytes] | bytes):
+    def __init__(self, stream: IO[bytes] | bytes, max_bytes: int | None = None, limit_name: str = "the limit"):
         self.compressed = False
         self.bom = 0            # bytes of a leading UTF-8 BOM skipped (known once blocks() started)
+        self.max_bytes = max_bytes   # decompressed bytes yielded at most (None: no cap)
+        self.limit_name = limit_name
+        self.nbytes = 0
         if isinstance(stream, (bytes, bytearray, memoryview)):
             stream = io.BytesIO(bytes(stream))
         raw_read = stream.read
@@ -84,9 +101,22 @@ class Source:
         if head.startswith(BOM):
             self.bom = len(BOM)
             head = head[len(BOM):]
-        if head:
-            yield head
-        yield from it
+        cap = self.max_bytes
+        if cap is None:
+            if head:
+                yield head
+            yield from it
+            return
+        for b in chain((head,), it):
+            if not b:
+                continue
+            self.nbytes += len(b)
+            if self.nbytes > cap:   # what fits is yielded, then the read stops
+                keep = len(b) - (self.nbytes - cap)
+                if keep > 0:
+                    yield b[:keep]
+                raise OverLimit(f"stopped after {cap:,} decompressed bytes ({self.limit_name})")
+            yield b
 
     def _plain(self) -> Iterator[bytes]:
         if self._first:
@@ -147,7 +177,10 @@ def iter_batches(src: Source) -> Iterator[tuple[int, object]]:
                 yield HUGE, huge
             elif parts:
                 yield LAST, [b"".join(parts)]
-            yield FAIL, ("compressed" if src.compressed else "unreadable", f"{type(e).__name__}: {e}")
+            if isinstance(e, OverLimit):
+                yield FAIL, (OVER_LIMIT, str(e))
+            else:
+                yield FAIL, ("compressed" if src.compressed else "unreadable", f"{type(e).__name__}: {e}")
             return
         except Exception as e:  # noqa: BLE001 - evidence reading must never crash the ingest
             if huge is not None:
@@ -157,49 +190,63 @@ def iter_batches(src: Source) -> Iterator[tuple[int, object]]:
                 yield LAST, [b"".join(parts)]
             yield FAIL, ("unreadable", f"{type(e).__name__}: {e}")
             return
-        while buf:
-            if huge is not None:
-                i = buf.find(b"\n")
-                if i < 0:
-                    huge.nbytes += len(buf)
+        # a run of BLANK_RUN or more newlines: its first newline ends the line in progress, the
+        # others are blank lines, counted (one BLANK batch) instead of split into empty lines
+        segs = [(buf, 0)]
+        if b"\n\n" in buf:
+            segs = []
+            m = _BLANKS.search(buf)
+            while m is not None:
+                segs.append((buf[:m.start() + 1], m.end() - m.start() - 1))
+                buf = buf[m.end():]
+                m = _BLANKS.search(buf)
+            segs.append((buf, 0))
+        for buf, nblank in segs:
+            while buf:
+                if huge is not None:
+                    i = buf.find(b"\n")
+                    if i < 0:
+                        huge.nbytes += len(buf)
+                        buf = b""
+                        break
+                    huge.nbytes += i
+                    yield HUGE, huge
+                    huge = None
+                    buf = buf[i + 1:]
+                    continue
+                j = buf.rfind(b"\n")
+                if j < 0:
+                    parts.append(buf)
+                    plen += len(buf)
                     buf = b""
+                    if plen > HUGE_LINE:
+                        huge = Oversize(plen, _head(parts))
+                        parts = []
+                        plen = 0
                     break
-                huge.nbytes += i
-                yield HUGE, huge
-                huge = None
-                buf = buf[i + 1:]
-                continue
-            j = buf.rfind(b"\n")
-            if j < 0:
-                parts.append(buf)
-                plen += len(buf)
-                buf = b""
-                if plen > HUGE_LINE:
-                    huge = Oversize(plen, _head(parts))
+                if parts:
+                    k = buf.find(b"\n")
+                    first = b"".join(parts) + buf[:k]
                     parts = []
                     plen = 0
-                break
-            if parts:
-                k = buf.find(b"\n")
-                first = b"".join(parts) + buf[:k]
-                parts = []
-                plen = 0
-                if len(first) > HUGE_LINE:
-                    yield HUGE, Oversize(len(first), first[: EXCERPT * 4])
-                    del first
-                    lines = buf[k + 1:j].split(b"\n") if j > k else []
+                    if len(first) > HUGE_LINE:
+                        yield HUGE, Oversize(len(first), first[: EXCERPT * 4])
+                        del first
+                        lines = buf[k + 1:j].split(b"\n") if j > k else []
+                    else:
+                        lines = buf[k + 1:j].split(b"\n") if j > k else []
+                        lines.insert(0, first)
                 else:
-                    lines = buf[k + 1:j].split(b"\n") if j > k else []
-                    lines.insert(0, first)
-            else:
-                lines = buf[:j].split(b"\n")
-            if lines:
-                yield LINES, lines
-            rest = buf[j + 1:]
-            if rest:
-                parts.append(rest)
-                plen = len(rest)
-            buf = b""
+                    lines = buf[:j].split(b"\n")
+                if lines:
+                    yield LINES, lines
+                rest = buf[j + 1:]
+                if rest:
+                    parts.append(rest)
+                    plen = len(rest)
+                buf = b""
+            if nblank:
+                yield BLANK, nblank
     if huge is not None:
         huge.terminated = False
         yield HUGE, huge
