@@ -23,7 +23,7 @@ LAYERS = (("devkit", 10), ("forensics.cli", 9), ("forensics.pipeline", 8),
           ("forensics.replay", 4), ("forensics.analyze", 4),
           ("forensics.analyze.findings", 3), ("forensics.analyze.registry", 3), ("forensics.store", 3),
           ("forensics.transcripts", 2), ("forensics.archive", 1), ("forensics.text", 0), ("forensics.pool", 0),
-          ("forensics.vocab", 0), ("forensics.problems", 0),
+          ("forensics.vocab", 0), ("forensics.problems", 0), ("forensics.limits", 0),
           ("forensics.extras", 0))
 DEVKIT = "devkit"
 

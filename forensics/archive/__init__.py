@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from forensics.archive.source import ArchiveError, ArchiveSource, DirSource, Entry, open_source
+from forensics.limits import read_limit
 
 __all__ = ["RunFiles", "ArchiveError", "open_source", "get_source"]
 
@@ -77,11 +78,21 @@ class RunFiles:
         return self.source.open(self._full(rel))
 
     def read_bytes(self, rel: str, limit: int | None = None) -> bytes | None:
+        """The file's bytes (its first `limit` bytes), None when it cannot be read.  Read whole (no
+        `limit`), a file over its limit (forensics.limits.read_limit: a 1 GiB solution.py, a sparse
+        64 GiB sidecar) is not read either: None, as the ingest said in an ``over_limit`` row."""
+        cap = None
+        if limit is None:
+            cap = read_limit(rel).value()
+            e = self._entries.get(str(PurePosixPath(rel)))
+            if e is not None and (e.size or 0) > cap:
+                return None
         try:
             with self.open(rel) as f:
-                return f.read() if limit is None else f.read(limit)
+                data = f.read(limit if cap is None else cap + 1)
         except (FileNotFoundError, PermissionError, IsADirectoryError, OSError):
             return None
+        return None if cap is not None and len(data) > cap else data
 
     def read_text(self, rel: str, limit: int | None = None) -> str | None:
         data = self.read_bytes(rel, limit)

@@ -42,6 +42,7 @@ import orjson
 import pyarrow as pa
 
 from forensics import __version__
+from forensics import limits as LIM
 from forensics.archive import logs as L
 from forensics.archive.discover import RUN_MARKERS, DiscoveredRun, discover_runs
 from forensics.archive.result import infer_era, read_result, result_fields
@@ -97,14 +98,19 @@ class HashingReader:
     def closed(self) -> bool:
         return getattr(self.raw, "closed", False)
 
-    def finish(self) -> str:
-        # drain what the parser left unread so the hash covers the whole file
+    def finish(self, max_bytes: int | None = None) -> str | None:
+        """The sha256 of the whole file: what the parser left unread is drained into it.  None when
+        the file is longer than `max_bytes` (forensics.limits.MAX_HASH_BYTES): not hashed."""
         while True:
+            if max_bytes is not None and self.n > max_bytes:
+                return None
             b = self.raw.read(1 << 20)
             if not b:
                 break
             self.h.update(b)
             self.n += len(b)
+        if max_bytes is not None and self.n > max_bytes:
+            return None
         return self.h.hexdigest()
 
 
@@ -153,6 +159,37 @@ def categorize(rel: str) -> str:
     if name in ("index.html", "index_solution.py.txt", "roofline.png", "template_mutations.log"):
         return "post_hoc"
     return "other"
+
+
+# categories of files some analyzer (or the report) reads whole: one over its limit is said at ingest
+READ_WHOLE_CATEGORIES = frozenset({"solution", "sidecar", "scratch", "result", "post_hoc", "check_log", "benchmark_log",
+                                   "gpu_lock_log", "template", "trusted_src", "workspace_src", "workspace_problem",
+                                   "annotation"})
+
+
+def _stream_count(src: ArchiveSource, path: str, max_bytes: int, lines: bool = True
+                  ) -> tuple[str, int | None] | str | None:
+    """(sha256, lines) of a file read in 1 MiB blocks, never held whole; None when it is longer than
+    `max_bytes`; the error text when it cannot be read."""
+    h = hashlib.sha256()
+    n = nl = 0
+    last = b""
+    try:
+        with src.open(path) as f:
+            while True:
+                b = f.read(1 << 20)
+                if not b:
+                    break
+                n += len(b)
+                if n > max_bytes:
+                    return None
+                h.update(b)
+                if lines:
+                    nl += b.count(b"\n")
+                last = b[-1:]
+    except (OSError, FileNotFoundError, PermissionError) as ex:
+        return str(ex)
+    return h.hexdigest(), (nl + (1 if n and last != b"\n" else 0)) if lines else None
 
 
 def _excerpt(b: bytes | str, n: int = 200) -> str:
@@ -472,17 +509,34 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
 
     whole: dict[str, bytes] = {}  # files read whole for parsing; the files table hashes these bytes
     unreadable: set[str] = set()   # files whose `unreadable` row is written: not opened (nor said) again
+    over: set[str] = set()         # files over their whole-read limit (forensics.limits): said once, not read
+
+    def over_limit(rel: str, lim: LIM.Limit, size: int | None, what: str) -> None:
+        if rel not in over:
+            over.add(rel)
+            perr(rel, None, LIM.OVER_LIMIT, lim.says(size, what))
 
     def read(rel: str, limit: int | None = None) -> bytes | None:
         if rel in whole:
             return whole[rel] if limit is None else whole[rel][:limit]
-        if rel in unreadable:
+        if rel in unreadable or (limit is None and rel in over):
             return None
+        cap = None
+        if limit is None:   # read whole: never more than the file's limit (a 1 GiB result.json is a bomb)
+            lim = LIM.read_limit(rel)
+            cap = lim.value()
+            e = files.get(rel)
+            if e is not None and (e.size or 0) > cap:
+                over_limit(rel, lim, e.size, f"{rel} is")
+                return None
         try:
-            data = src.read(pre + rel, limit)
+            data = src.read(pre + rel, limit if cap is None else cap + 1)
         except (OSError, FileNotFoundError, PermissionError) as e:
             perr(rel, None, "unreadable", str(e))
             unreadable.add(rel)
+            return None
+        if cap is not None and len(data) > cap:   # the entry's size said less than the file holds
+            over_limit(rel, LIM.read_limit(rel), None, f"{rel} holds more than its recorded size;")
             return None
         if limit is None:
             whole[rel] = data
@@ -570,7 +624,29 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
     n_records = 0
     primary_lines = 0
     fmt_by_source: dict[str, tuple[str | None, str | None]] = {}
+    max_records = LIM.MAX_RECORDS.value()
+    max_tbytes = LIM.MAX_TRANSCRIPT_BYTES.value()
+    max_hash = LIM.MAX_HASH_BYTES.value()
+    capped: dict[str, str] = {}     # source -> why it was not read to its end (a limit)
+
+    def _cap_source(ev: Any, line: int | None) -> None:
+        """The run's records reached MAX_RECORDS at `ev`: the rest of its source is not parsed
+        (its session end is unknown: the terminal record, if any, is past the cap)."""
+        src_ = ev.source
+        capped[src_] = "records"
+        perr(src_, line, LIM.OVER_LIMIT, LIM.MAX_RECORDS.says(
+            None, f"{src_} read up to line {(line or 1) - 1}: the run's transcript records reached"))
+        ev_txt = f"parsing stopped before line {line} (MAX_RECORDS); read as {ev.format}"
+        ends[src_] = SessionEnd(src_, end_reason="unknown", format=ev.format, format_evidence=ev_txt,
+                                last_line=(line or 1) - 1)
+        fmt_by_source[src_] = (ev.format, ev_txt)
+
     for source in sources:
+        if n_records >= max_records:   # the run's records are spent: later sources are not parsed
+            capped[source] = "not parsed"
+            perr(source, None, LIM.OVER_LIMIT, LIM.MAX_RECORDS.says(
+                None, f"{source} not parsed: the run's transcript records reached"))
+            continue
         is_tool = source == tool_src
         # the session-store copy adds the calls the transcript lacks (a short or cut-off transcript);
         # a call (and a result) is kept once per tool-use id, whichever source holds it first
@@ -586,13 +662,20 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             unreadable.add(source)
             continue
         hr = HashingReader(raw)
+        events = parse_source(hr, source=source, harness=harness, heartbeat_runs=HEARTBEAT_SPANS, max_bytes=max_tbytes)
         try:
             # heartbeats are the bulk of a Claude transcript: they come as runs, stored as spans
-            for ev in parse_source(hr, source=source, harness=harness, heartbeat_runs=HEARTBEAT_SPANS):
+            for ev in events:
                 tev = type(ev)
                 if tev is HeartbeatRun:
+                    if n_records >= max_records:   # (a run of heartbeats may pass the cap by RUN_MAX lines)
+                        _cap_source(ev, ev.first_line)
+                        break
                     n_records += sink.add_span(ev)
                 elif tev is Record:
+                    if n_records >= max_records:
+                        _cap_source(ev, ev.line)
+                        break
                     n_records += 1
                     sink.add_record(ev)
                     if ev.usage is not None and claude_store and ev.msg_id and ev.format in ("claude", "claude_session"):
@@ -604,8 +687,14 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
                     if not tools.result(ev, is_tool, merge) and hold:
                         held[source][1].append(ev)
                 elif tev is ParseError:
+                    if ev.reason == LIM.OVER_LIMIT:   # the reader stopped at MAX_TRANSCRIPT_BYTES
+                        capped[source] = ev.detail
+                        ev.detail = LIM.MAX_TRANSCRIPT_BYTES.says(None, f"{source} read up to line {ev.line - 1}:")
                     perr(ev.source, ev.line, ev.reason, ev.detail, ev.excerpt, ev.byte_offset)
                 elif tev is Heartbeat:  # HEARTBEAT_SPANS off
+                    if n_records >= max_records:
+                        _cap_source(ev, ev.line)
+                        break
                     n_records += 1
                     sink.add_record(ev)
                 elif tev is SessionEnd:
@@ -614,14 +703,25 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
                     if source == sources[0]:
                         primary_lines = ev.last_line or 0
         finally:
+            events.close()
             try:
-                hashes[source] = (hr.finish(), hr.n)
+                sha = hr.finish(max_hash)
+                if sha is None:
+                    over_limit(source, LIM.MAX_HASH_BYTES, None, f"{source} not hashed: longer than")
+                hashes[source] = (sha, hr.n)
             except OSError as e:
                 perr(source, None, "unreadable", f"while hashing: {e}")
             try:
                 raw.close()
             except OSError:
                 pass
+
+    for source in capped:   # a source cut at a limit has no known end (its terminal record is past the cut)
+        end = ends.get(source)
+        if end is not None and end.terminal_line is None:
+            end.end_reason, end.cut_off = "unknown", False
+        if source == sources[0] and end is not None and end.last_line:
+            primary_lines = end.last_line
 
     if not tools.calls:
         # no call in the tool source: a Kimi / Gemini session-store copy is the evidence
@@ -694,34 +794,47 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
 
     # ---- solution
     sol_sha = sol_lines = None
+    streamed: dict[str, str] = {}   # files hashed while streamed here: the files table reuses the hash
     if "solution.py" in files:
-        data = read("solution.py")
-        if data is not None:
-            sol_sha = hashlib.sha256(data).hexdigest()
-            sol_lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        # streamed: its hash and line count need no copy of it (a 1 GiB solution.py zips to 1 MB)
+        got = _stream_count(src, pre + "solution.py", max_hash)
+        if isinstance(got, str):
+            perr("solution.py", None, "unreadable", got)
+            unreadable.add("solution.py")
+        elif got is None:
+            over_limit("solution.py", LIM.MAX_HASH_BYTES, files["solution.py"].size, "solution.py not hashed:")
+        else:
+            sol_sha, sol_lines = got
+            streamed["solution.py"] = sol_sha
 
     # ---- files table
     for rel, e in sorted(files.items()):
         sha = None
+        cat = categorize(rel)
+        if not e.is_symlink and cat in READ_WHOLE_CATEGORIES and rel not in over and rel not in unreadable:
+            lim = LIM.read_limit(rel)
+            if (e.size or 0) > lim.value():   # an analyzer reading it whole would see no file: said here
+                over_limit(rel, lim, e.size, f"{rel} is")
         if rel in hashes:
             sha = hashes[rel][0]
         elif rel in whole:
             sha = hashlib.sha256(whole[rel]).hexdigest()
+        elif rel in streamed:
+            sha = streamed[rel]
         elif not e.is_symlink and rel not in unreadable and not rel.startswith(HASH_SKIP_PREFIXES) \
                 and "/.venv/" not in f"/{rel}":
-            h = hashlib.sha256()
-            try:
-                with src.open(pre + rel) as f:
-                    while True:
-                        b = f.read(1 << 20)
-                        if not b:
-                            break
-                        h.update(b)
-                sha = h.hexdigest()
-            except (OSError, FileNotFoundError, PermissionError) as ex:
-                perr(rel, None, "unreadable", str(ex))
+            if (e.size or 0) > max_hash:   # a sparse 64 GiB sidecar is not read to hash it
+                perr(rel, None, LIM.OVER_LIMIT, LIM.MAX_HASH_BYTES.says(e.size, f"{rel} not hashed:"))
+            else:
+                got = _stream_count(src, pre + rel, max_hash, lines=False)
+                if isinstance(got, str):
+                    perr(rel, None, "unreadable", got)
+                elif got is None:
+                    perr(rel, None, LIM.OVER_LIMIT, LIM.MAX_HASH_BYTES.says(None, f"{rel} not hashed: longer than"))
+                else:
+                    sha = got[0]
         sink.add("files", {"run_id": rid, "path": rel, "size": e.size, "sha256": sha,
-                           "category": categorize(rel), "is_symlink": e.is_symlink,
+                           "category": cat, "is_symlink": e.is_symlink,
                            "link_target": e.link_target, "mtime": e.mtime})
     out.bytes_read = sum(n for _, n in hashes.values())
 

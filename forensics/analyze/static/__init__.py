@@ -387,7 +387,8 @@ def lint_files(fa: FileAccess, run_name: str = "", problem: str | None = None, b
     src = fa.read_bytes(sol_path) if sol_path is not None else None
     if src is None:
         why = "no solution.py in the run folder" if sol_path is None else \
-            f"{sol_path} could not be read (not a regular file, or an I/O error: the run's parse_errors say which)"
+            f"{sol_path} could not be read (over its size limit, not a regular file, or an I/O error: the run's " \
+            "parse_errors say which)"
         rep = LintReport(problem=problem, bench=bench, gpu=gpu, parse={"ok": False, "error": why})
         rep.hits.append(Hit("SOLUTION-UNREAD", None, None, why, file=sol_path or "solution.py"))
     else:

@@ -65,8 +65,6 @@ class FileAccess(Protocol):
 class DirFiles:
     """FileAccess over a plain run directory.  Opens files read-only; never follows symlinks out."""
 
-    MAX_BYTES = 64 * 1024 * 1024
-
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root).resolve()
 
@@ -85,14 +83,18 @@ class DirFiles:
         return bool(p and p.is_file())  # files only, like RunFiles
 
     def read_bytes(self, rel: str) -> bytes | None:
+        """The file's bytes; None when it cannot be read or is over its limit (forensics.limits)."""
         p = self._path(rel)
         if p is None or not p.is_file():
             return None
+        from forensics.limits import read_limit
+        cap = read_limit(rel).value()
         try:
             with open(p, "rb") as fh:
-                return fh.read(self.MAX_BYTES)
+                data = fh.read(cap + 1)
         except OSError:
             return None
+        return None if len(data) > cap else data
 
     def read_text(self, rel: str) -> str | None:
         b = self.read_bytes(rel)
