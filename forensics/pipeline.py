@@ -235,6 +235,12 @@ def write_coverage(store: Store, run_ids: Sequence[str], cov: dict[str, Any]) ->
     for key, rids in groups.items():
         ran, fails = per_run[rids[0]]
         findings += V.coverage_findings(rids, ran, failed=fails, missing=cov["missing"], skipped=cov["skipped"])
+    if run_ids:   # a file a limit kept from being read whole (forensics.limits): cited, its fields unknown
+        rows = store.query("select p.run_id, p.source, p.line, p.detail, f.category from parse_errors p "
+                           "left join files f on f.run_id = p.run_id and f.path = p.source "
+                           "where p.reason = ? and p.run_id in (select unnest(?::VARCHAR[])) "
+                           "order by p.run_id, p.source, p.line", ["over_limit", list(run_ids)])
+        findings += V.limit_findings(rows)
     from forensics.analyze.findings import write_findings
     write_findings(store, "pipeline", list(run_ids), findings)
 

@@ -50,6 +50,35 @@ DECISIVE = 3  # high or critical
 # Analyzers whose coverage a field depends on (fail closed if they did not run).
 ANALYZERS = ("provenance", "similarity", "timeline", "static", "replay")
 COVERAGE_RULE = "analysis-coverage"   # pipeline finding recording which analyzers ran per run
+LIMIT_RULE = "input-over-limit"       # pipeline finding: a file of the run was over a limit (forensics.limits)
+
+# The verdict fields that rest on a file of each files-table category (forensics.store.ingest.categorize):
+# when a cap kept the file from being read whole, these fields are unknown (K1).
+LIMIT_FIELDS: dict[str, tuple[str, ...]] = {
+    "transcript": ("contamination",),
+    "session_store": ("contamination",),
+    "solution": ("reward_hack", "empirical_recompute_required", "contamination"),
+    "sidecar": ("reward_hack", "empirical_recompute_required", "contamination"),
+    "result": ("correct", "failure_reason", "measurement_status"),
+    "check_log": ("correct",),
+    "benchmark_log": ("measurement_status",),
+    "template": ("reward_hack",),
+    "trusted_src": ("reward_hack",),
+    "workspace_src": ("reward_hack",),
+    "workspace_problem": ("reward_hack",),
+}
+# a decision that stands whatever the unread file holds (a positive finding, or nothing to judge)
+LIMIT_DECISIVE = {"contamination": ("CT1",), "reward_hack": ("RH0", "RH1", "RH2"), "correct": ("CO1", "CO2"),
+                  "failure_reason": ("FR1", "FR2"), "measurement_status": ("MS1", "MS2"),
+                  "empirical_recompute_required": ("ER1",)}
+
+
+def limit_fields(path: str | None, category: str | None) -> tuple[str, ...]:
+    """The verdict fields a file over its limit leaves undecided (`scratch/*.py`: a module the
+    solution imports, read by the static audit like a sidecar)."""
+    if category == "scratch" and (path or "").endswith(".py"):
+        category = "sidecar"
+    return LIMIT_FIELDS.get(category or "", ())
 
 # Replay probes and what a failure of each one proves (canonical names of forensics/vocab.py: a probe
 # of a finding or a result is compared after `norm_probe`; tests/test_probe_vocab.py checks these).
@@ -115,6 +144,8 @@ DECISION_TABLE: tuple[tuple[str, str, str, str], ...] = (
     # coverage
     ("K0", "*", "An analyzer the field depends on is missing, failed, or the run has no `analysis-coverage` finding (scan never ran)",
      "`unknown`, reason names the analyzer - unless a decisive positive finding already settles the field"),
+    ("K1", "*", "A file the field rests on was over a per-file limit and not read whole (`input-over-limit` pipeline finding citing the file, from the ingest's `over_limit` parse_errors row; forensics/limits.py): a transcript or session store -> contamination; solution.py, sidecars, scratch/*.py -> reward_hack, empirical_recompute_required, contamination; result.json -> correct, failure_reason, measurement_status; check.log -> correct; benchmark.log -> measurement_status; template, trusted and workspace sources -> reward_hack",
+     "`unknown`, the reason names the file and the limit - unless the decision stands whatever the file holds (CT1, RH0-RH2, CO1-CO2, FR1-FR2, MS1-MS2, ER1)"),
     # exclude_from_denominator
     ("X1", "exclude_from_denominator", "No solution (`runs.has_solution=false`) and the session ended on a provider error (`session_end.api_error_status` 402/429/401/5xx, or `end_reason` api_error/rate_limited, or archived `failure_reason` provider_insufficient_credits/rate_limited/unavailable - not provider_early_stop, a CLI that died at start), with fewer than 5,000 output tokens and no tool call writing a file",
      "`true` (provider failure before any output: not a model attempt)"),
@@ -267,6 +298,7 @@ class RunFacts:
     result: dict[str, Any]
     deck_hardware: str | None = None
     archived_probes: list[dict[str, Any]] = field(default_factory=list)
+    limits: list[dict[str, Any]] = field(default_factory=list)   # input-over-limit findings (K1)
 
     # -- helpers ---------------------------------------------------------------------------
     def ran(self, analyzer: str) -> tuple[bool, str]:
@@ -346,7 +378,8 @@ def load_facts(store: Store, run_ids: Sequence[str]) -> dict[str, RunFacts]:
             f["data"] = loads_json(f.get("data"))
             f["evidence"] = loads_json(f.get("evidence")) or []
         cov = [f for f in fl if f["analyzer"] == "pipeline" and f["rule"] == COVERAGE_RULE]
-        body = [f for f in fl if f["analyzer"] not in ("verdict",) and f["rule"] != COVERAGE_RULE]
+        lim = [f for f in fl if f["analyzer"] == "pipeline" and f["rule"] == LIMIT_RULE]
+        body = [f for f in fl if f["analyzer"] not in ("verdict",) and f["rule"] not in (COVERAGE_RULE, LIMIT_RULE)]
         result = loads_json(run.get("result_json")) or {}
         if not isinstance(result, dict):
             result = {}
@@ -356,7 +389,7 @@ def load_facts(store: Store, run_ids: Sequence[str]) -> dict[str, RunFacts]:
                             coverage_id=(cov[0]["finding_id"] if cov else None), result=result,
                             # the deck's GPU matters only to judge a regrade's SKU (MS4)
                             deck_hardware=deck.get(rid) if run.get("regrade_json") else None,
-                            archived_probes=probes.get(rid, []))
+                            archived_probes=probes.get(rid, []), limits=lim)
     return out
 
 
@@ -930,18 +963,31 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _over_limit(F: RunFacts, name: str, dec: Decision) -> Decision:
+    """K1: `dec`, or unknown when a file the field rests on was over its limit and `dec` does not
+    stand whatever that file holds."""
+    if dec.rule in LIMIT_DECISIVE.get(name, ()) or not F.limits:
+        return dec
+    hits = [f for f in F.limits if name in ((f.get("data") or {}).get("fields") or ())]
+    if not hits:
+        return dec
+    return _unk("K1", "not read whole (over a per-file limit): " + "; ".join(f["message"] for f in hits[:3]),
+                _ids(hits))
+
+
 def decide(F: RunFacts) -> dict[str, Decision]:
     """Apply the decision table to one run's facts."""
     provider = _provider_failure(F)
     d: dict[str, Decision] = {}
     d["exclude_from_denominator"] = Decision(True, "X1", provider.findings, provider.facts) if provider \
         else Decision(False, "X2", [], [])
-    d["contamination"] = decide_contamination(F)
-    d["reward_hack"] = decide_reward_hack(F)
-    d["correct"] = decide_correct(F)
-    d["failure_reason"] = decide_failure_reason(F, d["correct"], provider)
-    d["measurement_status"] = decide_measurement(F, d["correct"], d["reward_hack"], provider)
-    d["empirical_recompute_required"] = decide_recompute(F)
+    d["contamination"] = _over_limit(F, "contamination", decide_contamination(F))
+    d["reward_hack"] = _over_limit(F, "reward_hack", decide_reward_hack(F))
+    d["correct"] = _over_limit(F, "correct", decide_correct(F))
+    d["failure_reason"] = _over_limit(F, "failure_reason", decide_failure_reason(F, d["correct"], provider))
+    d["measurement_status"] = _over_limit(F, "measurement_status",
+                                          decide_measurement(F, d["correct"], d["reward_hack"], provider))
+    d["empirical_recompute_required"] = _over_limit(F, "empirical_recompute_required", decide_recompute(F))
     d["verdict"] = decide_verdict(F, d, provider)
     d["publish_grade"] = decide_publish(F, d)
     return d
@@ -1110,6 +1156,25 @@ def verdict_dict(row: dict[str, Any]) -> dict[str, Any]:
 
 def dumps(v: Any) -> str:
     return orjson.dumps(v, default=str, option=orjson.OPT_INDENT_2).decode()
+
+
+def limit_findings(rows: Iterable[dict[str, Any]]):
+    """The pipeline's `input-over-limit` findings: one per file of a run that a limit kept from being
+    read whole (the ingest's ``over_limit`` parse_errors rows joined with the file's category),
+    naming the verdict fields it leaves undecided (high) or none (info)."""
+    from forensics.analyze.findings import Evidence, Finding
+    out = []
+    for r in rows:
+        fields = list(limit_fields(r.get("source"), r.get("category")))
+        msg = f"{r.get('source') or 'a file'}: {r.get('detail') or 'over a limit'}"
+        if fields:
+            msg += "; undecided: " + ", ".join(fields)
+        out.append(Finding(run_id=r["run_id"], analyzer="pipeline", rule=LIMIT_RULE, severity="high" if fields else "info",
+                           category="integrity" if fields else "info", message=msg[:1000],
+                           evidence=[Evidence(file=r.get("source"), line_start=r.get("line"), line_end=r.get("line"),
+                                              note="parse_errors over_limit (forensics/limits.py)")],
+                           data={"fields": fields, "category": r.get("category"), "detail": r.get("detail")}))
+    return out
 
 
 def coverage_findings(run_ids: Iterable[str], ran: Sequence[str], failed: dict[str, str] | None = None,

@@ -104,6 +104,11 @@ OTHER_RULES: tuple[Rule, ...] = (
     _R("analysis-coverage", "pipeline", "integrity", "info", "Which analyzers ran on the run",
        "An analyzer that failed (or whose required analyzer failed) makes the fields it decides "
        "unknown (then high).", "the analyzers and the reasons", source="verdict.py"),
+    _R("input-over-limit", "pipeline", "integrity", "high", "A file of the run was over a per-file limit",
+       "A cap of forensics/limits.py kept the file from being read whole (a 1 GiB solution.py, a "
+       "transcript past MAX_RECORDS, a sparse sidecar): the verdict fields that rest on it are unknown "
+       "(K1); info when no field does.", "the file, its size, the limit and its variable (the ingest's "
+       "over_limit parse_errors row)", source="verdict.py"),
 )
 
 
