@@ -311,7 +311,16 @@ class TarSource(ArchiveSource):
     def __init__(self, path: Path):
         self.location = str(path.resolve())
         try:
-            self._tf = tarfile.open(path, mode="r:*")
+            with open(path, "rb") as f:
+                gz = f.read(2) == b"\x1f\x8b"
+            if gz:
+                # a member is reached by seeking the decompressed stream: gzip.GzipFile would
+                # decompress again from the start for every backward seek (one 1 GiB member made
+                # every run read after it pay for it); checkpoints bound that (archive/gzindex.py)
+                from forensics.archive.gzindex import open_indexed
+                self._tf = tarfile.open(fileobj=open_indexed(open(path, "rb")), mode="r:")
+            else:
+                self._tf = tarfile.open(path, mode="r:*")
         except (tarfile.TarError, OSError, EOFError) as e:
             raise ArchiveError(f"cannot read tar archive {path}: {e}") from e
         lower = path.name.lower()
@@ -364,7 +373,10 @@ class TarSource(ArchiveSource):
         return m.offset_data if m is not None else 0
 
     def close(self) -> None:
+        f = self._tf.fileobj if self._tf._extfileobj else None   # a stream handed to tarfile: ours to close
         self._tf.close()
+        if f is not None:
+            f.close()
 
 
 class _PatchedFile:
