@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "transplant": ("devkit.bench.transplant:bench_transplant",
                    "Hack mechanisms and look-alikes transplanted into real clean solutions: do the rules still fire?"),
     "fuzz": ("devkit.bench.fuzz:bench_fuzz", "Mutate every field of every transcript format; ingest+scan lose nothing."),
+    "bombs": ("devkit.bench.bombs:bench_bombs", "Resource bombs beside ordinary runs: peak memory and time of the scan."),
     "kernels": ("devkit.bench.kernels:bench_kernels", "Triton references vs the best library op (GPU)."),
 }
 
