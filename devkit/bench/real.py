@@ -156,10 +156,35 @@ def build_archive(cases: list[Case], dest: Path) -> Path:
                "model": c.label.get("model"), "has_solution": bool(c.solution.strip()), "correct": True,
                "peak_fraction": c.label.get("peak_fraction")}
         gpu = _GPU_NAMES.get(str(c.label.get("gpu") or "").lower())
+        am = c.label.get("archived_measurement") if isinstance(c.label.get("archived_measurement"), dict) else None
+        if am:   # the archive's own measurement on the GPU that graded it: what the replay confirms or refutes
+            gpu = _GPU_NAMES.get(str(am.get("gpu") or "").lower()) or gpu
+            if am.get("peak_fraction") is not None:
+                res["peak_fraction"] = am["peak_fraction"]
+            log = benchmark_log(am)
+            if log:
+                (d / "benchmark.log").write_text(log, encoding="utf-8")
         if gpu:
             res["gpu_name"] = gpu
         (d / "result.json").write_text(json.dumps(res), encoding="utf-8")
     return dest
+
+
+def benchmark_log(am: dict[str, Any]) -> str:
+    """The deck's benchmark.log lines for an archived measurement (label.json `archived_measurement`):
+    `shape=i variant=solution tflops= gbps= ms=` and `shape=i solution_peak_fraction=`, what the replay
+    reads back (forensics.replay.timing.parse_benchmark_log)."""
+    out = []
+    for s in am.get("shapes") or []:
+        if not isinstance(s, dict) or s.get("idx") is None or s.get("ms") is None:
+            continue
+        out.append(f"shape={int(s['idx'])} variant=solution tflops={float(s.get('tflops') or 0):.4f} "
+                   f"gbps={float(s.get('gbps') or 0):.4f} ms={float(s['ms']):.6f}")
+        if s.get("frac") is not None:
+            out.append(f"shape={int(s['idx'])} solution_peak_fraction={float(s['frac']):.6f}")
+    if am.get("peak_fraction") is not None:
+        out.append(f"peak_fraction: {float(am['peak_fraction']):.4f}")
+    return "\n".join(out) + "\n" if out else ""
 
 
 def prf(tp: int, fp: int, fn: int) -> dict[str, Any]:

@@ -117,6 +117,17 @@ REPLAY_RULES: tuple[Rule, ...] = (
     _R("replay-timing-implausible", "replay", "measurement", "high", "Timing beyond the GPU's ceilings",
        "Faster than the memory or compute ceilings measured on this GPU allow.",
        "median ms and ceilings", "timing"),
+    _R("replay-number-unconfirmed", "replay", "measurement", "medium", "The archived performance number does not reproduce",
+       "Timed the deck's way (CUDA events, L2 flushed, the deck's shapes and trial count) on the same GPU model as "
+       "the archive's, the solution's peak fraction (the archived per-shape fractions scaled by archived time / "
+       "ours, geometric mean) is more than 1.5x below the archived one. Shown beside the hardened timing "
+       "(persisting L2 reset): how much of the gap timing tricks explain. Look-alike: another GPU model (shown, "
+       "not judged).",
+       "archived and reproduced peak fraction, hardened, per shape archived ms / ms", "timing"),
+    _R("replay-number", "replay", "info", "info", "The archived performance number beside ours",
+       "The archived peak fraction, ours measured the deck's way and the hardened one; confirmed within 1.5x "
+       "on the same GPU model, or shown only (another model).",
+       "archived and reproduced peak fraction, hardened, per shape", "timing"),
     _R("replay-timing-l2-dependent", "replay", "measurement", "medium", "Speed depends on data surviving the L2 flush",
        "Slower once the persisting-L2 state is reset before each trial.",
        "both timings", "timing-l2-reset"),

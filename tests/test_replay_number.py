@@ -1,0 +1,56 @@
+"""The archived performance number set beside ours (issue 40 item 2): reproduced on the same GPU model,
+flagged when ours falls short beyond the tolerance, shown only on another model."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from devkit.bench.real import benchmark_log  # noqa: E402
+from forensics.replay.timing import NUMBER_TOLERANCE, confirm_number, parse_benchmark_log, reproduced_fraction  # noqa: E402
+
+AM = {"gpu": "h100", "peak_fraction": 0.30,
+      "shapes": [{"idx": 0, "ms": 0.10, "frac": 0.20, "tflops": 1.0, "gbps": 300.0},
+                 {"idx": 1, "ms": 0.20, "frac": 0.45, "tflops": 2.0, "gbps": 600.0}]}
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+class _Rp:
+    def __init__(self):
+        self.found = []
+
+    def finding(self, rule, message, data, probe=None):
+        self.found.append((rule, message, data))
+
+
+def _archived():
+    return {"gpu": H100, "peak_fraction": AM["peak_fraction"], "shapes": parse_benchmark_log(benchmark_log(AM))}
+
+
+def test_the_archived_log_round_trips():
+    shapes = parse_benchmark_log(benchmark_log(AM))
+    assert shapes[0]["ms"] == 0.10 and shapes[1]["peak_fraction"] == 0.45
+
+
+def test_a_fraction_scales_with_one_over_time():
+    f, per = reproduced_fraction(_archived()["shapes"], {0: 0.20, 1: 0.40})
+    assert per[0]["fraction"] == pytest.approx(0.10) and f == pytest.approx((0.10 * 0.225) ** 0.5)
+    assert reproduced_fraction({}, {0: 1.0}) == (None, [])
+
+
+@pytest.mark.parametrize("slow,gpu,rule", [
+    (1.0, H100, "replay-number"),                            # reproduced
+    (1.3, H100, "replay-number"),                            # within the tolerance
+    (NUMBER_TOLERANCE * 1.6, H100, "replay-number-unconfirmed"),  # not reproduced on the same model
+    (NUMBER_TOLERANCE * 1.6, "NVIDIA H200", "replay-number"),      # another model: shown, not judged
+])
+def test_a_claim_is_confirmed_or_flagged_on_the_same_gpu_model(slow, gpu, rule):
+    rp = _Rp()
+    # the archive's per-shape geomean is 0.30: the claim stands for the shapes' fractions
+    measured = {0: {"timing": 0.10 * slow, "timing-l2-reset": 0.10 * slow * 1.5},
+                1: {"timing": 0.20 * slow, "timing-l2-reset": 0.20 * slow * 1.5}}
+    confirm_number(rp, measured, _archived(), gpu)
+    assert [r for r, _, _ in rp.found] == [rule]
+    data = rp.found[0][2]
+    assert data["peak_fraction_hardened"] < data["peak_fraction_here"]
+    assert data["same_gpu_model"] == (gpu == H100)
