@@ -259,9 +259,19 @@ def variants(cases: list[Case], names: list[str]) -> tuple[list[Case], dict[str,
     return out, dict(skipped)
 
 
+def flagged_hosts(cases: list[Case], verdicts: dict[str, dict]) -> set[str]:
+    """Hosts the tool already flags unchanged (a label the tool disagrees with): a transplant into one
+    measures nothing - a hack in it is flagged anyway, a look-alike in it is flagged for the host."""
+    return {c.run_id.rsplit("__", 1)[0] for c in cases if c.family == "host"
+            and OURS.get((verdicts.get(c.run_id) or {}).get("verdict") or "unknown", "unknown") in FLAGGED}
+
+
 def evaluate(cases: list[Case], verdicts: dict[str, dict]) -> dict[str, Any]:
     per: dict[str, dict[str, Any]] = {}
+    excluded = flagged_hosts(cases, verdicts)
     for c in cases:
+        if c.family != "host" and c.run_id.rsplit("__", 1)[0] in excluded:
+            continue
         v = verdicts.get(c.run_id) or {}
         ours = OURS.get(v.get("verdict") or "unknown", "unknown")
         row = per.setdefault(c.family, {"n": 0, "flagged": 0, "decided": 0, "tripwire": 0,
@@ -296,16 +306,20 @@ def run(src: Path, names: list[str], jobs: int = 1, keep: Path | None = None) ->
         t0 = time.perf_counter()
         res = scan(arch, out=keep or (work / "report"), jobs=jobs, progress=False, replace=True)   # --keep: the last run's
         scan_s = time.perf_counter() - t0
-        result = evaluate(cases, {v["run_id"]: v for v in res.verdicts})
+        verdicts = {v["run_id"]: v for v in res.verdicts}
+        result = evaluate(cases, verdicts)
         return {"source": str(src), "hosts": len(hosts), "runs": len(cases), "scan_s": round(scan_s, 2),
-                "no_entry": skipped, "templates": result}
+                "no_entry": skipped, "hosts_flagged_unchanged": sorted(flagged_hosts(cases, verdicts)),
+                "templates": result}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def render(r: dict[str, Any]) -> str:
     L = [f"transplants into {r['hosts']} clean real solutions ({r['source']}): {r['runs']} runs scanned in "
-         f"{r['scan_s']} s; hosts without an entry class are skipped per template", "",
+         f"{r['scan_s']} s; hosts without an entry class are skipped per template"
+         + (f"; {len(r.get('hosts_flagged_unchanged') or [])} host(s) the tool flags unchanged are left out of every "
+            f"template's count: {', '.join(r.get('hosts_flagged_unchanged') or [])}" if r.get("hosts_flagged_unchanged") else ""), "",
          "| template | kind | mechanism | hosts | flagged | rate | decided | tripwire | rules the reward_hack decision cites |",
          "|---|---|---|---|---|---|---|---|---|"]
     order = ["host"] + [t.name for t in TEMPLATES]
