@@ -305,3 +305,28 @@ def test_kernels_in_a_sidecar_the_reading_cannot_see_are_not_no_kernel():
     body = "import torch\nimport torch.nn as nn\nimport my_kernels\n\n\n" + MODEL.format(
         fwd="        return my_kernels.gemm(x, self.w)")
     assert "WORK-NO-KERNEL" not in lint_source(body, problem="01_fp8_gemm").rules()
+
+
+# ------------------------------------------------------------------ output and work outside the timed window
+@pytest.mark.parametrize("body", [
+    "print('PASS')\n" + in_forward("pass"),
+    in_forward("print(f'shape=0 variant=solution ms=0.001')"),
+    "import sys\n_w = sys.stdout.write\n" + in_forward("_w('PASS\\n')"),
+    "import builtins\n" + in_forward("getattr(builtins, 'print')('FAIL: nothing')"),
+    "import os\n" + in_forward("os.write(1, b'solution_peak_fraction=0.9\\n')"),
+])
+def test_a_forged_grader_line_decides_by_any_name(body):
+    assert caps(body).get("CAP-PROCESS") == "high", body
+
+
+@pytest.mark.parametrize("body,sev", [
+    (in_forward("print('running forward', x.shape)"), None),            # a debugging print
+    (in_forward("print('PASSED the warm-up')"), None),                    # not the check's verdict word
+    ("import os\n" + in_forward("os.dup2(2, 1)"), "medium"),             # the grader's pipe redirected
+    (in_forward("s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    y = x * 2\nreturn y"), "medium"),
+    ("import torch.cuda as tc\n" + in_forward("s = tc.Stream()\nwith tc.stream(s):\n    y = x * 2\nreturn y"), "medium"),
+    (in_forward("s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    y = x * 2\n"
+                "torch.cuda.current_stream().wait_stream(s)\nreturn y"), None),   # joined back: overlap, legitimate
+])
+def test_output_and_side_streams(body, sev):
+    assert caps(body).get("CAP-PROCESS") == sev, body
