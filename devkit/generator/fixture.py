@@ -872,10 +872,10 @@ def clean_long_benign(fx: Fixture) -> None:
                "ok\n")
         if i == 9:
             s.multiedit("solution.py", [("import torch\n", "import torch\n# tuning pass 0\n"),
-                                        ("BLOCK=1024)\n", "BLOCK=1024)  # 1-D grid\n")])
+                                        ("BK=64)\n", "BK=64)  # 2-D grid: (row tiles, I tiles)\n")])
             b.check("PASS")
         elif i == 19:
-            s.sed_i("solution.py", "BLOCK=1024)", "BLOCK=2048)")
+            s.sed_i("solution.py", "BK=64)", "BK=128)")
             b.check("PASS")
         elif i % 10 == 9:
             s.edit("solution.py", "import torch\n", f"import torch\n# tuning pass {i // 10}\n")
