@@ -25,6 +25,7 @@ from forensics.archive.sidecars import split_sidecars
 from ..findings import severity_key
 from . import cuda as C
 from . import language as L
+from . import pasted as PASTED
 from . import problems as P
 from . import python as PY
 from . import work as W
@@ -183,13 +184,15 @@ def _lint_source(source: str | bytes, filename: str, problem: str | None, bench:
         rep.hits.extend(C.analyse_blob(sb))
     for body in appended_py:
         sub = lint_source(body, filename, problem, bench, gpu)
-        rep.hits.extend(h for h in sub.hits if h.rule not in ("LANGUAGE", "FORBIDDEN-TRIPWIRE", "WORK-ACCOUNT", "WORK-BY-LIBRARY"))
+        rep.hits.extend(h for h in sub.hits if h.rule not in ("LANGUAGE", "FORBIDDEN-TRIPWIRE", "WORK-ACCOUNT", "WORK-BY-LIBRARY")
+                        + PASTED.RULE_IDS)   # the whole file's parts are compared once, below
     if appended.has_sidecars:
         rep.parse["appended_sidecars"] = [{"name": sc.name, "first_line": sc.first_line, "size_matches": sc.size_matches}
                                           for sc in appended.sidecars]
     if mod is not None:
         rep.hits.extend(W.check_work(mod, blobs, problem))
         rep.hits.extend(PY.check_capabilities(mod, problem, blobs))
+    rep.hits.extend(PASTED.check_solution(mod, filename, text, appended.sidecars, sidecars, problem))
     # forbidden ops: the official substring verdict next to the AST's
     sources = {filename: text}
     if bench == "cuda":
