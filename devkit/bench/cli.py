@@ -16,6 +16,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "real": ("devkit.bench.real:bench_real", "Verdicts on real audited solutions vs the auditors' labels and the deck tripwire."),
     "transplant": ("devkit.bench.transplant:bench_transplant",
                    "Hack mechanisms and look-alikes transplanted into real clean solutions: do the rules still fire?"),
+    "pasted": ("devkit.bench.pasted:bench_pasted",
+               "Pasted library source: clean solutions' margin below the threshold, and the cost beside ast.parse."),
     "fuzz": ("devkit.bench.fuzz:bench_fuzz", "Mutate every field of every transcript format; ingest+scan lose nothing."),
     "bombs": ("devkit.bench.bombs:bench_bombs", "Resource bombs beside ordinary runs: peak memory and time of the scan."),
     "kernels": ("devkit.bench.kernels:bench_kernels", "Triton references vs the best library op (GPU)."),
