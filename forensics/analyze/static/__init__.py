@@ -192,7 +192,7 @@ def _lint_source(source: str | bytes, filename: str, problem: str | None, bench:
     if mod is not None:
         rep.hits.extend(W.check_work(mod, blobs, problem))
         rep.hits.extend(PY.check_capabilities(mod, problem, blobs))
-    rep.hits.extend(PASTED.check_solution(mod, filename, text, appended.sidecars, sidecars, problem))
+    rep.hits.extend(PASTED.check_solution(mod, filename, text, appended.sidecars, sidecars, problem, blobs=blobs))
     # forbidden ops: the official substring verdict next to the AST's
     sources = {filename: text}
     if bench == "cuda":
