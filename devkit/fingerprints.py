@@ -21,8 +21,10 @@ reads it without extracting it:
    exact Jaccard >= 0.5); a shingle found in clusters of `GENERIC_LIBS` or more upstream libraries,
    or in the commons (the project's own kernels, CUTLASS/CuTe and CUB: honest code in the same style), is generic and
    dropped.  What remains is what tells one library's function from everyone's.
-5. **Sketches.**  Functions with `MIN_SHINGLES` distinctive shingles keep a bottom-`SAMPLE` sketch
-   (`static.pasted.sketch`); identical sketches are stored once with all their owners.
+5. **Sketches.**  Functions of `MIN_LINES` lines of code or more with `MIN_SHINGLES` distinctive
+   shingles keep a bottom-`SAMPLE` sketch (`static.pasted.sketch`); identical sketches are stored
+   once with all their owners.  A shorter function is a snippet: it counts towards the generic
+   shingles, never gets a fingerprint.
 6. **Marks.**  How many of each library's files carry each copyright-holder pattern of the table
    (`static.pasted.LIBRARIES[...].holders`: the project's own holders, never a vendor such as NVIDIA
    or Meta whose headers honest CUTLASS/CUDA code carries), and the library's distinctive function
@@ -240,6 +242,7 @@ class Func:
     shingles: np.ndarray     # unique uint32
     origins: tuple[str, ...] = ()
     cluster: int = -1
+    code_lines: int = 0      # lines holding code (comments and docstrings are not)
 
 
 def _python_funcs(text: str) -> Iterator[tuple[str, int, int, str]]:
@@ -307,18 +310,20 @@ def informative_shingles(ids: np.ndarray) -> np.ndarray:
 
 def functions_of(library: str, label: str, path: str, text: str, whole: bool = False) -> list[Func]:
     """Fingerprintable functions of one file: every C/C++/CUDA function; the Python functions that are
-    kernels or launch them (all of them where `whole`: the deck names the file's wrappers)."""
+    kernels or launch them (all of them where `whole`: the deck names the file's wrappers), with the
+    number of lines holding code (a function of fewer than `static.pasted.MIN_LINES` gets no
+    fingerprint)."""
     out = []
     if path.endswith(".py"):
-        found = ((n, a, b, body, lex_python_ids(body)[0]) for n, a, b, body in _python_funcs(text)
+        found = ((n, a, b, body, *lex_python_ids(body)) for n, a, b, body in _python_funcs(text)
                  if whole or KERNEL_BODY.search(body))
     else:
-        found = ((n, a, b, body, lex_cpp_ids(body)[0]) for n, a, b, body in _cpp_funcs(text))
-    for name, a, b, body, ids in found:
+        found = ((n, a, b, body, *lex_cpp_ids(body)) for n, a, b, body in _cpp_funcs(text))
+    for name, a, b, body, ids, lines in found:
         if len(ids) >= K + MIN_RAW:
             sh = informative_shingles(ids)
             if len(sh) >= MIN_RAW:
-                out.append(Func(library, f"{label}/{path}", name, a, b, sh))
+                out.append(Func(library, f"{label}/{path}", name, a, b, sh, code_lines=len(np.unique(lines))))
     return out
 
 
@@ -540,6 +545,10 @@ def build(sources: tuple[Source, ...] = SOURCES, cache: Path = DEFAULT_CACHE, lo
     sizes: list[int] = []
     files: dict[str, int] = {}
     for f in funcs:
+        # a snippet (fewer than MIN_LINES lines of code) is what anyone writes the same way: it takes
+        # part in the generic shingles above, never gets a fingerprint of its own
+        if f.code_lines < P.MIN_LINES:
+            continue
         d = np.setdiff1d(f.shingles, generic, assume_unique=True)
         if len(d) < P.MIN_SHINGLES:
             continue
@@ -577,7 +586,7 @@ def build(sources: tuple[Source, ...] = SOURCES, cache: Path = DEFAULT_CACHE, lo
     data = {
         "format": P.FORMAT,
         "engine": {"tokenizer": "forensics.text.code (identifiers normalized, comments and docstrings dropped)",
-                   "shingle_tokens": K, "sample": P.SAMPLE, "min_shingles": P.MIN_SHINGLES,
+                   "shingle_tokens": K, "sample": P.SAMPLE, "min_shingles": P.MIN_SHINGLES, "min_lines": P.MIN_LINES,
                    "sketch": "bottom-k by MurmurHash3 fmix32 of the 32-bit shingle hash",
                    "generic": f"shingles in near-duplicate clusters (Jaccard >= {CLUSTER_J}) of >= {GENERIC_LIBS} upstream "
                               "libraries, or in the commons",

@@ -423,6 +423,7 @@ def test_the_shipped_fingerprints():
     forbidden = {lib for pid in problems.ids() for lib in P.forbidden_libraries(pid)}
     assert {"fla", "vllm", "flashinfer", "flash_attn", "sonic_moe", "marlin"} <= forbidden
     assert forbidden <= set(d["libraries"]) | set(d["gaps"]) | {"marlin"}
+    assert d["engine"]["min_lines"] == P.MIN_LINES and d["engine"]["min_shingles"] == P.MIN_SHINGLES
     assert len(fps.sketches) == len(fps.owners) == len(fps.origins) == len(fps.shingles) > 1000
     assert fps.sketches.shape[1] == P.SAMPLE and int(fps.shingles.min()) >= P.MIN_SHINGLES
     assert max(len(n) for os_ in fps.owners for o in os_ for n in [o[2]]) < 200

@@ -181,6 +181,7 @@ RULE_IDS = tuple(r.id for r in PASTED_RULES)
 # ---------------------------------------------------------------------- sketches (shared with the builder)
 SAMPLE = 32            # shingles kept per library function (bottom-k of a mixed hash)
 MIN_SHINGLES = 80      # a function needs this many distinctive shingles (about ten lines) to be fingerprinted
+MIN_LINES = 12         # and this many lines holding code: a shorter function is a snippet anyone writes alike
 MIN_CONTAINMENT = 0.6  # share of a function's sketch found in the solution to call it pasted
 MIN_HITS = 20          # and at least this many sketch shingles (of SAMPLE)
 MARK_NAMES_MIN = 3     # distinctive upstream names defined again before names alone make a mark
