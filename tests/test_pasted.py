@@ -234,6 +234,13 @@ def test_pasted_cuda_in_a_load_inline_string_and_in_a_sidecar(fps):
     assert hs[0].data["library_file"].endswith("page_gather_reduce.cu")
     start = sol.splitlines().index("__global__ void my_paged_reduce(const __nv_bfloat16* __restrict__ pool,") + 1
     assert hs[0].line_start <= start + 8 and hs[0].line_end > start + 8
+    # the same string in a module that compiles nothing: it never runs
+    dead = sol.replace("_ext = load_inline('paged', cpp_sources='', cuda_sources=CUDA_SRC, functions=[])\n", "")
+    assert "load_inline(" not in dead
+    hs = _hits(lint_source(dead.replace("_ext.run", "torch.add"), problem="02_kda_cutlass"))
+    assert hs and hs[0].severity == "medium" and hs[0].data["graded_path"] is False
+    assert "nothing in the module compiles" in hs[0].data["graded_path_why"]
+    assert _hits(lint_source(sol, problem="02_kda_cutlass"))[0].severity == "high"
     # the same source as a run's sidecar: graded when the solution names it, medium when it does not
     named = "import torch\nSRC = 'kernel.cu'\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
     hs = _hits(lint_source(named, problem="03_paged_attention", sidecars={"scratch/kernel.cu": cu}))

@@ -536,10 +536,27 @@ def _reached_ranges(mod: Any) -> tuple[list[tuple[int, int]], list[tuple[int, in
     return on, off
 
 
-def graded(mod: Any, part: Part, lo: int, hi: int, sidecars_named: set[str]) -> tuple[bool, str]:
+# calls that build C/C++/CUDA source at run time (torch's cpp_extension, CuPy, NVRTC, PyCUDA)
+COMPILERS = {"load_inline", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel", "nvrtcCreateProgram",
+             "Program", "compile_inline", "_create_jit_fn", "SourceModule"}
+
+
+def _compiles(mod: Any) -> bool:
+    """Does the module build any C/C++/CUDA source (a compiler call anywhere in it)?"""
+    for n in mod.of(ast.Call):
+        q = mod.qn(n.func) or (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", ""))
+        last = q.split(".")[-1]
+        if last in COMPILERS or (last == "load" and "cpp_extension" in q):
+            return True
+    return False
+
+
+def graded(mod: Any, part: Part, lo: int, hi: int, sidecars_named: set[str],
+           blobs: list[C.Blob] = ()) -> tuple[bool, str]:
     """Is the matched range on the graded path, and why (or why not).  A sidecar is when the
     solution names it (a build or import of it); code in the solution is unless it sits inside a
-    function no entry point reaches, or in the `__main__` block."""
+    function no entry point reaches, in the `__main__` block, or in a CUDA string constant of a
+    module that compiles nothing."""
     if part.sidecar is not None:
         base = part.sidecar.rsplit("/", 1)[-1]
         if base in sidecars_named or base.rsplit(".", 1)[0] in sidecars_named:
@@ -547,13 +564,20 @@ def graded(mod: Any, part: Part, lo: int, hi: int, sidecars_named: set[str]) -> 
         return False, f"sidecar {base}, which the solution does not name"
     if mod is None:
         return True, "the solution could not be parsed: the path cannot be narrowed"
-    on, off = mod.__dict__.setdefault("_pasted_reach", _reached_ranges(mod))
+    if "_pasted_reach" not in mod.__dict__:
+        mod.__dict__["_pasted_reach"] = _reached_ranges(mod)
+    on, off = mod.__dict__["_pasted_reach"]
     inside_off = [q for a, b, q in off if a <= lo and hi <= b]
     inside_on = [(a, b) for a, b in on if a <= lo and hi <= b]
     if inside_off and not inside_on:
         return False, f"inside {inside_off[-1]}, which no entry point reaches"
     if any(ln in mod.main_block_lines for ln in (lo, hi)):
         return False, "inside the `if __name__ == '__main__'` block"
+    for b in blobs:
+        if b.origin == "string constant":
+            ls = [ln for f, ln in b.line_map if f == part.file and ln is not None]
+            if ls and min(ls) <= lo and hi <= max(ls) and not _compiles(mod):
+                return False, "inside a CUDA string constant, and nothing in the module compiles C/C++/CUDA source"
     return True, "reached from the entry points or at module level"
 
 
@@ -628,6 +652,18 @@ def _cuda_kernels(blob: C.Blob) -> list[Kernel]:
     return out
 
 
+def _blobs(mod: Any, parts: list[Part]) -> list[C.Blob]:
+    """The CUDA texts the static analyzer would hand over: the module's strings, the C/C++ parts."""
+    blobs: list[C.Blob] = []
+    if mod is not None:
+        try:
+            blobs = C.extract(mod)[0]
+        except RecursionError:
+            blobs = []
+    return blobs + [C.Blob(p.text, [(p.file, p.line0 + i) for i in range(p.text.count("\n") + 1)], f"sidecar {p.file}")
+                    for p in parts if p.cpp]
+
+
 def kernels_of(mod: Any, parts: list[Part], blobs: list[C.Blob] | None) -> list[Kernel]:
     """Every kernel the solution defines: Triton in its Python and its Python sidecars, CUDA in its
     strings and its CUDA sidecars.  `blobs` are the static analyzer's CUDA texts (strings, appended
@@ -643,16 +679,7 @@ def kernels_of(mod: Any, parts: list[Part], blobs: list[C.Blob] | None) -> list[
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         out += _triton_kernels(sub, p.file, p.line0 - 1)
-    if blobs is None:
-        blobs = []
-        if mod is not None:
-            try:
-                blobs = C.extract(mod)[0]
-            except RecursionError:
-                blobs = []
-        blobs = blobs + [C.Blob(p.text, [(p.file, p.line0 + i) for i in range(p.text.count("\n") + 1)], "sidecar")
-                         for p in parts if p.cpp]
-    for b in blobs:
+    for b in (_blobs(mod, parts) if blobs is None else blobs):
         out += _cuda_kernels(b)
     return out
 
@@ -710,6 +737,8 @@ def check_pasted(mod: Any, parts: list[Part], problem: str | None, named: set[st
     for m in matches:     # the regions cited: one per place, by the closest (or larger) match
         if not any(p == m.part and not (m.line_end < a or m.line_start > b) for p, a, b in taken):
             taken.append((m.part, m.line_start, m.line_end))
+    if taken and blobs is None:
+        blobs = _blobs(mod, parts)
     kernels = kernels_of(mod, parts, blobs) if taken else []
     own_main = [k for k in kernels if k.mainop and not any(_overlaps(k, parts[p].file, a, b) for p, a, b in taken)]
     code_libs: set[str] = set()
@@ -719,7 +748,7 @@ def check_pasted(mod: Any, parts: list[Part], problem: str | None, named: set[st
         owners = [o for x in same for o in fps.owners[x.fp]]
         libs = sorted({o[0] for o in owners} | {u for x in same for u in fps.origins[x.fp]})
         part = parts[m.part]
-        on_path, why = graded(mod, part, m.line_start, m.line_end, named)
+        on_path, why = graded(mod, part, m.line_start, m.line_end, named, blobs or ())
         forbidden_here = [lib for lib in libs if lib in forb]
         tutorial = "triton_tutorials" in libs
         pasted_main = [k for k in kernels if k.mainop and _overlaps(k, part.file, m.line_start, m.line_end)]
