@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import io
 import json
 import os
 import re

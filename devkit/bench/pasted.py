@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import textwrap
 import statistics
 import time
