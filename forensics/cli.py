@@ -16,7 +16,8 @@ import importlib
 
 import click
 
-from forensics.extras import OPTIONAL_EXTRAS, MissingExtra, missing_extra_message, require_extra  # noqa: F401
+from forensics import __version__
+from forensics.extras import DISTRIBUTION, OPTIONAL_EXTRAS, MissingExtra, missing_extra_message, require_extra  # noqa: F401
 
 
 def _missing_extra_command(name: str, module: str) -> click.Command:
@@ -101,7 +102,8 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, registry=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="forensics")
+@click.version_option(__version__, prog_name="forensics",   # not from the distribution's metadata:
+                      message=f"%(prog)s %(version)s (distribution {DISTRIBUTION})")   # a plain checkout has none
 def main() -> None:
     """Audit AI-agent GPU-kernel benchmark run archives, with cited evidence."""
 

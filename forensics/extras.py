@@ -7,6 +7,11 @@ import importlib.util
 
 import click
 
+# The distribution's name on PyPI (pyproject [project] name; tests/test_wheel.py checks they agree).
+# `forensics` there is an unrelated project, so every install command the tool prints names this one;
+# the import package and the command stay `forensics`.
+DISTRIBUTION = "kernel-forensics"
+
 # Optional dependencies and the extra that installs them (pyproject [project.optional-dependencies]).
 OPTIONAL_EXTRAS: dict[str, str] = {"torch": "replay", "triton": "replay"}
 
@@ -16,11 +21,21 @@ class MissingExtra(click.ClickException):
     exit_code = 2
 
 
+# PyTorch's own index of CPU-only wheels (torch ~190 MB, no nvidia-* wheels)
+CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+
+def install_command(extra: str) -> str:
+    """The pip command that installs an extra of this distribution."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
 def missing_extra_message(command: str, module: str) -> str:
     extra = OPTIONAL_EXTRAS.get(module, "replay")
     return (f"`forensics {command}` needs {module}, which is not installed. Install the '{extra}' extra "
-            f"(torch and triton):\n    pip install 'forensics[{extra}]'\n"
-            f"On a machine without a GPU use the CPU build of torch (README, 'Set-up').")
+            f"(torch and triton):\n    {install_command(extra)}\n"
+            f"On a machine without a GPU install the CPU build of torch first (PyPI's Linux torch is the "
+            f"~3 GB CUDA build):\n    {CPU_TORCH}\n(README, 'Set-up').")
 
 
 def require_extra(command: str, *modules: str) -> None:
@@ -35,4 +50,4 @@ def require_extra(command: str, *modules: str) -> None:
             raise MissingExtra(missing_extra_message(command, m))
 
 
-__all__ = ["OPTIONAL_EXTRAS", "MissingExtra", "missing_extra_message", "require_extra"]
+__all__ = ["DISTRIBUTION", "OPTIONAL_EXTRAS", "install_command", "MissingExtra", "missing_extra_message", "require_extra"]

@@ -418,7 +418,7 @@ def summary_table(res: ScanResult, width: int = 160) -> str:
                    "the CPUs of the local Ray.")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where ingest parsing, per-run analyzers and replays run: local processes, or Ray tasks "
-                   "(pip install 'forensics[ray]').")
+                   "(pip install 'kernel-forensics[ray]').")
 @click.option("--address", default=None,
               help="Ray cluster to use with --engine ray: 'auto' or HOST:PORT (default: start a local Ray).")
 @click.option("--task-timeout", type=float, default=None,

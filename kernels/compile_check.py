@@ -1,11 +1,11 @@
 """Compile every Triton kernel for Hopper (sm_90) on a machine without a GPU.
 
-    python -m kernels.compile_check [--arch 90] [--json]
+    python -m forensics.kernels.compile_check [--arch 90] [--json]
 
 Triton's compiler (front end, TTGIR, LLVM, ptxas) runs without a device, so the GPU-only code
 paths that the CPU interpreter never takes (bf16/fp8 MMA, tf32x3 dots, pipelining, shared memory
 budgets) are at least built for the target, with the block configurations the launchers use on
-an H200.  This is not a substitute for running them (kernels.verify does that on a GPU).
+an H200.  This is not a substitute for running them (forensics.kernels.verify does that on a GPU).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The registry of bundled reference problems.
 
-    from kernels import registry
+    from forensics.kernels import registry
     spec = registry.get("01_fp8_gemm", deck_version="2026-06-14")   # or an archive date
     ref_mod = spec.reference_module(spec.shapes[0])   # register as sys.modules["reference"]
     model = spec.build_reference(spec.shapes[0], "cuda")
@@ -386,7 +386,7 @@ def _seed_all(seed: int) -> None:
 # ---------------------------------------------------------------------------------------------
 
 #: every module of kernels/problems/ but the helpers (`_util`): adding one is adding a problem
-_PROBLEM_MODULES = tuple(f"kernels.problems.{m.name}" for m in sorted(
+_PROBLEM_MODULES = tuple(f"forensics.kernels.problems.{m.name}" for m in sorted(
     pkgutil.iter_modules([str(Path(__file__).resolve().parent / "problems")]), key=lambda m: m.name)
     if not m.name.startswith("_"))
 

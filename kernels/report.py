@@ -1,6 +1,6 @@
-"""Markdown tables from a `python -m kernels.verify --out FILE` result (for BENCHMARKS.md).
+"""Markdown tables from a `python -m forensics.kernels.verify --out FILE` result (for BENCHMARKS.md).
 
-    python -m kernels.report FILE [BEFORE_FILE]
+    python -m forensics.kernels.report FILE [BEFORE_FILE]
 
 One row per problem and canonical shape: Triton median, library median, their ratio (and, with a
 second result file, the ratio it had there), the same three for the device's share alone
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
             with open(a, encoding="utf-8") as f:
                 loaded.append(json.load(f))
         except (OSError, ValueError) as e:
-            print(f"kernels.report: cannot read {a}: {e}", file=sys.stderr)
+            print(f"forensics.kernels.report: cannot read {a}: {e}", file=sys.stderr)
             return 2
     print(tables(loaded[0], loaded[1] if len(loaded) > 1 else None))
     return 0

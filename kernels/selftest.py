@@ -1,6 +1,6 @@
 """CPU self-test of the Triton references against their oracles on tiny shapes.
 
-    TRITON_INTERPRET=1 python -m kernels.selftest [--problems P ...] [--json]
+    TRITON_INTERPRET=1 python -m forensics.kernels.selftest [--problems P ...] [--json]
 
 Runs every Triton reference under the Triton interpreter on CPU tensors (`run` sets the
 environment variable before it imports any kernel module; importing this module for its tiny
@@ -136,7 +136,7 @@ class _null:
 
 
 def run(problems=None) -> list[dict]:
-    os.environ.setdefault("TRITON_INTERPRET", "1")     # before check_problem imports kernels.triton
+    os.environ.setdefault("TRITON_INTERPRET", "1")     # before check_problem imports forensics.kernels.triton
     results = []
     targets = []
     for name in problems or registry.names():

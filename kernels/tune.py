@@ -1,4 +1,4 @@
-"""GPU measurements that pick launch parameters: `python -m kernels.tune --out tune.json`.
+"""GPU measurements that pick launch parameters: `python -m forensics.kernels.tune --out tune.json`.
 
 Two parts, each written to the JSON as soon as it is done:
 
@@ -11,7 +11,7 @@ Two parts, each written to the JSON as soon as it is done:
   shape: `n` calls back to back without a sync, perf_counter per call, beside an empty Triton
   kernel's launch and a torch op's (the floor and the library's launch), and a cProfile of two
   entries (where that host time goes).  Together with
-  kernels.verify's ms_device_median this splits a grader-style time into host and device.
+  forensics.kernels.verify's ms_device_median this splits a grader-style time into host and device.
 """
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", nargs="*", default=["megaqwen", "launch"], choices=["megaqwen", "launch"])
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
-        print("kernels.tune needs a CUDA GPU", file=sys.stderr)
+        print("forensics.kernels.tune needs a CUDA GPU", file=sys.stderr)
         return 2
     out = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__)
     for part in args.parts:

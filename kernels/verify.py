@@ -1,6 +1,6 @@
 """Verify and benchmark the bundled references on a GPU (and, for tests, on the CPU).
 
-    python -m kernels.verify --out OUT.json [--problems P ...] [--quick] [--budget-s 500]
+    python -m forensics.kernels.verify --out OUT.json [--problems P ...] [--quick] [--budget-s 500]
 
 For every problem (each deck version) and every canonical shape:
   * Triton reference vs oracle and vs the deck reference (compare() statistics);
@@ -502,7 +502,7 @@ def verify_shape(spec, shape, device, timer, do_oracle=True) -> dict:
             orc = spec.oracle(model, inputs)
             row["reference_vs_oracle"] = _summ(spec.compare(orc, ref, inputs=inputs, dtype=dtype))
         _free()
-        # megaqwen is timed by kernels.tune; the Kimi step on the CPU would run the interpreted
+        # megaqwen is timed by forensics.kernels.tune; the Kimi step on the CPU would run the interpreted
         # Triton step again for a number that means nothing there (minutes)
         slow_cpu = spec.name == "02_kimi_linear_decode" and torch.device(device).type == "cpu"
         if timer is not None and spec.name != "03_megaqwen_decode" and not slow_cpu:

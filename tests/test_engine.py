@@ -55,7 +55,7 @@ def test_scan_without_ray_installed(small, tmp_path):
 def test_engine_ray_without_ray_is_a_usage_error(small, tmp_path):
     r = _cli(["scan", str(small), "--out", str(tmp_path / "r"), "--no-progress", "--engine", "ray"], tmp_path)
     assert r.returncode == 2
-    assert "needs Ray" in r.stderr and "forensics[ray]" in r.stderr
+    assert "needs Ray" in r.stderr and "pip install 'kernel-forensics[ray]'" in r.stderr
     assert not (tmp_path / "r" / "audit.duckdb").exists()   # nothing started, nothing written
 
 

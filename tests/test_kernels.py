@@ -14,10 +14,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels import hardware, registry
-from kernels.common import StressCase, check_tensor, lookup_tolerance, tolerance_for_case
-from kernels.problems import cuda_04_mingru, mega_02_kimi
-from kernels.selftest import KIMI_TINY_CFG, TINY, tiny_model
+from forensics.kernels import hardware, registry
+from forensics.kernels.common import StressCase, check_tensor, lookup_tolerance, tolerance_for_case
+from forensics.kernels.problems import cuda_04_mingru, mega_02_kimi
+from forensics.kernels.selftest import KIMI_TINY_CFG, TINY, tiny_model
 
 ALL = registry.names()
 
@@ -270,7 +270,7 @@ def test_paged_oracle_matches_dense_and_short_sequence_is_one():
 
 
 def test_paged_short_lengths_follow_formula():
-    from kernels.problems.hard_03_paged_attention import short_sequence_lens
+    from forensics.kernels.problems.hard_03_paged_attention import short_sequence_lens
     # b=1: d=19, tail=4, 1024//19=53 -> 53-5+4; b=2: d=22, tail=7, 46 -> 46-14+7
     assert short_sequence_lens(1024, 3, 16, 1, 3) == [65, 52, 39]
 
@@ -296,7 +296,7 @@ def test_sonic_oracle_vs_rowwise_and_ragged():
     shape = TINY["06_sonic_moe_swiglu"]
     m = tiny_model(spec, shape)
     h, off = spec.make_inputs(shape, 5)
-    from kernels.problems.hard_06_sonic_moe import ragged_offsets
+    from forensics.kernels.problems.hard_06_sonic_moe import ragged_offsets
     off2 = ragged_offsets(off, receiver=0, donor=1, row_delta=7)
     assert off2[1] - off2[0] == 27 and int(off2[-1]) == h.shape[0]
     off3 = torch.tensor([0, 30, 30, 50, 80], dtype=torch.int32)            # an empty expert
@@ -468,7 +468,7 @@ def test_kimi_baseline_passes_the_deck_check_and_keeps_the_state_layout():
     # gate of the reference step, state dtypes and the MLA cache growth as the contract has them
     spec = registry.get("02_kimi_linear_decode")
     mod = spec.reference_module()
-    from kernels.selftest import KIMI_TINY_CFG
+    from forensics.kernels.selftest import KIMI_TINY_CFG
     model = mod.Model(mod.Config(**KIMI_TINY_CFG)).eval()
     for seed in (0, 1):
         x = mega_02_kimi.make_inputs(spec, dict(ctx=20, n_experts=8), seed, "cpu", cfg=model.cfg)
@@ -497,7 +497,7 @@ def test_hardware_peaks():
 def test_make_inputs_modes_meta_device_and_cpu_fallback():
     """exact=False runs get_inputs under the target device (meta here: no GPU needed); a
     get_inputs with an explicit CPU generator falls back to the exact CPU path; CPU stays exact."""
-    from kernels.selftest import TINY
+    from forensics.kernels.selftest import TINY
     spec = registry.get("06_sonic_moe_swiglu")
     info = {}
     x = spec.make_inputs(TINY[spec.name], 3, "meta", info=info)
@@ -547,7 +547,7 @@ def test_glm_fast_reference_equals_deck_forward():
 
 
 def test_megaqwen_device_reinit_distributions():
-    from kernels.problems import cuda_03_megaqwen as mq
+    from forensics.kernels.problems import cuda_03_megaqwen as mq
     spec = registry.get("03_megaqwen_decode")
     m = spec.build_reference(dict(ctx_len=1, n_decode=1))
     ref = {k: v.clone() for k, v in m.reset_parameters(7).state_dict().items()}
@@ -583,7 +583,7 @@ def test_megaqwen_streams_and_weights_drawn_as_the_deck(monkeypatch):
     the H200 by max_abs 10.53 in 987/1024 elements, five rounds.  Simulated with a torch whose bf16
     draws differ from its fp32 ones.  Look-alike kept: 1-D parameters stay ones, and the fp32 draws
     (other problems' inputs) are untouched by the patch."""
-    from kernels.common import load_reference_module
+    from forensics.kernels.common import load_reference_module
     _torch_with_other_bf16_draws(monkeypatch)
     ref = load_reference_module("cuda_03_megaqwen.py", "_mq_bf16_draws")
     H = ref.HIDDEN
@@ -613,8 +613,8 @@ def test_megaqwen_streams_and_weights_drawn_as_the_deck(monkeypatch):
 def test_kimi_device_reset_covers_every_tensor():
     """device_reset (the on-device build of mega 02) redraws every weight the CPU reset draws, with
     the same shapes, dtypes and scales (run here on the CPU with a CPU generator)."""
-    from kernels.problems import mega_02_kimi as km
-    from kernels.selftest import KIMI_TINY_CFG
+    from forensics.kernels.problems import mega_02_kimi as km
+    from forensics.kernels.selftest import KIMI_TINY_CFG
     spec = registry.get("02_kimi_linear_decode")
     mod = spec.reference_module()
     exact = mod.Model(mod.Config(**KIMI_TINY_CFG))
@@ -636,7 +636,7 @@ def test_kimi_device_reset_covers_every_tensor():
 def test_full_check_time_computes_a_repeated_shape_and_seed_once():
     """cuda 01 caps five of its six check shapes to the same T: the reference side of a full
     check computes each (shape, seed) once and counts the repeats in n_reused."""
-    from kernels import registry, verify
+    from forensics.kernels import registry, verify
     spec = registry.get("05_topk_bitonic")
     s = dict(batch=2, n=64, k=4)
     once = verify.full_check_time(spec, "cpu", shapes=[s], seeds=(1, 2), warm=False)
@@ -649,9 +649,9 @@ def test_full_check_time_computes_a_repeated_shape_and_seed_once():
 
 
 def test_report_tables_show_host_and_device_ratios():
-    """kernels.report: the grader-style ratio and the device-only ratio side by side, computed from
+    """forensics.kernels.report: the grader-style ratio and the device-only ratio side by side, computed from
     the two medians where the result predates triton_over_library_device; '-' where unmeasured."""
-    from kernels import report
+    from forensics.kernels import report
     res = {"problems": [{"problem": "p", "deck_version": "v", "shapes": [
         {"shape": {"M": 1}, "triton_vs_oracle": {"ok": True},
          "timing": {"triton": {"ms_median": 0.12, "ms_device_median": 0.04},
@@ -679,7 +679,7 @@ def test_timer_device_time_hides_the_host():
     is far below its grader-style time, and every trial is covered by the spin."""
     import time as _time
 
-    from kernels import verify
+    from forensics.kernels import verify
     x = torch.zeros(1024, device="cuda")
 
     def host_heavy():
@@ -830,7 +830,7 @@ def test_glm_device_build_draws_one_expert_at_a_time():
 def test_check_tensor_in_chunks_is_the_same_as_one_pass(monkeypatch):
     """The statistics are taken in chunks (a whole multi-GB output's fp32 temporaries ran the
     replay out of memory); any chunk size gives the one-pass result, worst index included."""
-    from kernels import common
+    from forensics.kernels import common
     g = torch.Generator().manual_seed(3)
     ref = torch.randn(37, 53, generator=g).to(torch.bfloat16)
     sol = ref.clone()

@@ -1,6 +1,6 @@
 """Triton references against their oracles on tiny CPU shapes, under TRITON_INTERPRET=1.
 
-The Triton checks run once, in a child process (`python -m kernels.selftest --json`) whose
+The Triton checks run once, in a child process (`python -m forensics.kernels.selftest --json`) whose
 environment sets TRITON_INTERPRET=1, so this test module never changes how triton behaves in the
 pytest process itself (GPU tests elsewhere keep the compiled path).  Each case also runs a
 negative control (a perturbed output must fail the comparison).
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import registry
+from forensics.kernels import registry
 
 REPO = Path(__file__).resolve().parent.parent
 WITH_TRITON = sorted({n for n in registry.names() for v in registry.deck_versions(n)
@@ -28,7 +28,7 @@ WITH_TRITON = sorted({n for n in registry.names() for v in registry.deck_version
 @pytest.fixture(scope="module")
 def selftest():
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONWARNINGS="ignore")
-    proc = subprocess.run([sys.executable, "-m", "kernels.selftest", "--json"], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "forensics.kernels.selftest", "--json"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.stdout, proc.stderr[-4000:]
     rows = json.loads(proc.stdout)
@@ -57,7 +57,7 @@ def test_triton_matches_oracle_nominal_stress_property(selftest, name):
 
 
 def test_selftest_reports_errors_without_stopping(monkeypatch):
-    from kernels import selftest as st
+    from forensics.kernels import selftest as st
     monkeypatch.setattr(registry.get("02_kimi_linear_decode"), "triton_fn", None)
     res = st.run(["02_kimi_linear_decode"])
     assert res[0].get("skipped") == "no Triton reference"
@@ -67,11 +67,11 @@ def test_selftest_reports_errors_without_stopping(monkeypatch):
 
 
 def test_verify_cpu_flow_and_error_isolation(tmp_path):
-    """kernels.verify on the CPU (tiny shapes, interpreter): JSON shape, a bad problem name recorded
+    """forensics.kernels.verify on the CPU (tiny shapes, interpreter): JSON shape, a bad problem name recorded
     without stopping the others, stateful problems verified through their full path."""
     out = tmp_path / "v.json"
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONWARNINGS="ignore")
-    proc = subprocess.run([sys.executable, "-m", "kernels.verify", "--device", "cpu", "--out", str(out), "--problems",
+    proc = subprocess.run([sys.executable, "-m", "forensics.kernels.verify", "--device", "cpu", "--out", str(out), "--problems",
                            "07_w4a16_gemm", "no_such_problem", "04_grid_mingru_sps"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     res = json.loads(out.read_text())
@@ -100,7 +100,7 @@ def test_every_kernel_compiles_for_sm90():
     interpreter."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONWARNINGS="ignore", TRITON_DEFAULT_FP_FUSION="1")
-    proc = subprocess.run([sys.executable, "-m", "kernels.compile_check", "--json"], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "forensics.kernels.compile_check", "--json"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     rows = json.loads(proc.stdout)
     assert len(rows) >= 20
@@ -133,8 +133,8 @@ def test_w4a16_gemm_and_gemv_paths_match_oracle():
     import os
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
-    from kernels import registry
-    from kernels.triton import w4a16
+    from forensics.kernels import registry
+    from forensics.kernels.triton import w4a16
     spec = registry.get("07_w4a16_gemm")
     deq = spec.reference_module().dequantize_w4
     for sh in (dict(M=1, N=40, K=256), dict(M=3, N=200, K=384), dict(M=17, N=80, K=384)):
@@ -173,8 +173,8 @@ def test_fp8_gemm_unaligned_k_and_library_baseline():
     import os
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
-    from kernels import registry, verify
-    from kernels.triton import fp8_gemm
+    from forensics.kernels import registry, verify
+    from forensics.kernels.triton import fp8_gemm
     for ver, fwd in (("2026-06-14", fp8_gemm.forward), ("pre-2026-06-14", fp8_gemm.forward_bf16_weight)):
         spec = registry.get("01_fp8_gemm", ver)
         for sh in (dict(M=20, N=48, K=72 + 7), dict(M=3, N=40, K=33), dict(M=17, N=24, K=64)):
@@ -203,8 +203,8 @@ def test_w4a16_tail_split_matches_oracle():
     workspace; swapped and unswapped tiles, K halves that do not split evenly in steps, a second
     call (the counters re-arm).  Slots outside (T, 2T) leave the plain launch."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from kernels import registry
-    from kernels.triton import w4a16
+    from forensics.kernels import registry
+    from forensics.kernels.triton import w4a16
     spec = registry.get("07_w4a16_gemm")
     sh = dict(M=17, N=200, K=384)                  # 16-row x 64-column tiles: 2 x 4 = 8 tiles
     m = spec.build_reference(sh)
@@ -239,8 +239,8 @@ def test_w4a16_experts_one_launch_matches_per_expert_calls():
     device) against one w4a16_matmul per expert: the same x for all or one row each, a repeated
     expert, split-K with per-expert counters that re-arm."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from kernels.triton import w4a16
-    from kernels.ref.mega_02_kimi import quantize_w4
+    from forensics.kernels.triton import w4a16
+    from forensics.kernels.ref.mega_02_kimi import quantize_w4
     gen = torch.Generator().manual_seed(11)
     E, K, N, group = 5, 256, 96, 128
     w_q, s, z = quantize_w4(torch.randn(E, K, N, generator=gen) * 0.05, group)
@@ -265,8 +265,8 @@ def test_w4a16_split_k_tail_stops_at_k():
     import os
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
-    from kernels.ref.mega_02_kimi import dequant_w4, quantize_w4
-    from kernels.triton import w4a16
+    from forensics.kernels.ref.mega_02_kimi import dequant_w4, quantize_w4
+    from forensics.kernels.triton import w4a16
     K, N, group = 2304, 256, 128
     gen = torch.Generator().manual_seed(0)
     w_q, s, z = quantize_w4(torch.randn(K, N, generator=gen) * 0.02, group)
@@ -287,8 +287,8 @@ def test_topk_k1_single_pass_ties_and_chunks():
     import os
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
-    from kernels import registry
-    from kernels.triton.topk import topk
+    from forensics.kernels import registry
+    from forensics.kernels.triton.topk import topk
     spec = registry.get("05_topk_bitonic")
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(5, 9000, generator=gen)
@@ -312,8 +312,8 @@ def test_glm_decode_path_matches_oracle():
     import os
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
-    from kernels import registry
-    from kernels.triton import glm_moe
+    from forensics.kernels import registry
+    from forensics.kernels.triton import glm_moe
     spec = registry.get("01_glm52_fused_moe")
     for sh in (dict(T=1, E=16, top_k=8, n_shared=1, H=64, I=48), dict(T=3, E=16, top_k=8, n_shared=2, H=300, I=40)):
         assert sh["T"] <= glm_moe.DECODE_MAX_T
@@ -351,7 +351,7 @@ def test_paged_decode_edge_cases():
     gives the same result (the split counters re-arm themselves).  The TMA path (tma=True) too,
     with NaN in the unused slots of the last page: its loads are not masked, so V must be zeroed there."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from kernels.triton import paged_attention as pa
+    from forensics.kernels.triton import paged_attention as pa
     gen = torch.Generator().manual_seed(3)
     for B, H, Hkv, D, P, lens in ((3, 8, 2, 16, 16, [45, 1, 17]), (2, 8, 8, 32, 16, [100, 33]),
                                   (2, 8, 1, 16, 8, [70, 9]), (1, 4, 4, 16, 16, [5]), (2, 16, 2, 16, 32, [64, 200])):
@@ -375,7 +375,7 @@ def test_decode_attention_contiguous_cache_device_lens():
     """megaqwen's call: fp32 query and output, a per-layer (Hkv, max_seq, D) cache viewed as one
     page, seq_lens on the device and a fixed max_len above it (extra splits see no tokens)."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from kernels.triton.paged_attention import decode_attention
+    from forensics.kernels.triton.paged_attention import decode_attention
     gen = torch.Generator().manual_seed(4)
     Hkv, max_seq, D, H = 2, 150, 32, 8
     kc = (torch.randn(Hkv, max_seq, D, generator=gen)).bfloat16()
@@ -395,7 +395,7 @@ def test_nsa_edge_shapes_against_oracle():
     """S below one block, S off the 64-block and 128-row tile grid, D=32, and S > 1024 where the
     top-8 selection drops blocks for most queries; 128- and 64-row query tiles."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from kernels.triton.nsa import nsa_forward
+    from forensics.kernels.triton.nsa import nsa_forward
     spec = registry.get("02_deepseek_nsa")
     ref = spec.reference_module(dict(B=1, H=1, S=64, D=16))
     gen = torch.Generator().manual_seed(5)
@@ -410,13 +410,13 @@ def test_nsa_edge_shapes_against_oracle():
 
 
 def test_verify_checks_each_timing_variant_before_timing_it(monkeypatch):
-    """kernels.verify times the VARIANTS of a Triton module beside its default as candidate
+    """forensics.kernels.verify times the VARIANTS of a Triton module beside its default as candidate
     defaults: each variant's output is compared with the reference first (a wrong one is
     reported, not silently timed), and one that raises is recorded without losing the row."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from kernels import verify
-    from kernels.selftest import TINY
-    from kernels.triton import w4a16
+    from forensics.kernels import verify
+    from forensics.kernels.selftest import TINY
+    from forensics.kernels.triton import w4a16
     spec = registry.get("07_w4a16_gemm")
     good = next(iter(w4a16.VARIANTS.values()))
 

@@ -13,7 +13,7 @@ import torch
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from kernels import registry, verify  # noqa: E402
+from forensics.kernels import registry, verify  # noqa: E402
 
 SPEC = registry.get("03_megaqwen_decode")
 KERNELS = ("_norm_qkv_kernel", "_attn_split_kernel", "_attn_merge_kernel", "_gemv_residual_kernel",
@@ -26,7 +26,7 @@ def _model(seed, max_seq):
 
 
 def test_fused_step_matches_deck_and_oracle():
-    from kernels.triton import megaqwen as mq
+    from forensics.kernels.triton import megaqwen as mq
     ctx, dec, seed = 4, 2, 42
     model = _model(seed, ctx + dec + 8)
     st = mq.Stepper(model, ctx + dec)    # max_seq 6: splits of rows 0-3 (two tiles of 2) and 4-5, both reached
@@ -71,7 +71,7 @@ def test_step_launches_are_token_invariant_and_never_read_the_device(monkeypatch
     """What makes the step capturable once and replayable per token: the same 24 launches with the
     same arguments at every position (the position lives in a device tensor), and no host read of
     a device value (item / tolist / cpu / bool / int / float) inside the step."""
-    from kernels.triton import megaqwen as mq
+    from forensics.kernels.triton import megaqwen as mq
     st = mq.Stepper(_model(0, 16), 16)
     log = []
     for name in KERNELS:
@@ -99,7 +99,7 @@ def test_step_launches_are_token_invariant_and_never_read_the_device(monkeypatch
 @pytest.mark.parametrize("cpu", [True, False])
 def test_split_sizing_covers_the_cache(max_seq, cpu):
     """Every cache row belongs to exactly one split, with the interpreter's and the GPU's sizing."""
-    from kernels.triton import megaqwen as mq
+    from forensics.kernels.triton import megaqwen as mq
     block_t, max_split, per, nsplit = mq.split_sizing(max_seq, cpu)
     assert per % block_t == 0 and nsplit <= max_split
     assert (nsplit - 1) * per < max_seq <= nsplit * per

@@ -453,7 +453,7 @@ def test_rows_of_one_shape_share_reference_weights_and_a_slow_model_past_other_s
 
 def test_a_check_reference_is_the_same_for_its_shape_and_leaves_the_generators_alone():
     from forensics.replay import probes
-    from kernels import registry
+    from forensics.kernels import registry
     r = probes.Replay.__new__(probes.Replay)
     r.device, r.spec = "cpu", registry.get("01_fp8_gemm")
     r.timed = lambda what: __import__("contextlib").nullcontext()

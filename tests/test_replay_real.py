@@ -258,7 +258,7 @@ def test_problem_without_a_bundled_reference_is_not_replayable():
 def test_out_of_memory_in_the_replays_own_process_is_not_run(tmp_path, monkeypatch):
     """The reference side runs out of memory on the second probe: that probe is `not_run (oom in
     replay)`, the others still run, and the check's verdict stands."""
-    from kernels import registry
+    from forensics.kernels import registry
     spec = registry.get("05_topk_bitonic")
     real = spec.reference_forward
     calls = []
@@ -402,7 +402,7 @@ def test_a_switch_on_the_benchmark_harness_is_caught_by_the_timed_outputs(tmp_pa
     assert out.status() == "pass"     # every probe before issue 21 calls it from the worker: exact path
     out = _replay("topk_bench_switch.py", probes=("check", "timed-outputs"), tmp_path=tmp_path)
     rows = _rows(out, "timed-outputs")
-    from kernels import registry
+    from forensics.kernels import registry
     n = registry.get("05_topk_bitonic").n_trials            # the deck's num_perf_trials
     assert [r["case_name"] for r in rows] == [f"timed-call-{i}" for i in (0, n // 2, n - 1)]
     assert all(r["status"] == "fail" for r in rows)
@@ -441,7 +441,7 @@ def test_distribution_tolerances_come_from_the_bracketing_deck_cases():
     from types import SimpleNamespace
 
     from forensics.replay import hackprobes
-    from kernels import registry
+    from forensics.kernels import registry
     idx, plan = hackprobes.plan(SimpleNamespace(spec=registry.get("05_topk_bitonic")), torch.float32)
     tol = {v: t for v, _, t, _ in plan}
     assert idx == [0]
@@ -568,7 +568,7 @@ def test_real_bench_time_budget_starts_nothing_it_cannot_finish(tmp_path, monkey
 
 def test_a_gpu_scan_checks_the_timed_calls_too():
     from forensics.replay import required_probes
-    from kernels import registry
+    from forensics.kernels import registry
     assert required_probes([], "cuda") == ["check", "timed-outputs", "timing"]
     assert required_probes([], "cpu") == ["check"]
     assert required_probes([], "cpu", registry.get("02_kimi_linear_decode")) == ["check", "state-drift"]

@@ -155,7 +155,7 @@ def test_the_memory_watch_leaves_a_tree_under_its_ceiling_alone():
 IMPORTS = r'''
 import os
 GOT = []
-for name in ("kernels", "forensics"):
+for name in ("kernels", "forensics", "forensics.kernels"):
     try:
         m = __import__(name)
         GOT.append(f"{name} from {getattr(m, '__file__', None) or list(getattr(m, '__path__', []))}")
@@ -167,7 +167,7 @@ assert build.MARK == "sidecar"
 
 FINDER = r'''
 import importlib.util, sys
-MAPPING = {"forensics": %r, "kernels": %r}
+MAPPING = {"forensics": %r, "forensics.kernels": %r}   # pyproject maps kernels/ to forensics.kernels
 class _EditableFinder:   # the shape of setuptools' editable finder
     @classmethod
     def find_spec(cls, fullname, path=None, target=None):
@@ -193,7 +193,7 @@ def _editable_venv(tmp_path: Path, legacy: bool) -> str:
         (site / "__editable__.forensics-0.1.pth").write_text(
             "import __editable___forensics_0_1_finder; __editable___forensics_0_1_finder.install()\n")
     py = venv / "bin" / "python"
-    probe = subprocess.run([str(py), "-c", "import kernels, forensics; print(kernels.__file__)"], capture_output=True,
+    probe = subprocess.run([str(py), "-c", "import forensics.kernels as k; print(k.__path__)"], capture_output=True,
                            text=True, env={"PATH": os.environ.get("PATH", "")})
     assert probe.returncode == 0 and str(REPO) in probe.stdout, probe.stderr   # the install works outside
     return str(py)

@@ -49,7 +49,7 @@ def _has_stats(d: dict) -> bool:
 # ------------------------------------------------------------------------------ API kinds
 def test_stateful_kinds():
     from forensics.replay.stateful import kind
-    from kernels import registry
+    from forensics.kernels import registry
     assert kind(registry.get("03_megaqwen_decode")) == "decode"
     assert kind(registry.get(KIMI)) == "step"
     assert kind(registry.get(GRID)) == "rollout"      # its env_step( must not read as a step API
@@ -344,7 +344,7 @@ def test_the_decks_own_call_arbitrates_a_fast_reference_that_disagrees(tmp_path,
     against the deck's literal call (deck_fn) on the same model: an honest solution passes, with
     replay-reference-disagrees recording our defect.  Look-alike: a solution off from the deck's
     call too still fails the check."""
-    from kernels import registry
+    from forensics.kernels import registry
     spec = registry.get("03_megaqwen_decode")
     monkeypatch.setattr(spec, "reference_fn", _off_by_half)
     side = {"mq_core.py": (CORPUS / "mq_core.py").read_bytes()}
@@ -372,7 +372,7 @@ def test_check_trials_follow_check_py_order(tmp_path):
     ctx 2048, after seed 1's ctx 8192; our shape-major check passed it).  Look-alike kept: every
     module problem's check.py goes shape-major, and so does ours."""
     from forensics.replay.api import TINY_SHAPES
-    from kernels import registry
+    from forensics.kernels import registry
     kimi = registry.get(KIMI)
     assert kimi.check_order == "seed" and registry.get("03_megaqwen_decode").check_order == "seed"
     others = [s for vs in registry.VERSIONS.values() for s in vs.values() if s.name not in (KIMI, "03_megaqwen_decode")]

@@ -3,7 +3,9 @@ packages for the dependencies, so no network), and from a folder outside the che
 of the fixture archive, list and run named queries without naming the store, and execute a
 notebook against that store.  Nothing here may come from the checkout: PYTHONPATH is dropped and
 the package must be imported from the venv.  The wheel holds the product only (forensics/,
-kernels/), never the developer tooling beside it (devkit/), whose commands say so in one line."""
+kernels/ as forensics.kernels), never the developer tooling beside it (devkit/), whose commands say
+so in one line.  Its distribution name and its import names are ours: `forensics` on PyPI is another
+project's distribution and `kernels` another project's import name."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     dist = tmp / "dist"
     _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q", "-w", str(dist)],
          tmp, env)
-    wheel = next(dist.glob("forensics-*.whl"))
+    wheel = next(dist.glob("kernel_forensics-*.whl"))
     venv = tmp / "venv"
     py = make_venv(venv, env=env)
     _run([str(py), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q", str(wheel)], tmp, env)
@@ -54,18 +56,49 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 
 def test_the_package_comes_from_the_wheel(installed):
     work, env = installed
-    r = _run(["python", "-c", "import forensics, kernels; print(forensics.__file__); print(kernels.__file__)"], work, env)
+    r = _run(["python", "-c", "import forensics, forensics.kernels.common as c; print(forensics.__file__); "
+                              "print(c.__file__); print(c.REF_DIR)"], work, env)
     for line in r.stdout.split():
         assert "/venv/" in line and str(REPO) not in line, r.stdout
+    assert (Path(r.stdout.split()[-1]) / "hard_01_fp8_gemm.py").is_file()   # the replay copies these by path
+
+
+def test_the_wheel_installs_no_name_of_another_project(installed):
+    """The distribution is `kernel-forensics` (PyPI's `forensics` is an unrelated project) and the
+    only top-level import package is `forensics` (`kernels`, the folder's name, is the import name
+    of PyPI's `kernels`).  Checked on the wheel and on the venv's own site-packages (the venv sees
+    the system site too, which may hold a development install)."""
+    import zipfile
+    from forensics.extras import DISTRIBUTION
+    work, env = installed
+    wheel = next((work.parent / "dist").glob("*.whl"))
+    assert wheel.name.startswith(DISTRIBUTION.replace("-", "_") + "-") and DISTRIBUTION != "forensics"
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"forensics"}, tops
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert f"Name: {DISTRIBUTION}" in meta.splitlines()
+    site = next((work.parent / "venv").glob("lib/python*/site-packages"))
+    own = sorted(p.name for p in site.iterdir())
+    assert "kernels" not in own and not [n for n in own if n.startswith("forensics-")], own
+    assert [n for n in own if n.startswith("kernel_forensics-") and n.endswith(".dist-info")], own
+    # the package is the folder's, not the checkout's stand-in forensics/kernels/__init__.py
+    assert zipfile.ZipFile(wheel).read("forensics/kernels/__init__.py") == (REPO / "kernels" / "__init__.py").read_bytes()
+    # every module of the checkout's two folders is in the wheel, under its installed name
+    for folder, pkg in (("forensics", "forensics"), ("kernels", "forensics/kernels")):
+        for f in (REPO / folder).rglob("*.py"):
+            if "__pycache__" in f.parts or (folder == "forensics" and f.relative_to(REPO / folder).parts[0] == "kernels"):
+                continue
+            assert f"{pkg}/{f.relative_to(REPO / folder).as_posix()}" in names, f
 
 
 def test_the_wheel_holds_the_product_not_the_devkit(installed):
     import zipfile
     work, _ = installed
-    names = zipfile.ZipFile(next((work.parent / "dist").glob("forensics-*.whl"))).namelist()
+    names = zipfile.ZipFile(next((work.parent / "dist").glob("kernel_forensics-*.whl"))).namelist()
     assert not [n for n in names if n.startswith("devkit")], [n for n in names if n.startswith("devkit")][:5]
     for need in ("forensics/cli.py", "forensics/pipeline.py", "forensics/queries/tool-calls-by-tool.sql",
-                 "kernels/registry.py"):
+                 "forensics/kernels/registry.py", "forensics/kernels/ref/hard_01_fp8_gemm.py"):
         assert need in names, need
     assert any(n.startswith("forensics/data/") and n.endswith(".json") for n in names)
 

@@ -204,7 +204,7 @@ def render(o: dict[str, Any]) -> str:
 @click.option("--runs", default=1000, show_default=True, help="Runs to generate.")
 @click.option("--seed", default=1, show_default=True, help="Generator seed.")
 @click.option("--jobs", "-j", default=2, show_default=True, help="Worker processes for ingest and scan.")
-@click.option("--workdir", default=None, help="Where the generated archive (cached) and the stores go.")
+@click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Where the generated archive (cached) and the stores go.")
 @click.option("--archive", "archive_opt", default=None, type=click.Path(exists=True),
               help="Benchmark an existing archive instead of generating one.")
 @click.option("--labels", default=None, type=click.Path(exists=True), help="labels.json (default: beside the archive).")
@@ -241,7 +241,8 @@ def bench_scan(runs, seed, jobs, workdir, archive_opt, labels, agreement, no_ing
         try:
             import ray  # noqa: F401
         except ImportError as e:
-            raise click.ClickException("--engine ray needs Ray: pip install 'forensics[ray]'") from e
+            from forensics.extras import install_command
+            raise click.ClickException(f"--engine ray needs Ray: {install_command('ray')}") from e
         o = run_engine_bench(archive, work, sorted(set(ks)), rounds=max(1, rounds))
         if gen_s is not None:
             o["generate_s"] = round(gen_s, 2)

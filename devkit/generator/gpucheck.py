@@ -4,7 +4,7 @@
 
 For every run of the labeled archive whose final solution is a plain `Model.forward` problem
 (hard 01-07, cuda 01/02, cuda 04's policy), the solution is imported from a scratch copy and
-compared with the bundled reference (`kernels.registry`) on the deck's check shapes, seed 42,
+compared with the bundled reference (`forensics.kernels.registry`) on the deck's check shapes, seed 42,
 nominal and every numeric-stress case.  A run labelled correct (or failing only for a reason
 that is not numeric: a forbidden-op grep, a mutated template) must pass; a run labelled with a
 numeric or build defect must fail.  The pointer-keyed caches are not probed here (that is the
@@ -59,7 +59,7 @@ def load_solution(path: Path, tag: str):
 def check_run(lab: dict, run_dir: Path, n_shapes: int, device: str = "cuda") -> dict:
     import torch
 
-    from kernels import registry
+    from forensics.kernels import registry
 
     sol_path = run_dir / "solution.py"
     if not sol_path.exists():

@@ -3,7 +3,7 @@
     python -m devkit.replay.gpu_verify --out $OUT [--skip-kernels] [--budget-s 540]
 
 1. the GPU, and the ceilings measured on it (D2D copy, 8192^3 bf16 GEMM);
-2. kernels' own verification (`python -m kernels.verify`), if present, as a subprocess;
+2. kernels' own verification (`python -m forensics.kernels.verify`), if present, as a subprocess;
 3. the planted cases of corpus/replay/ (plain torch) and corpus/replay/gpu/ (Triton, load_inline)
    through the full runner on CUDA, each with the finding it must end in;
 4. the replay overhead per run: a second replay of the honest fp8 case, whose Triton kernels are
@@ -384,7 +384,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels-timeout", type=float, default=200)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--device", default="cuda", help="cpu: only the plain-torch cases on tiny shapes (no ceilings, "
-                                                     "no kernels.verify, no overhead run): a check of this script")
+                                                     "no forensics.kernels.verify, no overhead run): a check of this script")
     args = ap.parse_args(argv)
     cpu = args.device == "cpu"
     out_dir = Path(args.out)
@@ -407,7 +407,7 @@ def main(argv=None) -> int:
     if not cpu and not args.skip_kernels and (REPO / "kernels" / "verify.py").exists():
         t = time.monotonic()
         log = out_dir / "kernels_verify.log"
-        cmd = [sys.executable, "-m", "kernels.verify", "--out", str(out_dir / "kernels_verify.json"),
+        cmd = [sys.executable, "-m", "forensics.kernels.verify", "--out", str(out_dir / "kernels_verify.json"),
                "--budget-s", str(max(30, int(args.kernels_timeout) - 60))]
         try:
             p = subprocess.run(cmd, cwd=REPO, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
@@ -418,7 +418,7 @@ def main(argv=None) -> int:
         result["kernels_verify"] = {"cmd": " ".join(cmd), "rc": rc, "s": round(time.monotonic() - t, 1),
                                     "tail": log.read_text(errors="replace")[-3000:]}
         _dump(res_path, result)
-        print("kernels.verify rc", rc, flush=True)
+        print("forensics.kernels.verify rc", rc, flush=True)
 
     def overhead() -> None:
         """The honest fp8 check again, its Triton kernels already compiled in the sha-keyed cache."""

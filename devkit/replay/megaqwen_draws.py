@@ -42,7 +42,7 @@ def draws_agree() -> dict:
 def compare(deck: Path, device: str = "cpu", trials: int = 1) -> list[dict]:
     import torch
 
-    from kernels.common import load_reference_module
+    from forensics.kernels.common import load_reference_module
     ours = load_reference_module("cuda_03_megaqwen.py", "_megaqwen_draws_ours")
     theirs = _deck_reference(deck)
     out = []

@@ -508,15 +508,12 @@ def read_run_templates(rf: Any, problem: str | None) -> list[str]:
 def interface_signatures() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]]:
     """problem -> (Model.__init__ parameter names, Model.forward parameter names, Model method
     names) of each bundled reference (the current version's `ref_file` in the problem catalogue,
-    kernels/ref/*.py), read as source text with `ast` - nothing is imported, so this works without
-    torch.  A constructor signature two problems share is dropped (it cannot tell them apart)."""
+    kernels/ref/*.py), read as source text with `ast` - only the package's folder is imported (no
+    torch).  A constructor signature two problems share is dropped (it cannot tell them apart)."""
     import ast
-    import importlib.util
+    import forensics.kernels   # its __path__ is the kernels/ folder, installed or in a checkout
     from forensics import problems
-    spec = importlib.util.find_spec("kernels")
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    root = Path(list(spec.submodule_search_locations)[0])
+    root = Path(list(forensics.kernels.__path__)[0])
     out: dict[str, tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]] = {}
     for name in problems.bundled():
         rp = root / "ref" / problems.get(name).ref_file

@@ -2,7 +2,7 @@
 
     from forensics.engine import get_engine
     eng = get_engine("local", jobs=2)                  # worker processes of this machine
-    eng = get_engine("ray", address="auto")            # Ray tasks on a cluster (pip install 'forensics[ray]')
+    eng = get_engine("ray", address="auto")            # Ray tasks on a cluster (pip install 'kernel-forensics[ray]')
 
 An engine runs the same units of work either way, and the driver (the `forensics scan` process)
 stays DuckDB's one writer, so a scan's store does not depend on the engine:

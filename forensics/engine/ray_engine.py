@@ -246,7 +246,8 @@ class RayEngine(Engine):
         try:
             import ray
         except ImportError as e:
-            raise EngineError("--engine ray needs Ray: pip install 'forensics[ray]' (or 'ray==2.60.0')") from e
+            from forensics.extras import install_command
+            raise EngineError(f"--engine ray needs Ray: {install_command('ray')} (or 'ray==2.60.0')") from e
         self.ray = ray
         self.task_timeout = float(task_timeout) if task_timeout else None
         self.retries = max(0, int(retries))

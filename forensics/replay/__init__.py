@@ -80,7 +80,7 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
                              "and probe is not null", [rid])
         static_probes = [r["probe"] for r in static]
         try:
-            from kernels import registry as _reg
+            from forensics.kernels import registry as _reg
             _spec = _reg.get(run["problem"]) if run.get("problem") else None
         except KeyError:
             _spec = None
@@ -94,7 +94,7 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
             rows.append(_row("build", "skipped", "no solution.py" if not run.get("has_solution") else "problem unknown"))
         else:
             try:
-                from kernels import registry
+                from forensics.kernels import registry
                 registry.get(run["problem"])
                 known = True
             except KeyError:
@@ -117,7 +117,7 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
                     rows.append(_row("build", "error", f"cannot read the run's files: {e}"))
                 if sol is not None:
                     shapes = "canonical"
-                    from kernels import registry as _r
+                    from forensics.kernels import registry as _r
                     if not device.startswith("cuda") and _r.get(run["problem"]).name in TINY_SHAPES:
                         shapes = "tiny"
                     archived = {"peak_fraction": run.get("peak_fraction"), "gpu": run.get("gpu_name"),

@@ -78,7 +78,7 @@ def template_date(problem: str, template_files: dict[str, bytes]) -> tuple[str |
 def choose_spec(problem: str, archive_date: str | None, template_files: dict[str, bytes] | None = None,
                 deck_version: str | None = None):
     """(spec, how, notes): the kernels ProblemSpec of the run's deck version."""
-    from kernels import registry
+    from forensics.kernels import registry
     notes: list[str] = []
     if deck_version:
         return registry.get(problem, deck_version=deck_version), "forced", notes
@@ -101,7 +101,7 @@ def choose_spec(problem: str, archive_date: str | None, template_files: dict[str
 
 
 def reference_file(spec) -> Path:
-    from kernels.common import REF_DIR
+    from forensics.kernels.common import REF_DIR
     return Path(REF_DIR) / spec.ref_file
 
 

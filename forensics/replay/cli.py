@@ -149,7 +149,7 @@ def kernels_list(as_json):
     """Every problem and deck version, with shapes, tolerances and whether a Triton reference exists."""
     from forensics.extras import require_extra
     require_extra("kernels list", "torch")
-    from kernels import registry
+    from forensics.kernels import registry
     items = []
     for name in registry.names():
         for ver, spec in sorted(registry.VERSIONS[name].items(), key=lambda kv: kv[1].since or ""):
@@ -174,7 +174,7 @@ def kernels_check(problem: str, device: str, shapes: str = "auto", seed: int | N
     if device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before kernels imports triton
     import torch
-    from kernels import registry
+    from forensics.kernels import registry
     from .api import TINY_SHAPES
     spec = registry.get(problem)
     if shapes == "auto":

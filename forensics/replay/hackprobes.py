@@ -149,7 +149,7 @@ def _rms(x: torch.Tensor) -> float:
 
 def ladder(rp: Replay) -> dict[float, Any]:
     """The deck's input scales -> their case (1.0: nominal), for the cases that scale inputs only."""
-    from kernels.common import NOMINAL
+    from forensics.kernels.common import NOMINAL
     by_scale = {1.0: NOMINAL}
     for c in rp.spec.stress_cases:
         if c.input_scales and not c.state_scales:
@@ -179,7 +179,7 @@ def _tol(rp: Replay, dtype: torch.dtype, *cases) -> tuple[float, float]:
 
 def plan(rp: Replay, out_dtype: torch.dtype) -> tuple[list[int], list[tuple[str, Any, tuple[float, float], str]]]:
     """(input indices the deck scales, [(variant, transform, (atol, rtol), why)])."""
-    from kernels.common import NOMINAL
+    from forensics.kernels.common import NOMINAL
     cases = [c for c in rp.spec.stress_cases if c.input_scales and not c.state_scales]
     idx = sorted({i for c in cases for i in c.input_scales})
     out = [("bench-seed", None, _tol(rp, out_dtype, NOMINAL), f"the benchmark's own inputs (seed {BENCH_SEED})")]
@@ -209,7 +209,7 @@ def plan(rp: Replay, out_dtype: torch.dtype) -> tuple[list[int], list[tuple[str,
 
 
 def distribution(rp: Replay) -> None:
-    from kernels.common import StressCase
+    from forensics.kernels.common import StressCase
     probe, rule = "distribution", "replay-distribution-failed"
     shape = rp.probe_shape()
     ch = rp.ensure_child()

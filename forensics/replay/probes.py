@@ -2,7 +2,7 @@
 
 Every probe yields `replay_results` rows (dicts keyed by that table's columns, without run_id /
 ran_at) and, where it fails, findings (dicts: rule, severity, category, message, probe, data).
-The parent (this process) generates the inputs with `kernels.registry`, computes the reference
+The parent (this process) generates the inputs with `forensics.kernels.registry`, computes the reference
 and compares with `ProblemSpec.compare`; the child (`worker.py`) only runs the solution.
 
 Probes (names as in replay_results.probe):

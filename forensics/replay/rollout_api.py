@@ -41,7 +41,7 @@ WARM_CALLS = 11
 
 
 def _helpers():
-    from kernels.problems import cuda_04_mingru
+    from forensics.kernels.problems import cuda_04_mingru
     return cuda_04_mingru
 
 

@@ -146,8 +146,8 @@ def _state_items(state: Any):
 def chain_compare(rp: Replay, ref_hs: list, ref_state: Any, sol_hs: list, sol_state: Any) -> dict:
     """Deck rule per tensor (shape equal, finite, cosine >= 0.98) over every hidden and every tensor of
     the final state; element statistics against bf16's A1 bound."""
-    from kernels.common import check_tensor, cosine
-    from kernels.problems.mega_02_kimi import COSINE_MIN
+    from forensics.kernels.common import check_tensor, cosine
+    from forensics.kernels.problems.mega_02_kimi import COSINE_MIN
     atol, rtol = rp.spec.tolerance_for(torch.bfloat16)
     parts: dict[str, dict] = {}
 
@@ -200,7 +200,7 @@ def chain_compare(rp: Replay, ref_hs: list, ref_state: Any, sol_hs: list, sol_st
 
 def _nominal(rp: Replay, ref_h, ref_state1, sol_first) -> dict:
     """The deck's one-step rule, plus element statistics of the hidden."""
-    from kernels.common import check_tensor
+    from forensics.kernels.common import check_tensor
     res = rp.compare((ref_h, ref_state1), sol_first)
     h = _split(sol_first)[0]
     if isinstance(h, torch.Tensor) and tuple(h.shape) == tuple(ref_h.shape):

@@ -15,11 +15,11 @@ def cases(*cs):
 
 
 def lazy_triton(module: str, attr: str = "forward"):
-    """A triton_fn that imports kernels.triton.<module> on first call (so importing the registry
+    """A triton_fn that imports forensics.kernels.triton.<module> on first call (so importing the registry
     never imports triton, and TRITON_INTERPRET can be set before that first import)."""
     def fn(model, inputs):
-        mod = importlib.import_module(f"kernels.triton.{module}")
+        mod = importlib.import_module(f"forensics.kernels.triton.{module}")
         return getattr(mod, attr)(model, inputs)
     fn.__name__ = f"triton_{module}"
-    fn.triton_module = f"kernels.triton.{module}"
+    fn.triton_module = f"forensics.kernels.triton.{module}"
     return fn

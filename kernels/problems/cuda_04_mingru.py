@@ -100,9 +100,9 @@ SPECS = [ProblemSpec(
         required=["Model", "run"], optional=["env_step", "policy_forward"],
         check=["ref.reset_parameters(seed); sol strict load",
                "policy_forward on make_inputs(seed) under the stress cases (compare)",
-               "env_step on kernels.problems.cuda_04_mingru.env_step_inputs(seed) (compare_env_step: exact)",
+               "env_step on forensics.kernels.problems.cuda_04_mingru.env_step_inputs(seed) (compare_env_step: exact)",
                "run(128, 8, seed, model=...) (compare_run: positions exact, rewards atol 1e-5, last_logits 1e-3)"],
-        helpers="kernels.problems.cuda_04_mingru: env_step_inputs, compare_env_step, compare_run; "
+        helpers="forensics.kernels.problems.cuda_04_mingru: env_step_inputs, compare_env_step, compare_run; "
                 "reference module: env_step, observe, policy_forward, run, Model.reset_parameters",
         benchmark="one model pair, solution strict-loaded from reference.Model() (seed 0); warmup "
                   "run(min(N,1024), min(h,4)); 3 wall-clock trials seed 2026+idx+trial; median; sps = N*h/wall; "

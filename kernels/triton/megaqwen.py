@@ -120,7 +120,7 @@ def _attn_split_kernel(qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_pt
     (key tile (T, D) times one query row), each head's state carried separately.  A (G, T, D)
     broadcast formulation of the same loop, with the same launch parameters, ran the whole step
     at 167 / 242 us a token at cache position 64 / 8000 on an H200, this one at 161 / 235
-    (kernels.tune, docs/h200/2026-12-03-tune-7b9044d.json and -8d43d9f.json)."""
+    (forensics.kernels.tune, docs/h200/2026-12-03-tune-7b9044d.json and -8d43d9f.json)."""
     hk = tl.program_id(0)
     sp = tl.program_id(1)
     p = tl.load(pos_ptr)
@@ -219,15 +219,15 @@ _PARAMS = ("input_ln", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "o_proj
 
 #: launch parameters of the step on a GPU (rows per program of each GEMV, its K chunk, warps, the
 #: attention's warps, key tile and split cap); the interpreter uses CPU_CONFIG (few, large programs).
-#: Measured on an H200 with kernels.tune, us a token at cache position 64 / 8000: the attention
+#: Measured on an H200 with forensics.kernels.tune, us a token at cache position 64 / 8000: the attention
 #: with 4 warps and 64 splits 161 / 235, with 2 warps and 128 splits 154 / 178 (-8d43d9f.json),
 #: with 1 warp 142 / 158 (-3b8f6a7.json), and with GEMV rows per program 4 / 4 / 2 instead of
 #: 8 / 8 / 4 as well, this config, 140 / 155 (-e7bfbb5.json; files docs/h200/2026-12-03-tune-*).
-#: `Stepper(config=...)` overrides any of them (kernels.tune sweeps them on a GPU).
+#: `Stepper(config=...)` overrides any of them (forensics.kernels.tune sweeps them on a GPU).
 GPU_CONFIG = dict(bn_qkv=4, bn_mlp=4, bn_res=2, bk_res=1024, warps=4, attn_warps=1, block_t=32, max_split=128)
 CPU_CONFIG = dict(bn_qkv=1024, bn_mlp=1024, bn_res=1024, bk_res=1024, warps=4, attn_warps=4, block_t=2, max_split=2)
 
-#: GPU_CONFIG overrides timed by `python -m kernels.tune` (µs per token at a short and a long position)
+#: GPU_CONFIG overrides timed by `python -m forensics.kernels.tune` (µs per token at a short and a long position)
 CANDIDATES = {
     "default": {},
     "gemv_8_8_4": dict(bn_qkv=8, bn_mlp=8, bn_res=4),

@@ -172,7 +172,7 @@ def _nsa_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, o_ptr, S, NBF, qk_scale,
 def _config(D, cpu):
     """(BLOCK_M, num_warps, num_stages, tma) for sm_90: 64-row tiles (one NSA query block) with 4
     warps, 3 stages; at D=128 K/V/Q/O through TMA descriptors.  Device time on an H200
-    (kernels.verify's ms_device_median): at D=64 (64, 4, 3) beat (128, 8, 3) on 5 of 5 shapes by
+    (forensics.kernels.verify's ms_device_median): at D=64 (64, 4, 3) beat (128, 8, 3) on 5 of 5 shapes by
     4-18% (docs/h200/2026-12-03-kernels-verify-7b9044d.json); at D=128 TMA (64, 4, 3) took 0.389 ms
     against 0.445 for the pointer-load (128, 8, 3) default before it and 0.430 for TMA (128, 8, 3),
     while at D=64 TMA was 0-17% slower on 5 of 5 shapes (-tma1.json)."""
@@ -207,7 +207,7 @@ def forward(model, inputs):
     return nsa_forward(*inputs)
 
 
-#: Launches measured on the H200 and not adopted (device time; kernels.verify times a module's
+#: Launches measured on the H200 and not adopted (device time; forensics.kernels.verify times a module's
 #: VARIANTS beside `forward`, none are left here).  A loop taking the far blocks two at a time
 #: (128-key steps, each half masked by its own block's picks): within +-2% of this kernel at
 #: (64, 4, 3), and its (64, 8, 3) build gave a wrong output on B=4 S=1024 D=64

@@ -230,7 +230,7 @@ def forward(model, inputs):
     return paged_decode(*inputs)
 
 
-#: timed beside `forward` by kernels.verify on a GPU (candidates for the defaults): programs per SM
+#: timed beside `forward` by forensics.kernels.verify on a GPU (candidates for the defaults): programs per SM
 #: (sizes the split), key tile, warps, stages, TMA.  Measured 2026-12-03/04 (device time) and not
 #: adopted: 128-token tiles, (2, 128, 4, 2) 10-50x slower on D=128 (docs/h200/...-d8827ad.json);
 #: 2-4 deep buffers, 8 per SM at 4 warps (-dc9fb5e); 1-2 warps at D=64 (-944d520); pointer loads at

@@ -393,12 +393,12 @@ def _variant(gemm=None, split=None, dq=None, per_sm=None):
 
 
 def VARIANT_APPLIES(model, inputs) -> bool:
-    """The GEMM variants mean nothing at M == 1: that shape runs the GEMV (kernels.verify skips it)."""
+    """The GEMM variants mean nothing at M == 1: that shape runs the GEMV (forensics.kernels.verify skips it)."""
     x = inputs[0]
     return x.dim() == 2 and x.shape[0] > 1
 
 
-#: timed beside `forward` by kernels.verify on a GPU (candidates for the GEMM default above; not
+#: timed beside `forward` by forensics.kernels.verify on a GPU (candidates for the GEMM default above; not
 #: at M == 1, see VARIANT_APPLIES).  Measured 2026-12-03 and slower than the defaults on every
 #: shape (device time): GEMV (64,128,4,4), (256,64,8,4), (128,128,8,6); GEMM (128,256,64,8,3),
 #: (64,128,128,4,4), (128,128,128,8,3) (docs/h200/2026-12-03-kernels-verify-8d43d9f.json);
