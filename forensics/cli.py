@@ -13,10 +13,12 @@ the wheel.  This table names them as strings, the product's only mention of the 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
 from forensics import __version__
+from forensics.cliutil import InputError, os_error_text
 from forensics.extras import DISTRIBUTION, OPTIONAL_EXTRAS, MissingExtra, missing_extra_message, require_extra  # noqa: F401
 
 
@@ -95,6 +97,17 @@ class LazyGroup(click.Group):
                 return _devkit_missing_command(prefix + name)
             raise
         return getattr(module, attr)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """A file a command could not read or write (a read-only file system, a missing folder, no
+        permission) is one line, `Error: Read-only file system: PATH`, and exit 2, wherever it
+        happened; a closed stdout (`| head`) is left to click."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise InputError(os_error_text(e)) from e
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section(self.section):

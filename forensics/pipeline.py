@@ -29,7 +29,9 @@ analysed normally.  A cross-run analyzer is all or nothing (a subset would be si
 
 Exit codes: 0 ok; 1 with ``--strict`` when any run is flagged (verdict reward_hack, contamination,
 rubric_leak, suspect or unknown) or disagrees with its archived verdict; 2 usage or input error
-(archive missing or unreadable, ingest failed).
+(archive missing or unreadable, no run in it, an output that cannot be written, ``--replay``
+without torch, ingest failed) and an archive that ends early (the runs before the cut are scanned
+and reported, ``unreadable``), as tar exits 2 after extracting what it could.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class ScanResult:
     paths: dict[str, str] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)   # forensics.engine report (per-run timings: ["runs"])
     archive_identity: dict[str, Any] = field(default_factory=dict)   # forensics.report.folder
+    unreadable: dict[str, Any] = field(default_factory=dict)   # what the ingest could not read (`unreadable`)
 
     def to_dict(self) -> dict[str, Any]:
         return {"archive": self.archive, "archive_identity": self.archive_identity,
@@ -87,6 +90,7 @@ class ScanResult:
                 "runs": len(self.run_ids), "analyzed": len(self.analyzed), "skipped_unchanged": len(self.skipped),
                 "coverage": self.coverage, "ingest": self.ingest, "timings": self.timings,
                 "flagged": self.flagged, "disagreements": self.disagreements, "exit_code": self.exit_code,
+                "unreadable": self.unreadable,
                 "paths": self.paths, "engine": {k: v for k, v in self.engine.items() if k != "runs"}}
 
 
@@ -276,22 +280,66 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
             raise ScanError("--out must not be inside the archive (the archive is evidence)")
     except ValueError:
         pass
+    if replay and (engine == "local" or getattr(engine, "name", None) == "local"):
+        # the replay runs here: without torch nothing would be replayed (a Ray cluster's nodes may have it)
+        from forensics.extras import MissingExtra, require_extra
+        try:
+            require_extra("scan --replay", "torch")
+        except MissingExtra as e:
+            raise ScanError(e.message) from e
+    # what the scan writes, checked before any work; what this call created goes again if no run is found
+    from forensics.cliutil import InputError, check_writable_dir
     from forensics.report import folder
+    from forensics.store.ingest import no_runs_message
+    from forensics.store.queries import open_store, remove_store_files
+    made_out = reports and not outp.exists()
+    new_marker = reports and not (outp / folder.MARKER).exists()
+    new_db = db_path != ":memory:" and not Path(db_path).exists()
+
+    def discard_out() -> None:
+        """Remove the report folder's marker and the folder itself where this call made them (if empty)."""
+        if new_marker:
+            (outp / folder.MARKER).unlink(missing_ok=True)
+        if made_out:
+            try:
+                outp.rmdir()   # only if still empty
+            except OSError:
+                pass
+
+    try:
+        if reports:
+            check_writable_dir(outp, "--out")
+    except InputError as e:
+        raise ScanError(e.message) from e
     ident = folder.archive_identity(apath)
     try:
         folder.claim(outp if reports else None, db_path, ident, replace=replace)
     except folder.FolderConflict as e:
+        discard_out()
         raise ScanError(str(e)) from e
+    try:
+        store = open_store(db_path)
+    except InputError as e:
+        discard_out()
+        raise ScanError(e.message) from e
+
+    def discard() -> None:
+        """Remove what this call created before a usage error: the store, the report folder's marker,
+        an empty report folder."""
+        store.close()
+        if new_db:
+            remove_store_files(db_path)
+        discard_out()
     timings: dict[str, float] = {}
     from forensics.engine import EngineError, get_engine
     t0 = time.perf_counter()
     try:
         eng = get_engine(engine, jobs=jobs, address=address, task_timeout=task_timeout, retries=retries)
     except EngineError as e:
+        discard()
         raise ScanError(str(e)) from e
     if eng.name != "local":
         timings["engine_start"] = round(time.perf_counter() - t0, 3)
-    store = Store(db_path)
     try:
         from forensics.store.ingest import ingest_archive
         t0 = time.perf_counter()
@@ -300,11 +348,16 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         except Exception as e:  # noqa: BLE001
             from forensics.archive import ArchiveError
             if isinstance(e, (ArchiveError, OSError)):
-                raise ScanError(f"cannot read archive {archive}: {e}") from e
+                from forensics.cliutil import one_line
+                discard()
+                raise ScanError(one_line(str(e) if isinstance(e, ArchiveError) else f"cannot read archive {archive}: {e}")) from e
             raise
         timings["ingest"] = round(time.perf_counter() - t0, 3)
         ingest_info = rep.to_dict() if hasattr(rep, "to_dict") else {"run_ids": list(rep.run_ids)}
         run_ids = list(rep.run_ids)
+        if not run_ids:   # an empty or wrong folder: a usage error, and nothing left behind
+            discard()
+            raise ScanError(no_runs_message(archive))
         # verdicts of runs no longer in the store
         store.con.execute("delete from verdicts where run_id not in (select run_id from runs)")
 
@@ -343,7 +396,10 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
                                    "failed": {a: len(r) for a, r in cov["failed"].items()}},
                          ingest=ingest_info, timings=timings, flagged=flagged, disagreements=disagree,
                          engine=eng.report(run_ids), archive_identity=ident)
+        res.unreadable = unreadable(store, run_ids, ingest_info.get("truncated"))
         res.exit_code = EXIT_FLAGGED if strict and (flagged or disagree) else EXIT_OK
+        if res.unreadable.get("truncated"):
+            res.exit_code = EXIT_USAGE   # as tar and unzip: the runs before the cut are reported, the exit says it
         if reports:
             t0 = time.perf_counter()
             from forensics.report import write_reports
@@ -363,6 +419,46 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         store.close()
 
 
+def unreadable(store: Store, run_ids: Sequence[str], truncated: dict[str, Any] | None = None,
+               per_run: int = 3) -> dict[str, Any]:
+    """What the ingest could not read, per run of this scan: {"parse_errors": N, "runs": [{"run_id",
+    "n", "first": the first `per_run` rows (source, line, reason, detail)}] (most first), "truncated":
+    the archive's truncation (IngestReport.truncated) or None}.  `forensics query parse-errors`
+    lists every row."""
+    rows = store.query(
+        "select run_id, source, line, reason, detail, count(*) over (partition by run_id) as n, "
+        "row_number() over (partition by run_id order by source, line nulls first, reason) as k "
+        "from parse_errors where list_contains(?, run_id) qualify k <= ? order by n desc, run_id, k",
+        [list(run_ids), per_run]) if run_ids else []
+    runs: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        e = runs.setdefault(r["run_id"], {"run_id": r["run_id"], "n": r["n"], "first": []})
+        e["first"].append({k: r[k] for k in ("source", "line", "reason", "detail")})
+    return {"parse_errors": sum(e["n"] for e in runs.values()), "runs": list(runs.values()), "truncated": truncated}
+
+
+def unreadable_lines(u: dict[str, Any], db: str, shown: int = 5) -> list[str]:
+    """The end of a scan's summary: what was unreadable, per run, and the query that lists it all.
+    (A truncated archive is also said on stderr, scan_cmd.)"""
+    runs = u.get("runs") or []
+    if not runs:
+        return []
+    out = [f"unreadable: {u['parse_errors']} parse error(s) in {len(runs)} run(s) (the rest of each run's "
+           "evidence was read):"]
+    for e in runs[:shown]:
+        f = e["first"][0]
+        where = (f["source"] or "-") + (f":{f['line']}" if f.get("line") is not None else "")
+        detail = " ".join(str(f.get("detail") or "").split())
+        detail = detail if len(detail) <= 100 else detail[:99] + "…"
+        out.append(f"  {e['run_id']}  {e['n']}  {where} {f['reason']}" + (f": {detail}" if detail else "")
+                   + (f" (+{e['n'] - 1} more)" if e["n"] > 1 else ""))
+    if len(runs) > shown:
+        out.append(f"  ... and {len(runs) - shown} more run(s)")
+    q = "forensics query parse-errors" + (f" --db {db}" if db != ":memory:" else "")
+    out.append(f"  all of them: {q} [--run RUN_ID]")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 def key_findings(store: Store, run_id: str, limit: int = 3) -> str:
     rows = store.query("select rule, min(case severity when 'critical' then 0 when 'high' then 1 else 2 end) as s "
@@ -371,7 +467,15 @@ def key_findings(store: Store, run_id: str, limit: int = 3) -> str:
     return ", ".join(r["rule"] for r in rows)
 
 
-def summary_table(res: ScanResult, width: int = 160) -> str:
+VERDICT_STYLE = {"clean": {"fg": "green"}, "unknown": {"fg": "yellow"}}
+
+
+def summary_table(res: ScanResult, colour: bool = False) -> str:
+    """The scan's table: one row per run, its id whole (it is what `--run` and the report's file
+    names take; a terminal narrower than the row wraps or cuts it, --json has it too), key findings
+    cut at 60 characters; then the counts, what was unreadable and where the report is.  `colour`:
+    verdicts styled (flagged red, clean green, unknown yellow), for a terminal (cliutil.colour)."""
+    from forensics.cliutil import style
     rows = [("run", "problem", "harness", "verdict", "publish", "key findings")]
     store = Store(res.db, read_only=True) if res.db != ":memory:" else None
     try:
@@ -382,12 +486,19 @@ def summary_table(res: ScanResult, width: int = 160) -> str:
     finally:
         if store:
             store.close()
-    widths = [min(max(len(str(r[i])) for r in rows), cap) for i, cap in enumerate((58, 24, 16, 24, 8, 60))]
+    caps = (None, None, None, None, None, 60)   # only the key findings are cut
+    widths = [min(max(len(str(r[i])) for r in rows), cap or 10**6) for i, cap in enumerate(caps)]
 
     def cut(s, w):
         s = str(s)
         return s if len(s) <= w else s[: w - 1] + "…"
-    lines = ["  ".join(cut(c, w).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+    def how(i, k, cell):
+        if k == 0 or i != 3:
+            return None
+        return {"fg": "red"} if cell in V.FLAG_VERDICTS else VERDICT_STYLE.get(cell)
+    lines = ["  ".join(style(cut(c, w).ljust(w), how(i, k, c), colour) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+             for k, r in enumerate(rows)]
     lines.insert(1, "  ".join("-" * w for w in widths))
     counts: dict[str, int] = {}
     for v in res.verdicts:
@@ -401,6 +512,7 @@ def summary_table(res: ScanResult, width: int = 160) -> str:
                       if res.coverage.get("failed") else "") + " - their fields are 'unknown' (fail closed)")
     if res.disagreements:
         lines.append(f"{len(res.disagreements)} run(s) disagree with their archived verdict")
+    lines += unreadable_lines(res.unreadable, res.db)
     if res.out:
         lines.append(f"report: {res.out / 'index.html'}  store: {res.db}")
     return "\n".join(lines)
@@ -408,10 +520,12 @@ def summary_table(res: ScanResult, width: int = 160) -> str:
 
 @click.command("scan")
 @click.argument("archive", type=click.Path(exists=False))
-@click.option("--out", "out", default="report", show_default=True, help="Report directory.")
-@click.option("--db", default=None, help="DuckDB store (default: OUT/audit.duckdb).")
-@click.option("--replay", is_flag=True, help="Replay every run's solution on the GPU (forensics.replay).")
-@click.option("--annotations", type=click.Path(exists=False), default=None,
+@click.option("--out", "out", default="report", show_default=True, type=click.Path(file_okay=False),
+              help="Report directory.")
+@click.option("--db", default=None, type=click.Path(dir_okay=False), help="DuckDB store (default: OUT/audit.duckdb).")
+@click.option("--replay", is_flag=True,
+              help="Replay every run's solution on the GPU (forensics.replay; needs the 'replay' extra).")
+@click.option("--annotations", type=click.Path(exists=False, file_okay=False), default=None,
               help="Directory of auditors' annotation YAML (<run_id>.yaml) to confirm or refute.")
 @click.option("--jobs", "-j", default=1, show_default=True,
               help="Worker processes (ingest, per-run analyzers, reports); with --engine ray and no --address, "
@@ -419,9 +533,9 @@ def summary_table(res: ScanResult, width: int = 160) -> str:
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where ingest parsing, per-run analyzers and replays run: local processes, or Ray tasks "
                    "(pip install 'kernel-forensics[ray]').")
-@click.option("--address", default=None,
+@click.option("--address", default=None, metavar="auto|HOST:PORT",
               help="Ray cluster to use with --engine ray: 'auto' or HOST:PORT (default: start a local Ray).")
-@click.option("--task-timeout", type=float, default=None,
+@click.option("--task-timeout", type=float, default=None, metavar="SECONDS",
               help="Seconds one Ray task (a chunk of runs, one replay) may run before it is killed [1800].")
 @click.option("--retries", type=int, default=None, help="Re-runs of a Ray task whose worker died [1].")
 @click.option("--json", "as_json", is_flag=True, help="Print the scan result as JSON instead of the table.")
@@ -430,33 +544,40 @@ def summary_table(res: ScanResult, width: int = 160) -> str:
 @click.option("--replace", is_flag=True,
               help="OUT (or --db) holds another archive's report: remove the files this tool wrote there first "
                    "(nothing else), then scan.")
-@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr (only when it is a terminal).")
 def scan_cmd(archive, out, db, replay, annotations, jobs, engine, address, task_timeout, retries, as_json, strict,
              force, replace, progress):
     """Scan ARCHIVE: ingest, analyse, (replay), adjudicate and report every run.
 
     Writes OUT/index.html, OUT/runs/<run_id>.html, OUT/annotations/<run_id>.yaml, OUT/scan.json and
-    OUT/audit.duckdb. OUT belongs to one archive: scanning another into it exits 2 unless --replace.
-    Exit codes: 0 ok; 1 with --strict when any run is flagged or disagrees with
-    its archived verdict; 2 usage or input error.  --json adds per-run timings with the node and
-    GPU that ran each stage (engine.runs).
+    OUT/audit.duckdb, and prints a table of the runs, then what could not be read (parse errors
+    per run; the query that lists them).  OUT belongs to one archive: scanning another into it
+    exits 2 unless --replace.  Exit codes: 0 ok; 1 with --strict when any run is flagged or
+    disagrees with its archived verdict; 2 usage or input error: no archive or no run in it, an
+    --out or --db that cannot be written, --replay without torch, or an archive that ends early (a
+    truncated .tar.gz: the runs before the cut are scanned and reported, as tar exits 2 after
+    extracting what it could).  --json adds per-run timings with the node and GPU that ran each
+    stage (engine.runs).
     """
     import contextlib
+    from forensics.cliutil import InputError, colour, progress_on
     try:
         # stdout is the result's alone: whatever prints during the scan (Ray's notices of a
         # worker that died, printed on sys.stdout by its driver thread) goes to stderr
         with contextlib.redirect_stdout(sys.stderr):
             res = scan(archive, out=out, db=db, replay=replay, annotations=annotations, jobs=jobs, strict=strict,
-                       progress=progress and not as_json, force=force, engine=engine, address=address,
+                       progress=progress_on(progress and not as_json), force=force, engine=engine, address=address,
                        task_timeout=task_timeout, retries=retries, replace=replace)
     except ScanError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_USAGE)
+        raise InputError(str(e)) from e
     if as_json:
         d = res.to_dict()
         d["verdicts"] = [{k: v.get(k) for k in ("run_id", "problem", "harness", *V.FIELDS)} for v in res.verdicts]
         d["engine"] = res.engine
         click.echo(orjson.dumps(d, default=str, option=orjson.OPT_INDENT_2).decode())
     else:
-        click.echo(summary_table(res))
+        click.echo(summary_table(res, colour=colour()))
+    if res.unreadable.get("truncated"):   # exit 2 (as tar), said last on stderr, as click says its errors
+        from forensics.store.ingest import truncation_message
+        click.echo("Error: " + truncation_message(res.unreadable["truncated"]), err=True)
     sys.exit(res.exit_code)

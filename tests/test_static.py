@@ -260,9 +260,10 @@ def test_cli_lint_and_rules(tmp_path):
     p.write_text("import inspect\ndef f():\n    return inspect.stack()\n")
     runner = CliRunner()
     res = runner.invoke(lint_cmd, [str(p), "--json"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 0, res.output     # nothing at or above --fail-on high (ruff and semgrep exit 0 too)
     d = json.loads(res.output)
     assert any(f["rule"] == "STACK-SNIFF" and f["line_start"] == 3 for f in d["findings"])
+    assert runner.invoke(lint_cmd, [str(p), "--fail-on", "medium"]).exit_code == 1   # CAP-INTROSPECTION
     res = runner.invoke(lint_cmd, [str(p), "--min-severity", "medium"])
     assert "CAP-INTROSPECTION" in res.output and "STACK-SNIFF" not in res.output   # the spelling is low
     res = runner.invoke(rules_cmd, ["--json", "--analyzer", "static"])

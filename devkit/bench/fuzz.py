@@ -453,12 +453,12 @@ def run_fuzz(archive: Path, work: Path, rounds: int, seed: int, rate: float = 0.
 @click.option("--runs", default=None, type=int, help="Use only this many runs, covering as many formats as possible.")
 @click.option("--rate", default=0.5, show_default=True, help="Fraction of lines mutated in each source.")
 @click.option("--long-bytes", default=100_000, show_default=True, help="Length of the long_string class.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--jobs", "-j", default=1, show_default=True)
+@click.option("--seed", default=0, show_default=True, help="Seed of the mutations.")
+@click.option("--jobs", "-j", default=1, show_default=True, help="Worker processes for each round's scan.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the mutated archives go (default: a temporary folder, removed).")
 @click.option("--keep", is_flag=True, help="Keep each round's archive, store and report.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench_fuzz(archive, rounds, runs, rate, long_bytes, seed, jobs, workdir, keep, as_json) -> None:
     """Mutate every field of every transcript format; check no line, run or analyzer is lost."""
     archive = archive or default_archive()

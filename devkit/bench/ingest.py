@@ -169,11 +169,11 @@ def run_bench(archive: Path | None, size_gb: float, seed: int, work: Path, jobs:
 @click.option("--archive", type=click.Path(exists=True, path_type=Path), default=None,
               help="Existing archive to measure (default: generate one).")
 @click.option("--size-gb", default=1.0, show_default=True, help="Size of the generated archive.")
-@click.option("--seed", default=7, show_default=True)
+@click.option("--seed", default=7, show_default=True, help="Generator seed.")
 @click.option("--work", type=click.Path(path_type=Path), default=Path(tempfile.gettempdir()) / "forensics-bench",
               show_default=True, help="Where the generated archive and stores go.")
 @click.option("--jobs", default=2, show_default=True, help="Also measure a parallel ingest with this many workers.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench_ingest(archive, size_gb, seed, work, jobs, as_json) -> None:
     """End-to-end ingest vs bare read+orjson parse vs DuckDB read_json, on the same files."""
     res = run_bench(archive, size_gb, seed, work, jobs)

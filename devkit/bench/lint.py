@@ -436,12 +436,12 @@ def throughput(n: int = 10_000, workers: int = 2, seed: int = 0, real: Path | No
 @click.command("lint")
 @click.option("--quality", is_flag=True, help="Per-rule precision/recall vs the tripwire and KernelGuard.")
 @click.option("-n", "n", default=10_000, show_default=True, help="Solutions for the throughput run.")
-@click.option("--workers", default=2, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--workers", default=2, show_default=True, help="Worker processes for the throughput run.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the generated solutions.")
 @click.option("--no-kernelguard", is_flag=True, help="Skip the KernelGuard column.")
 @click.option("--from", "real", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Cycle the solution.py files under DIR (real solutions) instead of generating.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench_lint(quality: bool, n: int, workers: int, seed: int, no_kernelguard: bool, real: Path | None,
                as_json: bool) -> None:
     """Lint N generated (or --from DIR real) solutions vs bare read + ast.parse (or, with --quality,

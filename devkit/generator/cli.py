@@ -66,7 +66,7 @@ def fixture_cmd(out: str, as_json: bool) -> None:
 
 @corpus_cmd.command("validate")
 @click.argument("labels", type=click.Path(exists=True, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def validate_cmd(labels: str, as_json: bool) -> None:
     """Check a labels.json against the schema in devkit/generator/labels.py."""
     from .labels import load, validate

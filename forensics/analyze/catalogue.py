@@ -123,7 +123,7 @@ def by_id() -> dict[str, Rule]:
 
 @click.command("rules")
 @click.option("--analyzer", default=None, help="Only this analyzer's rules (static, integrity, provenance, ...).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON.")
 def rules_cmd(analyzer: str | None, as_json: bool) -> None:
     """Every rule id the tool emits: id, analyzer, category, default severity, what it cites."""
     rules = [r for r in all_rules() if analyzer is None or r.analyzer == analyzer]

@@ -577,14 +577,13 @@ def infer_problem(path: Path, text: str | None = None) -> tuple[str | None, str]
     known problem (`problems/<problem id>/`), else its content (`problem_from_content`).  (None,
     why) when none decides; digits elsewhere in a name are never read as a problem."""
     from forensics import problems
-    from forensics.archive.runid import parse_run_id
+    from forensics.archive.runid import run_id_in_name
     path = Path(path)
     names = [path.stem, *[p.name for p in reversed(path.parents) if p.name][::-1]]
     for n in names:
-        for cand in dict.fromkeys((n, n.split("__")[0])):
-            r = parse_run_id(cand)
-            if r is not None and r.problem:
-                return r.problem, f"run id {cand}"
+        r = run_id_in_name(n)   # the archive's grammar: run ids may hold `__` themselves
+        if r is not None:
+            return r.problem, f"run id {r.raw}"
     for n in names[1:]:
         if problems.find(n) is not None:
             return n, f"folder {n}"
@@ -687,7 +686,8 @@ def analyze(store: Any, run_ids: Sequence[str] | None = None, against: Sequence[
     """Write similarity_pairs (all pairs; cross-run analysis) and findings for run_ids."""
     from forensics.analyze.findings import write_findings
     docs, templates = _store_docs(store, None)
-    docs.extend(external_docs(against, default_problem))
+    # an --against file whose problem is unknown is compared only across problems (`similar` lists it)
+    docs.extend(d for d in external_docs(against, default_problem) if cross_problem or d.problem is not None)
     pairs, _stats = find_pairs(docs, templates, cross_problem=cross_problem)
     rows = [_pair_row(docs, p) for p in pairs]
     targets = list(run_ids) if run_ids is not None else store.run_ids()
@@ -801,27 +801,37 @@ def _has_runs(path: Path) -> bool:
 
 
 def similar(archive: str, against: Sequence[str] = (), db: str | None = None, top: int = 20,
-            cross_problem: bool = False, problem: str | None = None) -> list[dict[str, Any]]:
+            cross_problem: bool = False, problem: str | None = None,
+            unplaced: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """The `top` most similar pairs as dicts (similarity_pairs rows).  ARCHIVE is a run archive
     (ingested into `db` or memory), a store (`.duckdb`), or a folder of solution files
-    (`<run_id>.py`, `<run_id>__x.py`, run folders), whose problems come from `infer_problem`;
-    raises UnknownProblems when a solution cannot be placed (unless `problem` or `cross_problem`)."""
+    (`<run_id>.py`, `<run_id>__x.py`, run folders), whose problems come from `infer_problem`.
+    A solution that cannot be placed (no `problem`, no `cross_problem`) raises UnknownProblems,
+    unless `unplaced` is a list: then it is left out and listed there as (path, why), and
+    UnknownProblems is raised only when no solution at all could be placed."""
     from forensics.store.db import Store, loads_json
     p = Path(archive)
     unknown: list[tuple[str, str]] = []
+
+    def settle(docs: list[Doc], others: bool = False) -> list[Doc]:
+        """`docs` less the unplaced ones (listed in `unplaced`); `others`: the archive's runs are compared too."""
+        if not unknown or problem or cross_problem:
+            return docs
+        placed = [d for d in docs if d.problem is not None]
+        if unplaced is None or not (placed or others):
+            raise UnknownProblems(unknown)
+        unplaced.extend(unknown)
+        return placed
     if not (p.is_file() and p.suffix == ".duckdb") and (p.is_file() or not _has_runs(p)):
         docs = external_docs([str(p)], problem, ids_relative=True, unknown=unknown)
         docs += external_docs(against, problem, unknown=unknown)
-        if unknown and not (problem or cross_problem):
-            raise UnknownProblems(unknown)
+        docs = settle(docs)
         pairs, _ = find_pairs(docs, {}, cross_problem=cross_problem)
         rows = [_pair_row(docs, x) for x in pairs]
         rows.sort(key=lambda r: -max(r["jaccard"] or 0, r["containment_a"] or 0, r["containment_b"] or 0))
         return rows[:top]
     if against:
-        external_docs(against, problem, unknown=unknown)   # check before the (slower) ingest
-        if unknown and not (problem or cross_problem):
-            raise UnknownProblems(unknown)
+        settle(external_docs(against, problem, unknown=unknown), others=True)   # before the (slower) ingest
     if p.is_file() and p.suffix == ".duckdb":
         store = Store(str(p))
     else:
@@ -842,29 +852,38 @@ except ImportError:  # pragma: no cover
     click = None
 
 if click is not None:
-    class _InputError(click.ClickException):
-        exit_code = 2
+    from forensics.cliutil import InputError as _InputError
 
     @click.command("similar")
     @click.argument("archive", type=click.Path(exists=True))
-    @click.option("--against", multiple=True, type=click.Path(exists=True), help="Extra solutions: *.py files or run folders.")
-    @click.option("--db", default=None, help="Store to use (default: in memory; an ARCHIVE ending .duckdb is read as a store).")
+    @click.option("--against", multiple=True, type=click.Path(exists=True),
+                  help="Extra solutions: *.py files or run folders (repeatable).")
+    @click.option("--db", default=None, type=click.Path(dir_okay=False),
+                  help="Store to use (default: in memory; an ARCHIVE ending .duckdb is read as a store).")
     @click.option("--top", default=20, show_default=True, help="How many pairs to show.")
     @click.option("--cross-problem", is_flag=True, help="Compare solutions of different problems too (default: within a problem).")
     @click.option("--problem", default=None, help="Problem of the solutions whose name and code do not tell it.")
-    @click.option("--json", "as_json", is_flag=True, help="JSON output.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the pairs as JSON.")
     def similar_cmd(archive: str, against: tuple[str, ...], db: str | None, top: int, cross_problem: bool,
                     problem: str | None, as_json: bool) -> None:
         """Most similar solution pairs in ARCHIVE (and --against DIRs), with aligned spans.
 
         ARCHIVE is a run archive, a store (.duckdb), or a folder of solution files.  A file's problem
-        comes from a run id in its name or folder (<run_id>.py, <run_id>__x.py, <run_id>/solution.py),
-        else from its code (the Model constructor of a bundled problem's interface); a file neither
-        places is refused (exit 2) unless --problem or --cross-problem is given."""
+        comes from a run id in its name or folder (<run_id>.py, <run_id>__x.py, <run_id>/solution.py,
+        read by the archive's run-id grammar), else from its code (the Model constructor of a bundled
+        problem's interface).  Files neither places are left out and listed on stderr (exit 0);
+        exit 2 only when no file can be placed.  --problem P or --cross-problem compares them too."""
+        unplaced: list[tuple[str, str]] = []
         try:
-            rows = similar(archive, against, db, top, cross_problem=cross_problem, problem=problem)
+            rows = similar(archive, against, db, top, cross_problem=cross_problem, problem=problem,
+                           unplaced=unplaced)
         except UnknownProblems as e:
             raise _InputError(str(e)) from e
+        if unplaced:
+            shown = "".join(f"\n  {p}: {why}" for p, why in unplaced[:10])
+            more = f"\n  ... and {len(unplaced) - 10} more" if len(unplaced) > 10 else ""
+            click.echo(f"Warning: left out {len(unplaced)} solution(s) whose problem neither the name nor the code "
+                       f"tells (name them <run_id>.py, or give --problem P or --cross-problem):{shown}{more}", err=True)
         if as_json:
             import orjson
             click.echo(orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode())

@@ -71,6 +71,20 @@ def parse_run_id(name: str) -> RunId | None:
     return RunId(name, ts, m["harness"], model, problem, suffix, problems.bench_of(problem))
 
 
+def run_id_in_name(stem: str) -> RunId | None:
+    """The run id a file or folder name holds, read by the grammar above: the whole name
+    (`<run_id>.py`, `<run_id>/`), else the part before a `__` suffix (`<run_id>__x.py`), only where
+    that part parses as a run id; the rightmost `__` is tried first, since run ids themselves may
+    hold `__` (`..._kinetic-0715_1m__07_w4a16_gemm`).  A known deck problem wins over the generic
+    NN_name shape (`<run_id>__01_notes` is not a run of problem 01_notes).  None: no run id."""
+    cands = [stem]
+    i = len(stem)
+    while (i := stem.rfind("__", 0, i)) > 0:
+        cands.append(stem[:i])
+    parsed = [r for r in map(parse_run_id, cands) if r is not None and r.problem]
+    return next((r for r in parsed if r.problem_known), parsed[0] if parsed else None)
+
+
 def bench_of_problem(problem: str | None) -> str | None:
     return problems.bench_of(problem)
 

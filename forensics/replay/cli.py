@@ -1,4 +1,7 @@
-"""`forensics replay RUN_DIR` and `forensics kernels list|check` (thin skins over the API)."""
+"""`forensics replay RUN_DIR` and `forensics kernels list|check` (thin skins over the API).
+
+This module imports no torch: `--help` prints on an install without the replay extra, and each
+command checks for torch (and triton) when it runs, naming the extra to install (exit 2)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ import time
 
 import click
 
-from .probes import ALL_PROBES, Limits
+from forensics.vocab import ALL_PROBES
+
 from .stream import JsonLines, failure_doc, result_doc
 
 
@@ -66,36 +70,39 @@ def _print_outcome(out, as_json: bool) -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--probe", "probes", multiple=True, help=f"Probe(s) to run: all, {', '.join(ALL_PROBES)} (default all).")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda if available.")
-@click.option("--shapes", type=click.Choice(["canonical", "tiny"]), default="canonical")
+@click.option("--shapes", type=click.Choice(["canonical", "tiny"]), default="canonical", show_default=True,
+              help="The deck's shapes, or the tiny ones a CPU replay uses.")
 @click.option("--problem", default=None, help="Override the problem (default: result.json / run id).")
 @click.option("--deck-version", default=None, help="Force a deck version label instead of choosing by date/templates.")
 @click.option("--build-timeout", type=float, default=900.0, show_default=True,
               help="Import, construction, and the first call of each child (lazy builds).")
-@click.option("--call-timeout", type=float, default=300.0, show_default=True)
-@click.option("--cutlass-include", default=None, metavar="DIR",
+@click.option("--call-timeout", type=float, default=300.0, show_default=True,
+              help="Seconds one call of the solution may take during check and the probes.")
+@click.option("--cutlass-include", default=None, type=click.Path(exists=True, file_okay=False),
               help="A CUTLASS checkout (or its include dir) the solution's build may use "
                    "(default: $FORENSICS_CUTLASS_DIR). See docs/replay.md, build environment.")
-@click.option("--cuda-include", default=None, metavar="DIR",
+@click.option("--cuda-include", default=None, metavar="DIRECTORY|auto",
               help="CUDA headers for the solution's builds, 'auto' for the toolkit's "
                    "(default: $FORENSICS_CUDA_INCLUDE).")
 @click.option("--nvidia-file", is_flag=True, default=False,
               help="Give a namespace `nvidia` package the __file__ of a regular one (solutions that find CUDA "
                    "headers from nvidia.__file__; default: $FORENSICS_NVIDIA_FILE=1).")
-@click.option("--jsonl", "jsonl", default=None, metavar="PATH",
+@click.option("--jsonl", "jsonl", default=None, type=click.Path(dir_okay=False, allow_dash=True),
               help="Append each finished probe's rows and findings as a JSON line to PATH ('-': stdout), then "
                    "the whole result as the last line.")
 @click.option("--keep-scratch", is_flag=True, help="Keep the scratch copy (path in the JSON info).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_timeout, call_timeout, cutlass_include,
                cuda_include, nvidia_file, jsonl, keep_scratch, as_json):
     """Replay RUN_DIR's solution.py against the bundled reference (read-only; no store needed).
+    Needs the 'replay' extra (torch).
 
     The result says whether it confirms or refutes the archived `correct` (result.json).  The
     process never ends without JSON (with --json / --jsonl): out of memory in the replay, a problem
     without a bundled reference, a signal from outside all end in a JSON document."""
     from forensics.extras import require_extra
     require_extra("replay", "torch")
-    from .probes import install_signal_handlers, restore_signal_handlers
+    from .probes import Limits, install_signal_handlers, restore_signal_handlers
     events: list[dict] = []
     stream = JsonLines(jsonl)
 
@@ -140,13 +147,15 @@ def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_tim
 
 @click.group("kernels")
 def kernels_cmd():
-    """The bundled reference kernels (kernels/)."""
+    """The bundled reference kernels (kernels/, imported as forensics.kernels); needs the 'replay'
+    extra (torch, and triton for `check`)."""
 
 
 @kernels_cmd.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
 def kernels_list(as_json):
-    """Every problem and deck version, with shapes, tolerances and whether a Triton reference exists."""
+    """Every problem and deck version, with shapes, tolerances and whether a Triton reference exists
+    (needs the 'replay' extra: torch)."""
     from forensics.extras import require_extra
     require_extra("kernels list", "torch")
     from forensics.kernels import registry
@@ -222,12 +231,13 @@ def kernels_check(problem: str, device: str, shapes: str = "auto", seed: int | N
 
 @kernels_cmd.command("check")
 @click.argument("problem")
-@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None)
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="Default: cuda if available.")
 @click.option("--shapes", type=click.Choice(["auto", "tiny", "check", "canonical"]), default="auto",
               help="auto: canonical on a GPU, tiny on the CPU.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def kernels_check_cmd(problem, device, shapes, as_json):
-    """Oracle vs deck reference vs Triton for PROBLEM on the available device."""
+    """Oracle vs deck reference vs Triton for PROBLEM on the available device (needs the 'replay'
+    extra: torch and triton)."""
     from forensics.extras import require_extra
     require_extra("kernels check", "torch", "triton")
     res = kernels_check(problem, device or _default_device(), shapes)

@@ -989,13 +989,58 @@ class IngestReport:
     counts: Counter = field(default_factory=Counter)
     bytes_read: int = 0
     seconds: float = 0.0
+    # a tar archive that ends early: {"error", "members_read", "last_member", "run", "run_file"} (_truncation)
+    truncated: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"archive": self.archive, "kind": self.kind, "runs": len(self.run_ids),
                 "ingested": len(self.ingested), "skipped_unchanged": len(self.skipped),
                 "removed": len(self.removed), "rows": dict(sorted(self.counts.items())),
                 "parse_errors": self.counts.get("parse_errors", 0), "bytes_read": self.bytes_read,
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3), "truncated": self.truncated}
+
+
+def truncation_message(t: dict[str, Any]) -> str:
+    """One line for a truncated archive (IngestReport.truncated)."""
+    return (f"the archive ends early ({t['error']}) after {t['members_read']} members: runs after the cut are "
+            "not in it as read" + (f", and {t['run']}, the run it ends in, may miss files" if t.get("run") else ""))
+
+
+def _truncation(src: ArchiveSource, runs: Sequence[DiscoveredRun]) -> dict[str, Any] | None:
+    """What a truncated archive (a tar whose listing ended in an error: TarSource.truncated) lost:
+    the members read, the last one, and the run it belongs to, whose later files are missing and
+    whose last file may be cut short."""
+    err = getattr(src, "truncated", None)
+    if not err:
+        return None
+    entries = src.entries()
+    last = entries[-1].path if entries else None
+    run = rel = None
+    if last is not None:
+        hit = next((r for r in runs if r.run_path == "" or last == r.run_path or last.startswith(r.run_path + "/")),
+                   None)
+        if hit is not None:
+            run, rel = hit.run_id, last[len(hit.run_path):].lstrip("/") or None
+    return {"error": err, "members_read": len(entries), "last_member": last, "run": run, "run_file": rel}
+
+
+def _mark_cut(rows: RunRows, trunc: dict[str, Any]) -> RunRows:
+    """The run a truncated archive ends in gets a parse_errors row saying so (reason
+    truncated_archive), counted in its runs row: what it lacks is unreadable, not absent."""
+    b = RowBuffer("parse_errors")
+    b.add({"run_id": rows.run_id, "source": trunc.get("run_file"), "reason": "truncated_archive",
+           "detail": f"the archive ends inside this run ({trunc['error']}): files after "
+                     f"{trunc.get('run_file')} are missing and that one may be cut short"})
+    rows.batches.setdefault("parse_errors", []).append(b.to_arrow())
+    rows.counts["parse_errors"] += 1
+    runs = rows.batches.get("runs")
+    if runs:
+        t = runs[0]
+        i = t.schema.get_field_index("n_parse_errors")
+        if i >= 0:
+            n = [(v or 0) + 1 for v in t.column(i).to_pylist()]
+            runs[0] = t.set_column(i, t.schema.field(i), pa.array(n, t.schema.field(i).type))
+    return rows
 
 
 def _error_rows(run: DiscoveredRun, location: str, err: str) -> RunRows:
@@ -1080,6 +1125,8 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
             single = single[: -len(suf)]
     runs = discover_runs(src, single_name=single)
     rep = IngestReport(location, src.kind, [r.run_id for r in runs])
+    rep.truncated = _truncation(src, runs)
+    cut_run = (rep.truncated or {}).get("run")
 
     existing = {r[0]: r[1] for r in store.con.execute(
         "select run_id, fingerprint from runs where archive = ?", [location]).fetchall()}
@@ -1114,6 +1161,8 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
     def commit(rows: RunRows, run: DiscoveredRun) -> None:
         if rows.error:
             rows = _error_rows(run, location, rows.error)
+        if rows.run_id == cut_run:
+            rows = _mark_cut(rows, rep.truncated)
         writer.add(rows)
         rep.ingested.append(rows.run_id)
         rep.counts.update(rows.counts)
@@ -1152,26 +1201,57 @@ def _echo_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj, default=str, option=orjson.OPT_INDENT_2).decode())
 
 
+def no_runs_message(archive: str | os.PathLike) -> str:
+    """The usage error for a path that holds no run: what an archive looks like."""
+    return (f"no runs in {archive}. An archive is a folder, or a .tar/.tar.gz/.zip of one, holding run folders "
+            "named <YYYYMMDD>_<HHMMSS>_<harness>_<model>_<problem> (e.g. "
+            "20260427_135646_claude_claude-opus-4-6_03_paged_attention), usually under outputs/runs/, each with "
+            "the files a run writes (result.json, transcript.jsonl, solution.py, meta.log, ...); a single run "
+            "folder is an archive of one run.")
+
+
 @click.command("ingest")
 @click.argument("archive", type=click.Path(exists=False))
-@click.option("--db", default="audit.duckdb", show_default=True, help="DuckDB store to write.")
+@click.option("--db", default="audit.duckdb", show_default=True, type=click.Path(dir_okay=False),
+              help="DuckDB store to write.")
 @click.option("--jobs", "-j", default=1, show_default=True, help="Worker processes for parsing.")
 @click.option("--force", is_flag=True, help="Re-ingest runs even when their files are unchanged.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
-@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@click.option("--json", "as_json", is_flag=True, help="Print the ingest report as JSON.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (when it is a terminal).")
 def ingest_cmd(archive: str, db: str, jobs: int, force: bool, as_json: bool, progress: bool) -> None:
-    """Ingest ARCHIVE (an outputs/runs tree, a run folder, or a .tar/.tar.gz/.zip) into the store."""
-    try:
-        with Store(db) as store:
-            rep = ingest_archive(store, archive, jobs=jobs, progress=progress and not as_json, force=force)
-    except ArchiveError as e:
-        raise click.ClickException(str(e)) from e
+    """Ingest ARCHIVE (an outputs/runs tree, a run folder, or a .tar/.tar.gz/.zip) into the store.
+
+    Exit codes: 0 ingested; 2 usage or input error: no archive, no run in it, a store that cannot
+    be written, or an archive that ends early (a truncated .tar.gz: the runs before the cut are
+    ingested and the one it ends in marked, as tar exits 2 after extracting what it could)."""
+    from forensics.cliutil import InputError, progress_on
+    from forensics.store.queries import open_store, remove_store_files
+    if not Path(archive).exists():
+        raise InputError(f"archive not found: {archive}")
+    new = not Path(db).exists()
+    with open_store(db) as store:
+        try:
+            rep = ingest_archive(store, archive, jobs=jobs, progress=progress_on(progress and not as_json),
+                                 force=force)
+        except ArchiveError as e:
+            from forensics.cliutil import one_line
+            if new:
+                store.close()
+                remove_store_files(db)
+            raise InputError(one_line(str(e))) from e
+    if not rep.run_ids:
+        if new:   # leave nothing behind for a path that was no archive
+            remove_store_files(db)
+        raise InputError(no_runs_message(archive))
     d = rep.to_dict()
     if as_json:
         _echo_json(d)
-        return
-    click.echo(f"{d['archive']} ({d['kind']}): {d['runs']} runs, {d['ingested']} ingested, "
-               f"{d['skipped_unchanged']} unchanged, {d['removed']} removed in {d['seconds']} s")
-    rows = d["rows"]
-    click.echo("rows: " + ", ".join(f"{k}={v}" for k, v in rows.items() if k != "runs"))
-    click.echo(f"parse errors: {d['parse_errors']}" + ("  (see: forensics query parse-errors)" if d["parse_errors"] else ""))
+    else:
+        click.echo(f"{d['archive']} ({d['kind']}): {d['runs']} runs, {d['ingested']} ingested, "
+                   f"{d['skipped_unchanged']} unchanged, {d['removed']} removed in {d['seconds']} s")
+        rows = d["rows"]
+        click.echo("rows: " + ", ".join(f"{k}={v}" for k, v in rows.items() if k != "runs"))
+        click.echo(f"parse errors: {d['parse_errors']}" + (f"  (see: forensics query parse-errors --db {db})"
+                                                           if d["parse_errors"] else ""))
+    if rep.truncated:
+        raise InputError(truncation_message(rep.truncated))

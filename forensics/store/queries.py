@@ -22,6 +22,7 @@ import datetime as _dt
 import decimal
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 import click
 import orjson
 
+from forensics.cliutil import InputError  # noqa: F401 - the exit-2 error of every command (also imported from here)
 from forensics.store import schema as S
 from forensics.store.db import Store
 
@@ -100,24 +102,73 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-def _emit(cols: list[str], rows: list[tuple], as_json: bool, max_width: int = 60) -> None:
-    if as_json:
-        click.echo(orjson.dumps([{c: _jsonable(v) for c, v in zip(cols, r)} for r in rows],
-                                default=str, option=orjson.OPT_INDENT_2).decode())
-        return
-    cells = [[("" if v is None else str(v)).replace("\n", "\\n") for v in r] for r in rows]
-    cells = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in cells]
+FORMATS = ("table", "csv", "json", "jsonl", "markdown")
+TTY_MAX_WIDTH = 60   # a table cell's characters on a terminal (--max-width); elsewhere nothing is cut
+
+
+def _cell(v: Any) -> str:
+    return "" if v is None else str(_jsonable(v))
+
+
+def render(cols: list[str], rows: list[tuple], fmt: str = "table", max_width: int = 0) -> str:
+    """Rows as text: an aligned `table` (cells cut at `max_width` characters, 0: never; newlines
+    shown as \\n), `csv` (RFC 4180, NULL empty), `json` (an array of objects), `jsonl` (one object a
+    line) or `markdown` (a GitHub table)."""
+    if fmt == "json":
+        return orjson.dumps([{c: _jsonable(v) for c, v in zip(cols, r)} for r in rows],
+                            default=str, option=orjson.OPT_INDENT_2).decode()
+    if fmt == "jsonl":
+        return "\n".join(orjson.dumps({c: _jsonable(v) for c, v in zip(cols, r)}, default=str).decode() for r in rows)
+    if fmt == "csv":
+        import csv
+        import io
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(cols)
+        w.writerows([_cell(v) for v in r] for r in rows)
+        return buf.getvalue().rstrip("\n")
+    if fmt == "markdown":
+        def md(v: Any) -> str:
+            return _cell(v).replace("\\", "\\\\").replace("|", "\\|").replace("\r", "").replace("\n", "<br>")
+        lines = ["| " + " | ".join(md(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+        lines += ["| " + " | ".join(md(v) for v in r) + " |" for r in rows]
+        return "\n".join(lines)
+    cells = [[_cell(v).replace("\n", "\\n") for v in r] for r in rows]
+    if max_width > 0:
+        cells = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in cells]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
-    click.echo("  ".join("-" * w for w in widths))
-    for r in cells:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)))
-    click.echo(f"({len(rows)} rows)")
+    out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    out.append(f"({len(rows)} rows)")
+    return "\n".join(out)
 
 
-class InputError(click.ClickException):
-    """Bad input (no store, unknown query, malformed parameter, bad SQL): exit code 2, as documented."""
-    exit_code = 2
+def _emit(cols: list[str], rows: list[tuple], fmt: str = "table", max_width: int | None = None) -> None:
+    """Print rows in `fmt`; a table's cells are cut at TTY_MAX_WIDTH on a terminal unless
+    `max_width` says otherwise (0: never), never when stdout is a pipe or a file."""
+    if max_width is None:
+        max_width = TTY_MAX_WIDTH if _stdout_is_tty() else 0
+    text = render(cols, rows, fmt, max_width)
+    if text:
+        click.echo(text)
+
+
+def _stdout_is_tty() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def output_options(f: Any) -> Any:
+    """--format, its --json alias and --max-width, shared by `query` and `sql`."""
+    f = click.option("--max-width", type=click.IntRange(min=0), default=None, metavar="N",
+                     help=f"Cut table cells at N characters, 0 never (default: {TTY_MAX_WIDTH} on a terminal, "
+                          "never when piped).")(f)
+    f = click.option("--json", "as_json", is_flag=True, help="Same as --format json.")(f)
+    f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                     help="Output format: an aligned table, CSV, a JSON array, JSON lines or a Markdown table.")(f)
+    return f
 
 
 DB_ENV = "FORENSICS_DB"
@@ -149,29 +200,71 @@ def find_store(db: str | None = None, env: dict[str, str] | None = None, cwd: Pa
                      + "; run `forensics scan ARCHIVE` here (it writes report/audit.duckdb) or pass --db PATH")
 
 
+def remove_store_files(db: str | os.PathLike) -> None:
+    """Remove a store file this command created (and its write-ahead log)."""
+    for p in (Path(db), Path(f"{db}.wal")):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def open_store(db: str | os.PathLike, **kw: Any) -> Store:
+    """Store(db), a store that cannot be created or opened (a read-only file system, a folder that
+    cannot be made, a file that is not a DuckDB database, a lock held by another process) being a
+    one-line usage error (InputError, exit 2)."""
+    import duckdb
+    from forensics.cliutil import os_error_text
+    try:
+        return Store(db, **kw)
+    except OSError as e:
+        raise InputError(f"cannot open the store {db}: {os_error_text(e)}") from e
+    except duckdb.Error as e:
+        raise InputError(f"cannot open the store {db}: {str(e).splitlines()[0]}") from e
+
+
 def _open_ro(db: str | None) -> Store:
-    return Store(find_store(db), locked=True)  # user SQL: read-only, no file access, settings frozen
+    path = find_store(db)
+    return open_store(path, locked=True)  # user SQL: read-only, no file access, settings frozen
+
+
+def _list_output(qs: dict[str, NamedQuery], fmt: str, max_width: int | None) -> None:
+    if fmt == "table":
+        for q in qs.values():
+            ps = ", ".join(q.params) if q.params else "-"
+            click.echo(f"{q.name:28s} {q.description}  [params: {ps}]")
+    elif fmt == "json":   # params keep their descriptions
+        click.echo(orjson.dumps([{"name": q.name, "description": q.description, "params": q.params,
+                                  "path": str(q.path)} for q in qs.values()], option=orjson.OPT_INDENT_2).decode())
+    else:
+        _emit(["name", "description", "params", "path"],
+              [(q.name, q.description, ", ".join(q.params), str(q.path)) for q in qs.values()], fmt, max_width)
+
+
+def _one_line(e: Exception) -> str:
+    """A DuckDB error on one line: its message lines, without the echoed statement and its caret."""
+    keep = [ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.startswith("LINE ")
+            and set(ln.strip()) != {"^"}]
+    return " ".join(keep) or type(e).__name__
+
+
+DB_HELP = "Store (default: $FORENSICS_DB, else ./report/audit.duckdb, else ./audit.duckdb)."
 
 
 @click.command("query")
 @click.argument("name", required=False)
-@click.option("--db", default=None, help="Store (default: $FORENSICS_DB, else ./report/audit.duckdb, else ./audit.duckdb).")
+@click.option("--db", default=None, type=click.Path(dir_okay=False), help=DB_HELP)
 @click.option("--run", "run_id", default=None, help="Shorthand for --param run=RUN_ID.")
-@click.option("--param", "-p", "params", multiple=True, help="NAME=VALUE for a query parameter.")
+@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE", help="A query parameter (repeatable).")
 @click.option("--list", "list_", is_flag=True, help="List the named queries.")
 @click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
-@click.option("--json", "as_json", is_flag=True)
-def query_cmd(name, db, run_id, params, list_, show, as_json) -> None:
+@output_options
+def query_cmd(name, db, run_id, params, list_, show, fmt, as_json, max_width) -> None:
     """Run a named query from forensics/queries/*.sql (see --list)."""
+    fmt = "json" if as_json else fmt
     qs = named_queries()
     if list_ or not name:
-        if as_json:
-            click.echo(orjson.dumps([{"name": q.name, "description": q.description, "params": q.params,
-                                      "path": str(q.path)} for q in qs.values()], option=orjson.OPT_INDENT_2).decode())
-        else:
-            for q in qs.values():
-                ps = ", ".join(q.params) if q.params else "-"
-                click.echo(f"{q.name:28s} {q.description}  [params: {ps}]")
+        _list_output(qs, fmt, max_width)
         return
     if name not in qs:
         raise InputError(f"no query named {name!r}; known: {', '.join(qs)}")
@@ -191,30 +284,40 @@ def query_cmd(name, db, run_id, params, list_, show, as_json) -> None:
             cols, rows = run_named(store, name, **kv)
         except KeyError as e:
             raise InputError(str(e.args[0])) from e
-    _emit(cols, rows, as_json)
+    _emit(cols, rows, fmt, max_width)
 
 
 @click.command("sql")
-@click.argument("statement")
-@click.option("--db", default=None, help="Store (default: $FORENSICS_DB, else ./report/audit.duckdb, else ./audit.duckdb).")
-@click.option("--json", "as_json", is_flag=True)
-def sql_cmd(statement: str, db: str, as_json: bool) -> None:
-    """Run ad-hoc SQL over the store (read-only)."""
+@click.argument("statement", metavar="SQL")
+@click.option("--db", default=None, type=click.Path(dir_okay=False), help=DB_HELP)
+@output_options
+def sql_cmd(statement: str, db: str | None, fmt: str, as_json: bool, max_width: int | None) -> None:
+    """Run ad-hoc SQL over the store (read-only: no file access, settings locked).  SQL '-' reads
+    the statement from standard input.  Several statements separated by ';' run in order and the
+    last one's rows are printed."""
     import duckdb
+    fmt = "json" if as_json else fmt
+    if statement == "-":
+        statement = sys.stdin.read()
+    if not statement.replace(";", " ").strip():
+        raise InputError("no SQL statement given (an empty string or only ';'): "
+                         "forensics sql \"select count(*) from runs\", or forensics sql - < file.sql")
     with _open_ro(db) as store:
         try:
             cur = store.con.execute(statement)
         except duckdb.Error as e:
-            raise InputError(str(e)) from e
+            raise InputError(_one_line(e)) from e
+        if cur is None:   # nothing to run: only comments
+            raise InputError("no SQL statement to run (only comments?)")
         cols = [d[0] for d in cur.description] if cur.description else []
         rows = cur.fetchall() if cur.description else []
-    _emit(cols, rows, as_json)
+    _emit(cols, rows, fmt, max_width)
 
 
 @click.command("schema")
 @click.argument("table", required=False)
 @click.option("--markdown", is_flag=True, help="The whole schema as Markdown (docs/schema.md).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the tables as JSON.")
 def schema_cmd(table: str | None, markdown: bool, as_json: bool) -> None:
     """Show the documented store schema (all tables and views, or one)."""
     if markdown:

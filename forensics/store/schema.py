@@ -314,7 +314,7 @@ TABLES: tuple[Table, ...] = (
             SOURCE,
             LINE,
             C("byte_offset", "BIGINT", "Byte offset of the bad line, if a line."),
-            C("reason", "VARCHAR", "invalid_json | invalid_utf8 | truncated_line | huge_line | unknown_record | unknown_format | bad_field | missing_file | empty_file | compressed | unreadable | truncated_document | huge_document | bad_result_json | bad_log_line | bad_probe_log | non_utf8_name (a file or folder name that is not UTF-8: shown with \\xNN escapes, the run still analysed) ..."),
+            C("reason", "VARCHAR", "invalid_json | invalid_utf8 | truncated_line | huge_line | unknown_record | unknown_format | bad_field | missing_file | empty_file | compressed | unreadable | truncated_archive (the archive ends inside this run) | truncated_document | huge_document | bad_result_json | bad_log_line | bad_probe_log | non_utf8_name (a file or folder name that is not UTF-8: shown with \\xNN escapes, the run still analysed) ..."),
             C("detail", "VARCHAR", "Human-readable detail (decoder message)."),
             C("excerpt", "VARCHAR", "First 200 characters of the offending content (replacement chars for bad bytes)."),
         ),
