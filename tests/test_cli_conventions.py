@@ -110,6 +110,7 @@ def test_scanning_a_folder_without_runs_says_what_an_archive_is(tmp_path, kind):
     r = _invoke(["ingest", str(src), "--db", str(tmp_path / "s.duckdb")])
     _one_line_error(r, "An archive is a folder")
     assert not (tmp_path / "s.duckdb").exists()
+    _one_line_error(_invoke(["timeline", str(src)]), "An archive is a folder")
 
 
 def test_a_file_that_is_no_archive_is_one_line(tmp_path):
@@ -121,6 +122,10 @@ def test_a_file_that_is_no_archive_is_one_line(tmp_path):
     r = _invoke(["ingest", str(bad), "--db", str(tmp_path / "s.duckdb")])
     _one_line_error(r, "cannot read tar archive")
     assert not (tmp_path / "s.duckdb").exists()
+    _one_line_error(_invoke(["timeline", str(bad)]), "cannot read tar archive")
+    txt = tmp_path / "notes.txt"
+    txt.write_text("hello\n")
+    _one_line_error(_invoke(["timeline", str(txt)]), "not a directory, .tar, .tar.gz or .zip archive")
 
 
 # ------------------------------------------------------------------------------ item 6: unreadable, truncated
@@ -192,6 +197,13 @@ def test_replay_help_prints_without_torch(args):
     r = _run_no_torch(*args)
     assert r.returncode == 0 and r.stdout.startswith("Usage: "), (r.returncode, r.stderr[-2000:])
     assert "replay" in r.stdout.lower() and "extra" in r.stdout
+
+
+def test_kernels_check_of_an_unknown_problem_is_a_usage_error():
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    r = _invoke(["kernels", "check", "nonsense", "--device", "cpu"])
+    _one_line_error(r, "unknown problem 'nonsense'", "05_topk_bitonic")
 
 
 # ------------------------------------------------------------------------------ item 8: output

@@ -240,6 +240,12 @@ def kernels_check_cmd(problem, device, shapes, as_json):
     extra: torch and triton)."""
     from forensics.extras import require_extra
     require_extra("kernels check", "torch", "triton")
+    from forensics.cliutil import InputError
+    from forensics.kernels import registry
+    try:
+        registry.get(problem)
+    except KeyError as e:
+        raise InputError(f"{e.args[0]}; known: {', '.join(registry.names())}") from e
     res = kernels_check(problem, device or _default_device(), shapes)
     if as_json:
         click.echo(json.dumps(res, indent=1, default=str))

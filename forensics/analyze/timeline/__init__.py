@@ -33,14 +33,19 @@ __all__ = ["ANALYZER", "analyze", "analyze_run", "timeline", "trajectory_entries
 def timeline_cmd(run_dir: str, as_json: bool, plot_path: str | None, x_axis: str, content: bool) -> None:
     """Versions of the solution and the checks that ran on each, for RUN_DIR (a run folder, or an
     archive of several) ingested into a temporary in-memory store."""
+    from forensics.archive import ArchiveError
+    from forensics.cliutil import InputError, one_line
     from forensics.store.db import Store
-    from forensics.store.ingest import ingest_path
+    from forensics.store.ingest import ingest_path, no_runs_message
 
     store = Store(":memory:")
-    ingest_path(store, run_dir)
+    try:
+        ingest_path(store, run_dir)
+    except ArchiveError as e:
+        raise InputError(one_line(str(e))) from e
     ids = store.run_ids()
     if not ids:
-        raise click.ClickException(f"no run found in {run_dir}")
+        raise InputError(no_runs_message(run_dir))
     analyze(store, ids)
     out = []
     names = run_file_names(ids)
