@@ -51,6 +51,7 @@ import orjson
 
 from forensics import verdict as V
 from forensics.analyze import registry as R
+from forensics.engine.base import AUTO_MAX_JOBS, AUTO_MIN_RUNS
 from forensics.store.db import Store
 
 # (name, module, cross_run): analyzers in pipeline order (forensics.analyze.registry declares them,
@@ -251,7 +252,7 @@ def write_coverage(store: Store, run_ids: Sequence[str], cov: dict[str, Any]) ->
 
 # ---------------------------------------------------------------------------------------------
 def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: str | os.PathLike | None = None,
-         replay: bool = False, annotations: str | os.PathLike | None = None, jobs: int = 1, strict: bool = False,
+         replay: bool = False, annotations: str | os.PathLike | None = None, jobs: int | None = 1, strict: bool = False,
          progress: bool = True, force: bool = False, reports: bool = True, engine: Any = "local",
          address: str | None = None, task_timeout: float | None = None, retries: int | None = None,
          replace: bool = False) -> ScanResult:
@@ -261,9 +262,9 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
     archive's is refused (ScanError), or with `replace` the files the tool wrote there are removed
     first.
 
-    `engine`: where ingest parsing and the per-run analyzers run: "local" (``jobs`` processes) or
-    "ray" (Ray tasks; `address` of a cluster, else a local Ray of ``jobs`` CPUs), or an Engine
-    (forensics.engine)."""
+    `engine`: where ingest parsing and the per-run analyzers run: "local" (``jobs`` processes;
+    None: each stage sized by its runs, forensics.engine.auto_jobs) or "ray" (Ray tasks; `address`
+    of a cluster, else a local Ray of ``jobs`` CPUs), or an Engine (forensics.engine)."""
     t_all = time.perf_counter()
     apath = Path(archive)
     if not apath.exists():
@@ -344,7 +345,7 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         from forensics.store.ingest import ingest_archive
         t0 = time.perf_counter()
         try:
-            rep = ingest_archive(store, apath, jobs=jobs, progress=progress, engine=eng)
+            rep = ingest_archive(store, apath, jobs=jobs or 1, progress=progress, engine=eng)
         except Exception as e:  # noqa: BLE001
             from forensics.archive import ArchiveError
             if isinstance(e, (ArchiveError, OSError)):
@@ -368,7 +369,8 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         skipped = [r for r in run_ids if r not in set(todo)]
 
         t0 = time.perf_counter()
-        store, cov = run_analyzers(store, todo, replay, jobs, progress, db_path, engine=eng)
+        eng.fit(len(todo))   # --jobs auto: the runs to analyse decide
+        store, cov = run_analyzers(store, todo, replay, jobs or 1, progress, db_path, engine=eng)
         eng.close()   # a Ray the engine started is stopped before the report pool forks
         timings["analyze"] = round(time.perf_counter() - t0, 3)
         timings.update({f"analyze.{k}": v for k, v in cov.get("timings", {}).items()})
@@ -405,7 +407,8 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
             from forensics.report import write_reports
             from forensics.report.html import run_page_names
             folder.expect(outp, ident, run_page_names(run_ids))
-            res.paths = write_reports(store, outp, run_ids, rerender=set(todo), jobs=jobs, progress=progress,
+            res.paths = write_reports(store, outp, run_ids, rerender=set(todo), progress=progress,
+                                      jobs=jobs or (eng.jobs if eng.name == "local" else 1),
                                       scan_info=res.to_dict())
             timings["report"] = round(time.perf_counter() - t0, 3)
         timings["total"] = round(time.perf_counter() - t_all, 3)
@@ -527,9 +530,10 @@ def summary_table(res: ScanResult, colour: bool = False) -> str:
               help="Replay every run's solution on the GPU (forensics.replay; needs the 'replay' extra).")
 @click.option("--annotations", type=click.Path(exists=False, file_okay=False), default=None,
               help="Directory of auditors' annotation YAML (<run_id>.yaml) to confirm or refute.")
-@click.option("--jobs", "-j", default=1, show_default=True,
-              help="Worker processes (ingest, per-run analyzers, reports); with --engine ray and no --address, "
-                   "the CPUs of the local Ray.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, show_default="auto",
+              help="Worker processes (ingest, per-run analyzers, reports). Default: one process for fewer than "
+                   f"{AUTO_MIN_RUNS} runs to analyse, else one per CPU (at most {AUTO_MAX_JOBS}); with --engine ray "
+                   "and no --address, the CPUs of the local Ray (default 1).")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where ingest parsing, per-run analyzers and replays run: local processes, or Ray tasks "
                    "(pip install 'kernel-forensics[ray]').")

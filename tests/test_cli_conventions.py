@@ -378,3 +378,24 @@ def test_similar_leaves_out_unplaceable_files_and_says_so(tmp_path):
     (only / "notes.py").write_text("print('hello')\n")
     r = _invoke(["similar", str(only)])
     assert r.exit_code == 2 and "cannot tell which problem" in r.stderr
+
+
+# ------------------------------------------------------------------------------ item 8: --jobs by size
+def test_jobs_default_is_sized_by_the_runs_to_do(small, tmp_path):
+    from forensics.engine import AUTO_MAX_JOBS, AUTO_MIN_RUNS, LocalEngine, auto_jobs
+    assert auto_jobs(AUTO_MIN_RUNS - 1, cpus=16) == 1
+    assert auto_jobs(AUTO_MIN_RUNS, cpus=4) == 4 and auto_jobs(10 * AUTO_MIN_RUNS, cpus=1) == 1
+    assert auto_jobs(10 * AUTO_MIN_RUNS, cpus=256) == AUTO_MAX_JOBS
+    eng = LocalEngine(None)
+    eng.fit(3)
+    assert eng.jobs == 1
+    eng.fit(AUTO_MIN_RUNS)
+    assert eng.jobs == auto_jobs(AUTO_MIN_RUNS)
+    fixed = LocalEngine(2)
+    fixed.fit(10 * AUTO_MIN_RUNS)
+    assert fixed.jobs == 2   # a --jobs given is kept
+    # the command's default: a small archive runs in one process
+    d = orjson.loads(_invoke(["scan", str(small), "--out", str(tmp_path / "r"), "--json"]).stdout)
+    assert d["engine"]["jobs"] == 1 and d["engine"].get("jobs_auto") is True
+    d = orjson.loads(_invoke(["scan", str(small), "--out", str(tmp_path / "r2"), "--json", "-j", "2"]).stdout)
+    assert d["engine"]["jobs"] == 2 and "jobs_auto" not in d["engine"]

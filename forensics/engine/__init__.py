@@ -32,6 +32,7 @@ from typing import Any
 from forensics.pool import here, maybe_fault, pmap
 from forensics.store.ingest import parse_local
 
+from .base import AUTO_MAX_JOBS, AUTO_MIN_RUNS, auto_jobs  # noqa: F401 - re-exported
 from .base import (DEFAULT_RETRIES, DEFAULT_TASK_TIMEOUT_S, ENGINES, Engine, EngineError, failed_chunk,
                    fault_from_env)
 
@@ -47,20 +48,28 @@ def _local_analyze(args) -> tuple[tuple, float, dict[str, Any]]:
 
 
 class LocalEngine(Engine):
-    """``jobs`` worker processes on this machine (``jobs=1``: in the driver's process)."""
+    """``jobs`` worker processes on this machine (``jobs=1``: in the driver's process); ``jobs=None``:
+    sized per stage by the runs it has to do (`auto_jobs`: one process for few runs)."""
 
     name = "local"
 
-    def __init__(self, jobs: int = 1, fault: dict | None = None) -> None:
+    def __init__(self, jobs: int | None = 1, fault: dict | None = None) -> None:
         super().__init__()
-        self.jobs = max(1, int(jobs or 1))
+        self.auto = jobs is None
+        self.jobs = 1 if self.auto else max(1, int(jobs or 1))
         # honoured in worker processes only (jobs > 1): the driver itself is never killed
         self.fault = fault if fault is not None else fault_from_env()
 
     def info(self) -> dict[str, Any]:
-        return {"name": self.name, "jobs": self.jobs, "node": socket.gethostname()}
+        return {"name": self.name, "jobs": self.jobs, "node": socket.gethostname(),
+                **({"jobs_auto": True} if self.auto else {})}
+
+    def fit(self, n_runs):
+        if self.auto:
+            self.jobs = auto_jobs(n_runs)
 
     def parse_runs(self, src, location, runs, known):
+        self.fit(len(runs))
         def lost(run, reason):
             self.failures.append({"stage": "ingest", "runs": [run.run_id], "reason": reason, "action": "reported"})
         # the fault hook only in worker processes: the driver itself is never killed
@@ -112,9 +121,10 @@ class LocalEngine(Engine):
         return store, results
 
 
-def get_engine(name: str | Engine | None = "local", jobs: int = 1, address: str | None = None,
+def get_engine(name: str | Engine | None = "local", jobs: int | None = 1, address: str | None = None,
                task_timeout: float | None = None, retries: int | None = None) -> Engine:
-    """An engine by name ('local' or 'ray'); an Engine instance is returned as is."""
+    """An engine by name ('local' or 'ray'); an Engine instance is returned as is.  `jobs` None:
+    the local engine sizes each stage itself (`auto_jobs`); Ray's local cluster gets one CPU."""
     if isinstance(name, Engine):
         return name
     name = (name or "local").lower()
@@ -124,10 +134,10 @@ def get_engine(name: str | Engine | None = "local", jobs: int = 1, address: str 
         return LocalEngine(jobs)
     if name == "ray":
         from .ray_engine import RayEngine
-        return RayEngine(address=address, jobs=jobs,
+        return RayEngine(address=address, jobs=jobs or 1,
                          task_timeout=DEFAULT_TASK_TIMEOUT_S if task_timeout is None else task_timeout,
                          retries=DEFAULT_RETRIES if retries is None else retries)
     raise EngineError(f"unknown engine {name!r} (have {', '.join(ENGINES)})")
 
 
-__all__ = ["ENGINES", "Engine", "EngineError", "LocalEngine", "get_engine", "failed_chunk"]
+__all__ = ["AUTO_MIN_RUNS", "ENGINES", "Engine", "EngineError", "LocalEngine", "auto_jobs", "get_engine", "failed_chunk"]

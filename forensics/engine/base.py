@@ -12,6 +12,19 @@ from forensics.pool import FAULT_ENV, parse_fault
 ENGINES = ("local", "ray")
 DEFAULT_TASK_TIMEOUT_S = 1800.0   # one Ray task (a chunk of runs, one replay) at most
 DEFAULT_RETRIES = 1               # re-runs of a Ray task whose worker died
+#: `--jobs` not given: one process for a stage of fewer runs than this (each stage's workers cost a
+#: fixed start that a small archive never earns back: measured, 2 workers against 1, 2.1x slower at
+#: 49 runs, 1.18x at 100, even at 200; BENCHMARKS.md, "Scan: --jobs by archive size"), else one per
+#: CPU, at most AUTO_MAX_JOBS (a cap on the parent, DuckDB's one writer, committing every worker's
+#: rows; more than 2 workers is not measured on the 2-core development machine)
+AUTO_MIN_RUNS = 200
+AUTO_MAX_JOBS = 8
+
+
+def auto_jobs(n_runs: int, cpus: int | None = None) -> int:
+    """Worker processes for a stage of `n_runs` runs when --jobs is not given."""
+    cpus = (os.cpu_count() or 1) if cpus is None else cpus
+    return 1 if n_runs < AUTO_MIN_RUNS else max(1, min(cpus, AUTO_MAX_JOBS))
 
 
 class EngineError(Exception):
@@ -40,6 +53,9 @@ class Engine:
     def __init__(self) -> None:
         self.units: list[dict[str, Any]] = []
         self.failures: list[dict[str, Any]] = []
+
+    def fit(self, n_runs: int) -> None:
+        """Size the engine for a stage of `n_runs` runs (LocalEngine with --jobs auto); others: nothing."""
 
     # -- ingest ------------------------------------------------------------------------------
     def parse_runs(self, src: Any, location: str, runs: Sequence[Any], known: dict[str, str | None]) -> Iterator[Any]:
