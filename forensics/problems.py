@@ -2,8 +2,8 @@
 
 Every layer reads a problem's facts here: the run-id parser (which ids exist, their bench), the
 static audit (forbidden ops, main operation, the timed entry point, L2 flushing, the grader's own
-calls), the replay (tiny shapes, and through `kernels.registry.ProblemSpec`, which wraps an entry
-with the reference's callables, everything else), the reader's prose (display names).  Standard
+calls), the replay (tiny shapes, and through `forensics.kernels.registry.ProblemSpec`, which wraps
+an entry with the reference's callables, everything else), the reader's prose (display names).  Standard
 library only, so a GPU machine's replay imports it without the store's dependencies, and it sits at
 the bottom of the layers (tests/test_layers.py).
 
@@ -83,7 +83,7 @@ class Problem:
     id: str
     bench: str
     display_name: str | None = None        # what the kernel computes, for a reader who does not know the ids
-    deck_version: str | None = None        # version label (kernels.registry's); None: the only one known
+    deck_version: str | None = None        # version label (forensics.kernels.registry's); None: the only one known
     since: str | None = None               # first archive date this version applies to (None: always)
     until: str | None = None               # first date it no longer applies (exclusive)
     ref_file: str | None = None            # its reference module, kernels/ref/<file> (None: not bundled)
@@ -477,7 +477,7 @@ CATALOGUE: tuple[Problem, ...] = (
             shapes=_frozen(*(dict(ctx=c, steps=s, n_experts=64) for c, s in ((2048, 32), (8192, 16), (16384, 16)))),
             check_shapes=_frozen(dict(ctx=2048, steps=1, n_experts=64), dict(ctx=8192, steps=1, n_experts=64)),
             # a small Config (the full one is GBs of weights), same code; the extra keys are Config fields
-            # (kernels.selftest.KIMI_TINY_CFG), `steps` is the timed run's length
+            # (forensics.kernels.selftest.KIMI_TINY_CFG), `steps` is the timed run's length
             tiny_shapes=_frozen(dict(ctx=16, steps=4, n_experts=8, hidden=256, kda_heads=2, kda_head_dim=64, mla_heads=2,
                                      kv_lora=128, qk_nope=32, qk_rope=16, v_head=64, n_active=2, moe_inter=128)),
             check_seeds=(0, 1, 2), bench_seed=7, bench_seed_rule="fixed",

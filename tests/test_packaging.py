@@ -93,3 +93,28 @@ def test_plain_checkout_runs_the_kernels_modules(tmp_path):
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert "No module named" not in r.stderr, r.stderr
     assert "forensics.kernels.report: cannot read" in r.stderr, r.stderr
+
+
+def test_the_reference_readers_find_the_files_without_a_top_level_kernels(tmp_path):
+    """What reads the bundled references as files (the capability audit's reference list, the
+    interface signatures `forensics similar` places files by) finds them through
+    `forensics.kernels`, as in an install, where no top-level `kernels` is ours to find; a checkout's
+    root on the path would otherwise hide a lookup by the old name.  Top-level `kernels` is made
+    unimportable here, and torch too (none of this needs it)."""
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in {'kernels', 'torch', 'triton'}:\n"
+            "            raise ImportError('blocked ' + name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from forensics.analyze.static.capabilities import _reference_files\n"
+            "from forensics.analyze.similarity import interface_signatures\n"
+            "refs = _reference_files()\n"
+            "print(len(refs), sum(p.is_file() for ps in refs.values() for p in ps), len(interface_signatures()))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    n_refs, n_files, n_sigs = map(int, r.stdout.split())
+    from forensics import problems
+    assert n_refs == n_files == len({p.id for p in problems.CATALOGUE if p.ref_file}) > 0
+    assert n_sigs >= len(problems.bundled()) // 2   # a constructor two problems share is dropped

@@ -1590,12 +1590,10 @@ def _qn_plain(e: ast.AST, aliases: dict[str, str]) -> str | None:
 @lru_cache(maxsize=1)
 def _reference_files() -> dict[str, tuple[Path, ...]]:
     """problem id -> its reference file under kernels/ref (the catalogue's `ref_file`), located
-    without importing the kernels package."""
-    import importlib.util
-    spec = importlib.util.find_spec("kernels")
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    root = Path(list(spec.submodule_search_locations)[0]) / "ref"
+    through the package `forensics.kernels` (its folder only: nothing of it that needs torch is
+    imported; installed, or kernels/ in a checkout)."""
+    import forensics.kernels
+    root = Path(list(forensics.kernels.__path__)[0]) / "ref"
     return {p.id: (root / p.ref_file,) for p in CATALOGUE if p.ref_file}
 
 
