@@ -266,7 +266,7 @@ def table(res: dict[str, Any]) -> str:
 @click.option("--timeout", default=1800.0, show_default=True, help="Seconds a scan may run before it is killed.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the archives go (default: a temporary folder, removed).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench_bombs(only, kinds, base_runs, small, jobs, together, max_rss, kill_rss, timeout, workdir, as_json) -> None:
     """Resource bombs beside ordinary runs: peak memory, time, and nothing else lost."""
     bombs = [b.strip() for b in only.split(",") if b.strip()]

@@ -213,7 +213,7 @@ def plant(fps: P.Fingerprints, hosts: list[tuple[str, str, str | None]], n: int,
               help="Also plant this many fingerprinted library functions into the clean solutions (needs the builder's cache).")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The builder's artifact cache (default: FORENSICS_FINGERPRINT_CACHE or ~/.cache/forensics-fingerprints).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench_pasted(src: Path | None, repeat: int, plant_n: int, cache: Path | None, as_json: bool) -> None:
     """PASTED-LIBRARY-SOURCE on real solutions (default ../shared/real-dev): each clean solution's best
     containment against the threshold, findings per label family, and the cost per file beside ast.parse."""
