@@ -333,7 +333,8 @@ def test_output_and_side_streams(body, sev):
 
 
 # ------------------------------------------------------------------ work reached through helper objects
-MEGA = """
+#: a module with a Triton GEMV that can compute the main operation (a loop with a multiply-add)
+GEMV_MODULE = """
 import torch
 import torch.nn as nn
 import triton
@@ -346,7 +347,8 @@ def _gemv(x_ptr, w_ptr, o_ptr, K: tl.constexpr, BLOCK: tl.constexpr):
     for k in range(0, K, BLOCK):
         acc += tl.load(x_ptr + k + tl.arange(0, BLOCK)) * tl.load(w_ptr + k + tl.arange(0, BLOCK))
     tl.store(o_ptr + tl.arange(0, BLOCK), acc)
-
+"""
+MEGA = GEMV_MODULE + """
 
 def linear(x, w):
     o = torch.empty(w.shape[0], device=x.device)
@@ -395,20 +397,7 @@ def test_work_through_a_helper_object_s_method_is_accounted(block, hack):
     assert ("WORK-BY-LIBRARY" in rules) == hack, sorted(rules)
 
 
-FAST = """
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def _gemv(x_ptr, w_ptr, o_ptr, K: tl.constexpr, BLOCK: tl.constexpr):
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for k in range(0, K, BLOCK):
-        acc += tl.load(x_ptr + k + tl.arange(0, BLOCK)) * tl.load(w_ptr + k + tl.arange(0, BLOCK))
-    tl.store(o_ptr + tl.arange(0, BLOCK), acc)
-
+FAST = GEMV_MODULE + """
 
 try:
     import triton as _probe
