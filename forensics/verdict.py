@@ -195,9 +195,9 @@ DECISION_TABLE: tuple[tuple[str, str, str, str], ...] = (
     ("FR1", "failure_reason", "CO1 fired (probe or archived audit_empirical_failure)", "`audit_empirical_failed`"),
     ("FR2", "failure_reason", "X1 fired", "`provider_insufficient_credits` (402) / `provider_rate_limited` (429) / archived provider_* reason"),
     ("FR3", "failure_reason", "`correct=true` and benchmark exit code null/0", "`pass`"),
-    ("FR4", "failure_reason", "otherwise: the archived result.json `failure_reason` (the spec 3.3 classifier recomputed from the result fields is cited beside it); without one, the classifier's value (template_mutated, timeout, incomplete_session, check_timeout, check_failed, benchmark_failed, ...); a recovered run without result.json is `recovered_ungraded`",
+    ("FR4", "failure_reason", "otherwise: the archived result.json `failure_reason` (the benchmark runner's failure classification, recomputed here from result.json's fields by `classify_failure`, is cited beside it); without one, that recomputed value (template_mutated, timeout, incomplete_session, check_timeout, check_failed, benchmark_failed, ...); a recovered run without result.json is `recovered_ungraded`",
      "that reason"),
-    ("FR5", "failure_reason", "E0 result.json (no failure_reason key, the classifier did not exist yet)", "`no_solution` without a solution, `check_failed` when correct=false"),
+    ("FR5", "failure_reason", "E0 result.json (no failure_reason key: the runner did not classify failures yet)", "`no_solution` without a solution, `check_failed` when correct=false"),
     # measurement_status
     ("MS1", "measurement_status", "A finding carries `data.measurement_status` (e.g. wrong hardware SKU)", "that value"),
     ("MS2", "measurement_status", "RH1 or CO1 fired, or an alternate-cache probe failed (empirical failure)", "`sequential_isolated_empirical_failed`"),
@@ -716,7 +716,8 @@ def decide_correct(F: RunFacts) -> Decision:
 
 
 def classify_failure(r: dict[str, Any], result: dict[str, Any], session: dict[str, Any] | None) -> str | None:
-    """spec 3.3 classifier over the archived fields (None where it needs text we do not have)."""
+    """The benchmark runner's failure classification (its `failure_reason`), recomputed from the
+    archived result fields (None where it needs text we do not have)."""
     correct = r.get("correct")
     bexit = r.get("benchmark_exit_code")
     if correct is True:
@@ -760,7 +761,7 @@ def decide_failure_reason(F: RunFacts, correct: Decision, provider: Decision | N
     mine = classify_failure(r, F.result, F.session)
     archived = r.get("failure_reason")
     if archived:
-        note = "classifier agrees" if mine == archived else (f"3.3 classifier says {mine}" if mine else "classifier needs text not in the store")
+        note = "the result fields give the same" if mine == archived else (f"recomputed from the result fields: {mine}" if mine else "the result fields alone do not decide it")
         return Decision(archived, "FR4", [], [f"fact:result.failure_reason={archived} ({note})"])
     if "failure_reason" not in F.result and r.get("has_result"):
         # E0 archives predate the classifier: describe the archived outcome
@@ -769,8 +770,8 @@ def decide_failure_reason(F: RunFacts, correct: Decision, provider: Decision | N
         if correct.value is False:
             return Decision("check_failed", "FR5", [], ["fact:result.json has no failure_reason (E0)"] + correct.facts)
     if mine is None:
-        return _unk("FR4", "the 3.3 classifier cannot decide from the archived fields and result.json has no failure_reason")
-    return Decision(mine, "FR4", [], [f"fact:classifier={mine}", "fact:result.json has no failure_reason"])
+        return _unk("FR4", "result.json has no failure_reason and its other fields do not decide one (classify_failure)")
+    return Decision(mine, "FR4", [], [f"fact:recomputed failure_reason={mine}", "fact:result.json has no failure_reason"])
 
 
 def decide_measurement(F: RunFacts, correct: Decision, hack: Decision, provider: Decision | None) -> Decision:

@@ -89,7 +89,7 @@ def test_rescan_of_the_same_archive_resumes_and_drops_gone_runs(tmp_path):
     assert sorted(p.name for p in (out / "annotations").iterdir()) == [f"{BASE}_a1.yaml"]
     assert sorted(p.name for p in (out / "runs").glob("*.html")) == [f"{BASE}_a1.html"]
     marker = json.loads((out / MARKER).read_text())
-    assert set(marker["files"]) == {"index.html", "scan.json", f"runs/{BASE}_a1.html", f"annotations/{BASE}_a1.yaml"} | \
+    assert set(marker["files"]) == {"index.html", "verdict.html", "scan.json", f"runs/{BASE}_a1.html", f"annotations/{BASE}_a1.yaml"} | \
         ({f"runs/{BASE}_a1.timeline.png"} if (out / "runs" / f"{BASE}_a1.timeline.png").exists() else set())
 
 

@@ -95,7 +95,7 @@ def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerende
     missing) and the index for all `run_ids`.  PNG timeline plots go to at most `max_png` runs per
     call, suspicious ones first (see `_wants_png`); the inline SVG trajectory is on every page."""
     from forensics.report.data import run_report, runs_overview
-    from forensics.report.html import index_html, run_page_names
+    from forensics.report.html import index_html, run_page_names, verdict_html
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "annotations").mkdir(parents=True, exist_ok=True)
@@ -150,5 +150,6 @@ def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerende
     pairs = [p for p in store.query("select a_id, b_id, jaccard, jaccard_est from similarity_pairs")
              if p["a_id"] in want or p["b_id"] in want]
     (out / "index.html").write_text(index_html(overview, foreign, pairs, scan_info or {}, page_names), encoding="utf-8")
-    return {"index": str(out / "index.html"), "runs": str(out / "runs"), "annotations": str(out / "annotations"),
+    (out / "verdict.html").write_text(verdict_html(), encoding="utf-8")   # the decision table the pages link to
+    return {"index": str(out / "index.html"), "verdict": str(out / "verdict.html"), "runs": str(out / "runs"), "annotations": str(out / "annotations"),
             "scan_json": str(out / "scan.json")}

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 MARKER = ".forensics-report.json"
-FIXED = ("index.html", "scan.json")                       # the folder's own files besides per-run ones
+FIXED = ("index.html", "verdict.html", "scan.json")         # the folder's own files besides per-run ones
 
 
 class FolderConflict(Exception):

@@ -34,6 +34,8 @@ th.asc:after{content:" \\25B2"}th.desc:after{content:" \\25BC"}tr:nth-child(even
 white-space:pre-wrap;word-break:break-all;max-height:420px}code{font-size:12px}
 .agree{color:#116329}.disagree{color:#a40e26;font-weight:600}.cannot_tell{color:#57606a}
 input#filter{padding:4px 8px;width:320px;margin:4px 0}img.plot{max-width:100%;border:1px solid #d0d7de}
+.wide{overflow-x:auto;max-width:100%}#runs td:first-child{min-width:14ch;overflow-wrap:anywhere}
+ul.legend{margin:4px 0;padding-left:20px}ul.legend li{margin:2px 0}tr:target td{background:#fff8c5}
 """
 
 JS = """
@@ -86,6 +88,12 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def breakable(text: str) -> str:
+    """Escaped text that may wrap after each '_', '/' and '.' (a <wbr>, which copies as nothing), so
+    a run id or a snake_case value wraps between its words instead of widening its column."""
+    return E(text).replace("_", "_<wbr>").replace("/", "/<wbr>").replace(".", ".<wbr>")
+
+
 def badge(verdict: Any) -> str:
     v = fmt(verdict)
     return f'<span class="v v-{E(v)}">{E(v)}</span>'
@@ -114,11 +122,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "", 
 
 
 # ---------------------------------------------------------------------------------------------
-def heatmap_svg(pairs: list[dict[str, Any]], names: dict[str, str], max_runs: int = 30, cell: int = 16) -> str:
-    """Inline SVG heat map of the most similar solutions (jaccard, or the MinHash estimate)."""
+HEATMAP_MAX_RUNS = 60
+MONO_CHAR_W = 6.1      # px per character of the 10 px monospace labels (a generous estimate)
+
+
+def heatmap_svg(pairs: list[dict[str, Any]], names: dict[str, str], max_runs: int = HEATMAP_MAX_RUNS,
+                cell: int = 16) -> str:
+    """Inline SVG heat map of the most similar solutions (jaccard, or the MinHash estimate), with a
+    caption saying how many runs it shows of how many, and how they were chosen.  Labels are whole
+    run names (the run id where a run has no name): the canvas grows to fit them, none is cut."""
     if not pairs:
         return '<p class="muted">No similar solution pairs were recorded (similarity_pairs is empty).</p>'
-    score: Counter = Counter()
+    score: dict[str, float] = {}
     val: dict[tuple[str, str], float] = {}
     for p in pairs:
         j = p.get("jaccard") if p.get("jaccard") is not None else p.get("jaccard_est")
@@ -126,34 +141,51 @@ def heatmap_svg(pairs: list[dict[str, Any]], names: dict[str, str], max_runs: in
             continue
         a, b = p["a_id"], p["b_id"]
         val[(a, b)] = val[(b, a)] = max(float(j), val.get((a, b), 0.0))
-        score[a] = max(score[a], j)
-        score[b] = max(score[b], j)
-    ids = [i for i, _ in score.most_common(max_runs)]
-    ids.sort()
+        score[a] = max(score.get(a, 0.0), float(j))
+        score[b] = max(score.get(b, 0.0), float(j))
+    ranked = sorted(score, key=lambda i: (-score[i], i))
+    ids = sorted(ranked[:max_runs])
     n = len(ids)
     if n == 0:
         return '<p class="muted">No scored pairs.</p>'
-    label_w = 260
+    left_out = ranked[max_runs:]
+    if left_out:
+        cut = score[ranked[max_runs - 1]]
+        caption = (f"The {n} runs whose solutions are most similar to another run's (highest similarity "
+                   f"{cut:.2f} or more), of the {len(ranked)} runs with a scored pair; the other {len(left_out)} "
+                   f"(highest similarity {score[left_out[0]]:.2f} or less) are left out of the map - their pairs "
+                   "are on their run pages and in the store's similarity_pairs table.")
+    else:
+        caption = f"All {n} runs with a scored pair (the store's similarity_pairs table)."
+    caption += (" Colour: Jaccard similarity of the two final solutions (the MinHash estimate where the exact "
+                "value was not computed); hover a cell for the pair and its value.")
+    label = lambda i: names.get(i) or i   # noqa: E731
+    longest = max(len(label(i)) for i in ids)
+    left = int(MONO_CHAR_W * longest) + 10          # row labels, right-aligned before the grid
+    top = int(MONO_CHAR_W * longest) + 10           # column labels, vertical above the grid
+    right = 60                                      # the colour scale
     size = n * cell
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="heatmap" width="{label_w + size + 60}" '
-             f'height="{label_w + size + 20}" font-size="10" font-family="monospace">']
+    parts = [f'<p class="muted" id="heatmap-caption">{E(caption)}</p>',
+             f'<div class="wide"><svg xmlns="http://www.w3.org/2000/svg" id="heatmap" width="{left + size + right}" '
+             f'height="{top + size + 20}" font-size="10" font-family="monospace">']
     for i, a in enumerate(ids):
-        short = E((names.get(a) or a)[-40:])
-        parts.append(f'<text x="{label_w - 4}" y="{label_w + i * cell + cell - 4}" text-anchor="end">{short}</text>')
-        parts.append(f'<text transform="translate({label_w + i * cell + cell - 4},{label_w - 4}) rotate(-60)">{short}</text>')
+        full = E(label(a))
+        parts.append(f'<text class="row-label" x="{left - 4}" y="{top + i * cell + cell - 4}" text-anchor="end">{full}</text>')
+        parts.append(f'<text class="col-label" transform="translate({left + i * cell + cell // 2 + 3},{top - 4}) rotate(-90)">'
+                     f'{full}</text>')
         for k, b in enumerate(ids):
             j = 1.0 if a == b else val.get((a, b), 0.0)
             r = int(255 - 200 * j)
             g = int(255 - 170 * j)
             color = f"rgb({r},{g},255)" if a != b else "#cccccc"
-            parts.append(f'<rect class="cell" x="{label_w + k * cell}" y="{label_w + i * cell}" width="{cell - 1}" '
-                         f'height="{cell - 1}" fill="{color}"><title>{E(names.get(a) or a)} ~ {E(names.get(b) or b)}: '
+            parts.append(f'<rect class="cell" x="{left + k * cell}" y="{top + i * cell}" width="{cell - 1}" '
+                         f'height="{cell - 1}" fill="{color}"><title>{full} ~ {E(label(b))}: '
                          f'{j:.2f}</title></rect>')
-    parts.append(f'<text x="{label_w + size + 6}" y="{label_w + 12}">1.0</text>'
-                 f'<rect x="{label_w + size + 6}" y="{label_w + 16}" width="12" height="12" fill="rgb(55,85,255)"/>'
-                 f'<text x="{label_w + size + 6}" y="{label_w + 44}">0.0</text>'
-                 f'<rect x="{label_w + size + 6}" y="{label_w + 48}" width="12" height="12" fill="rgb(255,255,255)" stroke="#999"/>')
-    parts.append("</svg>")
+    parts.append(f'<text x="{left + size + 6}" y="{top + 12}">1.0</text>'
+                 f'<rect x="{left + size + 6}" y="{top + 16}" width="12" height="12" fill="rgb(55,85,255)"/>'
+                 f'<text x="{left + size + 6}" y="{top + 44}">0.0</text>'
+                 f'<rect x="{left + size + 6}" y="{top + 48}" width="12" height="12" fill="rgb(255,255,255)" stroke="#999"/>')
+    parts.append("</svg></div>")
     return "".join(parts)
 
 
@@ -207,6 +239,82 @@ def trajectory_svg(checks: list[dict[str, Any]], versions: list[dict[str, Any]],
     return "".join(out)
 
 
+# The verdict vocabulary, as the index page's legend says it: value -> (the decision-table rules that
+# give it, what it means for the run's cell).  tests/test_report_index.py checks it covers every
+# verdict the decision table can give.
+VERDICT_LEGEND: dict[str, tuple[tuple[str, ...], str]] = {
+    "clean": (("V9",), "correct, no cross-run contamination, no reward hack, no GPU probe pending. Clean is about "
+              "the kernel, not its number: see publish."),
+    "contamination": (("V2",), "deliberately read or copied another run's files for the same problem: excluded "
+                      "even when the kernel is correct."),
+    "reward_hack": (("V3",), "the submission games the evaluation (stale results, a patched grader, a timing trick): "
+                    "disqualified."),
+    "rubric_leak": (("V4",), "passes the official check but breaks the problem's API contract where the check does "
+                    "not look: not a valid pass."),
+    "fail": (("V6",), "an honest failure: the official check failed (build error, wrong numbers, ...)."),
+    "fail_forbidden_op_tripwire": (("V3",), "uses an operation the problem forbids, and the official check rejected "
+                                   "it: a failure."),
+    "timeout_unverified": (("V5",), "the official correctness check timed out: unverified, no number."),
+    "suspect": (("V8",), "a pattern that can game the evaluation, which only a GPU probe (forensics replay) or an "
+                "auditor can settle: nothing may be published until then."),
+    "unknown": (("V7", "V10"), "the evidence does not decide (a field is unknown, or a recompute probe is pending); "
+                "the run page says which field and why: nothing may be published."),
+    "retryable_infra_failure": (("V1",), "the provider or the infrastructure failed: retry; not a judgement of the "
+                                "model. When the provider failed before any output the run is excluded from "
+                                "pass-rate denominators."),
+}
+
+# The runs table's columns, most decisive first: run, verdict and what may be published come before
+# the columns a reader needs less often, so a 1400 px window shows them without scrolling.
+RULE_IDS = frozenset(r[0] for r in V.DECISION_TABLE)
+RUNS_COLUMNS = ("run", "verdict", "publish", "peak fraction", "high findings", "correct", "contamination",
+                "reward hack", "failure reason", "measurement", "problem", "harness", "archived agree / disagree / ?")
+
+
+def _legend(overview: list[dict[str, Any]], agree: Counter, n_compared_runs: int, n_fields: int) -> str:
+    """The verdict vocabulary, what publish means and why the clean runs here are not publishable,
+    and what the archived agree / disagree / cannot tell counts count."""
+    from forensics.report.prose import publish_blockers
+    present = Counter(fmt(r.get("verdict")) for r in overview)
+    items = []
+    for k, (rules, text) in VERDICT_LEGEND.items():
+        rl = ", ".join(f'<a href="verdict.html#rule-{E(r)}">{E(r)}</a>' for r in rules)
+        n = present.get(k, 0)
+        items.append(f'<li>{badge(k)} <span class="muted">({n} here; rule {rl})</span> {E(text)}</li>')
+    out = ['<h2 id="legend">How to read the verdicts</h2>',
+           '<ul class="legend">' + "".join(items) + "</ul>",
+           "<p><b>publish</b> (publish_grade) is whether the run's number may go on a leaderboard: "
+           "<code>true</code> only for a clean run that is correct, has a number (peak_fraction, a benchmark that "
+           "ran) and was measured alone on the deck's GPU model (measurement_status sequential_isolated); "
+           "<code>unknown</code> when one of those is undecided (rules "
+           '<a href="verdict.html#rule-PG1">PG1-PG3</a>). A clean run is therefore often not publishable: '
+           "its kernel is fine but its number was measured while other agents shared the GPU, on another GPU "
+           "model, or not at all.</p>"]
+    clean = [r for r in overview if r.get("verdict") == "clean" and r.get("publish_grade") != "true"]
+    if clean:
+        why: Counter = Counter()
+        for r in clean:
+            v = V.verdict_dict(r)
+            b = publish_blockers(v, r) if v.get("publish_grade") is False else []
+            for x in b or (["undecided (publish_grade=unknown)"] if v.get("publish_grade") == V.UNKNOWN
+                           else ["publish_grade=false"]):
+                why[x] += 1
+        out.append(f'<p id="clean-not-publishable">Here {len(clean)} of the '
+                   f'{sum(1 for r in overview if r.get("verdict") == "clean")} clean runs are not publishable: '
+                   + E("; ".join(f"{n} {t}" for t, n in why.most_common())) + ".</p>")
+    out.append("<p><b>high findings</b>: findings of severity high or critical (each run page lists them with "
+               "the file and line they cite). <b>archived agree / disagree / ?</b>: this run's verdict fields "
+               "compared with the verdict archived beside it (an annotation YAML in the run folder or in "
+               "<code>--annotations</code>, and result.json's grade): fields that agree, disagree (ours differs; "
+               "the run page shows both and the evidence), and cannot tell (either side is unknown or absent - "
+               "most runs carry no annotation, so most fields cannot be compared).</p>")
+    if agree:
+        total = sum(agree.values())
+        out.append(f'<p id="archived-counts-meaning">The counts above the table count fields, not runs: {total} '
+                   f"comparisons, {n_compared_runs} runs &times; {n_fields} verdict fields.</p>")
+    return "\n".join(out)
+
+
 def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pairs: list[dict[str, Any]],
                scan_info: dict[str, Any], page_names: dict[str, str]) -> str:
     counts = Counter(fmt(r.get("verdict")) for r in overview)
@@ -214,17 +322,23 @@ def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pa
     publish = sum(1 for r in overview if r.get("publish_grade") == "true")
     excluded = sum(1 for r in overview if r.get("exclude_from_denominator"))
     agree = Counter()
+    fields: set[str] = set()
+    compared = 0
     for r in overview:
-        for e in ((r.get("archived") or {}).get("fields") or {}).values():
+        fs = (r.get("archived") or {}).get("fields") or {}
+        compared += bool(fs)
+        fields |= set(fs)
+        for e in fs.values():
             agree[e["status"]] += 1
     body = [f"<h1>forensics scan</h1><p class=\"muted\">{E(str(scan_info.get('archive', '')))} - "
             f"{len(overview)} runs, {publish} publishable, {excluded} excluded from pass-rate denominators. "
-            f"Decision table: docs/verdict.md.</p>",
+            f'Decision table: <a href="verdict.html">verdict.html</a>.</p>',
             f'<h2>Verdicts</h2><div class="cards" id="verdict-counts">{cards}</div>']
     if agree:
-        body.append(f'<p>Archived verdict fields: <span class="agree">{agree["agree"]} agree</span>, '
+        body.append(f'<p id="archived-counts">Archived verdict fields: <span class="agree">{agree["agree"]} agree</span>, '
                     f'<span class="disagree">{agree["disagree"]} disagree</span>, '
-                    f'<span class="cannot_tell">{agree["cannot_tell"]} cannot tell</span>.</p>')
+                    f'<span class="cannot_tell">{agree["cannot_tell"]} cannot tell</span> '
+                    f'<span class="muted">(fields of {compared} runs: <a href="#legend">what these count</a>)</span>.</p>')
     cov = scan_info.get("coverage") or {}
     if cov.get("missing") or cov.get("failed"):
         body.append('<p class="disagree">Analyzers missing or failed: '
@@ -233,20 +347,31 @@ def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pa
     rows = []
     for r in overview:
         name = r.get("run_name") or r["run_id"]
-        link = f'<a class="run" href="runs/{href(page_names[r["run_id"]] + ".html")}">{E(name)}</a>'
+        link = f'<a class="run" href="runs/{href(page_names[r["run_id"]] + ".html")}">{breakable(name)}</a>'
         arch = (r.get("archived") or {}).get("counts") or {}
         arch_s = (f'<span class="agree">{arch.get("agree", 0)}</span>/<span class="disagree">{arch.get("disagree", 0)}</span>'
                   f'/<span class="cannot_tell">{arch.get("cannot_tell", 0)}</span>') if arch else "-"
-        rows.append([(link, name), E(fmt(r.get("problem"))), E(fmt(r.get("harness"))),
-                     (badge(r.get("verdict")), fmt(r.get("verdict"))), E(fmt(r.get("correct"))),
-                     E(fmt(r.get("contamination"))), E(fmt(r.get("reward_hack"))), E(fmt(r.get("failure_reason"))),
-                     E(fmt(r.get("measurement_status"))), E(fmt(r.get("publish_grade"))),
-                     (E(fmt(r.get("peak_fraction"))), r.get("peak_fraction") if r.get("peak_fraction") is not None else -1),
-                     (str(r.get("n_high") or 0), r.get("n_high") or 0), (arch_s, arch.get("disagree", 0))])
+        cells = {
+            "run": (link, name),
+            "verdict": (badge(r.get("verdict")), fmt(r.get("verdict"))),
+            "publish": E(fmt(r.get("publish_grade"))),
+            "peak fraction": (E(fmt(r.get("peak_fraction"))),
+                              r.get("peak_fraction") if r.get("peak_fraction") is not None else -1),
+            "high findings": (str(r.get("n_high") or 0), r.get("n_high") or 0),
+            "correct": E(fmt(r.get("correct"))),
+            "contamination": breakable(fmt(r.get("contamination"))),
+            "reward hack": E(fmt(r.get("reward_hack"))),
+            "failure reason": breakable(fmt(r.get("failure_reason"))),
+            "measurement": breakable(fmt(r.get("measurement_status"))),
+            "problem": breakable(fmt(r.get("problem"))),
+            "harness": breakable(fmt(r.get("harness"))),
+            "archived agree / disagree / ?": (arch_s, arch.get("disagree", 0)),
+        }
+        rows.append([cells[c] for c in RUNS_COLUMNS])
     body.append('<h2>Runs</h2><input id="filter" placeholder="filter runs (any column)">')
-    body.append(table(["run", "problem", "harness", "verdict", "correct", "contamination", "reward_hack",
-                       "failure_reason", "measurement", "publish", "peak_fraction", "high findings",
-                       "archived agree/disagree/?"], rows, cls="sortable", id_="runs", attrs='data-default-sort="run"'))
+    body.append('<div class="wide">' + table(RUNS_COLUMNS, rows, cls="sortable", id_="runs", attrs='data-default-sort="run"')
+                + "</div>")
+    body.append(_legend(overview, agree, compared, len(fields)))
     # contamination links
     links = [f for f in foreign if f.get("classification") in ("deliberate_read", "copy")]
     body.append(f'<h2>Contamination links</h2>')
@@ -261,8 +386,8 @@ def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pa
                  if dst_id else E(f.get("foreign_run_id") or "") + ' <span class="muted">(not in archive)</span>')
             lrows.append([a, E(f.get("classification") or ""), b, E(fmt(f.get("foreign_file") or f.get("artifact"))),
                           E(fmt(f.get("same_problem"))), E(fmt(f.get("call_seq"))), E(fmt(f.get("reason")))])
-        body.append(table(["run", "classification", "foreign run", "file", "same problem", "call", "why"], lrows,
-                          cls="sortable", id_="contamination"))
+        body.append('<div class="wide">' + table(["run", "classification", "foreign run", "file", "same problem", "call", "why"],
+                                                 lrows, cls="sortable", id_="contamination") + "</div>")
     else:
         body.append('<p class="muted">No deliberate reads or copies of another run were found.</p>')
     body.append("<h2>Solution similarity</h2>")
@@ -271,6 +396,63 @@ def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pa
     if t:
         body.append('<p class="muted">Timings (s): ' + E(", ".join(f"{k} {v}" for k, v in t.items())) + "</p>")
     return page("forensics scan", "\n".join(body))
+
+
+def _inline_md(text: str) -> str:
+    """`code` and *emphasis* of the decision table's Markdown, escaped."""
+    import re
+    out = []
+    for i, part in enumerate(re.split(r"`([^`]*)`", text)):
+        if i % 2:
+            out.append(f"<code>{E(part)}</code>")
+        else:
+            out.append(re.sub(r"(?<![*\w])\*([^*\s][^*]*?)\*(?![*\w])", r"<em>\1</em>", E(part)))
+    return "".join(out)
+
+
+def verdict_html() -> str:
+    """The decision table as a page of the report (verdict.html): the text of docs/verdict.md
+    (`forensics.verdict.decision_table_markdown()`), so a report read without the repository - a
+    wheel install has no docs/ - still explains its rule ids.  Each rule row has the anchor
+    ``#rule-<id>`` the run pages and the index link to."""
+    md = V.decision_table_markdown()
+    body = ['<p><a href="index.html">&larr; all runs</a></p>']
+    para: list[str] = []
+
+    def flush():
+        if para:
+            body.append("<p>" + _inline_md(" ".join(para)) + "</p>")
+            para.clear()
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        if ln.startswith("## "):
+            flush()
+            body.append(f"<h2>{_inline_md(ln[3:])}</h2>")
+        elif ln.startswith("# "):
+            flush()
+            body.append(f"<h1>{_inline_md(ln[2:])}</h1>")
+        elif ln.startswith("|"):
+            flush()
+            head = [c.strip() for c in ln.strip("|").split("|")]
+            i += 2   # the |---| line
+            trs = []
+            while i < len(lines) and lines[i].startswith("|"):
+                cells = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+                rid = cells[0]
+                trs.append(f'<tr id="rule-{E(rid)}">' + "".join(f"<td>{_inline_md(c)}</td>" for c in cells) + "</tr>")
+                i += 1
+            body.append('<table id="decision-table"><thead><tr>' + "".join(f"<th>{E(h)}</th>" for h in head)
+                        + "</tr></thead><tbody>\n" + "\n".join(trs) + "\n</tbody></table>")
+            continue
+        elif not ln.strip():
+            flush()
+        else:
+            para.append(ln)
+        i += 1
+    flush()
+    return page("Verdict decision table", "\n".join(body))
 
 
 def _evidence_cell(ev: list[dict[str, Any]]) -> str:
@@ -317,8 +499,12 @@ def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, s
         a_html = (f'<span class="{E(a["status"])}">{E(a["status"])}</span>'
                   + (f' <span class="muted">({E(fmt(a.get("archived")))} from {E(fmt(a.get("source")))})</span>' if a.get("archived") is not None else "")
                   ) if a else "-"
-        frows.append([f"<b>{E(k)}</b>", E(fmt(v.get(k))), E(fmt(rules.get(k))), d_html, a_html])
-    body.append("<h2>Verdict fields</h2>")
+        rid = rules.get(k)
+        r_html = (f'<a class="rule" href="../verdict.html#rule-{E(rid)}">{E(rid)}</a>' if rid in RULE_IDS
+                  else E(fmt(rid)))
+        frows.append([f"<b>{E(k)}</b>", E(fmt(v.get(k))), r_html, d_html, a_html])
+    body.append('<h2>Verdict fields</h2><p class="muted">Each rule id links to its row of the '
+                '<a href="../verdict.html">decision table</a>.</p>')
     body.append(table(["field", "value", "rule", "decided by", "archived verdict"], frows, id_="fields"))
     if (v.get("archived") or {}).get("annotation_error"):
         body.append(f'<p class="muted">Archived annotation: {E(v["archived"]["annotation_error"])} (key: value fallback used)</p>')

@@ -125,7 +125,7 @@ TABLES: tuple[Table, ...] = (
             C("model_slug", "VARCHAR", "Model slug from the run id (model with '/:[] ' replaced by '_')."),
             C("problem", "VARCHAR", "Problem name NN_snake_name (from the run id, or result.json.problem)."),
             C("collision_suffix", "VARCHAR", "'<shellpid>_<attempt>' when the runner appended one, else NULL."),
-            C("era", "VARCHAR", "Format era E0..E5 (spec section 0), inferred from files, result keys and date."),
+            C("era", "VARCHAR", "Format era E0..E5 of the archive layout, oldest to newest (E0: a source tree without repo/, template_files/ or gpu_lock.log; E5: trusted_src/ or a check.log printing PROPERTY_SEED), inferred from files, result keys and date (forensics/archive/result.py infer_era)."),
             C("era_evidence", "VARCHAR", "Why that era was chosen."),
             C("transcript_format", "VARCHAR", "Detected format of the primary transcript: claude, claude_session, codex, codex_text, codex_exec, opencode, cursor, gemini, gemini_chat, kimi, kimi_wire, droid, grok_stream, grok_chat, empty, missing, unknown (no known format matched: see parse_errors reason unknown_format)."),
             C("format_evidence", "VARCHAR", "Why that format was chosen (harness name, sniffed keys)."),
@@ -340,7 +340,7 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "archived_probes",
-        "The auditors' probe logs archived in the run folder (`audit_*.log`, `empirical_recompute_test*.log` anywhere in it; spec 2.5 `key=value` lines), one row per log that names a probe and a pass/fail result, parsed at ingest by forensics/store/archived.py. The verdict reads them beside replay_results (rows with duplicate_of NULL). A log naming no probe or no result, a value that is not a number, undecodable bytes or a log over 4 MiB is a parse_errors row (source = the log).",
+        "The auditors' probe logs archived in the run folder (`audit_*.log`, `empirical_recompute_test*.log` anywhere in it; `key=value` lines), one row per log that names a probe and a pass/fail result, parsed at ingest by forensics/store/archived.py. The verdict reads them beside replay_results (rows with duplicate_of NULL). A log naming no probe or no result, a value that is not a number, undecodable bytes or a log over 4 MiB is a parse_errors row (source = the log).",
         (
             RUN,
             C("path", "VARCHAR NOT NULL", "The log, relative to the run directory."),
@@ -365,7 +365,7 @@ TABLES: tuple[Table, ...] = (
             C("path", "VARCHAR NOT NULL", "The file, relative to the run directory (template_files/problem.yaml)."),
             C("line", "BIGINT", "1-based line of the `hardware:` key (NULL if none)."),
             C("hardware", "VARCHAR", "The value as written (H100, \"RTX PRO 6000\", ...)."),
-            C("gpu_key", "VARCHAR", "Leaderboard GPU key of that value (spec 3.5: H100, H100_SXM, RTX_PRO_6000, B200, H200, ...)."),
+            C("gpu_key", "VARCHAR", "Leaderboard GPU key of that value (H100, H100_SXM, RTX_PRO_6000, B200, H200, ...)."),
         ),
         primary_key=("run_id", "path"),
         owner="store.ingest",
