@@ -1,6 +1,6 @@
 """What the commands share: exit codes, the one-line usage error, colour and progress on a terminal.
 
-The conventions (README "Commands"; docs/cli.md):
+The conventions (docs/cli.md):
 
 * exit 0: done; 1: the command ran and found what it is asked to fail on (`lint` findings at or
   above `--fail-on`, `scan --strict` flagged runs, a replay's high finding); 2: usage or input

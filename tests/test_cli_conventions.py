@@ -1,4 +1,4 @@
-"""The CLI's conventions (README "Commands", docs/cli.md): exit codes 0/1/2 with one-line `Error: ...`
+"""The CLI's conventions (docs/cli.md): exit codes 0/1/2 with one-line `Error: ...`
 and no traceback; what was unreadable said at the end of every scan; output that can be pasted and
 piped (whole run ids, uncut cells off a terminal, csv/json/jsonl/markdown, SQL on stdin, no `\\r`
 progress frames, colour only on a terminal); help for every option; `lint` exit codes and problem;

@@ -1,5 +1,5 @@
 """The import graph of forensics/ and devkit/ (every import, the lazy ones inside functions
-included): imports point down the layers the README's Layout lists, analyzers do not import each
+included): imports point down the layers docs/interfaces.md's Layout lists, analyzers do not import each
 other, the developer tooling (devkit/, beside the product) may import forensics but nothing in
 forensics imports it (the CLI names its two commands as strings in its lazy table, nothing more),
 the devkit's checkout paths come from devkit/paths.py, and there is no cycle."""
