@@ -12,6 +12,7 @@ import os
 import re
 import stat
 import tarfile
+import time
 import zipfile
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -165,6 +166,20 @@ class ArchiveSource:
         with self.open(path) as f:
             return f.read() if limit is None else f.read(limit)
 
+    def stamp(self, path: str) -> str | None:
+        """The change stamp of a listed file: a string that changes whenever its content can have
+        changed (what `git status` trusts: inode, ctime, mtime, size), or None where the listing
+        cannot vouch for it (then its content is hashed).  A folder's is its own (inode, ctime,
+        mtime, size) and a tar or zip's members all take the archive file's, since a member cannot
+        change without the file changing.  A file changed within STAMP_SETTLE_NS before the listing
+        has none: an edit within the same tick of a coarse clock would not change its ctime (git's
+        "racy" case).  Read only by the ingest's resume (forensics.store.ingest)."""
+        got = self.__dict__.get("_archive_stamp", False)
+        if got is False:
+            got = self.__dict__["_archive_stamp"] = (_file_stamp(self.location, time.time_ns())
+                                                     if os.path.isfile(self.location) else None)
+        return got
+
     def close(self) -> None:
         pass
 
@@ -173,6 +188,23 @@ class ArchiveSource:
 
     def __exit__(self, *exc):
         self.close()
+
+
+#: how long ago a file must have last changed for its stat to vouch for its content (see stamp)
+STAMP_SETTLE_NS = 2_000_000_000
+
+
+def _stat_stamp(st: os.stat_result, now_ns: int) -> str | None:
+    if st.st_ctime_ns > now_ns - STAMP_SETTLE_NS or st.st_mtime_ns > now_ns - STAMP_SETTLE_NS:
+        return None
+    return f"{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}:{st.st_mtime_ns}:{st.st_size}"
+
+
+def _file_stamp(path: str, now_ns: int) -> str | None:
+    try:
+        return _stat_stamp(os.stat(path), now_ns)
+    except OSError:
+        return None
 
 
 def location_of(path: str | os.PathLike) -> str:
@@ -197,6 +229,7 @@ class DirSource(ArchiveSource):
         self._real_dirs: dict[str, str] = {}
         self._raw_paths: dict[str, str] = {}       # shown path -> path on disk (names not UTF-8)
         self._dir_maps: dict[str, dict[str, str]] = {}
+        self._stamps: dict[str, str | None] = {}   # path on disk -> change stamp (listing time)
         self.raw_names = {}
 
     def entries(self) -> list[Entry]:
@@ -218,9 +251,15 @@ class DirSource(ArchiveSource):
         self._entries = out
         return out
 
+    def stamp(self, path: str) -> str | None:
+        if self._entries is None:
+            self.entries()
+        return self._stamps.get(self._raw_paths.get(path, path))
+
     def _walk(self) -> list[Entry]:
         out: list[Entry] = []
         root = self.root
+        self._now_ns = time.time_ns()
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
             dirnames.sort()
             rel_dir = os.path.relpath(dirpath, root)
@@ -265,12 +304,12 @@ class DirSource(ArchiveSource):
             done.append(part)
         return "/".join(done)
 
-    @staticmethod
-    def _entry(full: str, rel: str) -> Entry:
+    def _entry(self, full: str, rel: str) -> Entry:
         try:
             st = os.lstat(full)
         except OSError:
             return Entry(rel, 0, None)
+        self._stamps[rel] = _stat_stamp(st, self._now_ns)
         if stat.S_ISLNK(st.st_mode):
             try:
                 target = os.readlink(full)
