@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -34,6 +35,8 @@ class Limit:
     what: str          # what it bounds, one line
 
     def value(self) -> int:
+        if self.env in _FORCED:
+            return _FORCED[self.env]
         raw = os.environ.get(self.env)
         if not raw:
             return self.default
@@ -90,6 +93,25 @@ LIMITS: tuple[Limit, ...] = (MAX_FILE_BYTES, MAX_LOG_BYTES, MAX_HASH_BYTES, MAX_
 OVER_LIMIT = "over_limit"
 
 
+_FORCED: dict[str, int] = {}
+
+
+@contextmanager
+def using(values: dict[str, int] | None):
+    """The limits `values` ({variable: value}, as the process that started the scan had them) in
+    force inside the block, whatever this process's environment says (a Ray worker's is its own)."""
+    if not values:
+        yield
+        return
+    old = dict(_FORCED)
+    _FORCED.update(values)
+    try:
+        yield
+    finally:
+        _FORCED.clear()
+        _FORCED.update(old)
+
+
 def read_limit(rel: str) -> Limit:
     """The limit on reading the run file `rel` whole: logs have their own."""
     return MAX_LOG_BYTES if rel.endswith(".log") else MAX_FILE_BYTES
@@ -109,4 +131,4 @@ def markdown() -> str:
 
 
 __all__ = ["LIMITS", "Limit", "MAX_FILE_BYTES", "MAX_HASH_BYTES", "MAX_LOG_BYTES", "MAX_RECORDS",
-           "MAX_TRANSCRIPT_BYTES", "OVER_LIMIT", "markdown", "parse_size", "read_limit", "signature"]
+           "MAX_TRANSCRIPT_BYTES", "OVER_LIMIT", "markdown", "parse_size", "read_limit", "signature", "using"]

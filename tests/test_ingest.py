@@ -120,7 +120,7 @@ def _tree_hash(root: Path) -> str:
 def _dump(store: Store) -> dict[str, list]:
     out = {}
     for t in (*S.INGEST_TABLES, *S.VIEW_BY_NAME):
-        cols = [c for c in (S.TABLE_BY_NAME.get(t) or S.VIEW_BY_NAME[t]).column_names() if c not in ("ingested_at", "archive")]
+        cols = [c for c in (S.TABLE_BY_NAME.get(t) or S.VIEW_BY_NAME[t]).column_names() if c not in ("ingested_at", "archive", "stamp")]
         q = ", ".join(f'"{c}"' for c in cols)
         out[t] = sorted(map(repr, store.con.execute(f"select {q} from {t}").fetchall()))
     return out

@@ -58,8 +58,10 @@ class Engine:
         """Size the engine for a stage of `n_runs` runs (LocalEngine with --jobs auto); others: nothing."""
 
     # -- ingest ------------------------------------------------------------------------------
-    def parse_runs(self, src: Any, location: str, runs: Sequence[Any], known: dict[str, str | None]) -> Iterator[Any]:
-        """Yield one RunRows per run (any order); a run whose parse failed has ``error`` set."""
+    def parse_runs(self, src: Any, location: str, runs: Sequence[Any], known: Any) -> Iterator[Any]:
+        """Yield one RunRows per run (any order); a run whose parse failed has ``error`` set.
+        `known`: the ingest's context (forensics.store.ingest IngestContext: the other runs' names,
+        the stored fingerprints, the code digest and limits a worker applies), handed to parse_one."""
         raise NotImplementedError
 
     # -- per-run analyzers ---------------------------------------------------------------------

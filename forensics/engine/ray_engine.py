@@ -147,9 +147,9 @@ def _source(location: str) -> Any:
     return src
 
 
-def parse_task(location: str, runs: list[Any], known: dict[str, str | None], fault: dict | None,
+def parse_task(location: str, runs: list[Any], known: Any, fault: dict | None,
                timeout: float | None) -> tuple[list[tuple[Any, float]], dict[str, Any]]:
-    """Parse a batch of runs: [(RunRows, seconds)] and where it ran."""
+    """Parse a batch of runs: [(RunRows, seconds)] and where it ran (`known`: the IngestContext)."""
     with _Watchdog(timeout):
         maybe_fault(fault, "ingest", [r.run_id for r in runs])
         src = _source(location)

@@ -199,10 +199,104 @@ def _excerpt(b: bytes | str, n: int = 200) -> str:
 
 
 def _fingerprint(run: DiscoveredRun) -> str:
+    """The listing's digest (paths, sizes, mtimes): what an `error:` fingerprint is made of (a run
+    whose parse failed is redone by every ingest, whatever it holds)."""
     h = hashlib.sha256(__version__.encode())
     for e in sorted(run.entries, key=lambda e: e.path):
         h.update(f"{e.path}|{e.size}|{e.mtime.timestamp() if e.mtime else ''}|{e.is_symlink}\n".encode())
     return h.hexdigest()
+
+
+@dataclass
+class IngestContext:
+    """What a worker needs besides the run: the other runs' names (`known`: access resolution of
+    globs over run folders), the stored fingerprints (`previous`: a run whose fingerprint is
+    unchanged is not parsed again, unless `force`), the ingest stage's code digest (`key`) and the
+    limits in force where the ingest was started (a worker applies those, wherever it runs)."""
+
+    known: dict[str, str | None]
+    previous: dict[str, str] = field(default_factory=dict)
+    force: bool = False
+    key: str = ""
+    limits: dict[str, int] = field(default_factory=dict)
+
+    def for_run(self, run_id: str) -> "IngestContext":
+        """The context a worker parsing one run needs (the stored fingerprint of that run only:
+        what is pickled per task stays the size of the other runs' names)."""
+        p = self.previous.get(run_id)
+        out = IngestContext(self.known, {run_id: p} if p is not None else {}, self.force, self.key, self.limits)
+        if "_kd" in self.__dict__:
+            out.__dict__["_kd"] = self.__dict__["_kd"]
+        return out
+
+    def known_digest(self) -> str:
+        d = self.__dict__.get("_kd")
+        if d is None:
+            d = self.__dict__["_kd"] = hashlib.sha256(orjson.dumps(sorted(self.known.items()))).hexdigest()
+        return d
+
+
+def ingest_key(code: str | None = None) -> str:
+    """The ingest stage's code digest (`code`, else computed: forensics.analyze.registry INGEST) and
+    the limits in force."""
+    if code is None:
+        from forensics.analyze.registry import INGEST, code_digest
+        code = code_digest(INGEST)
+    return f"{code}|{LIM.signature()}|spans={int(HEARTBEAT_SPANS)}"
+
+
+def listing_stamps(src: ArchiveSource, run: DiscoveredRun, ctx: IngestContext) -> tuple[str, str] | None:
+    """The run's listing stamps, without and with the other runs' names (as `run_fingerprint`'s
+    two fingerprints): the ingest key and each entry's size, mtime, link target and change stamp
+    (`ArchiveSource.stamp`: inode, ctime, mtime, size).  None when some file's stamp cannot vouch for
+    its content (changed just before the listing): then the run's files are hashed.
+
+    A run whose stamp equals the one stored when its fingerprint was taken is unchanged without a
+    byte of it being read: what keeps a rescan of an unchanged archive as cheap as a listing."""
+    pre = run.run_path + "/" if run.run_path else ""
+    h = hashlib.sha256(f"{ctx.key}\n".encode())
+    for e in sorted(run.entries, key=lambda e: e.path):
+        st = None
+        if not e.is_dir:
+            st = src.stamp(pre + e.path)
+            if st is None:
+                return None
+        mt = e.mtime.timestamp() if e.mtime else ""
+        h.update(f"{e.path}|{e.size}|{mt}|{int(e.is_dir)}|{int(e.is_symlink)}|{e.link_target or ''}|{st}\n".encode())
+    plain = h.hexdigest()
+    return plain, hashlib.sha256(f"{plain}|known:{ctx.known_digest()}".encode()).hexdigest()
+
+
+def run_fingerprint(src: ArchiveSource, run: DiscoveredRun, ctx: IngestContext
+                    ) -> tuple[str, str, dict[str, str]]:
+    """The run's resume fingerprint, without and with the other runs' names (the second is the one
+    of a run whose commands globbed over run folders), and {path: sha256} of the files hashed.
+
+    Over the *contents* of its files (sha256, streamed; a file edited in place with the same size
+    and mtime changes it), plus what the ingest records of each entry (size, mtime, link target:
+    the store equals a fresh ingest), the ingest's code and the limits (`ctx.key`).  Files under
+    cache/, tmp/ and .venv/ are never read by the tool: their size and mtime stand for them; a
+    file over MAX_HASH_BYTES is not read either."""
+    pre = run.run_path + "/" if run.run_path else ""
+    max_hash = LIM.MAX_HASH_BYTES.value()
+    h = hashlib.sha256(f"{ctx.key}\n".encode())
+    hashes: dict[str, str] = {}
+    for e in sorted(run.entries, key=lambda e: e.path):
+        rel = e.path
+        what = ""
+        if not (e.is_dir or e.is_symlink or rel.startswith(HASH_SKIP_PREFIXES) or "/.venv/" in f"/{rel}"):
+            if (e.size or 0) > max_hash:
+                what = "unhashed"
+            else:
+                got = _stream_count(src, pre + rel, max_hash, lines=False)
+                if isinstance(got, tuple):
+                    what = hashes[rel] = got[0]
+                else:
+                    what = "unhashed" if got is None else f"unreadable:{got}"
+        mt = e.mtime.timestamp() if e.mtime else ""
+        h.update(f"{rel}|{e.size}|{mt}|{int(e.is_dir)}|{int(e.is_symlink)}|{e.link_target or ''}|{what}\n".encode())
+    plain = h.hexdigest()
+    return plain, hashlib.sha256(f"{plain}|known:{ctx.known_digest()}".encode()).hexdigest(), hashes
 
 
 # The runner's provider classifier (spec archive-format 3.3), applied to stderr.log's tail.
@@ -294,6 +388,10 @@ class RunRows:
     counts: Counter = field(default_factory=Counter)
     bytes_read: int = 0
     error: str | None = None
+    unchanged: bool = False      # its fingerprint equals the stored one: nothing to write
+    used_known: bool = False     # its rows depend on the other runs' names (its fingerprint takes them in)
+    output: str | None = None    # the hash of its rows (registry.arrow_digest): the ingest's output digest
+    stamp: str | None = None     # its listing stamp (listing_stamps), set by the ingest's parent
 
 
 _RECORD_COLS = [c for c in S.TABLE_BY_NAME["record_rows"].column_names() if c != "run_id"]
@@ -487,12 +585,19 @@ class _Sink:
 
 
 def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
-              known_runs: dict[str, str | None]) -> RunRows:
-    """Read one run folder and produce all its ingest rows (no store access: safe in a worker)."""
+              known_runs: dict[str, str | None], fingerprints: tuple[str, str] | None = None,
+              pre_hashes: dict[str, str] | None = None) -> RunRows:
+    """Read one run folder and produce all its ingest rows (no store access: safe in a worker).
+    `fingerprints`: the run's (plain, with known runs) resume fingerprints, `pre_hashes` the sha256
+    of its files they were computed from (run_fingerprint; computed here when not given)."""
     from forensics.transcripts import parse_source  # late: the parsers are the heavy import
     from forensics.transcripts.events import Heartbeat, HeartbeatRun, ParseError, Record, SessionEnd, ToolCall, ToolResult
 
-    out = RunRows(run.run_id, _fingerprint(run))
+    if fingerprints is None:
+        ctx = IngestContext(known=dict(known_runs), key=ingest_key())
+        *fingerprints, pre_hashes = run_fingerprint(src, run, ctx)
+    pre_hashes = pre_hashes or {}
+    out = RunRows(run.run_id, fingerprints[0])
     sink = _Sink(out)
     rid = run.run_id
     files = run.rel_files()
@@ -754,6 +859,9 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         for row in access.extract_accesses(ctx, calls, results):
             row["run_id"] = rid
             sink.add("file_accesses", row)
+        if ctx.used_known:   # its rows depend on the other runs' names: so does its fingerprint
+            out.fingerprint = fingerprints[1]
+            out.used_known = True
     except ImportError as e:  # the access resolver is part of the package; its absence is a defect
         perr(None, None, "internal", f"file access resolver unavailable: {e}")
     except Exception as e:  # noqa: BLE001 - the run keeps its records and calls; the gap is said
@@ -821,6 +929,8 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             sha = hashlib.sha256(whole[rel]).hexdigest()
         elif rel in streamed:
             sha = streamed[rel]
+        elif rel in pre_hashes:     # hashed for the fingerprint: not read again
+            sha = pre_hashes[rel]
         elif not e.is_symlink and rel not in unreadable and not rel.startswith(HASH_SKIP_PREFIXES) \
                 and "/.venv/" not in f"/{rel}":
             if (e.size or 0) > max_hash:   # a sparse 64 GiB sidecar is not read to hash it
@@ -952,6 +1062,10 @@ class _Writer:
                     per_table.setdefault(t, []).extend(batches)
         runs_tbl = pa.concat_tables(runs_tbls)
         runs_tbl = runs_tbl.set_column(runs_tbl.schema.get_field_index("ingested_at"), "ingested_at", now)
+        # the resume state, beside the rows it describes (one transaction: a killed ingest leaves none stale)
+        for col in ("stamp", "output"):
+            runs_tbl = runs_tbl.set_column(runs_tbl.schema.get_field_index(col), col,
+                                           pa.array([getattr(r, col) for r in pending], pa.string()))
         # A run's rows are only ever committed together with its runs row, so a run absent from
         # `runs` has no rows anywhere: skip the (table-scanning) deletes for new runs.
         old = [r[0] for r in self.store.con.execute(
@@ -974,6 +1088,7 @@ def _refused_rows(rows: RunRows, err: Exception) -> RunRows:
     runs = rows.batches["runs"][0]
     runs = runs.set_column(runs.schema.get_field_index("fingerprint"), "fingerprint", pa.array([out.fingerprint], pa.string()))
     out.batches["runs"] = [runs]
+    out.output = _output_digest(out)
     return out
 
 
@@ -1043,6 +1158,11 @@ def _mark_cut(rows: RunRows, trunc: dict[str, Any]) -> RunRows:
     return rows
 
 
+def _output_digest(rows: RunRows) -> str:
+    from forensics.analyze.registry import arrow_digest
+    return arrow_digest(rows.batches)
+
+
 def _error_rows(run: DiscoveredRun, location: str, err: str) -> RunRows:
     """A run whose parse crashed still gets a runs row and a parse_errors row (never lost)."""
     rows = RunRows(run.run_id, "error:" + _fingerprint(run))
@@ -1053,6 +1173,7 @@ def _error_rows(run: DiscoveredRun, location: str, err: str) -> RunRows:
     rows.batches["runs"] = [_runs_row({"run_id": run.run_id, "run_name": run.name, "archive": location,
                                             "run_path": run.run_path, "root": run.root, "n_parse_errors": 1,
                                             "fingerprint": rows.fingerprint})]
+    rows.output = _output_digest(rows)
     return rows
 
 
@@ -1063,10 +1184,22 @@ def failed_rows(run: Any, reason: str) -> Any:
     return rows
 
 
-def parse_one(src: Any, run: Any, location: str, known: dict[str, str | None]) -> Any:
-    """parse_run that never raises: a crash becomes RunRows.error (the run is still recorded)."""
+def parse_one(src: Any, run: Any, location: str, known: "IngestContext | dict[str, str | None]") -> Any:
+    """Fingerprint the run and parse it unless unchanged (`IngestContext`; a plain dict of known
+    runs parses it whatever); never raises: a crash becomes RunRows.error (the run is still recorded)."""
+    ctx = known if isinstance(known, IngestContext) else IngestContext(known=dict(known), force=True)
     try:
-        return parse_run(src, run, location, known)
+        with LIM.using(ctx.limits):
+            key = ctx.key or ingest_key()
+            if key != ctx.key:
+                ctx = IngestContext(ctx.known, ctx.previous, ctx.force, key, ctx.limits)
+            plain, with_known, hashes = run_fingerprint(src, run, ctx)
+            prev = ctx.previous.get(run.run_id)
+            if not ctx.force and prev is not None and prev in (plain, with_known):
+                return RunRows(run.run_id, prev, unchanged=True, used_known=prev == with_known)
+            rows = parse_run(src, run, location, ctx.known, (plain, with_known), hashes)
+            rows.output = _output_digest(rows)
+            return rows
     except Exception as e:  # noqa: BLE001 - one bad run must not stop the ingest
         return failed_rows(run, f"{type(e).__name__}: {e}")
 
@@ -1087,7 +1220,7 @@ def _worker_parse(args) -> tuple[RunRows, float, dict[str, Any]]:
     return rows, time.perf_counter() - t0, here()
 
 
-def parse_local(src: Any, location: str, runs: Sequence[DiscoveredRun], known: dict[str, str | None], jobs: int = 1,
+def parse_local(src: Any, location: str, runs: Sequence[DiscoveredRun], known: Any, jobs: int = 1,
                 fault: dict | None = None, lost: Callable[[DiscoveredRun, str], None] | None = None
                 ) -> Iterator[tuple[RunRows, float, dict[str, Any]]]:
     """(rows, seconds, where it ran) per run, in the runs' order: here when jobs is 1, else in `jobs`
@@ -1107,14 +1240,20 @@ def parse_local(src: Any, location: str, runs: Sequence[DiscoveredRun], known: d
             lost(args[0], reason)
         return failed_rows(args[0], reason), 0.0, {}
     # in order: a tar archive's members are read forwards
-    yield from pmap(_worker_parse, [(r, location, known, fault) for r in runs], jobs,
+    per_run = (lambda r: known.for_run(r.run_id)) if isinstance(known, IngestContext) else (lambda r: known)
+    yield from pmap(_worker_parse, [(r, location, per_run(r), fault) for r in runs], jobs,
                     initializer=_worker_init, initargs=(location,), lost=on_lost)
 
 
 def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, progress: bool = False,
-                   force: bool = False, engine: Any = None) -> IngestReport:
+                   force: bool = False, engine: Any = None, code: str | None = None) -> IngestReport:
     """Parse the archive's new or changed runs (in `engine`'s workers: forensics.engine; default
-    ``jobs`` local processes) and commit them here, the store's one writer."""
+    ``jobs`` local processes) and commit them here, the store's one writer.  `force`: every run,
+    changed or not.  `code`: the ingest's code digest when the caller has it (registry.code_digests).
+
+    Which runs changed: a run whose listing stamp (`listing_stamps`) equals the stored one is
+    unchanged without reading it; any other goes to a worker, which hashes its files and parses it
+    only when that fingerprint (`run_fingerprint`: contents, not mtimes) differs from the stored one."""
     t0 = time.perf_counter()
     path = Path(archive)
     src = open_source(path)
@@ -1128,8 +1267,9 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
     rep.truncated = _truncation(src, runs)
     cut_run = (rep.truncated or {}).get("run")
 
-    existing = {r[0]: r[1] for r in store.con.execute(
-        "select run_id, fingerprint from runs where archive = ?", [location]).fetchall()}
+    stored = {r[0]: (r[1], r[2]) for r in store.con.execute(
+        "select run_id, fingerprint, stamp from runs where archive = ?", [location]).fetchall()}
+    existing = {k: v[0] for k, v in stored.items()}
     gone = sorted(set(existing) - set(rep.run_ids))
     if gone:
         with store.transaction():
@@ -1140,13 +1280,20 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
 
     known: dict[str, str | None] = {r[0]: r[1] for r in store.con.execute("select run_name, problem from runs").fetchall()}
     known.update({r.name: (r.parsed.problem if r.parsed else None) for r in runs})
+    ctx = IngestContext(known=known, previous={k: v for k, v in existing.items() if v}, force=force,
+                        key=ingest_key(code), limits={lim.env: lim.value() for lim in LIM.LIMITS})
+    # a run whose listing stamp is the stored one is unchanged (nothing of it read); every other run
+    # goes to a worker, which hashes its files and parses it only if its fingerprint differs
     todo = []
+    stamps: dict[str, tuple[str, str] | None] = {}
     for r in runs:
-        fp = _fingerprint(r)
-        if not force and existing.get(r.run_id) == fp:
+        st = stamps[r.run_id] = listing_stamps(src, r, ctx)
+        fp, was = stored.get(r.run_id, (None, None))
+        if not force and st is not None and was is not None and fp and not fp.startswith("error:") and was in st:
             rep.skipped.append(r.run_id)
         else:
             todo.append(r)
+    restamp: list[tuple[str, str]] = []
     # stream tar members forward: process runs in archive order
     if hasattr(src, "member_offset"):
         todo.sort(key=lambda r: min((src.member_offset(f"{r.run_path}/{e.path}") for e in r.entries if not e.is_dir), default=0))
@@ -1159,10 +1306,23 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
     writer = _Writer(store)
 
     def commit(rows: RunRows, run: DiscoveredRun) -> None:
+        st = stamps.get(rows.run_id)
+        stamp = None if st is None else st[1] if rows.used_known else st[0]
+        if rows.unchanged:
+            rep.skipped.append(rows.run_id)
+            if stamp is not None and stored.get(rows.run_id, (None, None))[1] != stamp:
+                restamp.append((stamp, rows.run_id))     # its content was hashed: its stamp vouches for it now
+            if bar:
+                bar.update(1)
+            return
         if rows.error:
             rows = _error_rows(run, location, rows.error)
+        else:
+            rows.stamp = stamp
         if rows.run_id == cut_run:
             rows = _mark_cut(rows, rep.truncated)
+            rows.stamp = None           # the archive ends inside it: its listing vouches for nothing
+            rows.output = _output_digest(rows)
         writer.add(rows)
         rep.ingested.append(rows.run_id)
         rep.counts.update(rows.counts)
@@ -1173,12 +1333,14 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
     by_id = {r.run_id: r for r in todo}
     # no engine: `jobs` worker processes of this machine (the pipeline hands in forensics.engine's)
     if engine is not None:
-        parsed = engine.parse_runs(src, location, todo, known)
+        parsed = engine.parse_runs(src, location, todo, ctx)
     else:
-        parsed = (rows for rows, _s, _w in parse_local(src, location, todo, known, jobs))
+        parsed = (rows for rows, _s, _w in parse_local(src, location, todo, ctx, jobs))
     for rows in parsed:
         commit(rows, by_id[rows.run_id])
     writer.flush()
+    if restamp:
+        store.con.executemany("update runs set stamp = ? where run_id = ?", restamp)
     if bar:
         bar.close()
 

@@ -138,6 +138,9 @@ class RunContext:
     known_runs: dict[str, str | None] = field(default_factory=dict)
     persistent_shell: bool | None = None
     run_dir_abs: str | None = None
+    #: set when a glob over run folders was matched against known_runs: the rows then depend on the
+    #: other runs' names (the ingest's resume fingerprint of the run takes them in)
+    used_known: bool = False
 
     def __post_init__(self) -> None:
         if not self.run_name:
@@ -343,7 +346,10 @@ class RunContext:
         for idx, c in enumerate(comps):
             if _RUNS_ROOT.match(c) and idx + 1 < len(comps) and sh.GLOB_CHARS.search(comps[idx + 1]):
                 pat = comps[idx + 1]
-                if pat.strip("*") == "" or not self.known_runs:
+                if pat.strip("*") == "":
+                    return None
+                self.used_known = True
+                if not self.known_runs:
                     return None
                 hits = [n for n in self.known_runs if n != self.run_name and fnmatch.fnmatchcase(n, pat)]
                 return hits
