@@ -4,13 +4,16 @@
     res = scan("corpus/fixtures/archive", out="report")      # -> ScanResult
     res.exit_code, res.verdicts[0]["verdict"]
 
-Resuming.  Every verdict row stores an ``input_fingerprint``: a hash of the run's ingest
-fingerprint (paths, sizes, mtimes of its files), the tool version, the analyzer set (``--replay``
-or not) and the annotation file that applies to it.  A run whose verdict exists with the same
-fingerprint was completely analysed before (the verdict is written last), so a re-run - or a run
-after an interruption - skips its analyzers and adjudication and only re-renders reports whose
-files are missing.  Analyzers and the verdict replace their rows per run, so a run interrupted
-half-way is simply redone.  ``--force`` re-analyses everything.
+Resuming.  Every stage of the scan is declared in forensics.analyze.registry with its code roots
+and its inputs, and a scan redoes a stage for a run exactly when the stage's fingerprint for the
+run changed: the ingest's (``runs.fingerprint``) is the sha256 of the run's files' contents, the
+ingest code's content hash and the limits; an analyzer's, the verdict's and the report's are their
+code's content hash (the transitive closure of their imports: a parser fix in transcripts/ or a
+reference in kernels/ counts), the fingerprints of the stages they take in and the hash of the store
+rows they read.  They are stored when the stage completes on the run (``stage_runs``,
+``verdicts.input_fingerprint``); a stage that failed or was interrupted has none, so an interrupted
+scan (even SIGKILL) resumed ends with the store and report of an uninterrupted one.  ``--force``
+redoes every stage, the ingest included, for every run.
 
 Parallelism.  DuckDB allows one writer.  The ingest parses runs in ``--jobs`` worker processes and
 the parent writes their rows (forensics.store.ingest).  Per-run analyzers (provenance, timeline,
@@ -84,6 +87,7 @@ class ScanResult:
     engine: dict[str, Any] = field(default_factory=dict)   # forensics.engine report (per-run timings: ["runs"])
     archive_identity: dict[str, Any] = field(default_factory=dict)   # forensics.report.folder
     unreadable: dict[str, Any] = field(default_factory=dict)   # what the ingest could not read (`unreadable`)
+    stages: dict[str, int] = field(default_factory=dict)   # stage -> runs it was (re)done for in this scan
 
     def to_dict(self) -> dict[str, Any]:
         return {"archive": self.archive, "archive_identity": self.archive_identity,
@@ -92,66 +96,96 @@ class ScanResult:
                 "coverage": self.coverage, "ingest": self.ingest, "timings": self.timings,
                 "flagged": self.flagged, "disagreements": self.disagreements, "exit_code": self.exit_code,
                 "unreadable": self.unreadable,
-                "paths": self.paths, "engine": {k: v for k, v in self.engine.items() if k != "runs"}}
+                "paths": self.paths, "engine": {k: v for k, v in self.engine.items() if k != "runs"},
+                "stages": self.stages}
 
 
 # ---------------------------------------------------------------------------------------------
-def _tool_version() -> str:
-    try:
-        from forensics import __version__
-        return str(__version__)
-    except Exception:  # noqa: BLE001
-        return "0"
-
-
-def input_fingerprints(store: Store, run_ids: Sequence[str], analyzers: Sequence[str],
-                       annotations: str | os.PathLike | None) -> dict[str, str]:
-    ann_dir = Path(annotations) if annotations else None
-    rows = store.query("select run_id, run_name, fingerprint from runs")
-    out = {}
+def annotation_digests(store: Store, run_ids: Sequence[str], annotations: str | os.PathLike | None) -> dict[str, str]:
+    """{run_id: sha256 of the `--annotations` file that applies to it} ('' where none does): an
+    input of the verdict (its archived-verdict comparison)."""
+    out = {rid: "" for rid in run_ids}
+    if annotations is None:
+        return out
+    ann_dir = Path(annotations)
     want = set(run_ids)
-    base = f"{_tool_version()}|{','.join(analyzers)}|{_code_digest()}"
-    for r in rows:
-        if r["run_id"] not in want:
-            continue
-        ann = ""
-        if ann_dir is not None:
+    for r in store.query("select run_id, run_name from runs"):
+        if r["run_id"] in want:
             p = V.find_annotation(r["run_name"] or r["run_id"], [ann_dir])
             if p is not None:
-                ann = hashlib.sha256(p.read_bytes()).hexdigest()
-        out[r["run_id"]] = hashlib.sha256(f"{base}|{r['fingerprint']}|{ann}".encode()).hexdigest()[:24]
+                out[r["run_id"]] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 
 
-def _code_digest() -> str:
-    """Digest of the analysis code (analyzers + verdict), so upgrading the tool re-analyses.  Over
-    the files' contents, not their mtimes: two clones of one commit give the same fingerprints."""
-    import forensics
-    root = Path(forensics.__file__).parent
-    h = hashlib.sha256()
-    # (text/: the code tokenizer similarity reads; store/archived.py: the archive records the verdict reads)
-    for sub in ("analyze", "replay", "text", "verdict.py", "store/schema.py", "store/archived.py", "store/files.py"):
-        p = root / sub
-        files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
-        for f in files:
-            try:
-                data = f.read_bytes()
-            except OSError:
-                continue
-            h.update(f"{f.relative_to(root)}:{len(data)}:".encode())
-            h.update(hashlib.sha256(data).digest())
-    return h.hexdigest()[:16]
+@dataclass
+class Resume:
+    """What a scan knows of the stages' state: their code digests (registry.code_digests, taken once
+    per scan), the stored (fingerprint, output digest) per (run, stage) and the output digests in
+    force ({stage or EXTERNAL input: {run_id: digest}}: what the stages after it take in)."""
+    codes: dict[str, str]
+    stored: dict[tuple[str, str], tuple[str | None, str | None]] = field(default_factory=dict)
+    outputs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, store: Store, codes: dict[str, str] | None = None) -> "Resume":
+        st = cls(codes if codes is not None else R.code_digests())
+        for r in store.query("select run_id, stage, fingerprint, output from stage_runs"):
+            st.stored[(r["run_id"], r["stage"])] = (r["fingerprint"], r["output"])
+            if r["output"] is not None:
+                st.outputs.setdefault(r["stage"], {})[r["run_id"]] = r["output"]
+        # the ingest's output: the hash of its rows (a store written before it had one: its fingerprint)
+        st.outputs["ingest"] = {r["run_id"]: r["output"] or r["fingerprint"] or ""
+                                for r in store.query("select run_id, fingerprint, output from runs")}
+        return st
+
+    def todo(self, stage: str, fps: dict[str, str], force: bool) -> list[str]:
+        """The runs whose fingerprint for `stage` is not the stored one (all with `force`)."""
+        return [r for r, fp in fps.items() if force or self.stored.get((r, stage), (None, None))[0] != fp]
+
+    def record(self, store: Store, stage: R.Stage, fps: dict[str, str | None], with_output: bool = True) -> None:
+        """After `stage` ran on the runs of `fps` ({run_id: fingerprint, None where it failed or was
+        cut off}): their output digests taken from the store and both stored, in one transaction."""
+        if not fps:
+            return
+        ids = sorted(fps)
+        outs = R.output_digests(store, stage, ids) if with_output else {}
+        with store.transaction():
+            store.con.execute("delete from stage_runs where stage = ? and run_id in (select unnest(?::VARCHAR[]))",
+                              [stage.name, ids])
+            store.insert_rows("stage_runs", [{"run_id": r, "stage": stage.name, "fingerprint": fps[r],
+                                              "output": outs.get(r)} for r in ids])
+        for r in ids:
+            self.stored[(r, stage.name)] = (fps[r], outs.get(r))
+            if with_output:
+                self.outputs.setdefault(stage.name, {})[r] = outs[r]
+
+
+def coverage_state(run_ids: Sequence[str], cov: dict[str, Any]) -> dict[str, str]:
+    """{run_id: what the coverage finding of the run says} (the analyzers that ran, failed, were
+    missing or left out on it): the verdict's "coverage" input."""
+    out = {}
+    for rid in run_ids:
+        fails = {a: runs[rid] for a, runs in cov["failed"].items() if rid in runs}
+        ran = [a for a in cov["ran"] if a not in fails]
+        out[rid] = hashlib.sha256(orjson.dumps([ran, fails, cov["missing"], cov["skipped"]],
+                                               option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
 def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, progress: bool,
-                  db_path: str | None, engine: Any = None) -> tuple[Store, dict[str, Any]]:
-    """Run every analyzer over run_ids; returns the (possibly reopened) store and the coverage.
-    Per-run analyzers' chunks run in `engine`'s workers (forensics.engine; default ``jobs`` local
-    processes)."""
+                  db_path: str | None, engine: Any = None, force: bool = True,
+                  resume: Resume | None = None) -> tuple[Store, dict[str, Any]]:
+    """Run every analyzer over the runs of `run_ids` whose fingerprint for it changed (all with
+    `force`); returns the (possibly reopened) store and the coverage, with ``todo`` {analyzer: runs
+    it ran on}.  `resume` (default: read from the store) gets each analyzer's new state.  Per-run
+    analyzers' chunks run in `engine`'s workers (forensics.engine; default ``jobs`` local processes)."""
     if engine is None:
         from forensics.engine import LocalEngine
         engine = LocalEngine(jobs)
+    if resume is None:
+        resume = Resume.load(store)
+    todos: dict[str, list[str]] = {}
     ran: list[str] = []
     failed: dict[str, dict[str, str]] = {}   # analyzer -> {run_id: reason}
     missing: dict[str, str] = {}
@@ -165,18 +199,10 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
             skipped[name] = "not requested (--replay)"
             continue
         t0 = time.perf_counter()
-        try:
-            fn = R.import_analyzer(module)
-        except Exception as e:  # noqa: BLE001 - ImportError or a crash at import
-            missing[name] = R.describe_error(e)
-            continue
-        ran.append(name)
-        if not run_ids:
-            continue
         # fail closed: a run whose required analyzer failed (or did not run) gets no thinner result
-        spec = R.BY_NAME.get(name)
+        spec = R.BY_NAME.get(name) or R.Analyzer(name, module, cross_run=cross)
         blocked: dict[str, str] = {}
-        for req in (spec.requires if spec else ()):
+        for req in spec.requires:
             why = missing.get(req) or skipped.get(req)
             for rid in run_ids:
                 if rid in blocked:
@@ -187,9 +213,33 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
                     blocked[rid] = f"needs {req}, which failed on this run: {failed[req][rid]}"
         for rid, why in blocked.items():
             failed.setdefault(name, {})[rid] = why
-        todo = run_ids if cross else [r for r in run_ids if r not in blocked]
+        # what invalidates it (its declaration: code, inputs, rows of every run it reads),
+        # fingerprinted now that the stages before it have run
+        code = resume.codes.get(name) if module == spec.module else None
+        fps = R.stage_fingerprints(spec, run_ids, resume.outputs, code or R.code_digest(spec, module),
+                                   whole=R.reads_all_digest(store, spec))
+        changed = resume.todo(name, fps, force)
+        if cross:   # all or nothing: a cross-run analysis of a subset would be silently incomplete
+            todo = list(run_ids) if changed else []
+        else:
+            todo = [r for r in changed if r not in blocked]
+        # imported only when it has work: one that has none completed on every run with this very
+        # code before (its fingerprint holds the digest of its module's file), so it imports
+        if todo or not run_ids:
+            try:
+                fn = R.import_analyzer(module)
+            except Exception as e:  # noqa: BLE001 - ImportError or a crash at import
+                missing[name] = R.describe_error(e)
+                if blocked:
+                    resume.record(store, spec, {r: None for r in blocked})
+                continue
+        ran.append(name)
+        todos[name] = todo
         if not todo:
+            if blocked:
+                resume.record(store, spec, {r: None for r in blocked})
             continue
+        engine.fit(len(todo))   # --jobs auto: the runs this analyzer redoes decide
         chunk_size = len(todo) if cross else engine.chunk_size(name, len(todo))
         chunks = [todo[i:i + chunk_size] for i in range(0, len(todo), chunk_size)]
         if progress:
@@ -223,8 +273,14 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
         if bar:
             bar.close()
             bar = None
+        # a run it failed on, or whose worker never finished it, keeps no fingerprint: the next scan
+        # redoes it (its output digest is still what the verdict reads of it)
+        bad, lost = failed.get(name, {}), engine.unfinished()
+        resume.record(store, spec, {**{r: None for r in blocked},
+                                    **{r: None if (r in bad or r in lost) else fps[r] for r in todo}})
         timings[name] = round(time.perf_counter() - t0, 3)
-    return store, {"ran": ran, "failed": failed, "missing": missing, "skipped": skipped, "timings": timings}
+    return store, {"ran": ran, "failed": failed, "missing": missing, "skipped": skipped, "timings": timings,
+                   "todo": todos}
 
 
 def write_coverage(store: Store, run_ids: Sequence[str], cov: dict[str, Any]) -> None:
@@ -341,11 +397,13 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         raise ScanError(str(e)) from e
     if eng.name != "local":
         timings["engine_start"] = round(time.perf_counter() - t0, 3)
+    codes = R.code_digests()   # every stage's code, hashed once per scan
     try:
         from forensics.store.ingest import ingest_archive
         t0 = time.perf_counter()
         try:
-            rep = ingest_archive(store, apath, jobs=jobs or 1, progress=progress, engine=eng)
+            rep = ingest_archive(store, apath, jobs=jobs or 1, progress=progress, force=force, engine=eng,
+                                 code=codes["ingest"])
         except Exception as e:  # noqa: BLE001
             from forensics.archive import ArchiveError
             if isinstance(e, (ArchiveError, OSError)):
@@ -359,32 +417,40 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         if not run_ids:   # an empty or wrong folder: a usage error, and nothing left behind
             discard()
             raise ScanError(no_runs_message(archive))
-        # verdicts of runs no longer in the store
+        # the verdicts and resume state of runs no longer in the store
         store.con.execute("delete from verdicts where run_id not in (select run_id from runs)")
+        store.con.execute("delete from stage_runs where run_id not in (select run_id from runs)")
+        resume = Resume.load(store, codes)
 
         analyzers = [n for n, _, _ in ANALYZER_MODULES if n != "replay" or replay]
-        fps = input_fingerprints(store, run_ids, analyzers, annotations)
-        done = {r["run_id"]: r["input_fingerprint"] for r in store.query("select run_id, input_fingerprint from verdicts")}
-        todo = [r for r in run_ids if force or done.get(r) != fps.get(r)]
-        skipped = [r for r in run_ids if r not in set(todo)]
-
         t0 = time.perf_counter()
-        eng.fit(len(todo))   # --jobs auto: the runs to analyse decide
-        store, cov = run_analyzers(store, todo, replay, jobs or 1, progress, db_path, engine=eng)
+        store, cov = run_analyzers(store, run_ids, replay, jobs or 1, progress, db_path, engine=eng, force=force,
+                                   resume=resume)
         eng.close()   # a Ray the engine started is stopped before the report pool forks
         timings["analyze"] = round(time.perf_counter() - t0, 3)
         timings.update({f"analyze.{k}": v for k, v in cov.get("timings", {}).items()})
+        t0 = time.perf_counter()
+        # the verdict: its inputs are every analyzer's output, the coverage the pipeline says of the
+        # run (written with it) and the annotation file
+        resume.outputs["coverage"] = coverage_state(run_ids, cov)
+        resume.outputs["annotation"] = annotation_digests(store, run_ids, annotations)
+        vfps = R.stage_fingerprints(R.VERDICT, run_ids, resume.outputs, codes["verdict"],
+                                    options="analyzers=" + ",".join(analyzers))
+        done = {r["run_id"]: r["input_fingerprint"] for r in store.query("select run_id, input_fingerprint from verdicts")}
+        todo = [r for r in run_ids if force or done.get(r) != vfps[r] or resume.stored.get((r, "verdict"), (None,))[0] != vfps[r]]
         if todo:
             write_coverage(store, todo, cov)
-        t0 = time.perf_counter()
-        V.adjudicate(store, todo, annotations=annotations)
-        now = datetime.now(timezone.utc)
-        if todo:
+            V.adjudicate(store, todo, annotations=annotations)
             # a run some worker never finished (died, timed out) keeps no fingerprint: the next scan redoes it
             lost = eng.unfinished()
+            vdone = {r: None if r in lost else vfps[r] for r in todo}
             store.con.executemany("update verdicts set input_fingerprint = ?, adjudicated_at = ? where run_id = ?",
-                                  [[None if r in lost else fps.get(r), now, r] for r in todo])
+                                  [[vdone[r], datetime.now(timezone.utc), r] for r in todo])
+            resume.record(store, R.VERDICT, vdone)
         timings["adjudicate"] = round(time.perf_counter() - t0, 3)
+        touched = set(todo).union(*cov["todo"].values()) if cov["todo"] else set(todo)
+        analyzed = [r for r in run_ids if r in touched]
+        skipped = [r for r in run_ids if r not in touched]
 
         ph = ",".join("?" * len(run_ids)) or "''"
         vrows = [V.verdict_dict(r) for r in store.query(
@@ -393,23 +459,36 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         flagged = [v["run_id"] for v in vrows if v["verdict"] in V.FLAG_VERDICTS]
         disagree = [v["run_id"] for v in vrows if (v.get("archived") or {}).get("counts", {}).get("disagree")]
         res = ScanResult(archive=str(apath), out=outp if reports else None, db=db_path, run_ids=run_ids,
-                         analyzed=todo, skipped=skipped, verdicts=vrows,
+                         analyzed=analyzed, skipped=skipped, verdicts=vrows,
                          coverage={"ran": cov["ran"], "missing": cov["missing"], "skipped": cov["skipped"],
                                    "failed": {a: len(r) for a, r in cov["failed"].items()}},
                          ingest=ingest_info, timings=timings, flagged=flagged, disagreements=disagree,
                          engine=eng.report(run_ids), archive_identity=ident)
         res.unreadable = unreadable(store, run_ids, ingest_info.get("truncated"))
+        res.stages = {"ingest": len(rep.ingested), **{a: len(cov["todo"].get(a, [])) for a in analyzers},
+                      "verdict": len(todo)}
         res.exit_code = EXIT_FLAGGED if strict and (flagged or disagree) else EXIT_OK
         if res.unreadable.get("truncated"):
             res.exit_code = EXIT_USAGE   # as tar and unzip: the runs before the cut are reported, the exit says it
         if reports:
             t0 = time.perf_counter()
-            from forensics.report import write_reports
+            from forensics.report import plot_runs, write_reports
             from forensics.report.html import run_page_names
             folder.expect(outp, ident, run_page_names(run_ids))
-            res.paths = write_reports(store, outp, run_ids, rerender=set(todo), progress=progress,
+            plots = plot_runs(store, run_ids)
+            resume.outputs["plot"] = {r: str(int(r in plots)) for r in run_ids}
+            # (the folder is an input: a store scanned into two folders in turn re-renders each's pages)
+            rfps = R.stage_fingerprints(R.REPORT, run_ids, resume.outputs, codes["report"],
+                                        whole=R.reads_all_digest(store, R.REPORT), options=f"out={outp.resolve()}")
+            redo = set(resume.todo("report", rfps, force))
+            eng.fit(len(redo))   # --jobs auto: the pages to render decide
+            rendered: list[str] = []
+            res.paths = write_reports(store, outp, run_ids, rerender=redo, progress=progress,
                                       jobs=jobs or (eng.jobs if eng.name == "local" else 1),
-                                      scan_info=res.to_dict())
+                                      scan_info=res.to_dict(), png=plots, rendered=rendered)
+            got = set(rendered)
+            resume.record(store, R.REPORT, {r: rfps[r] if r in got else None for r in redo | got}, with_output=False)
+            res.stages["report"] = len(rendered)
             timings["report"] = round(time.perf_counter() - t0, 3)
         timings["total"] = round(time.perf_counter() - t_all, 3)
         if reports:
@@ -544,7 +623,8 @@ def summary_table(res: ScanResult, colour: bool = False) -> str:
 @click.option("--retries", type=int, default=None, help="Re-runs of a Ray task whose worker died [1].")
 @click.option("--json", "as_json", is_flag=True, help="Print the scan result as JSON instead of the table.")
 @click.option("--strict", is_flag=True, help="Exit 1 if any run is flagged or disagrees with its archived verdict.")
-@click.option("--force", is_flag=True, help="Re-analyse runs even when their inputs are unchanged.")
+@click.option("--force", is_flag=True, help="Redo every stage (ingest, analyzers, verdict, report) for every run, "
+              "even where its fingerprint is unchanged.")
 @click.option("--replace", is_flag=True,
               help="OUT (or --db) holds another archive's report: remove the files this tool wrote there first "
                    "(nothing else), then scan.")

@@ -217,18 +217,19 @@ def test_annotations_dir_confirm_and_refute(archive, tmp_path):
 
 
 def test_code_digest_follows_contents_not_mtimes(tmp_path, monkeypatch):
-    """The fingerprint's code digest: two clones of one commit (same bytes, other mtimes) agree; an
-    edited analyzer changes it (so the scan re-analyses)."""
+    """A stage's code digest (forensics.analyze.registry): two clones of one commit (same bytes, other
+    mtimes) agree; an edited module of the stage's import closure changes it (so the scan redoes it)."""
     import shutil
 
     import forensics
-    from forensics.pipeline import _code_digest
-    copy = tmp_path / "forensics"
-    shutil.copytree(Path(forensics.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(forensics, "__file__", str(copy / "__init__.py"))
-    before = _code_digest()
-    target = copy / "verdict.py"
+    from forensics.analyze import registry as R
+    root = Path(forensics.__file__).resolve().parent.parent
+    for pkg in R.PROJECT:
+        shutil.copytree(root / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(forensics, "__file__", str(tmp_path / "forensics" / "__init__.py"))
+    before = R.code_digest(R.VERDICT)
+    target = tmp_path / "forensics" / "verdict.py"
     os.utime(target, (1_000_000, 1_000_000))
-    assert _code_digest() == before
+    assert R.code_digest(R.VERDICT) == before
     target.write_text(target.read_text() + "\n# edited\n")
-    assert _code_digest() != before
+    assert R.code_digest(R.VERDICT) != before

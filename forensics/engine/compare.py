@@ -3,9 +3,9 @@
     python -m forensics.engine.compare local/audit.duckdb ray/audit.duckdb [--json]
 
 For the scan of one archive by two engines (or two runs of one): every table's rows are compared
-as multisets, without the columns that record when a row was written or what a replay's clock
-measured (TIMING_COLUMNS).  The replays' measurements are listed side by side instead: per run,
-probe and shape, the milliseconds each store recorded.  Exit status 0 when every table agrees, 1
+as multisets, without the columns that record when a row was written, what a replay's clock
+measured or the stat of the archive's files as read (TIMING_COLUMNS).  The replays' measurements
+are listed side by side instead: per run, probe and shape, the milliseconds each store recorded.  Exit status 0 when every table agrees, 1
 otherwise.
 """
 
@@ -16,10 +16,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# when a row was written, and what a replay measured (the clock, not the verdict)
+# when a row was written, and what a replay measured (the clock, not the verdict); and the stat of
+# the copy of the archive that was read (runs.stamp: inodes and ctimes, forensics.store.ingest)
 TIMING_COLUMNS = {("archives", "ingested_at"), ("runs", "ingested_at"), ("verdicts", "adjudicated_at"),
                   ("replay_results", "ran_at"), ("replay_results", "ms"), ("replay_results", "tflops"),
-                  ("replay_results", "gbps"), ("replay_results", "data")}
+                  ("replay_results", "gbps"), ("replay_results", "data"), ("runs", "stamp")}
+# what a scan keeps to resume, not what it found (which stages ran where: a scan that wrote reports
+# has the report's rows, one without has none): compared only when named in `tables`
+STATE_TABLES = {"stage_runs"}
 
 
 def table_rows(db: str | Path, table: str, where: str = "") -> list[tuple] | None:
@@ -40,13 +44,13 @@ def table_rows(db: str | Path, table: str, where: str = "") -> list[tuple] | Non
 
 
 def diff_stores(a: str | Path, b: str | Path, where: str = "", tables=None) -> dict[str, tuple[int | None, int | None]]:
-    """Tables (all, or `tables`) whose rows differ, timing columns left out: name -> (rows in a,
-    rows in b; None where that store has no such table).  `where` (an SQL WHERE clause) filters the
-    tables that have a run_id."""
+    """Tables (all but STATE_TABLES, or `tables`) whose rows differ, timing columns left out: name ->
+    (rows in a, rows in b; None where that store has no such table).  `where` (an SQL WHERE clause)
+    filters the tables that have a run_id."""
     from forensics.store import schema as S
     out = {}
     for t in S.TABLES:
-        if tables is not None and t.name not in tables:
+        if (t.name not in tables) if tables is not None else t.name in STATE_TABLES:
             continue
         w = where if (where and "run_id" in t.column_names()) else ""
         ra, rb = table_rows(a, t.name, w), table_rows(b, t.name, w)

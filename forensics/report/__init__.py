@@ -19,7 +19,7 @@ from typing import Any
 
 from forensics.store.db import Store
 
-__all__ = ["write_reports", "render_run"]
+__all__ = ["plot_runs", "write_reports", "render_run"]
 
 
 def _timeline_data(store: Store, run_id: str) -> dict[str, Any] | None:
@@ -62,13 +62,21 @@ def render_run(args) -> tuple[str, str | None]:
 MAX_PNG_PLOTS = 60
 
 
-def _wants_png(store: Store, run_id: str) -> bool:
-    """A matplotlib PNG (timeline module) for runs whose timeline is suspicious or whose verdict is
-    not clean; every page gets the inline SVG trajectory anyway (matplotlib costs ~0.3 s a plot)."""
-    r = store.query("select (select verdict from verdicts where run_id = ?) as v, "
-                    "(select count(*) from findings where run_id = ? and analyzer = 'timeline' and severity in "
-                    "('medium', 'high', 'critical')) as n", [run_id, run_id])[0]
-    return bool(r["n"]) or r["v"] not in ("clean", "retryable_infra_failure", None)
+def plot_runs(store: Store, run_ids: Sequence[str], max_png: int = MAX_PNG_PLOTS) -> set[str]:
+    """The runs whose page gets a timeline PNG: the first `max_png` of `run_ids` (in their order)
+    that want one.  Decided over all the runs, never over the pages a scan happens to re-render, so a
+    resumed scan plots exactly the runs an uninterrupted one does."""
+    if max_png <= 0 or not run_ids:
+        return set()
+    rows = store.query("select r.run_id, v.verdict as v, (select count(*) from findings f where f.run_id = r.run_id "
+                       "and f.analyzer = 'timeline' and f.severity in ('medium', 'high', 'critical')) as n, "
+                       "(exists (select 1 from check_runs c where c.run_id = r.run_id) or exists (select 1 from "
+                       "file_versions fv where fv.run_id = r.run_id and fv.is_solution)) as data "
+                       "from runs r left join verdicts v using (run_id) where r.run_id in (select unnest(?::VARCHAR[]))",
+                       [list(run_ids)])
+    # (a run with neither checks nor solution versions has no timeline to plot: _timeline_data)
+    want = {r["run_id"] for r in rows if r["data"] and (r["n"] or r["v"] not in ("clean", "retryable_infra_failure", None))}
+    return set([rid for rid in run_ids if rid in want][:max_png])
 
 
 _WS: dict[str, Any] = {}
@@ -90,30 +98,35 @@ def _worker_render(args) -> tuple[str, str | None]:
 
 def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerender: Iterable[str] | None = None,
                   jobs: int = 1, progress: bool = False, scan_info: dict[str, Any] | None = None,
-                  plots: bool = True, max_png: int = MAX_PNG_PLOTS) -> dict[str, str]:
+                  plots: bool = True, max_png: int = MAX_PNG_PLOTS, png: set[str] | None = None,
+                  rendered: list[str] | None = None) -> dict[str, str]:
     """Write the per-run YAML/HTML (+PNG) for `rerender` (all runs if None; plus any whose files are
-    missing) and the index for all `run_ids`.  PNG timeline plots go to at most `max_png` runs per
-    call, suspicious ones first (see `_wants_png`); the inline SVG trajectory is on every page."""
+    missing) and the index for all `run_ids`.  PNG timeline plots go to the runs of `png` (default
+    `plot_runs`: at most `max_png` of all the runs, suspicious ones); a re-rendered page without one
+    loses a stale PNG.  The inline SVG trajectory is on every page.  `rendered` gets the runs whose
+    page and annotation were written."""
     from forensics.report.data import run_report, runs_overview
     from forensics.report.html import index_html, run_page_names, verdict_html
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "annotations").mkdir(parents=True, exist_ok=True)
     page_names = run_page_names(run_ids)
+    if png is None:
+        png = plot_runs(store, run_ids, max_png) if plots else set()
     redo = set(run_ids) if rerender is None else set(rerender)
     for rid in run_ids:
         pn = page_names[rid]
-        if not (out / "runs" / f"{pn}.html").exists() or not (out / "annotations" / f"{pn}.yaml").exists():
+        if not (out / "runs" / f"{pn}.html").exists() or not (out / "annotations" / f"{pn}.yaml").exists() \
+                or (rid in png) != (out / "runs" / f"{pn}.timeline.png").exists():
             redo.add(rid)
     todo = [rid for rid in run_ids if rid in redo]
+    for rid in todo:   # a page re-rendered without a plot keeps no plot of an earlier scan
+        if rid not in png:
+            (out / "runs" / f"{page_names[rid]}.timeline.png").unlink(missing_ok=True)
     bar = None
     if progress and todo:
         from tqdm import tqdm
         bar = tqdm(total=len(todo), unit="run", desc="report", file=sys.stderr, leave=False)
-
-    png = set()
-    if plots and max_png > 0:
-        png = set([rid for rid in todo if _wants_png(store, rid)][:max_png])
 
     def tasks():
         for rid in todo:
@@ -131,15 +144,19 @@ def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerende
             args = [(rid, str(out), page_names[rid], page_names, rid in png) for rid in todo]
             def lost(a, reason):
                 print(f"report: the page of run {a[0]} was not written: {reason}", file=sys.stderr)
-            for _ in pmap(_worker_render, args, jobs, initializer=_worker_open, initargs=(store.path,),
-                          ordered=False, chunksize=4, lost=lost):
+            for res in pmap(_worker_render, args, jobs, initializer=_worker_open, initargs=(store.path,),
+                            ordered=False, chunksize=4, lost=lost):
+                if res is not None and rendered is not None:
+                    rendered.append(res[0])
                 if bar:
                     bar.update(1)
         finally:
             store.con = duckdb.connect(store.path)
     else:
         for t in tasks():
-            render_run(t)
+            res = render_run(t)
+            if rendered is not None:
+                rendered.append(res[0])
             if bar:
                 bar.update(1)
     if bar:
