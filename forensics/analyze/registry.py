@@ -132,8 +132,10 @@ ANALYZERS: tuple[Analyzer, ...] = (
              output=(Rows("similarity_pairs", keys=("a_id", "b_id")), Rows("findings", where="analyzer = 'similarity'")),
              cross_run=True, writes=("similarity_pairs", "findings"), requires=("provenance",)),
     Analyzer("timeline", "forensics.analyze.timeline", inputs=("ingest",), writes=("file_versions", "check_runs", "findings")),
-    # (the deck files' canonical hashes, forensics/data/deck-hashes.json, are named in its code: part of it)
-    Analyzer("static", "forensics.analyze.static", inputs=("ingest",), writes=("findings",)),
+    # (the deck files' canonical hashes, forensics/data/deck-hashes.json, are named in its code: part of
+    # it); it writes its grader-integrity findings as "integrity"
+    Analyzer("static", "forensics.analyze.static", inputs=("ingest",), writes=("findings",),
+             output=(Rows("findings", where="analyzer in ('static', 'integrity')"),)),
     # the static findings name the probes that settle them; the references and their problems: kernels/
     Analyzer("replay", "forensics.replay", code=("forensics.replay", "kernels"),
              inputs=("ingest", "static"), writes=("replay_results", "findings"), requires=("static",), opt_in=True),
