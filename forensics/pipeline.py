@@ -160,6 +160,23 @@ class Resume:
                 self.outputs.setdefault(stage.name, {})[r] = outs[r]
 
 
+def stage_codes(store: Store) -> dict[str, str]:
+    """{stage: code digest} (registry.code_digests), reused from the store while no file of the
+    project changed since it was computed (registry.tree_stamp): a rescan reads no code."""
+    stamp = R.tree_stamp()
+    if stamp is not None:
+        got = {r["stage"]: r["digest"] for r in store.query("select stage, digest from stage_code where tree_stamp = ?",
+                                                            [stamp])}
+        if set(got) >= {s.name for s in R.STAGES}:
+            return got
+    codes = R.code_digests()
+    with store.transaction():
+        store.con.execute("delete from stage_code")
+        if stamp is not None:
+            store.insert_rows("stage_code", [{"stage": k, "digest": v, "tree_stamp": stamp} for k, v in codes.items()])
+    return codes
+
+
 def coverage_state(run_ids: Sequence[str], cov: dict[str, Any]) -> dict[str, str]:
     """{run_id: what the coverage finding of the run says} (the analyzers that ran, failed, were
     missing or left out on it): the verdict's "coverage" input."""
@@ -397,8 +414,8 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         raise ScanError(str(e)) from e
     if eng.name != "local":
         timings["engine_start"] = round(time.perf_counter() - t0, 3)
-    codes = R.code_digests()   # every stage's code, hashed once per scan
     try:
+        codes = stage_codes(store)   # every stage's code, hashed once per scan
         from forensics.store.ingest import ingest_archive
         t0 = time.perf_counter()
         try:

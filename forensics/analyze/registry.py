@@ -171,14 +171,27 @@ UNHASHED = {("verdicts", "adjudicated_at"), ("verdicts", "input_fingerprint"), (
             ("replay_results", "ran_at"), ("replay_results", "ms"), ("replay_results", "tflops"),
             ("replay_results", "gbps"), ("replay_results", "data")}
 
-# path -> ((mtime_ns, size), sha256, project modules it imports, file names it mentions): read once
-# per process per version of the file
-_FILE_CACHE: dict[str, tuple[tuple[int, int], str, frozenset[str], frozenset[str]]] = {}
-# a data file named in code ("deck-hashes.json"): the file it names is part of that code
-_DATA_NAME = re.compile(r"[\w.-]+\.(?:json|sql|ya?ml|txt|csv|toml|cfg|ini|tsv)\b")
-# an import statement at the start of a line (a pattern led by a literal newline: re finds those fast)
-_IMPORT = re.compile(r"\n[ \t]*(?:import[ \t]+([\w. \t,]+)|from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+"
+# path -> ((mtime_ns, size, the data file names looked for), sha256, project modules it imports, the
+# data file names it mentions): read once per process per version of the file
+_FILE_CACHE: dict[str, tuple[tuple[int, int, frozenset[str]], str, frozenset[str], frozenset[str]]] = {}
+# an import statement, matched at the start of a line that holds the word "import"
+_IMPORT = re.compile(r"[ \t]*(?:import[ \t]+([\w. \t,]+)|from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+"
                      r"(?:\(([^)]*)\)|([\w. \t,]+)))")
+
+
+def _imports(text: str) -> Iterable[re.Match]:
+    """The import statements of `text` (found from the word, then matched at its line's start:
+    twice as fast as scanning every line)."""
+    seen = set()
+    i = text.find("import")
+    while i != -1:
+        start = text.rfind("\n", 0, i) + 1
+        if start not in seen:
+            seen.add(start)
+            m = _IMPORT.match(text, start)
+            if m:
+                yield m
+        i = text.find("import", i + 6)
 _ROOT: dict[str, Any] = {}
 
 
@@ -199,18 +212,29 @@ class _Resolver:
         self.memo: dict[str, str | None] = {}
         self.scanned: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {}
         self.edges: dict[str, tuple[str, ...]] = {}
-        self._data: dict[str, list[str]] | None = None
+        self._data: dict[str, list[str]] = {}
+        self.data_names: frozenset[str] = frozenset()
+        self.dirs: set[str] = set()
+        # the project's modules and folders by dotted name, and its data files by file name: one walk
+        for pkg in PROJECT:
+            top = os.path.join(self.root, pkg)
+            if not os.path.isdir(top):
+                continue
+            for dirpath, dirnames, filenames in os.walk(top):
+                dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+                rel = dirpath[len(self.root) + 1:].replace(os.sep, ".")
+                self.memo[rel] = dirpath
+                self.dirs.add(rel)
+                for fn in filenames:
+                    full = os.path.join(dirpath, fn)
+                    if fn.endswith(".py"):
+                        self.memo.setdefault(f"{rel}.{fn[:-3]}", full)   # (a folder of that name wins)
+                    elif not fn.endswith((".pyc", ".pyo", ".md")):
+                        self._data.setdefault(fn, []).append(full)
+        self.data_names = frozenset(self._data)
 
     def data(self, name: str) -> list[str]:
         """The project's data files (not Python) with this file name."""
-        if self._data is None:
-            self._data = {}
-            for pkg in PROJECT:
-                for dirpath, dirnames, filenames in os.walk(os.path.join(self.root, pkg)):
-                    dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-                    for fn in filenames:
-                        if not fn.endswith((".py", ".pyc", ".pyo", ".md")):
-                            self._data.setdefault(fn, []).append(os.path.join(dirpath, fn))
         return self._data.get(name, [])
 
     def path(self, name: str) -> str | None:
@@ -220,11 +244,7 @@ class _Resolver:
             return self.memo[name]
         got: str | None = None
         if name.split(".")[0] in PROJECT:
-            base = os.path.join(self.root, *name.split("."))
-            if os.path.isfile(base + ".py"):
-                got = base + ".py"
-            elif os.path.isdir(base):
-                got = base
+            got = None          # not in the walk: no such module (a name imported from a module)
         else:
             try:
                 spec = importlib.util.find_spec(name)
@@ -264,24 +284,28 @@ class _Resolver:
             name = ".".join(parts[:i])
             if _orchestration(name):
                 break
-            p = self.path(name)
-            if p is None:
-                continue
-            if os.path.isdir(p):
-                p = os.path.join(p, "__init__.py")
-                if not os.path.isfile(p):
-                    continue
-            out.append(p)
+            if name in self.dirs:   # a package of the project: its __init__, if it has one
+                p = self.memo.get(f"{name}.__init__")
+            else:
+                p = self.path(name)
+                if p is not None and os.path.isdir(p):
+                    p = os.path.join(p, "__init__.py")
+                    if not os.path.isfile(p):
+                        continue
+            if p is not None:
+                out.append(p)
         got = self.edges[m] = tuple(out)
         return got
 
 
 def _scan_file(path: str, res: _Resolver | None = None) -> tuple[str, frozenset[str], frozenset[str]]:
-    """(sha256 of its bytes, project modules it imports anywhere in it, names of data files it
-    mentions), cached by mtime and size."""
+    """(sha256 of its bytes, project modules it imports anywhere in it, names of the project's data
+    files it mentions: a data file named in code is part of that code), cached by mtime and size."""
+    res = res or _Resolver()
     st = os.stat(path)
+    key = (st.st_mtime_ns, st.st_size, res.data_names)
     hit = _FILE_CACHE.get(path)
-    if hit is not None and hit[0] == (st.st_mtime_ns, st.st_size):
+    if hit is not None and hit[0] == key:
         return hit[1], hit[2], hit[3]
     with open(path, "rb") as fh:
         data = fh.read()
@@ -291,10 +315,10 @@ def _scan_file(path: str, res: _Resolver | None = None) -> tuple[str, frozenset[
     if path.endswith(".py"):
         # import statements anywhere (lazy ones in functions too), read with a pattern rather than
         # ast.parse (ten times faster; a match inside a string only adds a file to the closure)
-        me = (res or _Resolver()).module(path) or ""
+        me = res.module(path) or ""
         pkg = me if path.endswith("__init__.py") else me.rpartition(".")[0]
-        text = "\n" + data.decode("utf-8", "replace")
-        for m in _IMPORT.finditer(text):
+        text = data.decode("utf-8", "replace")
+        for m in _imports(text):
             if m.group(1) is not None:
                 found.update(x.strip().split(" as ")[0].strip() for x in m.group(1).split(","))
                 continue
@@ -306,8 +330,8 @@ def _scan_file(path: str, res: _Resolver | None = None) -> tuple[str, frozenset[
             found.add(base)
             found.update(f"{base}.{x.strip().split(' as ')[0].strip()}" for x in names.split(",") if x.strip())
         found = {m for m in found if m.split(".")[0] in PROJECT}
-        names = frozenset(_DATA_NAME.findall(text))
-    _FILE_CACHE[path] = ((st.st_mtime_ns, st.st_size), digest, frozenset(found), names)
+        names = frozenset(n for n in res.data_names if n in text)
+    _FILE_CACHE[path] = (key, digest, frozenset(found), names)
     return digest, frozenset(found), names
 
 
@@ -387,6 +411,31 @@ def code_digests(stages: Sequence[Stage] = STAGES, modules: Mapping[str, str] | 
         roots = s.roots() if m == s.module else (m, *[r for r in s.roots() if r != s.module])
         out[s.name] = _digest(roots, res)
     return out
+
+
+def tree_stamp() -> str | None:
+    """A stamp of every file of the project's packages (path, inode, ctime, mtime, size: what
+    `ArchiveSource.stamp` trusts), under which the stages' code digests can be reused without reading
+    a file; None when a file changed too recently for its stat to vouch for it."""
+    import time
+    from forensics.archive.source import STAMP_SETTLE_NS
+    root = str(_project_root())
+    now = time.time_ns()
+    h = hashlib.sha256(root.encode())
+    for pkg in PROJECT:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, pkg)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for fn in sorted(filenames):
+                if fn.endswith((".pyc", ".pyo")):
+                    continue
+                try:
+                    st = os.stat(os.path.join(dirpath, fn))
+                except OSError:
+                    return None
+                if st.st_ctime_ns > now - STAMP_SETTLE_NS or st.st_mtime_ns > now - STAMP_SETTLE_NS:
+                    return None
+                h.update(f"{dirpath}/{fn}:{st.st_ino}:{st.st_ctime_ns}:{st.st_mtime_ns}:{st.st_size}\n".encode())
+    return h.hexdigest()[:24]
 
 
 def _hash_cols(r: Rows) -> list[str]:
@@ -578,4 +627,4 @@ def apply_chunk_rows(store: Store, chunk: Sequence[str], tables: dict[str, bytes
 __all__ = ["ANALYZERS", "Analyzer", "BY_NAME", "EXTERNAL", "INGEST", "REPORT", "Rows", "STAGES", "STAGE_BY_NAME", "Stage",
            "VERDICT", "analyze_chunk", "apply_chunk_rows", "arrow_digest", "code_digest", "code_digests", "code_files",
            "describe_error", "import_analyzer", "order", "output_digests", "output_tables", "reads_all_digest",
-           "run_isolated", "stage_fingerprints"]
+           "run_isolated", "stage_fingerprints", "tree_stamp"]

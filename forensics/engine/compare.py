@@ -21,9 +21,9 @@ from typing import Any
 TIMING_COLUMNS = {("archives", "ingested_at"), ("runs", "ingested_at"), ("verdicts", "adjudicated_at"),
                   ("replay_results", "ran_at"), ("replay_results", "ms"), ("replay_results", "tflops"),
                   ("replay_results", "gbps"), ("replay_results", "data"), ("runs", "stamp")}
-# what a scan keeps to resume, not what it found (which stages ran where: a scan that wrote reports
-# has the report's rows, one without has none): compared only when named in `tables`
-STATE_TABLES = {"stage_runs"}
+# what a scan keeps to resume, not what it found (which stages ran where, the code digests: a scan
+# that wrote reports has the report's rows, one without has none): compared only when named in `tables`
+STATE_TABLES = {"stage_runs", "stage_code"}
 
 
 def table_rows(db: str | Path, table: str, where: str = "") -> list[tuple] | None:

@@ -543,6 +543,17 @@ TABLES: tuple[Table, ...] = (
         owner="verdict",
     ),
     Table(
+        "stage_code",
+        "The stages' code digests (forensics.analyze.registry code_digests: the content hash of each stage's files) as the last scan computed them, with the stat stamp of the project's files then (registry.tree_stamp). A scan whose project files have the same stamp reuses them without reading the code; any edit, copy or reinstall changes the stamp.",
+        (
+            C("stage", "VARCHAR NOT NULL", "ingest | provenance | similarity | timeline | static | replay | verdict | report."),
+            C("digest", "VARCHAR", "The stage's code digest."),
+            C("tree_stamp", "VARCHAR", "registry.tree_stamp() when it was computed."),
+        ),
+        primary_key=("stage",),
+        owner="pipeline",
+    ),
+    Table(
         "stage_runs",
         "Resume state: one row per run and stage (each analyzer, the verdict, the report; the ingest's is in runs: fingerprint, stamp, output) that ran on it. forensics.analyze.registry declares each stage's code and inputs; its fingerprint for a run hashes its code's content, the limits, its options, the output digests of the stages it reads for the run and the rows of every run it reads. A scan redoes a stage for a run exactly when the fingerprint it computes differs from the one stored here (or with --force); a stage that failed on the run, or whose worker never finished it, is stored with a NULL fingerprint, so the next scan redoes it.",
         (
