@@ -80,6 +80,38 @@ def test_force_redoes_every_stage_and_an_in_place_edit_is_seen(tmp_path):
     assert res.analyzed == [CLAUDE] or CLAUDE in res.analyzed
 
 
+def test_a_listing_vouches_for_an_unchanged_run_and_a_changed_stat_costs_one_hash(tmp_path, monkeypatch):
+    """A rescan reads no file of a run whose listing stamp (inode, ctime, mtime, size) is the stored
+    one; a file whose stat changed but not its content (its ctime only) gets its run hashed once,
+    found unchanged, not parsed, and restamped.  (The first ingest fingerprints from the hashes its
+    parse took: each file read once.)"""
+    from forensics.archive import source as SRC
+    from forensics.store import ingest as I
+    monkeypatch.setattr(SRC, "STAMP_SETTLE_NS", 0)     # the copy is seconds old: trust its stat now
+    arch = _archive(tmp_path / "a")
+    out = tmp_path / "r"
+    hashed: list[str] = []
+    orig = I.run_fingerprint
+
+    def counting(src, run, ctx, known=None):
+        if known is None:
+            hashed.append(run.run_id)
+        return orig(src, run, ctx, known)
+    monkeypatch.setattr(I, "run_fingerprint", counting)
+    assert P.scan(arch, out=out, progress=False).stages["ingest"] == len(RUNS)
+    assert hashed == []                                  # parsed, fingerprinted from the parse's own hashes
+    with Store(out / "audit.duckdb", read_only=True) as s:
+        assert s.scalar("select count(*) from runs where stamp is null") == 0
+    assert P.scan(arch, out=out, progress=False).stages == {s: 0 for s in STAGES} and hashed == []
+    t = next(arch.glob(f"outputs/*/{CLAUDE}/transcript.jsonl"))
+    st = t.stat()
+    os.utime(t, ns=(st.st_atime_ns, st.st_mtime_ns))     # its ctime moves; its content and mtime do not
+    assert P.scan(arch, out=out, progress=False).stages == {s: 0 for s in STAGES}
+    assert hashed == [CLAUDE]
+    hashed.clear()
+    assert P.scan(arch, out=out, progress=False).stages == {s: 0 for s in STAGES} and hashed == []
+
+
 # ---------------------------------------------------------------------------- code of a stage
 @pytest.fixture
 def code_copy(tmp_path, monkeypatch):

@@ -267,7 +267,7 @@ def listing_stamps(src: ArchiveSource, run: DiscoveredRun, ctx: IngestContext) -
     return plain, hashlib.sha256(f"{plain}|known:{ctx.known_digest()}".encode()).hexdigest()
 
 
-def run_fingerprint(src: ArchiveSource, run: DiscoveredRun, ctx: IngestContext
+def run_fingerprint(src: ArchiveSource, run: DiscoveredRun, ctx: IngestContext, known: dict[str, str] | None = None
                     ) -> tuple[str, str, dict[str, str]]:
     """The run's resume fingerprint, without and with the other runs' names (the second is the one
     of a run whose commands globbed over run folders), and {path: sha256} of the files hashed.
@@ -276,7 +276,8 @@ def run_fingerprint(src: ArchiveSource, run: DiscoveredRun, ctx: IngestContext
     and mtime changes it), plus what the ingest records of each entry (size, mtime, link target:
     the store equals a fresh ingest), the ingest's code and the limits (`ctx.key`).  Files under
     cache/, tmp/ and .venv/ are never read by the tool: their size and mtime stand for them; a
-    file over MAX_HASH_BYTES is not read either."""
+    file over MAX_HASH_BYTES is not read either.  `known`: {path: sha256} of files already hashed
+    whole (by the parse that just read them): not read again."""
     pre = run.run_path + "/" if run.run_path else ""
     max_hash = LIM.MAX_HASH_BYTES.value()
     h = hashlib.sha256(f"{ctx.key}\n".encode())
@@ -287,6 +288,8 @@ def run_fingerprint(src: ArchiveSource, run: DiscoveredRun, ctx: IngestContext
         if not (e.is_dir or e.is_symlink or rel.startswith(HASH_SKIP_PREFIXES) or "/.venv/" in f"/{rel}"):
             if (e.size or 0) > max_hash:
                 what = "unhashed"
+            elif known and rel in known:
+                what = hashes[rel] = known[rel]
             else:
                 got = _stream_count(src, pre + rel, max_hash, lines=False)
                 if isinstance(got, tuple):
@@ -586,18 +589,18 @@ class _Sink:
 
 def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
               known_runs: dict[str, str | None], fingerprints: tuple[str, str] | None = None,
-              pre_hashes: dict[str, str] | None = None) -> RunRows:
+              pre_hashes: dict[str, str] | None = None, ictx: IngestContext | None = None) -> RunRows:
     """Read one run folder and produce all its ingest rows (no store access: safe in a worker).
     `fingerprints`: the run's (plain, with known runs) resume fingerprints, `pre_hashes` the sha256
-    of its files they were computed from (run_fingerprint; computed here when not given)."""
+    of its files they were computed from (run_fingerprint); when not given they are computed after
+    the parse from the hashes it took (`ictx`: the ingest's context), so a first ingest reads each
+    file once."""
     from forensics.transcripts import parse_source  # late: the parsers are the heavy import
     from forensics.transcripts.events import Heartbeat, HeartbeatRun, ParseError, Record, SessionEnd, ToolCall, ToolResult
 
-    if fingerprints is None:
-        ctx = IngestContext(known=dict(known_runs), key=ingest_key())
-        *fingerprints, pre_hashes = run_fingerprint(src, run, ctx)
     pre_hashes = pre_hashes or {}
-    out = RunRows(run.run_id, fingerprints[0])
+    out = RunRows(run.run_id, fingerprints[0] if fingerprints else "")
+    shas: dict[str, str] = {}      # what the parse hashed: the fingerprint taken after it (fingerprints None)
     sink = _Sink(out)
     rid = run.run_id
     files = run.rel_files()
@@ -860,8 +863,9 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
             row["run_id"] = rid
             sink.add("file_accesses", row)
         if ctx.used_known:   # its rows depend on the other runs' names: so does its fingerprint
-            out.fingerprint = fingerprints[1]
             out.used_known = True
+            if fingerprints:
+                out.fingerprint = fingerprints[1]
     except ImportError as e:  # the access resolver is part of the package; its absence is a defect
         perr(None, None, "internal", f"file access resolver unavailable: {e}")
     except Exception as e:  # noqa: BLE001 - the run keeps its records and calls; the gap is said
@@ -946,7 +950,13 @@ def parse_run(src: ArchiveSource, run: DiscoveredRun, archive_location: str,
         sink.add("files", {"run_id": rid, "path": rel, "size": e.size, "sha256": sha,
                            "category": cat, "is_symlink": e.is_symlink,
                            "link_target": e.link_target, "mtime": e.mtime})
+        if sha is not None:
+            shas[rel] = sha
     out.bytes_read = sum(n for _, n in hashes.values())
+    if not fingerprints:   # the fingerprint from the hashes just taken (a file it did not hash is read)
+        ictx = ictx or IngestContext(known=dict(known_runs), key=ingest_key())
+        plain, with_known, _ = run_fingerprint(src, run, ictx, known=shas)
+        out.fingerprint = with_known if out.used_known else plain
 
     fmt, fmt_ev = fmt_by_source.get(sources[0], (None, None)) if sources else ("missing", "no transcript file")
     era, era_ev = infer_era(set(files) | {e.path for e in run.entries}, res, parsed.timestamp if parsed else None,
@@ -1190,14 +1200,17 @@ def parse_one(src: Any, run: Any, location: str, known: "IngestContext | dict[st
     ctx = known if isinstance(known, IngestContext) else IngestContext(known=dict(known), force=True)
     try:
         with LIM.using(ctx.limits):
-            key = ctx.key or ingest_key()
-            if key != ctx.key:
-                ctx = IngestContext(ctx.known, ctx.previous, ctx.force, key, ctx.limits)
-            plain, with_known, hashes = run_fingerprint(src, run, ctx)
+            if not ctx.key:
+                ctx = IngestContext(ctx.known, ctx.previous, ctx.force, ingest_key(), ctx.limits)
             prev = ctx.previous.get(run.run_id)
-            if not ctx.force and prev is not None and prev in (plain, with_known):
-                return RunRows(run.run_id, prev, unchanged=True, used_known=prev == with_known)
-            rows = parse_run(src, run, location, ctx.known, (plain, with_known), hashes)
+            if ctx.force or prev is None:
+                # nothing to compare with: parsed at once, fingerprinted from the hashes the parse took
+                rows = parse_run(src, run, location, ctx.known, ictx=ctx)
+            else:
+                plain, with_known, hashes = run_fingerprint(src, run, ctx)
+                if prev in (plain, with_known):
+                    return RunRows(run.run_id, prev, unchanged=True, used_known=prev == with_known)
+                rows = parse_run(src, run, location, ctx.known, (plain, with_known), hashes)
             rows.output = _output_digest(rows)
             return rows
     except Exception as e:  # noqa: BLE001 - one bad run must not stop the ingest
