@@ -5,6 +5,13 @@ scan's verdict fields with the archive's labels.
     forensics bench scan --runs 1000 --jobs 2            # generate (cached), ingest only, full scan
     forensics bench scan --archive corpus/fixtures/archive --agreement   # agreement on the fixture
     forensics bench scan --runs 200 --engine ray --workers 1,2   # Ray engine vs local, 1 and 2 workers
+    forensics bench scan --archive corpus/fixtures/archive --rescan 5 --baseline /tmp/main   # resume cost
+
+With ``--rescan ROUNDS`` the bench measures what a resume costs: per round, a full scan of the
+archive into a fresh folder, then ``--rescans`` scans of the unchanged archive into it (each a new
+process, as `forensics scan` is run), timed as the process's wall clock and as the `scan()` call
+inside it; with ``--baseline DIR`` (a checkout of other code, e.g. ``git archive main``) the same
+with that code, alternating with this one in every round, and the ratio of the medians.
 
 With ``--engine ray`` the bench scans the archive (no reports, no replay) with the local engine
 and with a local Ray of the same number of worker CPUs, for each ``--workers`` count, alternating,
@@ -95,6 +102,86 @@ def run_bench(archive: Path, work: Path, jobs: int, agreement: bool, labels: Pat
         with Store(res.db, read_only=True) as st:
             out["agreement"] = agree(st, labels)
     return out
+
+
+# one scan in a fresh process with the code of one tree (its PYTHONPATH, its cwd): what a user's
+# `forensics scan` costs, the interpreter's start and the imports included
+_SCAN_ONCE = """
+import sys, time
+t0 = time.perf_counter()
+import orjson
+from forensics.pipeline import scan
+t1 = time.perf_counter()
+r = scan(sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[3]), progress=False)
+t2 = time.perf_counter()
+print(orjson.dumps({"import_s": t1 - t0, "call_s": t2 - t1, "runs": len(r.run_ids), "analyzed": len(r.analyzed),
+                    "timings": r.timings}).decode())
+"""
+
+
+def _scan_process(tree: Path, archive: Path, out: Path, jobs: int) -> dict[str, Any]:
+    import os
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", _SCAN_ONCE, str(archive.resolve()), str(out), str(jobs)],
+                       cwd=str(tree), env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise click.ClickException(f"scan with the code of {tree} failed: {p.stderr[-1500:]}")
+    d = orjson.loads(p.stdout.strip().splitlines()[-1])
+    d["wall_s"] = wall
+    return d
+
+
+def run_rescan_bench(archive: Path, work: Path, jobs: int, rounds: int, rescans: int,
+                     baseline: Path | None) -> dict[str, Any]:
+    """Full scan, then `rescans` scans of the unchanged archive, per round, for this code and
+    `baseline`'s, alternating; medians and ratios (this / baseline)."""
+    import statistics
+    from devkit.paths import REPO
+    trees = {"current": REPO}
+    if baseline is not None:
+        trees["baseline"] = baseline.resolve()
+    samples: dict[str, dict[str, list[float]]] = {k: {"full_s": [], "rescan_s": [], "rescan_call_s": []} for k in trees}
+    runs = 0
+    for _ in range(rounds):
+        for name, tree in trees.items():
+            out = work / f"rescan-{name}"
+            shutil.rmtree(out, ignore_errors=True)
+            d = _scan_process(tree, archive, out, jobs)
+            samples[name]["full_s"].append(d["wall_s"])
+            runs = d["runs"]
+            for _ in range(rescans):
+                d = _scan_process(tree, archive, out, jobs)
+                if d["analyzed"]:
+                    raise click.ClickException(f"{name}: a rescan of the unchanged archive analysed {d['analyzed']} runs")
+                samples[name]["rescan_s"].append(d["wall_s"])
+                samples[name]["rescan_call_s"].append(d["call_s"])
+            shutil.rmtree(out, ignore_errors=True)
+    o: dict[str, Any] = {"archive": str(archive), "runs": runs, "jobs": jobs, "rounds": rounds, "rescans": rescans,
+                         "trees": {k: str(v) for k, v in trees.items()}, "median": {}, "all": {}}
+    for name, ss in samples.items():
+        o["median"][name] = {k: round(statistics.median(v), 3) for k, v in ss.items()}
+        o["all"][name] = {k: [round(x, 3) for x in v] for k, v in ss.items()}
+    if baseline is not None:
+        c, b = o["median"]["current"], o["median"]["baseline"]
+        o["ratio"] = {k: round(c[k] / b[k], 3) for k in c}
+    return o
+
+
+def render_rescan(o: dict[str, Any]) -> str:
+    lines = [f"archive {o['archive']}: {o['runs']} runs, jobs={o['jobs']}; median of {o['rounds']} round(s) "
+             f"x {o['rescans']} rescan(s), each scan a new process"
+             + (", the two trees alternating" if "ratio" in o else ""),
+             f"  {'code':<9}  {'full scan s':>11}  {'rescan s':>9}  {'scan() s':>9}"]
+    for name, m in o["median"].items():
+        lines.append(f"  {name:<9}  {m['full_s']:>11.2f}  {m['rescan_s']:>9.3f}  {m['rescan_call_s']:>9.3f}")
+    if "ratio" in o:
+        r = o["ratio"]
+        lines.append(f"  current / baseline: full {r['full_s']:.3f}x, rescan {r['rescan_s']:.3f}x, "
+                     f"rescan scan() call {r['rescan_call_s']:.3f}x")
+    for name, t in o["trees"].items():
+        lines.append(f"  {name}: {t}")
+    return "\n".join(lines)
 
 
 def run_engine_bench(archive: Path, work: Path, workers: list[int], rounds: int = 1) -> dict[str, Any]:
@@ -214,9 +301,14 @@ def render(o: dict[str, Any]) -> str:
               help="ray: the Ray engine against the local one at each --workers count (same run).")
 @click.option("--workers", default=None, help="With --engine ray: worker counts, e.g. 1,2 (default: --jobs).")
 @click.option("--rounds", default=1, show_default=True, help="With --engine ray: repetitions (medians reported).")
+@click.option("--rescan", "rescan_rounds", default=0, show_default=True,
+              help="Rounds of (full scan, --rescans scans of the unchanged archive), each scan a new process.")
+@click.option("--rescans", default=3, show_default=True, help="With --rescan: rescans per round.")
+@click.option("--baseline", default=None, type=click.Path(exists=True, file_okay=False),
+              help="With --rescan: a checkout of other code (e.g. `git archive main`) measured alternately.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
 def bench_scan(runs, seed, jobs, workdir, archive_opt, labels, agreement, no_ingest_baseline, engine, workers, rounds,
-               as_json):
+               rescan_rounds, rescans, baseline, as_json):
     """Scan (no replay) of a generated N-run archive, beside the ingest-only time (same run); with
     --engine ray, the Ray engine's throughput and per-run overhead against the local engine."""
     work = Path(workdir) if workdir else Path(tempfile.gettempdir()) / "forensics-bench-scan"
@@ -231,6 +323,10 @@ def bench_scan(runs, seed, jobs, workdir, archive_opt, labels, agreement, no_ing
             shutil.rmtree(archive, ignore_errors=True)
             gen_s = generate(archive, runs, seed)
             marker.write_text("ok")
+    if rescan_rounds:
+        o = run_rescan_bench(archive, work, jobs, rescan_rounds, max(1, rescans), Path(baseline) if baseline else None)
+        click.echo(orjson.dumps(o, default=str, option=orjson.OPT_INDENT_2).decode() if as_json else render_rescan(o))
+        return
     if engine == "ray":
         try:
             ks = [int(x) for x in (workers or str(jobs)).split(",") if x.strip()]
