@@ -11,7 +11,8 @@ With ``--rescan ROUNDS`` the bench measures what a resume costs: per round, a fu
 archive into a fresh folder, then ``--rescans`` scans of the unchanged archive into it (each a new
 process, as `forensics scan` is run), timed as the process's wall clock and as the `scan()` call
 inside it; with ``--baseline DIR`` (a checkout of other code, e.g. ``git archive main``) the same
-with that code, alternating with this one in every round, and the ratio of the medians.
+with that code, alternating with this one in every round (each going first in turn), and the ratio
+of the medians.
 
 With ``--engine ray`` the bench scans the archive (no reports, no replay) with the local engine
 and with a local Ray of the same number of worker CPUs, for each ``--workers`` count, alternating,
@@ -143,8 +144,9 @@ def run_rescan_bench(archive: Path, work: Path, jobs: int, rounds: int, rescans:
         trees["baseline"] = baseline.resolve()
     samples: dict[str, dict[str, list[float]]] = {k: {"full_s": [], "rescan_s": [], "rescan_call_s": []} for k in trees}
     runs = 0
-    for _ in range(rounds):
-        for name, tree in trees.items():
+    for i in range(rounds):
+        # the trees take turns going first (a round's first scan meets colder caches)
+        for name, tree in (list(trees.items()) if i % 2 == 0 else list(trees.items())[::-1]):
             out = work / f"rescan-{name}"
             shutil.rmtree(out, ignore_errors=True)
             d = _scan_process(tree, archive, out, jobs)
