@@ -119,8 +119,9 @@ def code_copy(tmp_path, monkeypatch):
     points there), so editing a file of the copy is what editing the installed package is to them."""
     root = Path(forensics.__file__).resolve().parent.parent
     dest = tmp_path / "code"
-    for pkg in R.PROJECT:
-        shutil.copytree(root / pkg, dest / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    for _pkg, folder in R.code_folders():     # forensics/ and kernels/ (forensics.kernels)
+        rel = Path(folder).relative_to(root)
+        shutil.copytree(folder, dest / rel, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(forensics, "__file__", str(dest / "forensics" / "__init__.py"))
     return dest
 
@@ -229,8 +230,8 @@ def test_a_data_file_a_stage_reads_is_its_code():
     """A file of the project that is not Python (forensics/data/...) and is named in a stage's code
     is in that stage's code: editing it redoes the stage (the replay reads deck-hashes.json too)."""
     root = R._project_root()
-    data = [p for pkg in R.PROJECT for p in (root / pkg).rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")
-            and "__pycache__" not in p.parts]
+    data = [p for _pkg, folder in R.code_folders() for p in Path(folder).rglob("*")
+            if p.is_file() and p.suffix not in (".py", ".pyc", ".md") and "__pycache__" not in p.parts]
     assert data
     for s in R.STAGES:
         files = set(R.code_files(s.roots()))

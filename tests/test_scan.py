@@ -224,8 +224,8 @@ def test_code_digest_follows_contents_not_mtimes(tmp_path, monkeypatch):
     import forensics
     from forensics.analyze import registry as R
     root = Path(forensics.__file__).resolve().parent.parent
-    for pkg in R.PROJECT:
-        shutil.copytree(root / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    for _pkg, folder in R.code_folders():     # forensics/ and kernels/ (forensics.kernels)
+        shutil.copytree(folder, tmp_path / Path(folder).relative_to(root), ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(forensics, "__file__", str(tmp_path / "forensics" / "__init__.py"))
     before = R.code_digest(R.VERDICT)
     target = tmp_path / "forensics" / "verdict.py"

@@ -17,12 +17,13 @@ from these declarations alone: a stage's fingerprint for a run (`stage_fingerpri
 of
 
 * its **code** (``code``, default its module): the content hashes of the files it runs.  A module
-  root brings the transitive closure of its imports inside the project (forensics/ and kernels/,
-  lazy imports in functions included: `code_files`), so a parser fix in forensics/transcripts/
-  reaches the ingest and a rule file of forensics/analyze/static/ the static audit without anyone
-  listing them, and so does a data file of the project that this code names (deck-hashes.json);
-  a package root brings every file under it (kernels/).  The orchestration (`ORCHESTRATION`: this module, the pipeline, the engines,
-  the CLI, the worker pool) is no stage's code: it moves rows, it decides none;
+  root brings the transitive closure of its imports inside the project (forensics/, and kernels/
+  as forensics.kernels; lazy imports in functions included: `code_files`), so a parser fix in
+  forensics/transcripts/ reaches the ingest and a rule file of forensics/analyze/static/ the static
+  audit without anyone listing them, and so does a data file of the project that this code names
+  (deck-hashes.json); a package root brings every file under it (forensics.kernels).  The
+  orchestration (`ORCHESTRATION`: this module, the pipeline, the engines, the CLI, the worker pool)
+  is no stage's code: it moves rows, it decides none;
 * its per-run **inputs** (``inputs``): the *output digest* of each earlier stage it reads for the
   same run, and the inputs the pipeline computes (`EXTERNAL`: the annotation file that applies to
   the run, which analyzers ran or failed on it, whether its page gets a timeline plot).  The
@@ -125,7 +126,7 @@ ANALYZERS: tuple[Analyzer, ...] = (
     # every run's code against every other's; contamination chains join its pairs with provenance's
     # deliberate reads of the other run; the bundled references' signatures (kernels/) tell problems apart
     Analyzer("similarity", "forensics.analyze.similarity",
-             code=("forensics.analyze.similarity", "kernels.problems", "kernels.ref"),
+             code=("forensics.analyze.similarity", "forensics.kernels.problems", "forensics.kernels.ref"),
              reads_all=(Rows("runs", ("run_id", "run_name", "problem", "run_ts")),
                         Rows("files", ("run_id", "path", "size", "sha256", "is_symlink"), _CODE_FILES),
                         Rows("foreign_refs", _REF_COLS, _READS)),
@@ -137,7 +138,7 @@ ANALYZERS: tuple[Analyzer, ...] = (
     Analyzer("static", "forensics.analyze.static", inputs=("ingest",), writes=("findings",),
              output=(Rows("findings", where="analyzer in ('static', 'integrity')"),)),
     # the static findings name the probes that settle them; the references and their problems: kernels/
-    Analyzer("replay", "forensics.replay", code=("forensics.replay", "kernels"),
+    Analyzer("replay", "forensics.replay", code=("forensics.replay", "forensics.kernels"),
              inputs=("ingest", "static"), writes=("replay_results", "findings"), requires=("static",), opt_in=True),
 )
 BY_NAME = {a.name: a for a in ANALYZERS}
@@ -159,8 +160,51 @@ STAGE_BY_NAME = {s.name: s for s in STAGES}
 
 
 # ------------------------------------------------------------------------------ fingerprints
-#: the packages whose files a stage's code can be (third-party libraries are not followed)
-PROJECT = ("forensics", "kernels")
+#: the package whose files a stage's code can be (third-party libraries are not followed); its
+#: subpackages that live in another folder are followed there (`code_folders`: forensics.kernels,
+#: the repository's kernels/ folder in a checkout)
+PROJECT = ("forensics",)
+
+
+def code_folders() -> list[tuple[str, str]]:
+    """[(dotted name, folder)] the project's code lives in: forensics/ and each subpackage whose
+    __init__ points its ``__path__`` at another folder (forensics.kernels -> kernels/ in a checkout;
+    installed, it is forensics/kernels/ itself).  Relative to the project root in force (a copy of
+    the code, `forensics.__file__`, maps to the copy's folders)."""
+    root = str(_project_root())
+    got = _FOLDERS.get(root)
+    if got is not None:
+        return got
+    out = [(pkg, os.path.join(root, pkg)) for pkg in PROJECT if os.path.isdir(os.path.join(root, pkg))]
+    for pkg, top in list(out):
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            init = os.path.join(dirpath, "__init__.py")
+            if dirpath == top or "__init__.py" not in filenames:
+                continue
+            with open(init, encoding="utf-8", errors="replace") as fh:
+                if "__path__" not in fh.read():
+                    continue
+            name = pkg + "." + dirpath[len(top) + 1:].replace(os.sep, ".")
+            try:
+                mod = importlib.import_module(name)     # (only its __init__ runs: it sets __path__)
+            except Exception:  # noqa: BLE001 - a package that cannot import maps to nothing more
+                continue
+            home = os.path.dirname(os.path.dirname(os.path.abspath(mod.__file__)))   # the package's parent
+            real_root = os.path.dirname(home) if pkg == "forensics" else home
+            for p in getattr(mod, "__path__", []):
+                p = os.path.abspath(p)
+                if os.path.realpath(p) == os.path.realpath(dirpath) or not os.path.isdir(p):
+                    continue
+                rel = os.path.relpath(p, real_root)
+                there = os.path.join(root, rel) if not rel.startswith("..") else p
+                if os.path.isdir(there):
+                    out.append((name, there))
+    _FOLDERS[root] = out
+    return out
+
+
+_FOLDERS: dict[str, list[tuple[str, str]]] = {}
 #: orchestration: moves rows between stages, decides none (not part of any stage's code)
 ORCHESTRATION = ("forensics.analyze.registry", "forensics.pipeline", "forensics.engine", "forensics.cli",
                  "forensics.pool")
@@ -215,20 +259,20 @@ class _Resolver:
         self._data: dict[str, list[str]] = {}
         self.data_names: frozenset[str] = frozenset()
         self.dirs: set[str] = set()
+        self.names: dict[str, str] = {}        # file -> its dotted module name
         # the project's modules and folders by dotted name, and its data files by file name: one walk
-        for pkg in PROJECT:
-            top = os.path.join(self.root, pkg)
-            if not os.path.isdir(top):
-                continue
+        for pkg, top in code_folders():
             for dirpath, dirnames, filenames in os.walk(top):
                 dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-                rel = dirpath[len(self.root) + 1:].replace(os.sep, ".")
+                rel = pkg + (dirpath[len(top):].replace(os.sep, ".") if dirpath != top else "")
                 self.memo[rel] = dirpath
                 self.dirs.add(rel)
                 for fn in filenames:
                     full = os.path.join(dirpath, fn)
                     if fn.endswith(".py"):
+                        name = rel if fn == "__init__.py" else f"{rel}.{fn[:-3]}"
                         self.memo.setdefault(f"{rel}.{fn[:-3]}", full)   # (a folder of that name wins)
+                        self.names[full] = name
                     elif not fn.endswith((".pyc", ".pyo", ".md")):
                         self._data.setdefault(fn, []).append(full)
         self.data_names = frozenset(self._data)
@@ -256,15 +300,7 @@ class _Resolver:
         return got
 
     def module(self, path: str) -> str | None:
-        if not path.startswith(self.root + os.sep):
-            return None
-        rel = path[len(self.root) + 1:]
-        if rel.endswith(".py"):
-            rel = rel[:-3]
-        parts = rel.split(os.sep)
-        if parts and parts[-1] == "__init__":
-            parts.pop()
-        return ".".join(parts)
+        return self.names.get(path)
 
     def scan(self, path: str) -> tuple[str, frozenset[str], frozenset[str]]:
         got = self.scanned.get(path)
@@ -422,8 +458,9 @@ def tree_stamp() -> str | None:
     root = str(_project_root())
     now = time.time_ns()
     h = hashlib.sha256(root.encode())
-    for pkg in PROJECT:
-        for dirpath, dirnames, filenames in os.walk(os.path.join(root, pkg)):
+    for pkg, top in code_folders():
+        h.update(f"{pkg}={top}\n".encode())
+        for dirpath, dirnames, filenames in os.walk(top):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for fn in sorted(filenames):
                 if fn.endswith((".pyc", ".pyo")):
