@@ -233,8 +233,10 @@ def kernel_trace(rp: Replay) -> None:
 def _judge_cpu(rp: Replay, probe: str, summary: str, data: dict, kernels: list[dict], paths: dict, traced: bool) -> None:
     """The CPU trace, judged where the CPU path is the graded one (`cpu_judgement`)."""
     j = cpu_judgement(rp.spec, kernels, paths, traced)
-    data.update(judgement=j["decision"], main_op=j["main_op"], library_ops=j["library_ops"], authored=j["authored"],
-                doubts=j["doubts"])
+    # the operators by name and call count (what ran); their times are measurements, kept in the row's data
+    data.update(judgement=j["decision"], main_op=j["main_op"],
+                library_ops=[{"name": o["name"], "calls": o["calls"]} for o in j["library_ops"]],
+                authored=j["authored"], doubts=j["doubts"])
     ops = ", ".join(f"{o['name']} x{o['calls']}" for o in j["library_ops"][:6]) or "none"
     if j["decision"] == "work-by-library":
         rp.finding("replay-work-by-library",
