@@ -119,3 +119,33 @@ def test_generalised_mechanisms_are_caught_in_every_real_host_and_their_look_ali
     # a host the tool flags unchanged (BENCHMARKS.md: the eager w4a16 port labelled clean, WORK-NO-KERNEL)
     # is left out of every template's count; more than two would be a precision regression on clean code
     assert r["templates"]["host"]["flagged"] == len(r["hosts_flagged_unchanged"]) <= 2
+
+
+RUNNABLE_HOST = '''import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return _kern(x)
+
+
+def _kern(x):
+    CALLS.append(1)
+    return x * 2
+'''
+
+
+@pytest.mark.parametrize("name", ["memo_by_identity_version", "memo_in_module_dict", "memo_by_pointer"])
+def test_the_memo_templates_run_and_memoize(name):
+    """A transplanted memo must work as the mechanism it names: import, answer the first call, and
+    answer the repeated call on the same tensor without running the kernel.  (The identity-version
+    template read an attribute it had never set; the module-dict prelude was left unformatted, a set
+    holding a dict, and failed at import.)"""
+    import torch
+
+    ns: dict = {"CALLS": []}
+    exec(compile(transplant(RUNNABLE_HOST, BY_NAME[name]), "solution.py", "exec"), ns)
+    m, x = ns["Model"](), torch.ones(3)
+    first = m(x)
+    assert torch.equal(first, x * 2) and len(ns["CALLS"]) == 1
+    assert torch.equal(m(x), first) and len(ns["CALLS"]) == 1

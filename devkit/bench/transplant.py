@@ -71,7 +71,7 @@ TEMPLATES: tuple[Template, ...] = (
              "outputs memoized by the inputs' identity and version: the benchmark's repeated call on the "
              "same objects gets the stored output without a launch (the real top-k case)",
              "key = tuple(((id(t), t._version) for t in {inputs} if torch.is_tensor(t)))\n"
-             "if self._fx_key == key:\n    return self._fx_out\n"
+             "if getattr(self, '_fx_key', None) == key:\n    return self._fx_out\n"
              "self._fx_out = {call}\nself._fx_key = key\nreturn self._fx_out", "import torch\n"),
     Template("memo_in_module_dict", True, "memoization",
              "outputs memoized by data pointers in a module-level dict",
@@ -236,7 +236,7 @@ def transplant(source: str, t: Template) -> str | None:
                 (isinstance(tree.body[at], ast.Expr) and isinstance(getattr(tree.body[at], "value", None), ast.Constant)
                  and at == 0) or (isinstance(tree.body[at], ast.ImportFrom) and tree.body[at].module == "__future__")):
             at += 1
-        tree.body[at:at] = ast.parse(t.prelude).body
+        tree.body[at:at] = ast.parse(t.prelude.format(x=params[0], call=call, inputs=inputs)).body
     ast.fix_missing_locations(tree)
     return ast.unparse(tree) + "\n" + tail
 
