@@ -18,6 +18,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                    "Hack mechanisms and look-alikes transplanted into real clean solutions: do the rules still fire?"),
     "pasted": ("devkit.bench.pasted:bench_pasted",
                "Pasted library source: clean solutions' margin below the threshold, and the cost beside ast.parse."),
+    "metamorphic": ("devkit.bench.metamorphic:bench_metamorphic",
+                    "Mechanisms and look-alikes rewritten in forms that keep their meaning: does the decision change?"),
     "fuzz": ("devkit.bench.fuzz:bench_fuzz", "Mutate every field of every transcript format; ingest+scan lose nothing."),
     "bombs": ("devkit.bench.bombs:bench_bombs", "Resource bombs beside ordinary runs: peak memory and time of the scan."),
     "kernels": ("devkit.bench.kernels:bench_kernels", "Triton references vs the best library op (GPU)."),
