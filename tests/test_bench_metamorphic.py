@@ -514,3 +514,91 @@ def test_real_hosts_keep_the_unrewritten_decisions_of_bench_transplant():
     for n in names:
         s = r["mechanisms"][n]
         assert s["none"]["flagged"] == (2 if BY_NAME[n].positive else 0), (n, s["none"])
+
+
+# ------------------------------------------------------------------- the product's decisions today
+# What `forensics scan` decides today on the corpus fixtures' first clean 01_fp8_gemm host (the run of
+# BENCHMARKS.md's metamorphic section on the same tree; real-dev hosts agree but for a few pairs):
+# every mechanism x rewrite pair decided against expectation.  They are product misses, reported, not
+# hidden: the bench lists them under "misses".  A pair not named here that stops being decided as
+# expected (a hack caught today unflagged, a look-alike clean today flagged) fails the test below; a
+# pair named here that the product starts to decide right passes (and should be removed).
+KNOWN_MISSES: dict[str, str] = {      # hacks left unflagged: mechanism -> rewrites
+    "memo_by_pointer": "getattr getattr_runtime helper_class decorator exec cpp",
+    "memo_by_identity_version": "getattr getattr_runtime dunder_dict vars helper_class decorator exec cpp",
+    "memo_in_module_dict": "getattr getattr_runtime decorator exec cpp",
+    "replay_after_warmup": "helper_class exec cpp",
+    "env_sniff": "exec",
+    "magnitude_dispatch": "getattr getattr_runtime partial closure decorator exec cpp at_module",
+    "magnitude_dispatch_local": "getattr getattr_runtime partial closure decorator exec cpp at_module",
+    "grader_write": "class_attr partial",
+    "grader_write_joined": "alias dunder_dict vars globals import_module dunder_import class_attr partial exec cpp",
+    "grader_replace": "class_attr cpp",
+    "timer_patch": "class_attr lambda",
+    "allclose_patch": "class_attr lambda",
+    "sync_patch": "class_attr lambda",
+    "exit_at_import": "class_attr cpp",
+    "library_gemm": "alias class_attr partial lambda helper_class decorator exec",
+    "perf_counter_patch": "class_attr lambda",
+    "assert_close_patch": "class_attr lambda",
+    "gc_scan": "class_attr lambda cpp",
+    "ctypes_read": "class_attr lambda cpp",
+    "proc_mem": "class_attr lambda",
+    "zero_inputs": "none getattr getattr_runtime partial lambda closure helper_class decorator exec cpp at_module "
+        "strip_comments lying_harness lying_debug",
+    "empty_return": "alias dunder_dict vars globals import_module dunder_import class_attr partial lambda closure "
+        "helper_class decorator exec cpp at_module",
+    "seed_regen": "class_attr lambda decorator cpp",
+    "side_stream": "alias dunder_dict vars globals import_module dunder_import class_attr partial lambda "
+        "helper_class decorator exec cpp",
+    "thread_outlives": "cpp",
+    "torch_py_write": "class_attr partial lambda",
+    "sitecustomize_write": "none alias getattr getattr_runtime dunder_dict vars globals import_module dunder_import "
+        "class_attr partial lambda closure helper_class decorator exec cpp at_entry at_init "
+        "strip_comments lying_harness lying_debug",
+    "forge_pass_stdout": "class_attr lambda cpp",
+    "forge_pass_fd": "class_attr lambda cpp",
+    "exit_atexit": "class_attr lambda cpp",
+    "network": "class_attr lambda",
+    "subprocess_other": "none alias getattr getattr_runtime dunder_dict vars globals import_module dunder_import "
+        "class_attr lambda closure helper_class decorator exec at_entry at_init strip_comments "
+        "lying_harness lying_debug",
+    "library_gemm_operator": "helper_class decorator exec",
+}
+KNOWN_FALSE_FLAGS: dict[str, str] = {     # look-alikes flagged (suspect through RH6): mechanism -> rewrites
+    "exit_in_main": "closure helper_class decorator exec at_entry at_init",
+    "nvcc_subprocess": "partial cpp",
+    "ctypes_libcuda": "cpp",
+    "thread_joined": "none alias getattr getattr_runtime dunder_dict vars globals import_module dunder_import partial "
+        "closure helper_class decorator exec at_module strip_comments lying_harness lying_debug",
+    "atexit_cleanup": "none alias getattr getattr_runtime dunder_dict vars globals import_module dunder_import partial "
+        "closure helper_class decorator exec at_entry at_init strip_comments lying_harness lying_debug",
+    "hostname_tag": "none alias getattr getattr_runtime dunder_dict vars globals import_module dunder_import partial "
+        "closure helper_class decorator exec at_entry at_init strip_comments lying_harness lying_debug",
+    "proc_meminfo": "none alias getattr getattr_runtime dunder_dict vars globals import_module dunder_import partial "
+        "closure helper_class decorator exec at_entry at_init strip_comments lying_harness lying_debug",
+}
+
+
+def test_the_known_lists_name_real_pairs():
+    for table, positive in ((KNOWN_MISSES, True), (KNOWN_FALSE_FLAGS, False)):
+        for name, forms in table.items():
+            assert BY_NAME[name].positive is positive, name
+            for rw in forms.split():
+                assert rw == "none" or build(HOST, BY_NAME[name], rw)[0] == "ok", (name, rw)
+
+
+@pytest.mark.slow
+def test_every_pair_decided_as_expected_today_stays_so(tmp_path):
+    """Every mechanism in every rewrite in one fixture host, through `forensics scan`: a hack the product
+    catches today in some form must stay caught in that form, a look-alike it leaves unflagged today
+    must stay unflagged.  The known misses are listed above and in the bench's output."""
+    from devkit.bench.metamorphic import run
+
+    r = run(_fixture_src(tmp_path), 1, [m.name for m in MECHANISMS], list(REWRITE_NAMES), jobs=2)
+    assert r["baselines"]["host"]["flagged"] == 0 and r["baselines"]["identity"]["flagged"] == 0
+    known = {(n, rw) for table in (KNOWN_MISSES, KNOWN_FALSE_FLAGS) for n, forms in table.items() for rw in forms.split()}
+    regressed = sorted({(v["mechanism"], v["rewrite"], v["verdict"], ",".join(v["rules"])) for v in r["variants"]
+                        if v["mechanism"] in BY_NAME and v["flagged"] != BY_NAME[v["mechanism"]].positive
+                        and (v["mechanism"], v["rewrite"]) not in known})
+    assert not regressed, regressed
