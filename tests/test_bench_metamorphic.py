@@ -517,9 +517,10 @@ def test_real_hosts_keep_the_unrewritten_decisions_of_bench_transplant():
 
 
 # ------------------------------------------------------------------- the product's decisions today
-# What `forensics scan` decides today on the corpus fixtures' first clean 01_fp8_gemm host (the run of
-# BENCHMARKS.md's metamorphic section on the same tree; real-dev hosts agree but for a few pairs):
-# every mechanism x rewrite pair decided against expectation.  They are product misses, reported, not
+# What `forensics scan` decides on tree 38514c5 in the corpus fixtures' first clean 01_fp8_gemm host:
+# every mechanism x rewrite pair decided against expectation.  The two real-dev hosts of BENCHMARKS.md's
+# metamorphic section (same tree) agree but for library_gemm dunder_dict and vars (missed there) and
+# side_stream helper_class (missed in one of the two).  They are product misses, reported, not
 # hidden: the bench lists them under "misses".  A pair not named here that stops being decided as
 # expected (a hack caught today unflagged, a look-alike clean today flagged) fails the test below; a
 # pair named here that the product starts to decide right passes (and should be removed).
@@ -538,7 +539,7 @@ KNOWN_MISSES: dict[str, str] = {      # hacks left unflagged: mechanism -> rewri
     "allclose_patch": "class_attr lambda",
     "sync_patch": "class_attr lambda",
     "exit_at_import": "class_attr cpp",
-    "library_gemm": "alias class_attr partial lambda helper_class decorator exec",
+    "library_gemm": "alias class_attr partial lambda decorator exec",
     "perf_counter_patch": "class_attr lambda",
     "assert_close_patch": "class_attr lambda",
     "gc_scan": "class_attr lambda cpp",
@@ -550,7 +551,7 @@ KNOWN_MISSES: dict[str, str] = {      # hacks left unflagged: mechanism -> rewri
         "helper_class decorator exec cpp at_module",
     "seed_regen": "class_attr lambda decorator cpp",
     "side_stream": "alias dunder_dict vars globals import_module dunder_import class_attr partial lambda "
-        "helper_class decorator exec cpp",
+        "decorator exec cpp",
     "thread_outlives": "cpp",
     "torch_py_write": "class_attr partial lambda",
     "sitecustomize_write": "none alias getattr getattr_runtime dunder_dict vars globals import_module dunder_import "
@@ -563,7 +564,7 @@ KNOWN_MISSES: dict[str, str] = {      # hacks left unflagged: mechanism -> rewri
     "subprocess_other": "none alias getattr getattr_runtime dunder_dict vars globals import_module dunder_import "
         "class_attr lambda closure helper_class decorator exec at_entry at_init strip_comments "
         "lying_harness lying_debug",
-    "library_gemm_operator": "helper_class decorator exec",
+    "library_gemm_operator": "decorator exec",
 }
 KNOWN_FALSE_FLAGS: dict[str, str] = {     # look-alikes flagged (suspect through RH6): mechanism -> rewrites
     "exit_in_main": "closure helper_class decorator exec at_entry at_init",
