@@ -517,8 +517,8 @@ def test_real_hosts_keep_the_unrewritten_decisions_of_bench_transplant():
 
 
 # ------------------------------------------------------------------- the product's decisions today
-# What `forensics scan` decides on tree 38514c5 in the corpus fixtures' first clean 01_fp8_gemm host:
-# every mechanism x rewrite pair decided against expectation.  The two real-dev hosts of BENCHMARKS.md's
+# What `forensics scan` decides on tree 38514c5 (= bd11523 after a rebase) in the corpus fixtures' first
+# clean 01_fp8_gemm host: every mechanism x rewrite pair decided against expectation.  The two real-dev hosts of BENCHMARKS.md's
 # metamorphic section (same tree) agree but for library_gemm dunder_dict and vars (missed there) and
 # side_stream helper_class (missed in one of the two).  They are product misses, reported, not
 # hidden: the bench lists them under "misses".  A pair not named here that stops being decided as
