@@ -190,6 +190,10 @@ DECK_SEEDS = frozenset({42, 123, 456, 1234, 2024, 2025, 2026, 1337, 31337})
 BUILD_TOOLS = frozenset({"nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja", "cmake", "make", "g++", "gcc", "c++",
                          "cc", "clang", "clang++", "ld", "ar", "cuobjdump", "nvdisasm", "nvidia-smi", "which",
                          "hipcc", "python", "python3", "pip", "git", "nvcc.exe"})
+#: nvidia-smi arguments that change the GPU's state (clocks, power limit, persistence, compute mode, reset)
+_GPU_STATE_FLAG = re.compile(r"^(-lgc|-lmc|-rgc|-rmc|-ac|-rac|-pl|-pm|-c|-r|--lock-gpu-clocks|--lock-memory-clocks|"
+                             r"--reset-gpu-clocks|--reset-memory-clocks|--applications-clocks|--reset-applications-clocks|"
+                             r"--power-limit|--persistence-mode|--compute-mode|--gpu-reset|-acp|--auto-boost)(=.*)?$")
 CUDA_LIBS = re.compile(r"(?i)(cuda|nvrtc|cublas|cudnn|cufft|curand|cusparse|nvjitlink|nccl|nvidia|nvml|cutlass|libc\.so|libm\.so)")
 _SHADOW_MODULES = frozenset({"torch", "triton", "numpy", "reference", "check", "benchmark", "shapes", "sitecustomize",
                              "usercustomize", "time", "statistics", "math", "random", "os", "sys", "json", "yaml",
@@ -1084,6 +1088,12 @@ class Auditor(Evaluator):
                 words = {w for s in self.strs(args[0]) for w in s.split()[1:]}
         tools = {Path(c).name for c in cmd0}
         compiler_flags = {w for w in words if _COMPILER_FLAG.match(w)}
+        gpu_state = sorted(w for w in words if _GPU_STATE_FLAG.match(w)) if "nvidia-smi" in tools else []
+        if gpu_state:   # nvidia-smi is a query tool; these flags change what the benchmark measures
+            self._cap("CAP-PROCESS", at, "process", q, f"runs {', '.join(sorted(tools)) or 'a command'} with "
+                      f"{' '.join(gpu_state[:3])}: changes the GPU's clocks, power or compute mode for every "
+                      "process that runs after it (the grader's timing among them)", "high")
+            return
         if (tools and tools <= BUILD_TOOLS) or (not tools and len(compiler_flags) >= 2):
             what = ", ".join(sorted(tools)) if tools else "a compiler (" + " ".join(sorted(compiler_flags)[:3]) + ")"
             self._cap("CAP-PROCESS", at, "process", q, f"runs {what} (a build tool)", "info")

@@ -339,8 +339,10 @@ def _compiled_names(mod: Module) -> set[str]:
 
 
 def _library_call(mod: Module, call: ast.Call, ops: tuple[str, ...]) -> str | None:
-    q = mod.qn(call.func) or ""
     f = call.func
+    q = mod.qn(f) or ""
+    if isinstance(f, ast.Name) and q in ("", f.id):
+        q = _local_alias(mod, call) or q
     meth = f.attr if isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and f.value.id in mod.aliases) else ""
     if "gemm" in ops and (q in GEMM or meth in GEMM_METHODS):
         return q if q in GEMM else "Tensor." + meth
@@ -351,6 +353,22 @@ def _library_call(mod: Module, call: ast.Call, ops: tuple[str, ...]) -> str | No
     if q.startswith("reference.") and q.split(".")[1] in ("Model", "forward", "policy_forward", "run", "step", "decode_steps"):
         return q
     return None
+
+
+def _local_alias(mod: Module, call: ast.Call) -> str:
+    """The qualified name a local stands for when the function only ever assigns it one reference to a
+    module attribute (`mm = torch.matmul; mm(a, b)`, `op = functools.partial(torch.mm)`): '' otherwise."""
+    f = call.func
+    fi = mod.scope_of(call)
+    if not isinstance(f, ast.Name) or fi is None:
+        return ""
+    vals = fi.assigns.get(f.id, [])
+    if len(vals) != 1:
+        return ""
+    v = vals[0]
+    if isinstance(v, ast.Call) and (mod.qn(v.func) or "") in ("functools.partial", "partial") and v.args:
+        v = v.args[0]
+    return mod.qn(v) or "" if isinstance(v, (ast.Attribute, ast.Name)) else ""
 
 
 def tensor_attrs(mod: Module) -> set[str]:
