@@ -15,4 +15,7 @@ CORPUS_DIR = REPO / "corpus"
 FIXTURES = CORPUS_DIR / "fixtures"
 FIXTURE_ARCHIVE = FIXTURES / "archive"
 
-__all__ = ["REPO", "CORPUS_DIR", "FIXTURES", "FIXTURE_ARCHIVE"]
+#: the audited real solutions beside the checkout (../shared/real-dev: data to measure with, never copied in)
+REAL_DEV = REPO.parent / "shared" / "real-dev"
+
+__all__ = ["REPO", "CORPUS_DIR", "FIXTURES", "FIXTURE_ARCHIVE", "REAL_DEV"]

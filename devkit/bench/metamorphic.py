@@ -54,8 +54,7 @@ import click
 from devkit.bench.metamorphic_mechanisms import BY_NAME, MECHANISMS, Mechanism
 from devkit.bench.real import FLAGGED, OURS, Case, build_archive, cited_rules, kb_tripwire, load_cases
 from devkit.bench.transplant import _entry, _split_banner
-
-REAL_DEV = Path(__file__).resolve().parents[3] / "shared" / "real-dev"
+from devkit.paths import REAL_DEV
 
 
 @dataclass(frozen=True)
