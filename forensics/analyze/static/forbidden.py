@@ -180,17 +180,61 @@ AVAILABILITY_TEST = re.compile(r"HAS_|_ok\b|available|(ext|lib|kernel|mod|module
 
 
 def _fallback_context(mod: Module, n: ast.AST) -> str | None:
-    """Why `n` sits off the main path (an except handler, a fallback-named function, a branch on an
-    availability test), or None.  Computed once per node: the work accounting and the library rule
-    ask about the same calls."""
+    """Why `n` sits off the main path (an except handler, a fallback-named function, either arm of a
+    branch on an availability test), or None.  Computed once per node (the library rule asks)."""
     memo = mod.__dict__.setdefault("_fallback_memo", {})
     key = id(n)
     if key not in memo:
-        memo[key] = _fallback_context_uncached(mod, n)
+        memo[key] = _off_path(mod, n, sense=False)
     return memo[key]
 
 
-def _fallback_context_uncached(mod: Module, n: ast.AST) -> str | None:
+def off_main_path(mod: Module, n: ast.AST) -> str | None:
+    """`_fallback_context` read with the availability test's sense (the work accounting's question):
+    of a branch on an availability test only the arm taken when the kernels are *not* available is off
+    the path (both arms where the test's sense cannot be read), and so are the statements after an
+    `if <available>: ... return` - the code that runs when the fast path is missing."""
+    memo = mod.__dict__.setdefault("_off_main_memo", {})
+    key = id(n)
+    if key not in memo:
+        memo[key] = _off_path(mod, n, sense=True)
+    return memo[key]
+
+
+# the positive form of an availability test (`_ext is not None`), and how to read a test's sense
+_AVAILABLE = re.compile(AVAILABILITY_TEST.pattern + r"|(ext|lib|kernel|mod|module|_C|ops|triton|compiled)\w*\s+is not None",
+                        re.I)
+_POS_TEST = re.compile(r"\bis not None\b|HAS_|available|_ok\b|is_cuda|device\.type\s*==\s*['\"]cuda|_EXT\b")
+_NEG_TEST = re.compile(r"^not\b|\bis None\b|fallback|ImportError|_err\b|==\s*['\"]cpu|!=\s*['\"]cuda")
+
+
+def _polarity(test: str) -> str | None:
+    """Which arm of an availability branch is the main path: "pos" (the body: `_ext is not None`,
+    `HAS_TRITON`, `x.is_cuda`), "neg" (the else: `_ext is None`, `not HAS_TRITON`), None (cannot tell)."""
+    t = test.strip()
+    if _NEG_TEST.search(t):
+        return "neg"
+    if _POS_TEST.search(t):
+        return "pos"
+    return None
+
+
+def _after_available_return(p: ast.AST, child: ast.AST) -> ast.If | None:
+    """The `if <available>: ... return` (no else) that precedes `child` in its block of `p`, if any."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(p, field, None)
+        if isinstance(block, list) and child in block:
+            for prev in block[:block.index(child)]:
+                if isinstance(prev, ast.If) and not prev.orelse and prev.body \
+                        and isinstance(prev.body[-1], (ast.Return, ast.Raise)):
+                    t = unparse(prev.test)
+                    if _AVAILABLE.search(t) and _polarity(t) == "pos":
+                        return prev
+            return None
+    return None
+
+
+def _off_path(mod: Module, n: ast.AST, sense: bool) -> str | None:
     p, child = mod.parent.get(n), n
     while p is not None:
         if isinstance(p, ast.ExceptHandler):
@@ -199,8 +243,16 @@ def _fallback_context_uncached(mod: Module, n: ast.AST) -> str | None:
             return f"function {p.name}"
         if isinstance(p, ast.If) and child in p.body + p.orelse:
             t = unparse(p.test)
-            if AVAILABILITY_TEST.search(t):
-                return f"branch `{t[:50]}`"
+            if (_AVAILABLE if sense else AVAILABILITY_TEST).search(t):
+                pol = _polarity(t) if sense else None
+                if pol is None or (pol == "pos" and child in p.orelse) or (pol == "neg" and child in p.body):
+                    return f"branch `{t[:50]}`"
+        if sense:
+            prev = _after_available_return(p, child)
+            if prev is not None:
+                return f"after `if {unparse(prev.test)[:50]}: return`"
+            if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                return None     # the graded path is read per function: an enclosing def's context is not this one's
         child, p = p, mod.parent.get(p)
     return None
 

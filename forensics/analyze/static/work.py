@@ -42,9 +42,9 @@ from forensics.text.cuda import global_kernel_names
 
 from .base import Hit
 from .cuda import Blob, outline, strip_c_comments
-from .forbidden import AVAILABILITY_TEST, FALLBACK_HINT
+from .forbidden import off_main_path
 from .model import unparse
-from .python import (FORWARD_NAMES, walk, NON_WORK_TORCH, Module, _deco_func, _entry_params, _fallback_context, _names,
+from .python import (FORWARD_NAMES, walk, NON_WORK_TORCH, Module, _deco_func, _entry_params, _names,
                      _names_in_target)
 
 # the main operation of each problem, as library calls that would compute it
@@ -474,7 +474,7 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
             for n in fi.of(ast.Call, ast.BinOp, ast.AugAssign):
                 if not isinstance(n, (ast.Call, ast.BinOp, ast.AugAssign)):
                     continue
-                if _off_main_path(mod, n):
+                if off_main_path(mod, n):
                     continue
                 ln = getattr(n, "lineno", 0)
                 if isinstance(n, (ast.BinOp, ast.AugAssign)):
@@ -554,60 +554,6 @@ OWN_METHODS = {"add", "sub", "mul", "div", "exp", "log", "sqrt", "rsqrt", "sigmo
                "bitwise_left_shift", "bitwise_or", "scatter_add", "scatter_add_", "index_add_", "gather", "add_", "mul_",
                "sub_", "div_", "addcmul", "lerp", "norm", "var", "std", "prod", "tril", "triu", "sin", "cos", "exp2",
                "square", "reciprocal", "floor", "round", "sign", "argmax", "argmin", "bincount", "nonzero", "einsum"}
-
-
-# an availability test (forbidden.AVAILABILITY_TEST) or its positive form (`_ext is not None`)
-_AVAILABLE = re.compile(AVAILABILITY_TEST.pattern + r"|(ext|lib|kernel|mod|module|_C|ops|triton|compiled)\w*\s+is not None",
-                        re.I)
-_POS_TEST = re.compile(r"\bis not None\b|HAS_|available|_ok\b|is_cuda|device\.type\s*==\s*['\"]cuda|_EXT\b")
-_NEG_TEST = re.compile(r"^not\b|\bis None\b|fallback|ImportError|_err\b|==\s*['\"]cpu|!=\s*['\"]cuda")
-
-
-def _polarity(test: str) -> str | None:
-    """Which arm of an availability branch is the main path: "pos" (the body: `_ext is not None`,
-    `HAS_TRITON`, `x.is_cuda`), "neg" (the else: `_ext is None`, `not HAS_TRITON`), None (cannot tell)."""
-    t = test.strip()
-    if _NEG_TEST.search(t):
-        return "neg"
-    if _POS_TEST.search(t):
-        return "pos"
-    return None
-
-
-def _off_main_path(mod: Module, n: ast.AST) -> bool:
-    """Is `n` off the graded path?  An except handler or a fallback-named function (as
-    `_fallback_context`); in a branch on an availability test, the arm taken when the kernels are *not*
-    available (both arms where the test's sense cannot be read); and the statements after an
-    `if <available>: ... return` - the code that runs when the fast path is missing."""
-    memo = mod.__dict__.setdefault("_off_main_memo", {})
-    if id(n) in memo:
-        return memo[id(n)]
-    off = False
-    p, child = mod.parent.get(n), n
-    while p is not None and not off:
-        if isinstance(p, ast.ExceptHandler):
-            off = True
-        elif isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and FALLBACK_HINT.search(p.name):
-            off = True
-        elif isinstance(p, ast.If) and child in p.body + p.orelse and _AVAILABLE.search(unparse(p.test)):
-            pol = _polarity(unparse(p.test))
-            off = pol is None or (pol == "pos" and child in p.orelse) or (pol == "neg" and child in p.body)
-        if not off:
-            for field in ("body", "orelse", "finalbody"):
-                block = getattr(p, field, None)
-                if isinstance(block, list) and child in block:
-                    for prev in block[:block.index(child)]:
-                        if isinstance(prev, ast.If) and not prev.orelse and prev.body \
-                                and isinstance(prev.body[-1], (ast.Return, ast.Raise)) \
-                                and _AVAILABLE.search(unparse(prev.test)) and _polarity(unparse(prev.test)) == "pos":
-                            off = True
-                            break
-                    break
-        if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            break
-        child, p = p, mod.parent.get(p)
-    memo[id(n)] = off
-    return off
 
 
 def _loose_callees(mod: Module, call: ast.Call, fi: Any) -> list:
