@@ -54,6 +54,7 @@ from forensics.analyze.findings import Rule
 from forensics.problems import CATALOGUE
 
 from . import rules as R
+from .model import GRADED_CLASSES
 
 # ----------------------------------------------------------------------------------------- rules
 _R = Rule
@@ -1262,7 +1263,7 @@ class Auditor(Evaluator):
         inputs reach it through `_input_writes`' calls."""
         cands = [fi for fi in self.mod.funcs.values()
                  if not fi.is_triton and fi.node.name in ENTRY_NAMES and not (fi.node.name == "__call__" and fi.cls is None)]
-        for cls in ("ModelNew", "Model"):
+        for cls in GRADED_CLASSES:
             got = [fi for fi in cands if fi.cls == cls]
             if got:
                 return got

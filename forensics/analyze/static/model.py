@@ -40,6 +40,10 @@ CONTENT_METHODS = {"tolist", "item", "cpu", "numpy", "nonzero", "bincount", "uni
 REDUCTIONS = {"max", "min", "mean", "std", "var", "sum", "amax", "amin", "norm", "item", "median", "abs"}
 
 
+#: the classes the decks instantiate, in the order they look for them: the graded entry's methods are theirs
+GRADED_CLASSES = ("ModelNew", "Model")
+
+
 @dataclass
 class FuncInfo:
     node: ast.FunctionDef | ast.AsyncFunctionDef

@@ -43,7 +43,7 @@ from forensics.text.cuda import global_kernel_names
 from .base import Hit
 from .cuda import Blob, outline, strip_c_comments
 from .forbidden import off_main_path
-from .model import unparse
+from .model import GRADED_CLASSES, unparse
 from .python import (FORWARD_NAMES, walk, NON_WORK_TORCH, Module, _deco_func, _entry_params, _names,
                      _names_in_target)
 
@@ -701,9 +701,6 @@ def check_work(mod: Module, blobs: list[Blob], problem: str | None) -> list[Hit]
                             f"to {_what_works(acc) or 'nothing the reading can follow'}: the kernel-name trace must "
                             "tell who computes it", data=data))
     return hits
-
-
-GRADED_CLASSES = ("ModelNew", "Model")
 
 
 def _graded(mod: Module, accounts: list[Account]) -> list[Account]:
