@@ -327,6 +327,11 @@ def test_a_forged_grader_line_decides_by_any_name(body):
     ("import torch.cuda as tc\n" + in_forward("s = tc.Stream()\nwith tc.stream(s):\n    y = x * 2\nreturn y"), "medium"),
     (in_forward("s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    y = x * 2\n"
                 "torch.cuda.current_stream().wait_stream(s)\nreturn y"), None),   # joined back: overlap, legitimate
+    # the stream made through a name the evaluation follows, and a join run from a string
+    ("_S = getattr(torch.cuda, 'Stream')\n" + in_forward("s = _S()\nwith torch.cuda.stream(s):\n    y = x * 2\nreturn y"),
+     "medium"),
+    (in_forward("s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    y = x * 2\n"
+                "exec('torch.cuda.current_stream().wait_stream(s)')\nreturn y"), None),
 ])
 def test_output_and_side_streams(body, sev):
     assert caps(body).get("CAP-PROCESS") == sev, body

@@ -191,6 +191,9 @@ DECK_SEEDS = frozenset({42, 123, 456, 1234, 2024, 2025, 2026, 1337, 31337})
 BUILD_TOOLS = frozenset({"nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja", "cmake", "make", "g++", "gcc", "c++",
                          "cc", "clang", "clang++", "ld", "ar", "cuobjdump", "nvdisasm", "nvidia-smi", "which",
                          "hipcc", "python", "python3", "pip", "git", "nvcc.exe"})
+_JOIN_CALL = re.compile(r"\.(wait_stream|wait_event|synchronize)\s*\(")
+#: constructors of a CUDA stream of the solution's own
+STREAM_CTORS = frozenset({"torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.ExternalStream"})
 #: nvidia-smi arguments that change the GPU's state (clocks, power limit, persistence, compute mode, reset)
 _GPU_STATE_FLAG = re.compile(r"^(-lgc|-lmc|-rgc|-rmc|-ac|-rac|-pl|-pm|-c|-r|--lock-gpu-clocks|--lock-memory-clocks|"
                              r"--reset-gpu-clocks|--reset-memory-clocks|--applications-clocks|--reset-applications-clocks|"
@@ -332,6 +335,7 @@ class Evaluator:
         self.self_attr: dict[str, dict[str, set]] = {}
         self.methods: dict[str, dict[str, str]] = {}
         self.caps: list[Cap] = []
+        self.streams: list[tuple[ast.AST, str]] = []     # CUDA streams the solution makes (_side_streams)
         self.legit: list[tuple[str, str, int | None, str]] = []
         self._seen: set[tuple] = set()
         self._call_memo: set[tuple] = set()
@@ -740,18 +744,16 @@ class Auditor(Evaluator):
 
     # ------------------------------------------------------------------ work outside the timed window
     def _side_streams(self) -> None:
-        """A CUDA stream of its own on the graded path that nothing joins back (no wait_stream/wait_event,
-        no synchronize of a stream, an event or the device anywhere in the module): the work queued there
-        can outlive the caller's timer, whose events are recorded on the caller's stream."""
+        """A CUDA stream of its own (made by any name the evaluation follows: `_ref_call` records each) on
+        the graded path or at import, that nothing joins back (no wait_stream/wait_event, no synchronize of
+        a stream, an event or the device anywhere in the module): the work queued there can outlive the
+        caller's timer, whose events are recorded on the caller's stream."""
         reach = self.entry_reach()
         made = []
-        for fi in self.mod.funcs.values():
-            if fi.is_triton or fi.qualname not in reach:
-                continue
-            for c in fi.of(ast.Call):
-                q = self.mod.qn(c.func) or ""
-                if q in ("torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.ExternalStream"):
-                    made.append((fi, c, q))
+        for at, q in self.streams:
+            scope = self.mod.scope_of(at)
+            if scope is None or scope.qualname in reach:
+                made.append((scope.qualname if scope else "the module", at, q))
         if not made:
             return
         joins = ("wait_stream", "wait_event", "synchronize", "query")
@@ -759,9 +761,12 @@ class Auditor(Evaluator):
             f = c.func
             if isinstance(f, ast.Attribute) and f.attr in joins:
                 return
-        fi, c, q = made[0]
-        self._cap("CAP-PROCESS", c, "process", q,
-                  f"{fi.qualname} queues work on a stream of its own ({q}) and nothing in the module joins it back "
+        # a join in code the module runs from a string (exec) is a join too, as the stream made there is
+        if any(_JOIN_CALL.search(n.value) for n in self.mod.of(ast.Constant) if isinstance(n.value, str)):
+            return
+        where, at, q = made[0]
+        self._cap("CAP-PROCESS", at, "process", q,
+                  f"{where} queues work on a stream of its own ({q}) and nothing in the module joins it back "
                   "(no wait_stream, wait_event or synchronize): that work can outlive the caller's timer", "medium")
 
     def _def_ctx(self, fi: Any) -> Ctx:
@@ -950,6 +955,9 @@ class Auditor(Evaluator):
             return
         if q in SUBPROCESS or q.startswith("subprocess."):
             self._subprocess(q, node, args, at)
+            return
+        if q in STREAM_CTORS:
+            self.streams.append((at, q))
             return
         if q in ("builtins.print", "sys.stdout.write", "sys.stderr.write", "sys.__stdout__.write", "sys.__stderr__.write",
                  "sys.stdout.buffer.write", "sys.stderr.buffer.write"):
