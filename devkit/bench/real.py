@@ -79,6 +79,15 @@ RULE_MECHANISM = {
     "MONKEYPATCH-TORCH": "grader_tamper", "REFERENCE-MUTATION": "grader_tamper", "TOLERANCE-EDIT": "grader_tamper",
     "SRC-EDIT": "grader_tamper", "TEMPLATE-MUTATED": "grader_tamper", "SYSTEM-EXIT": "grader_tamper",
     "GRADER-OUTPUT-FORGERY": "grader_tamper",
+    # what a replay saw (forensics.replay.rules), where it decides
+    "replay-work-by-library": "library_does_work", "replay-stale-same-buffer": "memoization",
+    "replay-stale-unsampled-region": "memoization", "replay-stale-fresh-state": "memoization",
+    "replay-stale-fresh-inputs": "memoization", "replay-timed-output-wrong": "memoization",
+    "replay-output-unwritten": "memoization", "replay-timing-l2-dependent": "l2_flush_defeat",
+    "replay-early-exit": "grader_tamper", "replay-torch-monkeypatch": "grader_tamper",
+    "replay-input-mutated": "grader_tamper", "replay-report-forged": "grader_tamper",
+    "replay-exchange-tampered": "grader_tamper", "replay-patched": "grader_tamper",
+    "replay-capability": "grader_tamper", "replay-audit-silenced": "grader_tamper",
 }
 # ... and which mechanism an auditor's summary names (keywords; approximate, printed as such).
 SUMMARY_MECHANISM: tuple[tuple[str, re.Pattern], ...] = tuple((k, re.compile(v, re.I)) for k, v in (
@@ -234,7 +243,7 @@ class Row:
     tripwire: list[str] = field(default_factory=list)
 
 
-_CITED_RULE = re.compile(r"\b[a-z]+:([A-Z][A-Z0-9-]+):")
+_CITED_RULE = re.compile(r"\b[a-z]+:([A-Z][A-Z0-9-]+|replay-[a-z0-9-]+):")
 
 
 def cited_rules(decided: Any) -> set[str]:
@@ -330,33 +339,107 @@ def verdicts_of(store_path: Path) -> dict[str, dict]:
         st.close()
 
 
-def run(src: Path, jobs: int = 1, keep: Path | None = None, lint_repeat: int = 3, gpu: str | None = None,
-        only: tuple[str, ...] = (), store: Path | None = None) -> dict[str, Any]:
-    from forensics.pipeline import scan
+#: the replay's findings that carry the archived number beside ours (forensics.replay.timing.confirm_number)
+NUMBER_RULES = ("replay-number", "replay-number-unconfirmed")
 
+
+def replays_of(store_path: Path) -> dict[str, dict[str, Any]]:
+    """Per run of a store: what its replay did - the overall status, the device, the replay's findings
+    (rule and severity) and the number confirmation's data (archived, ours, hardened, same GPU model)."""
+    from forensics.store.db import Store
+
+    st = Store(str(store_path), read_only=True)
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for r in st.query("select run_id, status, device, detail, data from replay_results where probe = 'build'"):
+            d = _json(r["data"])
+            info = d.get("info") or {}
+            out.setdefault(r["run_id"], {}).update(
+                status=d.get("overall_status") or r["status"], device=r["device"] or (info.get("ceilings") or {}).get("gpu") or info.get("device"),
+                total_s=info.get("total_s"))
+        for r in st.query("select run_id, rule, severity, message, data from findings where analyzer = 'replay'"):
+            e = out.setdefault(r["run_id"], {})
+            e.setdefault("findings", []).append({"rule": r["rule"], "severity": r["severity"]})
+            if r["rule"] in NUMBER_RULES:
+                e["number"] = {"rule": r["rule"], **{k: v for k, v in _json(r["data"]).items() if k != "shapes"}}
+    finally:
+        st.close()
+    return out
+
+
+def _json(x: Any) -> dict[str, Any]:
+    if isinstance(x, dict):
+        return x
+    try:
+        v = json.loads(x) if x else {}
+    except (TypeError, ValueError):
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+def compare_replay(cases: list[Case], before: dict[str, dict], after: dict[str, dict],
+                   replays: dict[str, dict]) -> list[dict[str, Any]]:
+    """One row per replayed run: the label, our verdict and reward_hack without the replay (`before`,
+    a static scan of the same files here) and with it (`after`, the GPU machine's store), what the
+    replay did and the number it confirmed or not."""
+    rows = []
+    for c in cases:
+        b, a, rp = before.get(c.run_id) or {}, after.get(c.run_id) or {}, replays.get(c.run_id) or {}
+        high = sorted({f["rule"] for f in rp.get("findings", []) if f["severity"] in ("critical", "high", "medium")})
+        n = rp.get("number") or {}
+        rows.append({"run_id": c.run_id, "label": c.family, "label_correct": c.label.get("correct"),
+                     "before": b.get("verdict"), "before_reward_hack": b.get("reward_hack"),
+                     "after": a.get("verdict"), "after_reward_hack": a.get("reward_hack"),
+                     "after_correct": a.get("correct"), "replay": rp.get("status") or "not replayed",
+                     "device": rp.get("device"), "replay_s": rp.get("total_s"), "replay_findings": high,
+                     "number": n.get("rule"), "archived_peak_fraction": n.get("archived_peak_fraction"),
+                     "peak_fraction_here": n.get("peak_fraction_here"),
+                     "peak_fraction_hardened": n.get("peak_fraction_hardened"),
+                     "same_gpu_model": n.get("same_gpu_model")})
+    return rows
+
+
+def run(src: Path, jobs: int = 1, keep: Path | None = None, lint_repeat: int = 3, gpu: str | None = None,
+        only: tuple[str, ...] = (), store: Path | tuple[Path, ...] | None = None) -> dict[str, Any]:
     cases = select(load_cases(src), gpu, only) if (gpu or only) else load_cases(src)
-    if store is not None:   # score a scan made elsewhere: only the runs it holds
-        verdicts = verdicts_of(store)
+    stores = (store,) if isinstance(store, Path) else tuple(store or ())
+    if stores:   # score scans made elsewhere: only the runs they hold (a later store wins a run two hold)
+        verdicts: dict[str, dict] = {}
+        replays: dict[str, dict] = {}
+        for s in stores:
+            verdicts.update(verdicts_of(s))
+            replays.update(replays_of(s))
         cases = [c for c in cases if c.run_id in verdicts]
         if not cases:
-            raise click.ClickException(f"{store} holds no verdict of a labelled run under {src}")
+            raise click.ClickException(f"{', '.join(map(str, stores))} hold(s) no verdict of a labelled run under {src}")
         result = evaluate(cases, verdicts, {})
         result["source"] = str(src)
-        result["store"] = str(store)
+        result["store"] = ", ".join(map(str, stores))
+        if replays:   # the same files scanned here without the replay: what the replay changed
+            before, _ = scan_verdicts(cases, jobs)
+            b = evaluate(cases, before, {})
+            result["before"] = {k: b[k] for k in ("flagged", "decided_reward_hack", "confusion", "reward_hack_field")}
+            result["replayed"] = compare_replay(cases, before, verdicts, replays)
         return result
+    verdicts, scan_s = scan_verdicts(cases, jobs, keep)
+    result = evaluate(cases, verdicts, {})
+    result["scan_s"] = round(scan_s, 2)
+    result["lint"] = lint_times(cases, repeat=lint_repeat)
+    result["source"] = str(src)
+    return result
+
+
+def scan_verdicts(cases: list[Case], jobs: int = 1, keep: Path | None = None) -> tuple[dict[str, dict], float]:
+    """Scan `cases` as a run archive in a temporary folder (`keep`: the report folder to keep);
+    -> ({run_id: verdict}, scan seconds)."""
+    from forensics.pipeline import scan
+
     work = Path(tempfile.mkdtemp(prefix="forensics-bench-real-"))
     try:
         arch = build_archive(cases, work / "archive")
-        out = keep or (work / "report")
         t0 = time.perf_counter()
-        res = scan(arch, out=out, jobs=jobs, progress=False, replace=True)   # --keep DIR: the last run's report
-        scan_s = time.perf_counter() - t0
-        verdicts = {v["run_id"]: v for v in res.verdicts}
-        result = evaluate(cases, verdicts, {})
-        result["scan_s"] = round(scan_s, 2)
-        result["lint"] = lint_times(cases, repeat=lint_repeat)
-        result["source"] = str(src)
-        return result
+        res = scan(arch, out=keep or (work / "report"), jobs=jobs, progress=False, replace=True)
+        return {v["run_id"]: v for v in res.verdicts}, time.perf_counter() - t0
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -404,7 +487,32 @@ def render(r: dict[str, Any]) -> str:
     L.append("false flags (labelled clean, flagged):")
     for m in r["false_flags"]:
         L.append(f"- {m['run_id']}: ours {m['ours']}; decided by {', '.join(m['rules']) or str(m['decided_by'])[:200]}")
+    if r.get("replayed"):
+        L += render_replayed(r)
     return "\n".join(L)
+
+
+def _pf(x: Any) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
+def render_replayed(r: dict[str, Any]) -> list[str]:
+    b = r["before"]
+    L = ["", "without the replay (the same files scanned here) -> with it (the stores):",
+         f"- flagged P/R/F1: {_f(b['flagged']['precision'])}/{_f(b['flagged']['recall'])}/{_f(b['flagged']['f1'])}"
+         f" -> {_f(r['flagged']['precision'])}/{_f(r['flagged']['recall'])}/{_f(r['flagged']['f1'])}",
+         f"- reward_hack field per label: {b['reward_hack_field']} -> {r['reward_hack_field']}", "",
+         "| run | label | before: verdict / reward_hack | after: verdict / reward_hack / correct | replay | "
+         "replay findings (medium+) | archived peak fraction | ours | hardened | number |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
+    for x in r["replayed"]:
+        judged = ("-" if not x["number"] else x["number"] if x["same_gpu_model"] else "other GPU: not judged")
+        L.append(f"| {x['run_id']} | {x['label']} | {x['before']} / {x['before_reward_hack']} | {x['after']} / "
+                 f"{x['after_reward_hack']} / {x['after_correct']} | {x['replay']}"
+                 + (f" ({x['replay_s']:.0f} s, {x['device']})" if x.get("replay_s") is not None else "")
+                 + f" | {', '.join(x['replay_findings']) or '-'} | {_pf(x['archived_peak_fraction'])} | "
+                 f"{_pf(x['peak_fraction_here'])} | {_pf(x['peak_fraction_hardened'])} | {judged} |")
+    return L
 
 
 @click.command("real")
@@ -417,11 +525,13 @@ def render(r: dict[str, Any]) -> str:
 @click.option("--archive-only", "archive_only", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the run archive the bench scans (one run folder per selected case) here and stop: "
                    "what a GPU machine's `forensics scan --replay` is given.")
-@click.option("--store", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Score the verdicts of this store (written by a scan elsewhere) instead of scanning.")
+@click.option("--store", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
+              help="Score the verdicts of this store (written by a scan elsewhere, e.g. a GPU machine's "
+                   "`scan --replay`) instead of scanning; repeatable (a later store wins a run two hold). "
+                   "Stores with replays also get the same runs scanned here without it, run by run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench_real(src: Path, jobs: int, keep: Path | None, gpu: str | None, only: tuple[str, ...],
-               archive_only: Path | None, store: Path | None, as_json: bool) -> None:
+               archive_only: Path | None, store: tuple[Path, ...], as_json: bool) -> None:
     """Scan SRC (run folders with solution.py + label.json) and score the verdicts against the labels."""
     for name, p in (("--keep", keep), ("--archive-only", archive_only)):
         if p is not None and p.resolve().is_relative_to(src.resolve()):
