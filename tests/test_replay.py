@@ -232,6 +232,10 @@ def test_scrubbed_env_and_sha_keyed_cache(tmp_path, monkeypatch):
     env = scrubbed_env(tmp_path / "sol", tmp_path / "ref", tmp_path / "home", tmp_path / "c", "cpu")
     assert "KBH_NUMERIC_STRESS" not in env and "OPENAI_API_KEY" not in env and "MY_SECRET" not in env
     assert env["PYTHONPATH"].split(os.pathsep) == [str(tmp_path / "sol"), str(tmp_path / "ref")]
+    # a CPU child runs Triton through the interpreter even where the parent never set it (without it a
+    # Triton solution raises "0 active drivers" at its first launch: a failed check that is ours)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert scrubbed_env(tmp_path / "s", tmp_path / "r", tmp_path / "h", tmp_path / "c", "cpu")["TRITON_INTERPRET"] == "1"
     # the interpreter reaches a CPU child only: a GPU child never inherits it from its parent
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert scrubbed_env(tmp_path / "s", tmp_path / "r", tmp_path / "h", tmp_path / "c", "cpu")["TRITON_INTERPRET"] == "1"

@@ -83,6 +83,10 @@ def scrubbed_env(sol_dir: Path, ref_dir: Path, home: Path, cache: Path, device: 
         # the interpreter is the CPU path's; a parent that set it (a CPU test, `--device cpu` in the
         # same process) must not turn a GPU replay's Triton kernels into interpreted ones
         env.pop("TRITON_INTERPRET", None)
+    else:
+        # ... and the only way Triton runs without a GPU: without it a Triton solution raises "0 active
+        # drivers" at its first launch, which would read as the solution failing its check
+        env.setdefault("TRITON_INTERPRET", "1")
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update({
         "PYTHONPATH": os.pathsep.join([str(sol_dir), str(ref_dir)]),
