@@ -756,3 +756,660 @@ def _near_persist(mod: Module, n: ast.AST) -> bool:
     ln = getattr(n, "lineno", 0)
     window = "\n".join(mod.lines[max(0, ln - 4):ln + 4])
     return bool(re.search(r"[Pp]ersist|accessPolicy|0x06|cudaLimitPersisting", window))
+
+
+# ----------------------------------------------------------------------------------------- capabilities
+
+def _cargs(text: str, start: int) -> tuple[list[str], int]:
+    """As _split_args, with string and character literals kept whole (a comma or a bracket inside
+    `"nvidia-smi --lock-gpu-clocks=2100,2100"` does not split)."""
+    depth, seg, args, i, n = 1, start, [], start, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"' or c == "'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "," and depth == 1:
+            args.append(text[seg:i])
+            seg = i + 1
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                args.append(text[seg:i])
+                return [a.strip() for a in args], i
+        i += 1
+    args.append(text[seg:])
+    return [a.strip() for a in args], max(start, n)
+
+# What a C++/CUDA source does, read into the capability audit's own vocabulary (capabilities.py):
+# the Python object a call or an assignment reaches (`py::module_::import("gc").attr("get_objects")()`
+# is gc.get_objects, `PyObject_SetAttrString(ev, "elapsed_time", f)` with `ev` a torch.cuda.Event is an
+# assignment to torch.cuda.Event.elapsed_time), and the libc/C++ library calls that do what a Python
+# call does (`std::_Exit(0)` is os._exit(0), `write(1, "PASS\n", 5)` is os.write(1, ...), `fopen(p,
+# "w")` is open(p, "w"), `std::system(cmd)` is os.system(cmd), `torch::manual_seed(2026)` is
+# torch.manual_seed(2026)).  The audit then applies the rules it applies to Python.  This module only
+# reads the text; what is a capability and how severe is decided in capabilities.py.
+
+@dataclass(frozen=True)
+class CppOp:
+    """One operation of a C++ source, named as the Python call or assignment it amounts to.
+
+    kind: "call" (q called with `args`), "store" (attribute `name` of `q` assigned or deleted; `q` None:
+    an object the text does not name), "open" (a file opened or moved: `args` its paths, `write`),
+    "thread" (a thread started: `joined` says whether the source joins it, `detached` whether it lets it
+    go), "stream" (a CUDA stream of its own), "exec" (Python code run from a string), "memo" (a value
+    kept in static storage returned without recomputation: `data` says the key and the store)."""
+    kind: str
+    q: str | None
+    offset: int
+    end: int
+    func: str | None                 # the C++ function the operation is in (None: file scope, a static initialiser)
+    args: tuple = ()                 # per argument, a frozenset of values: ("str", s), ("int", n), ("ref", q), ("param", i)
+    name: str = ""
+    write: bool = False
+    joined: bool = False
+    detached: bool = False
+    how: str = ""
+    data: tuple = ()
+
+
+@dataclass
+class CppReading:
+    ops: list[CppOp]
+    params: dict[str, list[str]]     # C++ function -> its parameter names, in order
+    calls: dict[str, set[str]]       # C++ function -> the functions of this source it calls
+    bound: dict[str, str]            # Python name -> C++ function (PYBIND11_MODULE m.def; else every function by its name)
+    at_load: set[str]                # functions that run when the extension loads (PYBIND11_MODULE, TORCH_LIBRARY)
+    joins: bool                      # the source waits for a stream or the device somewhere
+
+
+_CSTR = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_C_ESC = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+_UNKNOWN = "\x00"                    # a part of a string the text does not give (a parameter, getcwd())
+_STD = r"(?<![\w.>])(?:(?:std|::|__gnu_cxx)\s*(?:::)?\s*)?"
+_IMPORT_CALL = re.compile(r"\b(?:py|pybind11)::module_?::import\s*\(|\bPyImport_(?:ImportModule\w*|AddModule\w*|Import)\s*\(")
+_PY_ATTR = re.compile(r"\.\s*attr\s*\(")
+_INT_NAMES = {"EXIT_SUCCESS": 0, "EXIT_FAILURE": 1, "STDOUT_FILENO": 1, "STDERR_FILENO": 2, "STDIN_FILENO": 0,
+              "true": 1, "false": 0}
+_STREAM_MAKE = re.compile(r"\b(cudaStreamCreate(?:WithFlags|WithPriority)?|cuStreamCreate(?:WithPriority)?|"
+                          r"(?:(?:c10|at)::cuda::)?getStreamFromPool|hipStreamCreate\w*)\s*\(")
+STREAM_JOIN = re.compile(r"\b(?:cudaStreamSynchronize|cudaDeviceSynchronize|cudaStreamWaitEvent|cudaEventSynchronize|"
+                         r"cuStreamSynchronize|cuStreamWaitEvent|cuCtxSynchronize|cuEventSynchronize|hipStreamSynchronize|"
+                         r"hipDeviceSynchronize|hipStreamWaitEvent|device_synchronize|stream_synchronize)\s*\(|"
+                         r"\.\s*(?:synchronize|block|wait_stream|wait_event)\s*\(|torch::cuda::synchronize\s*\(")
+# libc / C++ library calls and the Python call each amounts to
+_LIBC: dict[str, str] = {
+    "exit": "sys.exit", "_exit": "os._exit", "_Exit": "os._exit", "quick_exit": "os._exit", "abort": "os.abort",
+    "terminate": "os.abort", "kill": "os.kill", "killpg": "os.killpg", "raise": "signal.raise_signal",
+    "signal": "signal.signal", "sigaction": "signal.signal", "alarm": "signal.alarm", "setitimer": "signal.setitimer",
+    "atexit": "atexit.register", "at_quick_exit": "atexit.register", "Py_AtExit": "atexit.register",
+    "system": "os.system", "popen": "os.popen", "fork": "os.fork", "vfork": "os.fork", "execv": "os.execv",
+    "execve": "os.execve", "execvp": "os.execvp", "execvpe": "os.execvpe", "execl": "os.execl", "execle": "os.execle",
+    "execlp": "os.execlp", "posix_spawn": "os.posix_spawn", "posix_spawnp": "os.posix_spawnp",
+    "socket": "socket.socket", "connect": "socket.socket.connect", "getaddrinfo": "socket.getaddrinfo",
+    "gethostbyname": "socket.gethostbyname",
+    "printf": "builtins.print", "puts": "builtins.print", "fprintf": "builtins.print", "fputs": "builtins.print",
+    "dprintf": "os.write", "write": "os.write", "fwrite": "builtins.print",
+    "manual_seed": "torch.manual_seed", "manual_seed_all": "torch.cuda.manual_seed_all", "set_current_seed": "torch.manual_seed",
+    "dlopen": "ctypes.CDLL", "memmove": "ctypes.memmove", "memcpy": "ctypes.memmove", "memset": "ctypes.memset",
+    "cudaMemcpy": "ctypes.memmove", "cudaMemcpyAsync": "ctypes.memmove", "cudaMemset": "ctypes.memset",
+    "PyEval_GetFrame": "sys._getframe", "PyFrame_GetBack": "sys._getframe", "PyThreadState_GetFrame": "sys._getframe",
+    "PyEval_GetGlobals": "sys._getframe", "PyEval_GetLocals": "sys._getframe", "PyEval_GetFrameGlobals": "sys._getframe",
+    "PyEval_GetFrameLocals": "sys._getframe", "PyThreadState_Get": "sys._current_frames",
+    "PyEval_SetTrace": "sys.settrace", "PyEval_SetProfile": "sys.setprofile", "PySys_AddAuditHook": "sys.addaudithook",
+    "PyGC_Collect": "gc.collect", "PyRun_SimpleString": "builtins.exec", "PyRun_String": "builtins.exec",
+    "PyRun_SimpleStringFlags": "builtins.exec", "PyRun_StringFlags": "builtins.exec",
+}
+_LIBC_CALL = re.compile(r"(?<![\w.>$])(?:(?:std|::|at|torch|c10)\s*::\s*)*(?:torch\s*::\s*cuda\s*::\s*)?\b(" + "|".join(
+    sorted(_LIBC, key=len, reverse=True)) + r")\s*\(")
+_CUDA_SEED = re.compile(r"\b(?:torch|at)::cuda::manual_seed(_all)?\s*\(")
+_DEFAULT_GEN = re.compile(r"getDefault(?:CPU|CUDA)Generator|defaultGenerator|default_generator")
+_FILE_OPEN = re.compile(r"(?<![\w.>])(?:(?:std|::)\s*::\s*)?\b(fopen|freopen|open|creat|rename|remove|unlink|truncate)\s*\(|"
+                        r"\bstd::(?:filesystem::|experimental::filesystem::)?(rename|copy_file|copy|remove_all|remove|"
+                        r"create_symlink|resize_file)\s*\(|"
+                        r"\b(?:std::)?(ofstream|ifstream|fstream)\s*(?:(\w+)\s*)?[({]")
+_FSTREAM_OPEN = re.compile(r"\b(\w+)\s*\.\s*open\s*\(")
+_THREAD = re.compile(r"\bstd::(thread|jthread)\s*(?:(\w+)\s*)?[({]|\bpthread_create\s*\(\s*&?\s*(\w+)|"
+                     r"\bstd::async\s*\(\s*std::launch::async")
+_STREAM_OUT = re.compile(r"\b(?:std::)?(cout|cerr|clog)\s*<<")
+_MEMO_CONTAINER = re.compile(r"\bstatic\s+(?:thread_local\s+)?(?:const\s+)?(?:auto\s*\*?\s*|[\w:<>,\s*&]+?\s*\*?\s*)(\w+)\s*(?:=|;|\{|\()")
+
+
+def _c_unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            out.append(_C_ESC.get(s[i + 1], s[i + 1]))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _c_split_top(expr: str, sep: str) -> list[str]:
+    """`expr` split at `sep` outside brackets and string literals."""
+    parts, depth, start, i, n = [], 0, 0, 0, len(expr)
+    while i < n:
+        c = expr[i]
+        if c == '"':
+            m = _CSTR.match(expr, i)
+            i = m.end() if m else i + 1
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and expr.startswith(sep, i):
+            parts.append(expr[start:i])
+            start = i + len(sep)
+            i += len(sep)
+            continue
+        i += 1
+    parts.append(expr[start:])
+    return parts
+
+
+class _CppEval:
+    """Values of C++ expressions: strings (literals and their concatenation), integers, and the Python
+    objects the C API or pybind11 reaches.  Flow-insensitive: every assignment of a name in the source
+    counts, as the Python audit's environments do."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.env: dict[str, set] = {}
+        self.ptr_from_data: set[str] = set()     # names holding a tensor's data pointer
+        # declarations and assignments: `T name = expr;`, `name = expr;`, `T name(expr);` (strings)
+        for m in re.finditer(r"(?<![\w.>])([A-Za-z_]\w*)\s*(?:=(?!=)\s*([^;{}]+);|\(\s*([^;{}]*)\)\s*;)", text):
+            name, expr = m.group(1), m.group(2) if m.group(2) is not None else m.group(3)
+            if name in _CONTROL or name in ("return", "delete", "new") or not expr:
+                continue
+            if m.group(3) is not None and not re.search(r"\b(?:std::)?string\s*$", text[max(0, m.start() - 40):m.start()]):
+                continue     # a call `f(x);`, not a constructor of a string
+            self.env.setdefault(name, []).append(expr)
+            if re.search(r"\bdata_ptr\b|\.data\s*\(\s*\)|\bdata_ptr<", expr):
+                self.ptr_from_data.add(name)
+        self._memo: dict[tuple[str, int], set] = {}
+
+    def value(self, expr: str, depth: int = 0) -> set:
+        expr = expr.strip()
+        if depth > 8 or not expr:
+            return set()
+        key = (expr, depth)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = set()
+        out = self._value(expr, depth)
+        self._memo[key] = out
+        return out
+
+    def _value(self, expr: str, depth: int) -> set:
+        # casts and wrappers that keep the value
+        m = re.fullmatch(r"\(\s*[\w:<>\s*&]+\*?\s*\)\s*(.+)", expr, re.S)
+        if m and not expr.startswith("((") and re.match(r"\(\s*[A-Za-z_][\w:<>\s]*\**\s*\)", expr):
+            return self.value(m.group(1), depth + 1)
+        if expr.startswith("(") and expr.endswith(")") and _cargs(expr, 1)[1] == len(expr) - 1:
+            return self.value(expr[1:-1], depth + 1)
+        parts = _c_split_top(expr, "+")
+        if len(parts) > 1:
+            strs = [self.strs(self.value(p, depth + 1)) or {_UNKNOWN} for p in parts]
+            out = {""}
+            for p in strs:
+                out = {a + b for a in out for b in p}
+                if len(out) > 16:
+                    return set()
+            return {("str", s) for s in out if s != _UNKNOWN * len(parts)}
+        m = _CSTR.fullmatch(expr)
+        if m or re.fullmatch(r'(?:"(?:[^"\\\n]|\\.)*"\s*)+', expr):
+            return {("str", "".join(_c_unescape(x) for x in _CSTR.findall(expr)))}
+        if re.fullmatch(r"-?\d+[uUlL]*", expr):
+            return {("int", int(re.sub(r"[uUlL]+$", "", expr)))}
+        if expr in _INT_NAMES:
+            return {("int", _INT_NAMES[expr])}
+        if expr in ("stdout", "stderr", "std::cout", "std::cerr"):
+            return {("stream", expr.split(":")[-1])}
+        # trailing member calls that keep the value: .c_str(), .ptr(), .data(), .string()
+        m = re.fullmatch(r"(.+?)\s*(?:\.|->)\s*(?:c_str|ptr|release|string|inc_ref|get)\s*\(\s*\)", expr, re.S)
+        if m:
+            return self.value(m.group(1), depth + 1)
+        # wrappers: std::string(x), py::str(x), reinterpret_borrow<...>(x), PyUnicode_FromString(x), py::cast(x)
+        m = re.fullmatch(r"(?:std::string|std::filesystem::path|py::str|pybind11::str|py::object|py::handle|"
+                         r"(?:py|pybind11)::reinterpret_(?:borrow|steal)\s*<[^>]*>|PyUnicode_FromString|PyUnicode_InternFromString|"
+                         r"py::cast|py::module_?|static_cast\s*<[^>]*>|reinterpret_cast\s*<[^>]*>|const_cast\s*<[^>]*>|"
+                         r"Py_NewRef|Py_XNewRef)\s*\((.*)\)", expr, re.S)
+        if m:
+            args, _ = _cargs(expr, expr.index("(") + 1)
+            return self.value(args[0], depth + 1) if args else set()
+        # a ternary: either branch
+        parts = _c_split_top(expr, "?")
+        if len(parts) == 2:
+            alts = _c_split_top(parts[1], ":")
+            if len(alts) >= 2:
+                return self.value(alts[0], depth + 1) | self.value(":".join(alts[1:]), depth + 1)
+        # Python objects: imports and attribute chains
+        m = _IMPORT_CALL.match(expr)
+        if m:
+            args, end = _cargs(expr, m.end())
+            mods = self.strs(self.value(args[0], depth + 1)) if args else set()
+            base = {("ref", s) for s in mods}
+            return self._chain(base, expr, end + 1, depth)
+        m = re.match(r"(?:PyObject_GetAttrString|PyObject_GetAttr|(?:py|pybind11)::getattr)\s*\(", expr)
+        if m:
+            args, end = _cargs(expr, m.end())
+            if len(args) >= 2:
+                base = {("ref", f"{v[1]}.{s}") for v in self.value(args[0], depth + 1) if v[0] == "ref"
+                        for s in self.strs(self.value(args[1], depth + 1))}
+                return self._chain(base, expr, end + 1, depth)
+            return set()
+        m = re.match(r"PyModule_GetDict\s*\(", expr)
+        if m:
+            args, _ = _cargs(expr, m.end())
+            return {("dict", v[1]) for v in self.value(args[0], depth + 1) if v[0] == "ref"} if args else set()
+        m = re.match(r"([A-Za-z_]\w*)\b", expr)
+        if m and m.group(1) in self.env:
+            base = set()
+            for e in self.env[m.group(1)][-6:]:
+                base |= self.value(e, depth + 1)
+            return self._chain(base, expr, m.end(), depth)
+        return set()
+
+    def _chain(self, base: set, expr: str, pos: int, depth: int) -> set:
+        """`base` followed by `.attr("x")` accesses (and nothing else) up to the end of `expr`."""
+        cur = base
+        while pos < len(expr):
+            m = _PY_ATTR.match(expr, pos) or re.compile(r"\s*\.\s*attr\s*\(").match(expr, pos)
+            if not m:
+                rest = expr[pos:].strip()
+                if rest and not re.fullmatch(r"(?:\.|->)\s*(?:ptr|release|inc_ref)\s*\(\s*\)", rest):
+                    return set()
+                return cur
+            args, end = _cargs(expr, m.end())
+            names = self.strs(self.value(args[0], depth + 1)) if args else set()
+            cur = {("ref", f"{v[1]}.{n}") for v in cur if v[0] == "ref" for n in names}
+            pos = end + 1
+        return cur
+
+    @staticmethod
+    def strs(vals: set) -> set[str]:
+        return {v[1] for v in vals if v[0] == "str"}
+
+    def ints(self, expr: str) -> set[int]:
+        return {v[1] for v in self.value(expr) if v[0] == "int"}
+
+
+def _path_strings(vals: set) -> set[str]:
+    """Paths of string values: a part the text does not give is dropped with the separator after it
+    (`dir + "/problem.yaml"` names problem.yaml in a folder the text does not say)."""
+    out = set()
+    for v in vals:
+        if v[0] == "str":
+            s = re.sub(_UNKNOWN + r"+/*", "", v[1])
+            if s:
+                out.add(s)
+    return out
+
+
+def _enclosing(text: str, pos: int) -> CFunc | None:
+    funcs, opens, max_close = _outline_index(text)
+    i = bisect_right(opens, pos) - 1
+    while i >= 0 and max_close[i] >= pos:
+        f = funcs[i]
+        if f.open <= pos <= f.close:
+            return f
+        i -= 1
+    return None
+
+
+def _params(text: str, f: CFunc) -> list[str]:
+    args, _ = _cargs(text, f.params + 1)
+    names = []
+    for a in args:
+        a = a.split("=")[0].strip()
+        m = re.search(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?$", a)
+        names.append(m.group(1) if m and a and a != "void" else "")
+    return [n for n in names] if names != [""] else []
+
+
+@lru_cache(maxsize=64)
+def read_cpp(text_raw: str) -> CppReading:
+    """The operations of one C++/CUDA source in the capability audit's vocabulary (CppOp), with what
+    the audit needs to place them: the functions and their parameters, the source's own call graph,
+    the names Python reaches them by, and whether the source joins streams anywhere."""
+    text = strip_c_comments(text_raw)
+    ev = _CppEval(text)
+    funcs = outline(text)
+    names = {f.name for f in funcs}
+    params = {f.name: _params(text, f) for f in funcs}
+    calls: dict[str, set[str]] = {}
+    for f in funcs:
+        body = f.body(text)
+        calls.setdefault(f.name, set()).update(n for n in re.findall(r"\b([A-Za-z_]\w*)\s*\(", body) if n in names and n != f.name)
+    bound: dict[str, str] = {n: n for n in names}
+    at_load = {f.name for f in funcs if f.name in ("PYBIND11_MODULE", "TORCH_LIBRARY", "TORCH_LIBRARY_IMPL", "TORCH_LIBRARY_FRAGMENT",
+                                                   "PYBIND11_EMBEDDED_MODULE")}
+    for m in re.finditer(r"\.\s*def\s*\(\s*\"(\w+)\"\s*,\s*&?\s*([\w:]+)", text):
+        bound[m.group(1)] = m.group(2).split("::")[-1]
+    ops: list[CppOp] = []
+
+    def fn_at(pos: int) -> str | None:
+        f = _enclosing(text, pos)
+        return f.name if f else None
+
+    def add(kind: str, q: str | None, start: int, end: int, args: list[str] = (), **kw: Any) -> None:
+        vals = tuple(frozenset(_with_params(ev, a, params.get(fn_at(start) or "", []))) for a in args)
+        ops.append(CppOp(kind, q, start, end, fn_at(start), vals, **kw))
+
+    # Python calls and stores through the C API / pybind11
+    for m in _PY_ATTR.finditer(text):
+        args, end = _cargs(text, m.end())
+        if not args:
+            continue
+        j = end + 1
+        k = j
+        while k < len(text) and text[k] in " \t\n":
+            k += 1
+        head = _expr_before(text, m.start())
+        full = text[head:j]
+        owner = ev.value(text[head:m.start()])
+        attr_names = ev.strs(ev.value(args[0]))
+        if k < len(text) and text[k] == "=" and text[k:k + 2] != "==":
+            owner = _with_params(ev, text[head:m.start()], params.get(fn_at(head) or "", []))
+            for n in attr_names:
+                ops.append(CppOp("store", None, head, j, fn_at(head), (frozenset(owner),), name=n, how=f"`{full[:60]}` = ..."))
+        elif k < len(text) and text[k] == "(" and not _PY_ATTR.match(text, k):
+            cargs, cend = _cargs(text, k + 1)
+            for v in ev.value(full):
+                if v[0] == "ref":
+                    add("call", v[1], head, cend + 1, [a for a in cargs if a], how=f"`{text[head:cend + 1][:80]}`")
+    for m in re.finditer(r"\b(PyObject_(?:Set|Del)Attr(?:String)?|(?:py|pybind11)::(?:set|del)attr|PyModule_AddObject\w*|"
+                         r"PyDict_(?:Set|Del)ItemString|PyObject_CallMethod\w*|PyObject_Call(?:Object|Function\w*|NoArgs|OneArg)?|"
+                         r"PyObject_Vectorcall\w*)\s*\(", text):
+        fn = m.group(1)
+        args, end = _cargs(text, m.end())
+        if not args:
+            continue
+        owner = _with_params(ev, args[0], params.get(fn_at(m.start()) or "", []))
+        if re.search(r"Set|Del|setattr|delattr|AddObject", fn) and len(args) >= 2:
+            for n in ev.strs(ev.value(args[1])) or ({"*"} if "String" not in fn else set()):
+                ops.append(CppOp("store", None, m.start(), end + 1, fn_at(m.start()), (frozenset(owner),), name=n,
+                                 how=f"{fn}(..., {n!r})"))
+        elif "CallMethod" in fn and len(args) >= 2:
+            for n in ev.strs(ev.value(args[1])):
+                for v in owner:
+                    if v[0] == "ref":
+                        add("call", f"{v[1]}.{n}", m.start(), end + 1, args[2:], how=f"{fn}(..., {n!r})")
+        elif "Call" in fn:
+            for v in owner:
+                if v[0] == "ref":
+                    add("call", v[1], m.start(), end + 1, args[1:], how=fn)
+    # a name that holds a Python callable, called: `get_objects()` after `auto get_objects = gc.attr(...)`
+    for name in ev.env:
+        vals = {v for v in ev.value(name) if v[0] == "ref"}
+        if not vals:
+            continue
+        for m in re.finditer(rf"(?<![\w.>]){re.escape(name)}\s*\(", text):
+            args, end = _cargs(text, m.end())
+            for v in vals:
+                add("call", v[1], m.start(), end + 1, [a for a in args if a], how=f"`{name}(...)`")
+    # libc and C++ library calls that do what a Python call does
+    for m in _LIBC_CALL.finditer(text):
+        word = m.group(1)
+        pre = text[max(0, m.start() - 40):m.start()]
+        if re.search(r"(?:\b(?:void|int|bool|auto|static|inline|extern|char|long|size_t|ssize_t|PyObject\s*\*)\s*\**\s*|\.\s*|->\s*)$", pre) \
+                and word not in ("set_current_seed",):
+            continue     # a declaration of a function of that name, or a method of an object of its own
+        args, end = _cargs(text, m.end())
+        q = _LIBC[word]
+        if word in ("manual_seed", "manual_seed_all") and not re.search(r"(?:torch|at)\s*::\s*(?:cuda\s*::\s*)?$", text[max(0, m.start() - 20):m.start(1)]):
+            continue
+        if word == "set_current_seed" and not _DEFAULT_GEN.search(text[max(0, m.start() - 200):m.start()]):
+            continue     # a generator of its own
+        if _CUDA_SEED.match(text, m.start()):
+            q = "torch.cuda.manual_seed_all" if "_all" in text[m.start():m.end()] else "torch.cuda.manual_seed"
+        if word in ("socket",) and not (args and re.match(r"(AF_|PF_)", args[0])):
+            continue
+        if word == "connect" and len(args) != 3:
+            continue
+        if word in ("fprintf", "fputs", "fwrite", "dprintf", "write") and args:
+            target = args[0] if word in ("fprintf", "dprintf", "write") else args[-1]
+            ints = ev.ints(target)
+            streams = {v[1] for v in ev.value(target) if v[0] == "stream"}
+            if word in ("fprintf", "fputs", "fwrite") and not streams:
+                continue     # a file of its own
+            if word in ("write", "dprintf") and not ints & {1, 2}:
+                continue
+            text_args = [args[1]] if word in ("fprintf", "dprintf", "write") else [args[0]]
+            add("call", "os.write" if ints & {1, 2} else "builtins.print", m.start(), end + 1,
+                [str(next(iter(ints)))] + text_args if ints else text_args, how=f"{word}()")
+            continue
+        if q == "ctypes.memmove" or q == "ctypes.memset":
+            ptrs = args[:2] if q == "ctypes.memmove" else args[:1]
+            if not any(_below_data(ev, a) for a in ptrs):
+                continue     # a copy inside its own buffers
+        if q in ("sys.exit", "os._exit") and args:
+            add("call", q, m.start(), end + 1, args[:1], how=f"{word}()")
+            continue
+        add("call", q, m.start(), end + 1, [a for a in args if a], how=f"{word}()")
+    for m in _STREAM_OUT.finditer(text):
+        stop = text.find(";", m.end())
+        lits = "".join(_c_unescape(s) for s in _CSTR.findall(text[m.end():stop]))
+        if lits:
+            ops.append(CppOp("call", "builtins.print", m.start(), stop, fn_at(m.start()),
+                             (frozenset({("str", lits)}),), how=f"std::{m.group(1)} <<"))
+    # dlsym: a symbol of a CUDA library is a launch; another one, or one looked up past every library
+    # (RTLD_NEXT, RTLD_DEFAULT: a hook), reaches code the solution did not build
+    for m in re.finditer(r"\bdlsym\s*\(", text):
+        args, end = _cargs(text, m.end())
+        sym = ev.strs(ev.value(args[1])) if len(args) > 1 else set()
+        if sym and all(re.match(r"(cu|cuda|nvrtc|cublas|nvJitLink|cudnn|nccl|nvml)[A-Z_]", s) for s in sym) \
+                and not (args and "RTLD_NEXT" in args[0]):
+            continue
+        add("call", "ctypes.pythonapi" if not sym else "native.dlsym", m.start(), end + 1, args[1:2], how="dlsym()")
+    for m in re.finditer(r"\b(mprotect|dl_iterate_phdr|process_vm_readv|process_vm_writev|ptrace|cupti\w+)\s*\(", text):
+        args, end = _cargs(text, m.end())
+        add("call", f"native.{m.group(1)}", m.start(), end + 1, how=f"{m.group(1)}()")
+    # files
+    for m in _FILE_OPEN.finditer(text):
+        word = m.group(1) or m.group(2) or m.group(3)
+        pre = text[max(0, m.start() - 30):m.start()]
+        if m.group(1) and re.search(r"(?:\.|->)\s*$", pre):
+            continue
+        if m.group(3):
+            if m.group(4) is None and text[m.end() - 1] == "{" or text[m.end() - 1] == "{" and m.group(4):
+                continue
+            args, end = _cargs(text, m.end())
+            write = word != "ifstream"
+            if m.group(4):          # `std::ofstream out;` then out.open(path)
+                for o in _FSTREAM_OPEN.finditer(text, m.end()):
+                    if o.group(1) == m.group(4):
+                        a2, e2 = _cargs(text, o.end())
+                        add("open", "builtins.open", o.start(), e2 + 1, a2[:1], write=write, how=f"std::{word}.open()")
+            if args and args[0]:
+                add("open", "builtins.open", m.start(), end + 1, args[:1], write=write, how=f"std::{word}()")
+            continue
+        args, end = _cargs(text, m.end())
+        if not args or not args[0]:
+            continue
+        if word in ("fopen", "freopen"):
+            modes = ev.strs(ev.value(args[1])) if len(args) > 1 else set()
+            write = any(c in md for md in modes for c in "wa+")
+            add("open", "builtins.open", m.start(), end + 1, args[:1], write=write, how=f"{word}()")
+        elif word == "open":
+            if len(args) < 2 or not re.search(r"\bO_[A-Z]+", args[1]):
+                continue     # not POSIX open(path, flags)
+            add("open", "os.open", m.start(), end + 1, args[:1], write=bool(re.search(r"O_(?:WRONLY|RDWR|CREAT|TRUNC|APPEND)", args[1])),
+                how="open()")
+        elif word == "creat":
+            add("open", "os.open", m.start(), end + 1, args[:1], write=True, how="creat()")
+        elif word in ("rename", "copy_file", "copy", "create_symlink"):
+            if len(args) >= 2:
+                add("open", "os.rename", m.start(), end + 1, args[:2], write=True, how=f"{word}()")
+        else:
+            add("open", "os.remove", m.start(), end + 1, args[:1], write=True, how=f"{word}()")
+    # threads
+    for m in _THREAD.finditer(text):
+        var = m.group(2) or m.group(3)
+        tail = text[m.end():m.end() + 2000]
+        if m.group(0).startswith("std::async"):
+            continue    # a future joins in its destructor
+        if m.group(1) == "jthread":
+            continue    # joins in its destructor
+        stop = _cargs(text, m.end())[1] if text[m.end() - 1] in "({" else m.end()
+        rest = text[stop:stop + 40]
+        detached = bool(re.match(r"\s*[)}]?\s*\.\s*detach\s*\(", rest)) or bool(var and re.search(
+            rf"\b{re.escape(var)}\s*(?:\.|->)\s*detach\s*\(|pthread_detach\s*\(\s*{re.escape(var)}\b", text))
+        joined = bool(var and re.search(rf"\b{re.escape(var)}\s*(?:\.|->)\s*join\s*\(|pthread_join\s*\(\s*{re.escape(var)}\b", text)) \
+            or bool(re.search(r"\.\s*join\s*\(", tail) and not var)
+        if not var and not detached and not re.search(r"\.\s*join\s*\(", tail):
+            joined = False
+        ops.append(CppOp("thread", "threading.Thread", m.start(), stop + 1, fn_at(m.start()), joined=joined and not detached,
+                         detached=detached, how=m.group(0).strip()[:40]))
+    # streams of its own
+    for m in _STREAM_MAKE.finditer(text):
+        pre = text[max(0, m.start() - 30):m.start()]
+        if re.search(r"(?:\.|->)\s*$", pre):
+            continue
+        _, end = _cargs(text, m.end())
+        ops.append(CppOp("stream", m.group(1).split("::")[-1], m.start(), end + 1, fn_at(m.start()), how=m.group(1)))
+    # caches of results in static storage
+    ops.extend(_memo_returns(text, ev, fn_at))
+    ops.sort(key=lambda o: o.offset)
+    return CppReading(ops, params, calls, bound, at_load, bool(STREAM_JOIN.search(text)))
+
+
+def _with_params(ev: _CppEval, expr: str, params: list[str]) -> set:
+    """The value of an argument expression, a bare parameter of the enclosing function kept as
+    ("param", index) (the audit binds it to what the Python caller passes)."""
+    e = expr.strip()
+    e2 = re.sub(r"\s*(?:\.|->)\s*(?:ptr|c_str|release)\s*\(\s*\)$", "", e)
+    if re.fullmatch(r"[A-Za-z_]\w*", e2) and e2 in params and e2 not in ev.env:
+        return {("param", params.index(e2))}
+    return ev.value(e)
+
+
+def _below_data(ev: _CppEval, expr: str) -> bool:
+    """A pointer expression that steps back from a tensor's data pointer (`p - n` with p from
+    data_ptr()): memory before the tensor's own storage."""
+    m = re.match(r"\s*(?:\([^()]*\)\s*)?\(?\s*([A-Za-z_]\w*)\s*(?:\)\s*)?-\s*[^-]", expr)
+    if m and (m.group(1) in ev.ptr_from_data):
+        return True
+    return bool(re.search(r"data_ptr\s*(?:<[^>]*>)?\s*\(\s*\)\s*\)?\s*-\s*\w", expr))
+
+
+def _expr_before(text: str, pos: int) -> int:
+    """Start of the postfix expression ending at `pos` (`py::module_::import("gc")` before `.attr(`)."""
+    i = pos
+    while i > 0:
+        j = i - 1
+        while j >= 0 and text[j] in " \t\n":
+            j -= 1
+        if j < 0:
+            return 0
+        c = text[j]
+        if c == ")":
+            depth, k = 0, j
+            while k >= 0:
+                if text[k] == ")":
+                    depth += 1
+                elif text[k] == "(":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k -= 1
+            i = k
+            continue
+        if c.isalnum() or c == "_" or c == ":" or c == ">" and text[j - 1:j + 1] == "->" or c == "-" and text[j:j + 2] == "->":
+            k = j
+            while k >= 0 and (text[k].isalnum() or text[k] in "_:"):
+                k -= 1
+            i = k + 1
+            if i > 0 and text[i - 1] == ".":
+                i -= 1
+                continue
+            if i > 1 and text[i - 2:i] == "->":
+                i -= 2
+                continue
+            if i > 0 and text[i - 1] == ">":     # template arguments: reinterpret_borrow<py::object>(
+                lt = text.rfind("<", max(0, i - 80), i)
+                if lt > 0:
+                    i = lt
+                    continue
+            return i
+        if c == ".":
+            i = j
+            continue
+        return i
+    return 0
+
+
+_RETURN = re.compile(r"\breturn\b\s*([^;]*);")
+
+
+def _memo_returns(text: str, ev: _CppEval, fn_at) -> list[CppOp]:
+    """A function that returns a value it kept in static storage (a static container's entry, an
+    object behind a static pointer) on a path that does not compute it again: the result of an earlier
+    call handed back.  The key the lookup compares (a data pointer, a Python object's address, a call
+    count, nothing) is kept in the op's data; the rules decide in capabilities.py.  A static that only
+    selects a plan or a workspace and returns nothing of it is not a memo."""
+    statics: dict[str, int] = {}
+    for m in _MEMO_CONTAINER.finditer(text):
+        decl = text[m.start():text.find(";", m.start()) + 1]
+        if re.search(r"\bstatic\s+(?:inline\s+|constexpr\s+|__device__|__global__|__host__|void\b|bool\s+\w+\s*\()", decl):
+            continue
+        if "(" in decl.split("=")[0] and not re.search(r"\b(?:map|unordered_map|vector|object|Tensor)\b", decl.split("=")[0]):
+            continue     # a static function's declaration
+        statics[m.group(1)] = m.start()
+    if not statics:
+        return []
+    out = []
+    for f in outline(text):
+        head = text[max(0, f.params - 160):f.params]
+        ret = re.search(r"([\w:<>,*&\s]+?)\s*\b" + re.escape(f.name) + r"\s*$", head)
+        if not ret or "&" in ret.group(1) or not re.search(r"\b(?:py::object|object|Tensor|tuple|list|PyObject|auto|"
+                                                            r"vector\s*<\s*(?:at::|torch::)?Tensor)\b", ret.group(1)):
+            continue     # what it returns is a plan or a reference of the source's own, not a result for Python
+        body = f.body(text)
+        used = {s for s in statics if re.search(rf"\b{re.escape(s)}\b", body)}
+        if not used:
+            continue
+        iters = set()
+        for m in re.finditer(r"\b(?:auto|\w+::iterator|\w+::const_iterator)\s*&?\s*(\w+)\s*=\s*\(?\s*\*?\s*(\w+)\s*\)?\s*(?:->|\.)\s*find\s*\(", body):
+            if m.group(2) in used:
+                iters.add(m.group(1))
+        for r in _RETURN.finditer(body):
+            e = r.group(1).strip()
+            ids = set(re.findall(r"\b[A-Za-z_]\w*\b", e))
+            hit = None
+            if ids & iters and re.search(r"(?:->|\.)\s*second\b", e):
+                hit = "a static container's entry"
+            elif ids & used and re.search(r"\*\s*(\w+)|(\w+)\s*(?:->|\.)\s*(?:at|find)\s*\(|(\w+)\s*\[|\(\s*\*\s*(\w+)\s*\)\s*\[", e) \
+                    and not re.search(r"\b(?:at|torch)::\w+\s*\(", e):
+                hit = "an object in static storage"
+            if hit is None:
+                continue
+            # the same function computes it on another path (a call of a Python callable, a kernel, an op)
+            computes = bool(re.search(r"\bimpl\s*\(|\w+\s*\(\s*\)\s*;|<<<|\bat::|\btorch::|\.\s*attr\s*\(|\w+\(\s*[^)]*\)", body[:r.start()]
+                                      + body[r.end():]))
+            key = set()
+            pre = body[:r.start()]
+            if re.search(r"data_ptr|\bdata\s*\(\s*\)", body):
+                key.add("ptr")
+            if re.search(r"\.\s*ptr\s*\(\s*\)|\bid\s*\(", body) and re.search(r"reinterpret_cast\s*<\s*(?:intptr_t|int64_t|uintptr_t|long)", body):
+                key.add("id")
+            if re.search(r"_version\s*\(", body):
+                key.add("version")
+            if re.search(r"\+\+\s*\w+|\w+\s*\+\+|\w+\s*\+=\s*1\b", body) and re.search(r"\bif\s*\([^)]*\b\w+\s*[<>]=?\s*\d", pre):
+                key.add("count")
+            if re.search(r"\.sizes\s*\(|\.size\s*\(\s*-?\d|\.shape\b|\.numel\s*\(", body):
+                key.add("shape")
+            abs_off = f.open + r.start()
+            out.append(CppOp("memo", None, abs_off, f.open + r.end(), f.name, how=hit,
+                             data=tuple(sorted(key)) + (("computes",) if computes else ())))
+            break     # the first such return is the hit's; a later one hands back what was just stored
+    return out
