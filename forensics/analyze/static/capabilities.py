@@ -748,10 +748,11 @@ class Auditor(Evaluator):
         The work queued on an unjoined stream can outlive the caller's timer, whose events are recorded on
         the caller's stream."""
         reach = self.entry_reach()
+        used = self._streams_entered(reach)
         made = []
         for at, q, node in self.streams:
             scope = self.mod.scope_of(at)
-            if scope is None or scope.qualname in reach:
+            if scope is None or scope.qualname in reach or id(node) in used:
                 made.append((scope.qualname if scope else "the module", at, q, id(node)))
         if not made:
             return
@@ -766,6 +767,21 @@ class Auditor(Evaluator):
                   f"{where} queues work on a stream of its own ({q}) and nothing in the module joins that stream "
                   "back (no wait_stream of it, no synchronize of it or the device, no event waited for): that work "
                   "can outlive the caller's timer", "medium")
+
+    def _streams_entered(self, reach: set[str]) -> set[int]:
+        """Streams (by constructor) the graded path makes current (`torch.cuda.stream(s)`), wherever they
+        were made (`self.s = torch.cuda.Stream()` in __init__)."""
+        out: set[int] = set()
+        for q in reach:
+            fi = self.mod.funcs.get(q)
+            if fi is None:
+                continue
+            ctx = Ctx(fi, None, 0)
+            for c in fi.of(ast.Call):
+                if c.args and any(v[0] == "ref" and v[1] in ("torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.set_stream")
+                                  for v in self.eval(c.func, ctx)):
+                    out |= {v[1] for v in self.eval(c.args[0], ctx) if v[0] == "stream"}
+        return out
 
     def _stream_joins(self) -> tuple[set[int], bool]:
         """(the streams some join waits for, by constructor; whether some join waits for every stream)."""

@@ -574,7 +574,7 @@ class EntryFlow:
         if q == "functools.partial" and args:
             return {("pt", frozenset(args[0]), tuple(frozenset(a) for a in args[1:]),
                      tuple((a, frozenset(b)) for a, b in kws.items()))}
-        if q.startswith("torch.") and _WRITES.match(last) and last not in _NOT_INPLACE and args:
+        if q.startswith("torch.") and _WRITES.match(last.removeprefix("_foreach_")) and last not in _NOT_INPLACE and args:
             if last.startswith("_foreach_"):       # in place on every tensor of its first argument
                 self._write(self._elements(args[0], fi, depth), call, f"`{q}()` writes into it")
             else:                                  # torch.relu_(t), torch.Tensor.zero_(t)
