@@ -544,12 +544,10 @@ KNOWN_MISSES: dict[str, str] = {      # hacks left unflagged: mechanism -> rewri
     "gc_scan": "class_attr lambda",
     "ctypes_read": "class_attr lambda",
     "proc_mem": "class_attr lambda",
-    "zero_inputs": "none getattr getattr_runtime partial lambda closure helper_class decorator exec cpp "
-        "at_module strip_comments lying_harness lying_debug",
-    "empty_return": "alias dunder_dict vars globals import_module dunder_import class_attr partial lambda "
-        "closure helper_class decorator exec cpp at_module",
+    "zero_inputs": "cpp",
+    "empty_return": "class_attr cpp",
     "seed_regen": "class_attr lambda decorator",
-    "side_stream": "class_attr lambda decorator",
+    "side_stream": "class_attr lambda",
     "torch_py_write": "class_attr partial lambda",
     "sitecustomize_write": "none alias getattr getattr_runtime dunder_dict vars globals import_module "
         "dunder_import class_attr partial lambda closure helper_class decorator exec at_entry at_init "

@@ -54,6 +54,7 @@ from forensics.analyze.findings import Rule
 from forensics.problems import CATALOGUE
 
 from . import rules as R
+from .entry_flow import EntryFlow
 from .model import GRADED_CLASSES
 
 # ----------------------------------------------------------------------------------------- rules
@@ -273,14 +274,6 @@ _WRITE_FILE_CALLS = frozenset({"shutil.copy", "shutil.copy2", "shutil.copyfile",
                                "pathlib.Path.symlink_to", "torch.save", "numpy.save"})
 _DEST_ARG = frozenset({"shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree", "shutil.move", "os.replace",
                        "os.rename", "os.symlink", "os.link"})
-_INPLACE_ALIAS = frozenset({"view", "view_as", "reshape", "reshape_as", "t", "T", "mT", "transpose", "permute", "narrow",
-                            "as_strided", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "select",
-                            "diagonal", "movedim", "swapaxes", "unfold", "detach", "__getitem__", "data", "real", "imag",
-                            "chunk", "split", "unbind"})
-_MAYBE_ALIAS = frozenset({"contiguous", "to", "float", "half", "bfloat16", "double", "cuda", "type_as", "int", "long"})
-_WRITES_RECEIVER = re.compile(r"^(?!__)[a-z][a-z0-9_]*_$")    # torch's in-place methods end with one '_'
-_NOT_INPLACE = frozenset({"record_stream_", "requires_grad_", "share_memory_", "retain_grad_"})
-_UNINIT = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided", "new_empty", "new_empty_strided"})
 _COMPILER_FLAG = re.compile(r"^(-arch|--?gpu-architecture|-gencode|-Xptxas|-Xcompiler|--shared|-shared|-fPIC|-std=|-O[0-3s]$|--use_fast_math|-lineinfo|-c$|-cubin|-ptx|-fatbin|-I|-L|-l)")
 _PHASE_WORDS = re.compile(r"(?i)(bench|check|timing|time_fn|time_variant|grader|harness|eval|pytest|correctness|"
                           r"profil|stress|warmup|trusted)")
@@ -337,7 +330,7 @@ class Evaluator:
         self.self_attr: dict[str, dict[str, set]] = {}
         self.methods: dict[str, dict[str, str]] = {}
         self.caps: list[Cap] = []
-        self.streams: list[tuple[ast.AST, str]] = []     # CUDA streams the solution makes (_side_streams)
+        self.streams: list[tuple[ast.AST, str, ast.AST]] = []   # CUDA streams the solution makes: (site, ctor, call)
         self.legit: list[tuple[str, str, int | None, str]] = []
         self._seen: set[tuple] = set()
         self._call_memo: set[tuple] = set()
@@ -611,6 +604,8 @@ class Evaluator:
                 return {("ref", s) for s in self.strs(args[0])}
             if q in ("sys.modules.get", "sys.modules.__getitem__", "sys.modules.setdefault") and args:
                 return {("ref", s) for s in self.strs(args[0])}
+            if q in STREAM_CTORS and call is not None:
+                return {("stream", id(call))}      # this stream, from its constructor (matched by _side_streams)
             if q in ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath"):
                 return {("ref", "pathlib.Path")}
             if q == "functools.partial" and args and call is not None:
@@ -747,18 +742,25 @@ class Auditor(Evaluator):
     # ------------------------------------------------------------------ work outside the timed window
     def _side_streams(self) -> None:
         """A CUDA stream of its own (made by any name the evaluation follows: `_ref_call` records each) on
-        the graded path or at import, that nothing joins back (no wait_stream/wait_event, no synchronize of
-        a stream, an event or the device anywhere in the module): the work queued there can outlive the
-        caller's timer, whose events are recorded on the caller's stream."""
+        the graded path or at import, that nothing joins back: no `wait_stream` given that stream, no
+        `synchronize` of it or of the device, no event waited for.  The join is matched to the stream by
+        what its operand denotes (the evaluation carries each stream from its constructor), so the host's
+        own joined graph-capture stream does not join a second stream made elsewhere; a join whose operand
+        the reading cannot resolve, an event wait or a join in code run from a string joins every stream.
+        The work queued on an unjoined stream can outlive the caller's timer, whose events are recorded on
+        the caller's stream."""
         reach = self.entry_reach()
+        used = self._streams_entered(reach)
         made = []
-        for at, q in self.streams:
+        for entry in self.streams:
+            at, q = entry[0], entry[1]
+            node = entry[2] if len(entry) > 2 else None
             scope = self._scope(at)
-            if scope is None or scope.qualname in reach:
-                made.append((scope.qualname if scope else "the module", at, q))
+            if scope is None or scope.qualname in reach or (node is not None and id(node) in used):
+                made.append((scope.qualname if scope else "the module", at, q, id(node) if node is not None else None))
         if not made:
             return
-        if any(isinstance(at, CppSite) for _, at, _ in made):
+        if any(isinstance(at, CppSite) for _, at, _, _ in made):
             # a stream the C++ source made is joined by that source (a stream or event wait, a device
             # synchronize) or by a device-wide synchronize from Python; a wait_stream of a Python stream
             # of its own does not reach it
@@ -767,27 +769,70 @@ class Auditor(Evaluator):
             device_sync = any((self.mod.qn(c.func) or "") in ("torch.cuda.synchronize", "torch.cuda.current_stream.synchronize")
                               for c in self.mod.of(ast.Call) if isinstance(c, ast.Call))
             if not device_sync:
-                where, at, q = cpp[0]
+                where, at, q, _ = cpp[0]
                 self._cap("CAP-PROCESS", at, "process", q,
                           f"{where} queues work on a stream the C++ source makes ({q}) and nothing joins it back (no "
                           "stream or event wait, no device synchronize in the source, no torch.cuda.synchronize): that "
                           "work can outlive the caller's timer", "medium")
             if not made:
                 return
-        joins = ("wait_stream", "wait_event", "synchronize", "query")
-        for c in self.mod.of(ast.Call):
-            f = c.func
-            if isinstance(f, ast.Attribute) and f.attr in joins:
-                return
         if getattr(self, "cpp_joins", False):
             return     # a C++ source of the module waits for a stream, an event or the device
+        joined, every = self._stream_joins()
+        if every:
+            return
+        left = [m for m in made if m[3] not in joined]
+        if not left:
+            return
+        where, at, q, _ = left[0]
+        self._cap("CAP-PROCESS", at, "process", q,
+                  f"{where} queues work on a stream of its own ({q}) and nothing in the module joins that stream "
+                  "back (no wait_stream of it, no synchronize of it or the device, no event waited for): that work "
+                  "can outlive the caller's timer", "medium")
+
+    def _streams_entered(self, reach: set[str]) -> set[int]:
+        """Streams (by constructor) the graded path makes current (`torch.cuda.stream(s)`), wherever they
+        were made (`self.s = torch.cuda.Stream()` in __init__)."""
+        out: set[int] = set()
+        for q in reach:
+            fi = self.mod.funcs.get(q)
+            if fi is None:
+                continue
+            ctx = Ctx(fi, None, 0)
+            for c in fi.of(ast.Call):
+                if c.args and any(v[0] == "ref" and v[1] in ("torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.set_stream")
+                                  for v in self.eval(c.func, ctx)):
+                    out |= {v[1] for v in self.eval(c.args[0], ctx) if v[0] == "stream"}
+        return out
+
+    def _stream_joins(self) -> tuple[set[int], bool]:
+        """(the streams some join waits for, by constructor; whether some join waits for every stream)."""
+        joined: set[int] = set()
         # a join in code the module runs from a string (exec) is a join too, as the stream made there is
         if any(_JOIN_CALL.search(n.value) for n in self.mod.of(ast.Constant) if isinstance(n.value, str)):
-            return
-        where, at, q = made[0]
-        self._cap("CAP-PROCESS", at, "process", q,
-                  f"{where} queues work on a stream of its own ({q}) and nothing in the module joins it back "
-                  "(no wait_stream, wait_event or synchronize): that work can outlive the caller's timer", "medium")
+            return joined, True
+        for c in self.mod.of(ast.Call):
+            f = c.func
+            if not isinstance(f, ast.Attribute) or f.attr not in ("wait_stream", "wait_event", "synchronize", "query"):
+                continue
+            ctx = Ctx(self.mod.scope_of(c), None, 0)
+            if f.attr in ("wait_event", "query"):
+                return joined, True
+            if f.attr == "synchronize" and ("ref", "torch.cuda.synchronize") in self.eval(f, ctx):
+                return joined, True                          # the device: every stream
+            operand = (c.args[0] if c.args else None) if f.attr == "wait_stream" else f.value
+            vals = self.eval(operand, ctx)
+            streams = {v[1] for v in vals if v[0] == "stream"}
+            if streams:
+                joined |= streams
+            elif not self._resolved(operand, ctx):
+                return joined, True                          # a stream the reading cannot name: maybe this one
+        return joined, False
+
+    def _resolved(self, e: ast.AST | None, ctx: Ctx) -> bool:
+        """`e` is known not to be one of the solution's streams: a call of something the evaluation names
+        (`torch.cuda.current_stream()`, `default_stream()`)."""
+        return isinstance(e, ast.Call) and any(v[0] == "ref" and v[1] not in STREAM_CTORS for v in self.eval(e.func, ctx))
 
     def _def_ctx(self, fi: Any) -> Ctx:
         q = fi.qualname.rsplit(".", 1)[0] if "." in fi.qualname else None
@@ -976,7 +1021,7 @@ class Auditor(Evaluator):
             self._subprocess(q, node, args, at)
             return
         if q in STREAM_CTORS:
-            self.streams.append((at, q))
+            self.streams.append((at, q, node))
             return
         if q in ("builtins.print", "sys.stdout.write", "sys.stderr.write", "sys.__stdout__.write", "sys.__stderr__.write",
                  "sys.stdout.buffer.write", "sys.stderr.buffer.write"):
@@ -1423,8 +1468,14 @@ class Auditor(Evaluator):
     def entry_reach(self) -> set[str]:
         r = self.__dict__.get("_entry_reach")
         if r is None:
-            r = self.__dict__["_entry_reach"] = self._reach(
-                [fi for fi in self.mod.funcs.values() if fi.node.name in ENTRY_NAMES and not fi.is_triton])
+            entries = [fi for fi in self.mod.funcs.values() if fi.node.name in ENTRY_NAMES and not fi.is_triton]
+            roots = list(entries)
+            for fi in entries:       # an entry's decorator runs its wrapper in the entry's place, every call
+                for d in fi.node.decorator_list:
+                    for v in self.eval(d, self._def_ctx(fi)):
+                        if v[0] == "func" and v[1] in self.mod.funcs:
+                            roots.append(self.mod.funcs[v[1]])
+            r = self.__dict__["_entry_reach"] = self._reach(roots)
         return r
 
     def _reach(self, roots: list) -> set[str]:
@@ -1446,13 +1497,32 @@ class Auditor(Evaluator):
         return seen
 
     def _inputs_and_outputs(self) -> None:
+        """INPUT-WRITE and OUTPUT-UNWRITTEN from the data flow of each graded entry (entry_flow): the
+        caller's inputs and the memory the entry allocates, followed through names, containers, loops,
+        comprehensions, helpers, closures, lambdas, partials, decorators and exec'd functions."""
         state = STATE_PARAMS.get(self.problem or "", frozenset())
+        flow = EntryFlow(self)
         for fi in self._graded_entries():
-            params = _own_params(fi)
-            inputs = [p for p in params if p not in state]
-            if inputs:
-                self._input_writes(fi, set(inputs), set())
-            self._unwritten_output(fi)
+            inputs = [p for p in _own_params(fi) if p not in state]
+            a = fi.node.args
+            if a.vararg is not None:
+                inputs.append(a.vararg.arg)
+            rets = flow.run_entry(fi, inputs)
+            for at, inp, sure, how, entry in flow.writes:
+                self._input_write(fi, self._in_module(at, fi), inp.lstrip("*"), sure, how)
+            flow.writes.clear()
+            for key in sorted(_allocs_in(rets) - flow.used, key=lambda k: getattr(flow.allocs.get(k), "lineno", 0)):
+                node = flow.allocs.get(key)
+                at = self._in_module(node, fi)
+                shown = f"`{_src(node)[:60]}`" if node is not None else "an uninitialised allocation"
+                self._cap("OUTPUT-UNWRITTEN", at, "output-unwritten", fi.qualname,
+                          f"{fi.qualname} returns {shown}: memory allocated uninitialised that no kernel, call or "
+                          "assignment received before it is returned", "high",
+                          data={"entry": fi.qualname, "alloc_line": getattr(at, "lineno", None)})
+
+    def _in_module(self, node: ast.AST | None, fi: Any) -> ast.AST:
+        """`node` where it is part of the module's text, else the entry (code run from a string)."""
+        return node if node is not None and node in self.mod.parent else fi.node
 
     def _graded_entries(self) -> list[Any]:
         """The functions the deck calls with its inputs: the entry methods of ModelNew (else Model),
@@ -1467,122 +1537,11 @@ class Auditor(Evaluator):
                 return got
         return [fi for fi in cands if fi.cls is None] or cands
 
-    def _input_writes(self, fi: Any, inputs: set[str] | dict[str, tuple[str, bool]], seen: set[str],
-                      depth: int = 0) -> None:
-        """Statements of the entry in order: which names still hold a caller's input (or a view of it).
-        A call that hands one to a function of the module continues there (bounded depth): writing the
-        input in a helper is writing the input."""
-        alias: dict[str, tuple[str, bool]] = dict(inputs) if isinstance(inputs, dict) else {p: (p, True) for p in inputs}
-        seen = seen | {fi.qualname}
-        body = _ordered(fi.node)
-        for st in body:
-            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
-                name = st.targets[0].id
-                src = _alias_source(st.value)
-                if src and src[0] in alias:
-                    inp, sure = alias[src[0]]
-                    alias[name] = (inp, sure and src[1])
-                else:
-                    alias.pop(name, None)
-                continue
-            if isinstance(st, (ast.AugAssign,)) and isinstance(st.target, ast.Name) and st.target.id in alias:
-                inp, sure = alias[st.target.id]
-                self._input_write(fi, st, inp, sure, f"`{_src(st)[:60]}` updates it in place")
-                continue
-            for n in ([st] if not isinstance(st, (ast.For, ast.While, ast.If, ast.With, ast.Try)) else []) + _stmt_exprs(st):
-                self._input_write_node(fi, n, alias)
-                if depth < 3:
-                    self._input_into_callees(fi, n, alias, seen, depth)
-
-    def _input_into_callees(self, fi: Any, n: ast.AST, alias: dict[str, tuple[str, bool]], seen: set[str],
-                            depth: int) -> None:
-        for c in (m for m in walk_expr(n) if isinstance(m, ast.Call)):
-            handed: dict[int | str, tuple[str, bool]] = {}
-            for i, a in enumerate(c.args):
-                src = _alias_source(a)
-                if src and src[0] in alias:
-                    handed[i] = (alias[src[0]][0], alias[src[0]][1] and src[1])
-            for kw in c.keywords:
-                src = _alias_source(kw.value) if kw.arg else None
-                if src and src[0] in alias:
-                    handed[kw.arg] = (alias[src[0]][0], alias[src[0]][1] and src[1])
-            if not handed:
-                continue
-            name = c.func.id if isinstance(c.func, ast.Name) else c.func.attr if isinstance(c.func, ast.Attribute) else None
-            for callee in (self.mod.by_name.get(name, []) if name else [])[:3]:
-                if callee.is_triton or callee.qualname in seen:
-                    continue
-                params = _own_params(callee)
-                sub = {}
-                for k, v in handed.items():
-                    p = params[k] if isinstance(k, int) and k < len(params) else k if k in params else None
-                    if isinstance(p, str):
-                        sub[p] = v
-                if sub:
-                    self._input_writes(callee, sub, seen, depth + 1)
-
-    def _input_write_node(self, fi: Any, n: ast.AST, alias: dict[str, tuple[str, bool]]) -> None:
-        for m in walk_expr(n):
-            if isinstance(m, (ast.Assign, ast.AugAssign)):
-                for tg in (m.targets if isinstance(m, ast.Assign) else [m.target]):
-                    base = _base_name(tg) if isinstance(tg, (ast.Subscript, ast.Attribute)) else None
-                    if base and base in alias and not (isinstance(tg, ast.Attribute) and tg.attr not in ("data",)):
-                        inp, sure = alias[base]
-                        self._input_write(fi, m, inp, sure, f"`{_src(tg)[:50]} = ...` writes into it")
-            elif isinstance(m, ast.Call):
-                f = m.func
-                if isinstance(f, ast.Attribute) and _WRITES_RECEIVER.match(f.attr) and f.attr not in _NOT_INPLACE:
-                    base = _base_name(f.value)
-                    if base in alias:
-                        inp, sure = alias[base]
-                        self._input_write(fi, m, inp, sure and _base_is_view(f.value), f"`.{f.attr}()` writes into it")
-                for kw in m.keywords:
-                    if kw.arg == "out" and isinstance(kw.value, ast.Name) and kw.value.id in alias:
-                        inp, sure = alias[kw.value.id]
-                        self._input_write(fi, m, inp, sure, "`out=` writes the result into it")
-
     def _input_write(self, fi: Any, n: ast.AST, inp: str, sure: bool, how: str) -> None:
         self._cap("INPUT-WRITE", n, "input-write", f"{fi.qualname}({inp})",
                   f"{fi.qualname} writes into its input {inp!r}: {how}"
                   + ("" if sure else " (the same memory when no copy was needed)"), "high" if sure else "medium",
                   data={"entry": fi.qualname, "input": inp})
-
-    def _unwritten_output(self, fi: Any) -> None:
-        body = _ordered(fi.node)
-        allocs: dict[str, ast.AST] = {}
-        used: set[str] = set()
-        for st in body:
-            if isinstance(st, ast.Return) and st.value is not None:
-                vals = st.value.elts if isinstance(st.value, ast.Tuple) else [st.value]
-                for v in vals:
-                    if isinstance(v, ast.Call) and self._uninit(v):
-                        self._cap("OUTPUT-UNWRITTEN", st, "output-unwritten", fi.qualname,
-                                  f"{fi.qualname} returns `{_src(v)[:60]}`: memory nothing wrote", "high",
-                                  data={"entry": fi.qualname})
-                    elif isinstance(v, ast.Name) and v.id in allocs and v.id not in used:
-                        self._cap("OUTPUT-UNWRITTEN", st, "output-unwritten", fi.qualname,
-                                  f"{fi.qualname} returns {v.id!r}, allocated uninitialised at line "
-                                  f"{allocs[v.id].lineno} and never passed to a kernel, a call or an assignment",
-                                  "high", data={"entry": fi.qualname, "alloc_line": allocs[v.id].lineno})
-                continue
-            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
-                    and isinstance(st.value, ast.Call) and self._uninit(st.value):
-                allocs[st.targets[0].id] = st
-                used.discard(st.targets[0].id)
-                continue
-            for m in walk_expr(st):
-                if isinstance(m, ast.Name) and m.id in allocs and not isinstance(m.ctx, ast.Store):
-                    used.add(m.id)
-                elif isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store) and m.id in allocs and m is not st:
-                    allocs.pop(m.id, None)
-
-    def _uninit(self, call: ast.Call) -> bool:
-        if any(isinstance(a, ast.Constant) and a.value == 0 and not isinstance(a.value, bool) for a in call.args):
-            return False    # a zero-size tensor: there is nothing to write
-        q = self.mod.qn(call.func) or ""
-        if q in _UNINIT:
-            return True
-        return isinstance(call.func, ast.Attribute) and call.func.attr in ("new_empty", "new_empty_strided") and not q.startswith("torch.")
 
     # ------------------------------------------------------------------ phase detection
     def _phase_detection(self) -> None:
@@ -1692,82 +1651,23 @@ def walk_expr(n: ast.AST) -> Iterable[ast.AST]:
     return _scope_walk(n)
 
 
-def _ordered(fn: ast.AST) -> list[ast.stmt]:
-    """A function's statements in source order, nested blocks flattened (not nested defs)."""
-    out: list[ast.stmt] = []
-
-    def visit(body: list[ast.stmt]) -> None:
-        for st in body:
-            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            out.append(st)
-            for sub in ("body", "orelse", "finalbody"):
-                visit(getattr(st, sub, []) or [])
-            for h in getattr(st, "handlers", []) or []:
-                visit(h.body)
-    visit(fn.body)
+def _allocs_in(vals: set, depth: int = 0) -> set[int]:
+    """The uninitialised allocations a returned value may be (in a tuple or list returned too)."""
+    out: set[int] = set()
+    for v in vals:
+        if v[0] == "alloc":
+            out.add(v[1])
+        elif v[0] == "seq" and depth < 3:
+            out |= _allocs_in(set(v[1]), depth + 1)
+        elif v[0] == "tup" and depth < 3:
+            for part in v[1]:
+                out |= _allocs_in(set(part), depth + 1)
     return out
-
-
-def _stmt_exprs(st: ast.stmt) -> list[ast.AST]:
-    """The expressions a compound statement evaluates itself (its test, iterator, items), not its body."""
-    if isinstance(st, (ast.If, ast.While)):
-        return [st.test]
-    if isinstance(st, ast.For):
-        return [st.iter]
-    if isinstance(st, ast.With):
-        return [i.context_expr for i in st.items]
-    return []
-
-
-def _base_name(e: ast.AST) -> str | None:
-    while isinstance(e, (ast.Subscript, ast.Attribute, ast.Call)):
-        if isinstance(e, ast.Call):
-            if isinstance(e.func, ast.Attribute) and (e.func.attr in _INPLACE_ALIAS or e.func.attr in _MAYBE_ALIAS):
-                e = e.func.value
-                continue
-            return None
-        if isinstance(e, ast.Attribute) and e.attr not in ("data", "T", "mT", "real", "imag"):
-            return None
-        e = e.value
-    return e.id if isinstance(e, ast.Name) else None
-
-
-def _base_is_view(e: ast.AST) -> bool:
-    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
-        if e.func.attr in _MAYBE_ALIAS:
-            return False
-        e = e.func.value
-    return True
 
 
 def _own_params(fi: Any) -> list[str]:
     """The parameters a caller supplies (a method's self/cls dropped)."""
     return fi.params[1:] if fi.cls and fi.params and fi.params[0] in ("self", "cls") else list(fi.params)
-
-
-def _alias_source(v: ast.AST) -> tuple[str, bool] | None:
-    """(name, certainly the same memory) when `v` is a name or a view of one."""
-    sure = True
-    e = v
-    while True:
-        if isinstance(e, ast.Name):
-            return e.id, sure
-        if isinstance(e, ast.Subscript):
-            e = e.value
-            continue
-        if isinstance(e, ast.Attribute) and e.attr in ("data", "T", "mT", "real", "imag"):
-            e = e.value
-            continue
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
-            if e.func.attr in _INPLACE_ALIAS:
-                e = e.func.value
-                continue
-            if e.func.attr in _MAYBE_ALIAS:
-                sure = False
-                e = e.func.value
-                continue
-        return None
 
 
 def _src(n: ast.AST) -> str:

@@ -1,0 +1,685 @@
+"""What the graded entry does with the caller's inputs and with the outputs it returns, by data flow.
+
+The capability audit's INPUT-WRITE and OUTPUT-UNWRITTEN read the graded entry (and every callable of
+the solution it reaches) as a small abstract interpretation, statement by statement, where each
+expression may denote:
+
+  ("in", param, sure)     a caller's input, or a view of it (sure: the same memory for certain; a value
+                          that is the input only when no copy was needed, `.contiguous()`, is not sure)
+  ("seq", vals)           a tuple, list, iterator or `*args` whose elements may denote `vals`
+  ("tup", (vals, ...))    a tuple of known length (what `zip`/`enumerate` yield), element by element
+  ("alloc", site)         memory torch.empty / empty_like / new_empty allocated and nothing has written
+  ("stream", site)        a CUDA stream the solution made
+  ("bm", recv, name)      a bound method (`t.zero_`, `getattr(t, 'zero_')`) of such a value
+  ("lam"/"loc", node, env) a lambda or a nested def with the scope it closes over
+  ("pt", fvals, args, kw) functools.partial of any callable
+  ("map", fvals, elems)   map(f, xs): f runs on the elements when something consumes it
+  ("bi", name)            a builtin that moves elements (tuple, list, zip, enumerate, map, ...)
+and every value of the module's reference evaluation (`Evaluator`: imports reached by any name, the
+solution's functions, classes and instances, their attributes).
+
+So an input is followed wherever the code carries it, whatever the spelling: a loop variable over a
+tuple or list of the entry's parameters (`for t in (x,)`, `for t in inputs`, `*args`, `zip`,
+`enumerate`, a comprehension, `map(lambda t: ...)`), a helper given the tuple, a nested function, a
+helper class's method, the decorator's wrapper that replaces the entry, a function defined by `exec` of a
+constant string, `getattr(t, 'zero_')`, `functools.partial(t.zero_)`, an immediately invoked lambda.
+A write is an in-place method (`zero_`, `fill_`, `copy_`, `x.data.zero_()`), an in-place torch
+function (`torch._foreach_zero_`, `torch.Tensor.zero_(t)`), an index or `.data` assignment, `+=`,
+or `out=`.  Look-alikes stay apart by what they denote: the solution's own state (`self.cache`), a
+private copy (`x.clone()`), an output buffer it allocated.
+
+An allocation is written when anything receives it: a kernel launch, an extension call, any call the
+reading cannot follow, an in-place method, an index assignment, a store into an attribute or a
+container.  One the entry returns that nothing received is OUTPUT-UNWRITTEN, whether it is returned
+directly, through a local alias of `torch.empty`, `torch.__dict__['empty']`, a helper, a closure, a
+lambda, a partial or a decorator's wrapper.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Iterable
+
+_WRITES = re.compile(r"^(?!__)[a-z][a-z0-9_]*_$")     # torch's in-place methods end with one '_'
+_NOT_INPLACE = frozenset({"record_stream_", "requires_grad_", "share_memory_", "retain_grad_"})
+VIEW = frozenset({"view", "view_as", "reshape", "reshape_as", "t", "T", "mT", "transpose", "permute", "narrow",
+                  "as_strided", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten", "select",
+                  "diagonal", "movedim", "swapaxes", "unfold", "detach", "__getitem__", "data", "real", "imag",
+                  "chunk", "split", "unbind"})
+MAYBE_VIEW = frozenset({"contiguous", "to", "float", "half", "bfloat16", "double", "cuda", "type_as", "int", "long"})
+_VIEW_ATTRS = frozenset({"data", "T", "mT", "real", "imag"})
+#: methods that read only metadata: calling one writes nothing and is no use of an allocation
+_METADATA = frozenset({"size", "dim", "numel", "stride", "element_size", "nelement", "ndimension", "is_contiguous",
+                       "get_device", "is_cuda", "storage_offset", "nbytes", "itemsize"})
+UNINIT = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"})
+_UNINIT_METHODS = frozenset({"new_empty", "new_empty_strided"})
+STREAM_CTORS = frozenset({"torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.ExternalStream"})
+#: builtins that carry elements from one container into another (and what `map`/`filter` apply)
+_MOVERS = frozenset({"tuple", "list", "iter", "reversed", "sorted", "set", "frozenset", "zip", "enumerate", "map",
+                     "filter", "next", "getattr", "any", "all", "sum", "max", "min"})
+_CONSUME = frozenset({"tuple", "list", "set", "frozenset", "sorted", "any", "all", "sum", "max", "min", "next"})
+_MAX = 24
+_DEPTH = 5
+
+
+def _cap(vals: set) -> set:
+    return vals if len(vals) <= _MAX else set(list(vals)[:_MAX])
+
+
+class EntryFlow:
+    """The data flow of one module's graded entries, on top of its reference evaluation (`ev`)."""
+
+    def __init__(self, ev: Any) -> None:
+        self.ev = ev
+        self.mod = ev.mod
+        self.writes: list[tuple[ast.AST, str, bool, str, str]] = []   # (node, input, sure, how, entry)
+        self.allocs: dict[int, ast.AST] = {}
+        self.used: set[int] = set()
+        self.entry = ""
+        self._memo: dict[tuple, set] = {}
+        self._active: set[int] = set()
+        self._exec_defs = self._exec_functions()
+
+    # ------------------------------------------------------------------ entry points
+    def run_entry(self, fi: Any, inputs: Iterable[str]) -> set:
+        """Interpret `fi` with its caller-supplied parameters bound to the inputs; what it returns."""
+        self.entry = fi.qualname
+        inputs = set(inputs)
+        env: dict[str, set] = {}
+        node = fi.node
+        a = node.args
+        params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+        for i, p in enumerate(params):
+            if i == 0 and fi.cls is not None and p in ("self", "cls"):
+                env[p] = {("self", fi.cls)}
+            elif p in inputs:
+                env[p] = {("in", p, True)}
+        if a.vararg is not None:
+            env[a.vararg.arg] = {("seq", frozenset({("in", "*" + a.vararg.arg, True)}))}
+        if a.kwarg is not None:
+            env[a.kwarg.arg] = {("seq", frozenset({("in", "**" + a.kwarg.arg, True)}))}
+        out = self._run_def(node, env, fi, 0)
+        # a decorated entry: the decorator's wrapper is what the caller runs, with the same arguments
+        args = [set(env.get(p, set())) for p in params]
+        for d in node.decorator_list:
+            for dv in self._eval(d, {}, self._def_fi(fi), 0):
+                for wv in self._call(dv, [{("fn-entry", id(node))}], {}, d, self._def_fi(fi), 0):
+                    out |= self._call(wv, args, {}, d, fi, 0)
+        return out
+
+    def _def_fi(self, fi: Any) -> Any:
+        q = fi.qualname.rsplit(".", 1)[0] if "." in fi.qualname else None
+        outer = self.mod.funcs.get(q) if q else None
+        return outer if outer is not None and outer.cls is None else None
+
+    def _exec_functions(self) -> dict[str, ast.FunctionDef]:
+        """Functions defined by `exec` of a constant string at module level: name -> def."""
+        out: dict[str, ast.FunctionDef] = {}
+        for st in self.ev._module_stmts():
+            for n in ast.walk(st):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "exec" and n.args:
+                    code = self.mod.const_str(n.args[0])
+                    if not code or len(code) > 200_000:
+                        continue
+                    try:
+                        tree = ast.parse(code)
+                    except (SyntaxError, ValueError, RecursionError, MemoryError):
+                        continue
+                    for d in tree.body:
+                        if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            out[d.name] = d
+        return out
+
+    # ------------------------------------------------------------------ statements
+    def _run_def(self, node: ast.AST, env: dict[str, set], fi: Any, depth: int) -> set:
+        if isinstance(node, ast.Lambda):
+            return self._eval(node.body, env, fi, depth)
+        rets: set = set()
+        self._block(node.body, env, fi, depth, rets)
+        return rets
+
+    def _block(self, body: list[ast.stmt], env: dict[str, set], fi: Any, depth: int, rets: set) -> None:
+        for st in body:
+            self._stmt(st, env, fi, depth, rets)
+
+    def _merge(self, env: dict[str, set], *others: dict[str, set]) -> None:
+        for o in others:
+            for k, v in o.items():
+                env[k] = _cap(env.get(k, set()) | v)
+
+    def _stmt(self, st: ast.stmt, env: dict[str, set], fi: Any, depth: int, rets: set) -> None:
+        t = st.__class__
+        if t is ast.Assign:
+            vals = self._eval(st.value, env, fi, depth)
+            for tg in st.targets:
+                self._assign(tg, vals, env, fi, depth, st)
+        elif t is ast.AnnAssign:
+            if st.value is not None:
+                self._assign(st.target, self._eval(st.value, env, fi, depth), env, fi, depth, st)
+        elif t is ast.AugAssign:
+            vals = self._eval(st.value, env, fi, depth)
+            self._use(vals)
+            tg = st.target
+            base = self._eval(tg, env, fi, depth) if isinstance(tg, ast.Name) else \
+                self._eval(tg.value, env, fi, depth) if isinstance(tg, (ast.Subscript, ast.Attribute)) else set()
+            if not isinstance(tg, ast.Attribute) or tg.attr in _VIEW_ATTRS:
+                self._write(base, st, f"`{_src(st)[:60]}` updates it in place")
+        elif t is ast.Expr:
+            self._eval(st.value, env, fi, depth)
+        elif t is ast.Return:
+            if st.value is not None:
+                rets |= self._eval(st.value, env, fi, depth)
+        elif t in (ast.If, ast.While):
+            self._eval(st.test, env, fi, depth)
+            a, b = dict(env), dict(env)
+            self._block(st.body, a, fi, depth, rets)
+            if t is ast.While:
+                self._block(st.body, a, fi, depth, rets)
+            self._block(st.orelse, b, fi, depth, rets)
+            self._merge(env, a, b)
+        elif t in (ast.For, ast.AsyncFor):
+            elems = self._elements(self._eval(st.iter, env, fi, depth), fi, depth)
+            a = dict(env)
+            for _ in range(2):
+                self._assign(st.target, elems, a, fi, depth, st)
+                self._block(st.body, a, fi, depth, rets)
+            self._block(st.orelse, a, fi, depth, rets)
+            self._merge(env, a)
+        elif t in (ast.With, ast.AsyncWith):
+            for it in st.items:
+                v = self._eval(it.context_expr, env, fi, depth)
+                if it.optional_vars is not None:
+                    self._assign(it.optional_vars, v, env, fi, depth, st)
+            self._block(st.body, env, fi, depth, rets)
+        elif t is ast.Try or t.__name__ == "TryStar":
+            self._block(st.body, env, fi, depth, rets)
+            for h in st.handlers:
+                self._block(h.body, env, fi, depth, rets)
+            self._block(st.orelse, env, fi, depth, rets)
+            self._block(st.finalbody, env, fi, depth, rets)
+        elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
+            env[st.name] = {("loc", id(st), st, _EnvRef(env))}
+        elif t is ast.Delete:
+            pass
+
+    def _assign(self, tg: ast.AST, vals: set, env: dict[str, set], fi: Any, depth: int, at: ast.AST) -> None:
+        if isinstance(tg, ast.Name):
+            env[tg.id] = _cap(set(vals))
+        elif isinstance(tg, (ast.Tuple, ast.List)):
+            n = len(tg.elts)
+            tups = [v for v in vals if v[0] == "tup" and len(v[1]) == n]
+            rest = self._elements({v for v in vals if not (v[0] == "tup" and len(v[1]) == n)}, fi, depth)
+            for i, el in enumerate(tg.elts):
+                part = set(rest)
+                for tv in tups:
+                    part |= set(tv[1][i])
+                if isinstance(el, ast.Starred):
+                    self._assign(el.value, {("seq", frozenset(part))} if part else set(), env, fi, depth, at)
+                else:
+                    self._assign(el, part, env, fi, depth, at)
+        elif isinstance(tg, ast.Subscript):
+            base = self._eval(tg.value, env, fi, depth)
+            self._eval(tg.slice, env, fi, depth)
+            self._write(base, at, f"`{_src(tg)[:50]} = ...` writes into it")
+            self._use(vals)                      # stored into a container or a tensor: received
+        elif isinstance(tg, ast.Attribute):
+            base = self._eval(tg.value, env, fi, depth)
+            if tg.attr in ("data",):
+                self._write(base, at, f"`{_src(tg)[:50]} = ...` writes into it")
+            self._use(vals)                      # kept on an object: it escapes the reading
+        elif isinstance(tg, ast.Starred):
+            self._assign(tg.value, vals, env, fi, depth, at)
+
+    # ------------------------------------------------------------------ effects
+    def _write(self, vals: set, at: ast.AST, how: str, sure_ok: bool = True) -> None:
+        for v in vals:
+            if v[0] == "in":
+                self.writes.append((at, v[1], v[2] and sure_ok, how, self.entry))
+            elif v[0] == "alloc":
+                self.used.add(v[1])
+
+    def _use(self, vals: set, depth: int = 0) -> None:
+        """Values handed to something that may write them: allocations count as written."""
+        if depth > 3:
+            return
+        for v in vals:
+            k = v[0]
+            if k == "alloc":
+                self.used.add(v[1])
+            elif k == "seq":
+                self._use(set(v[1]), depth + 1)
+            elif k == "tup":
+                for part in v[1]:
+                    self._use(set(part), depth + 1)
+            elif k == "bm":
+                self._use(set(v[1]), depth + 1)
+            elif k == "map":
+                self._use(set(v[2]), depth + 1)
+
+    def _elements(self, vals: set, fi: Any, depth: int) -> set:
+        """What iterating `vals` yields."""
+        out: set = set()
+        for v in vals:
+            k = v[0]
+            if k == "seq":
+                out |= set(v[1])
+            elif k == "tup":
+                for part in v[1]:
+                    out |= set(part)
+            elif k == "map":
+                for f in v[1]:
+                    out |= self._call(f, [set(v[2])], {}, None, fi, depth)
+            elif k in ("in", "alloc"):
+                out.add(v)          # iterating a tensor yields views of it
+        return _cap(out)
+
+    # ------------------------------------------------------------------ expressions
+    def _eval(self, e: ast.AST | None, env: dict[str, set], fi: Any, depth: int) -> set:
+        if e is None:
+            return set()
+        t = e.__class__
+        if t is ast.Name:
+            return self._lookup(e.id, env, fi)
+        if t in (ast.Tuple, ast.List, ast.Set):
+            parts: list[set] = []
+            flat: set = set()
+            starred = False
+            for el in e.elts:
+                if isinstance(el, ast.Starred):
+                    starred = True
+                    flat |= self._elements(self._eval(el.value, env, fi, depth), fi, depth)
+                else:
+                    p = self._eval(el, env, fi, depth)
+                    parts.append(p)
+                    flat |= p
+            if t is ast.Tuple and not starred:
+                return {("tup", tuple(frozenset(p) for p in parts))} if parts else set()
+            return {("seq", frozenset(_cap(flat)))} if flat else set()
+        if t is ast.Dict:
+            vals: set = set()
+            for k, v in zip(e.keys, e.values):
+                if k is not None:
+                    self._eval(k, env, fi, depth)
+                vals |= self._eval(v, env, fi, depth)
+            return {("seq", frozenset(_cap(vals)))} if vals else set()
+        if t is ast.Attribute:
+            base = self._eval(e.value, env, fi, depth)
+            return self._attr(base, e.attr)
+        if t is ast.Subscript:
+            base = self._eval(e.value, env, fi, depth)
+            self._eval(e.slice, env, fi, depth)
+            out: set = set()
+            idx = e.slice.value if isinstance(e.slice, ast.Constant) and isinstance(e.slice.value, int) else None
+            for v in base:
+                k = v[0]
+                if k in ("in", "alloc"):
+                    out.add(v)
+                elif k == "seq":
+                    out |= set(v[1])
+                elif k == "tup":
+                    if idx is not None and -len(v[1]) <= idx < len(v[1]):
+                        out |= set(v[1][idx])
+                    else:
+                        out |= self._elements({v}, fi, depth)
+            out |= self.ev.eval(e, self._ctx(fi))
+            return _cap(out)
+        if t is ast.Call:
+            return self._eval_call(e, env, fi, depth)
+        if t is ast.Lambda:
+            return {("lam", id(e), e, _EnvRef(env))}
+        if t in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
+            inner = dict(env)
+            for g in e.generators:
+                elems = self._elements(self._eval(g.iter, inner, fi, depth), fi, depth)
+                self._assign(g.target, elems, inner, fi, depth, e)
+                for cond in g.ifs:
+                    self._eval(cond, inner, fi, depth)
+            if t is ast.DictComp:
+                self._eval(e.key, inner, fi, depth)
+                res = self._eval(e.value, inner, fi, depth)
+            else:
+                res = self._eval(e.elt, inner, fi, depth)
+            return {("seq", frozenset(_cap(res)))} if res else set()
+        if t is ast.IfExp:
+            self._eval(e.test, env, fi, depth)
+            return self._eval(e.body, env, fi, depth) | self._eval(e.orelse, env, fi, depth)
+        if t is ast.BoolOp:
+            out = set()
+            for v in e.values:
+                out |= self._eval(v, env, fi, depth)
+            return out
+        if t is ast.NamedExpr:
+            v = self._eval(e.value, env, fi, depth)
+            self._assign(e.target, v, env, fi, depth, e)
+            return v
+        if t is ast.Starred:
+            return self._eval(e.value, env, fi, depth)
+        if t is ast.Await:
+            return self._eval(e.value, env, fi, depth)
+        if t in (ast.BinOp, ast.UnaryOp, ast.Compare, ast.JoinedStr, ast.FormattedValue):
+            for ch in ast.iter_child_nodes(e):
+                if isinstance(ch, ast.expr):
+                    self._use(self._eval(ch, env, fi, depth))
+            return self.ev.eval(e, self._ctx(fi)) if t in (ast.BinOp, ast.JoinedStr) else set()
+        return self.ev.eval(e, self._ctx(fi))
+
+    def _ctx(self, fi: Any) -> Any:
+        from .capabilities import Ctx
+        return Ctx(fi, None, 0)
+
+    def _lookup(self, name: str, env: dict[str, set], fi: Any) -> set:
+        if name in env:
+            return env[name]
+        for v in env.get("\0outer", ()):          # the scopes a nested def or a lambda closes over
+            got = v.env.get(name) if isinstance(v, _EnvRef) else None
+            if got is not None:
+                return got
+        vals = self.ev.lookup(name, self._ctx(fi))
+        if vals:
+            return vals
+        if name in self._exec_defs:
+            d = self._exec_defs[name]
+            return {("loc", id(d), d, None)}
+        if name in _MOVERS:
+            return {("bi", name)}
+        return set()
+
+    def _attr(self, base: set, name: str) -> set:
+        out: set = set()
+        mine = frozenset(v for v in base if v[0] in ("in", "alloc", "stream", "seq", "tup"))
+        for v in base:
+            k = v[0]
+            if k in ("in", "alloc"):
+                if name in _VIEW_ATTRS:
+                    out.add(v)
+            elif k not in ("seq", "tup", "stream", "bm", "lam", "loc", "pt", "map", "bi", "fn-entry"):
+                out |= self.ev.attr(v, name)
+        if mine:
+            out.add(("bm", mine, name))
+        return _cap(out)
+
+    def _eval_call(self, call: ast.Call, env: dict[str, set], fi: Any, depth: int) -> set:
+        fvals = self._eval(call.func, env, fi, depth)
+        f = call.func
+        grow = f.attr if isinstance(f, ast.Attribute) and f.attr in ("append", "extend", "insert", "add") \
+            and isinstance(f.value, ast.Name) else None
+        args: list[set] = []
+        star: set = set()
+        for a in call.args:
+            if isinstance(a, ast.Starred):
+                star |= self._elements(self._eval(a.value, env, fi, depth), fi, depth)
+            else:
+                args.append(self._eval(a, env, fi, depth))
+        if star:
+            args.append(star)
+            args.extend([star] * 3)
+        kws: dict[str, set] = {}
+        for kw in call.keywords:
+            v = self._eval(kw.value, env, fi, depth)
+            if kw.arg:
+                kws[kw.arg] = v
+            else:
+                for x in self._elements(v, fi, depth):
+                    kws.setdefault("**", set()).add(x)
+        if "out" in kws:
+            self._write(kws["out"], call, "`out=` writes the result into it")
+        if grow and args:       # a container of the function's own grows: what it yields grows with it
+            item = args[-1] if grow in ("append", "add", "insert") else self._elements(args[0], fi, depth)
+            if item:
+                name = f.value.id
+                env[name] = _cap(set(env.get(name, set())) | {("seq", frozenset(_cap(set(item))))})
+        if not fvals:
+            q = self.mod.qn(call.func)
+            if q:
+                fvals = {("ref", q)}
+        if not fvals:           # nothing known calls it: whatever it was handed may be written (a kernel launch)
+            for a in args:
+                self._use(a)
+            for v in kws.values():
+                self._use(v)
+            return set()
+        out: set = set()
+        for fv in list(fvals)[:_MAX]:
+            out |= self._call(fv, args, kws, call, fi, depth)
+        return _cap(out)
+
+    # ------------------------------------------------------------------ calls
+    def _call(self, fv: tuple, args: list[set], kws: dict[str, set], call: ast.Call | None, fi: Any,
+              depth: int) -> set:
+        k = fv[0]
+        if k == "bm":
+            return self._method(set(fv[1]), fv[2], args, kws, call, fi, depth)
+        if k == "bi" or (k == "builtin" and fv[1] == "getattr") or (k == "ref" and fv[1].startswith("builtins.")
+                                                                   and fv[1][9:] in _MOVERS):
+            return self._builtin(fv[1].split(".")[-1], args, kws, call, fi, depth)
+        if k == "ref":
+            return self._ref(fv[1], args, kws, call, fi, depth)
+        if k == "pt":
+            out: set = set()
+            for f in fv[1]:
+                out |= self._call(f, [set(a) for a in fv[2]] + args, {**{a: set(b) for a, b in fv[3]}, **kws},
+                                  call, fi, depth)
+            return out
+        if k == "partial":               # a partial the reference evaluation made
+            p = self.ev.partials.get(fv[1])
+            if p:
+                f, pargs, pkws = p
+                out = set()
+                for inner in f:
+                    out |= self._call(inner, [set(a) for a in pargs] + args, {**{a: set(b) for a, b in pkws.items()}, **kws},
+                                      call, fi, depth)
+                return out
+            return set()
+        if k in ("lam", "loc", "func", "closure", "lambda"):
+            return self._invoke(fv, args, kws, call, fi, depth)
+        if k == "class":
+            for a in args:
+                self._use(a)
+            for v in kws.values():
+                self._use(v)
+            return {("self", fv[1])}
+        if k == "builtin":               # vars(), globals(), __import__(...): what the reference evaluation knows
+            for a in args:
+                self._use(a)
+            return self.ev._apply_value(fv, args, call, self._ctx(fi))
+        if k == "fn-entry":              # the decorated entry itself, called from its wrapper
+            node = next((f.node for f in self.mod.funcs.values() if id(f.node) == fv[1]), None)
+            got = next((f for f in self.mod.funcs.values() if id(f.node) == fv[1]), None)
+            if node is not None:
+                return self._invoke(("func", got.qualname), args[1:] if got.cls else args, kws, call, got, depth)
+            return set()
+        for a in args:
+            self._use(a)
+        for v in kws.values():
+            self._use(v)
+        return set()
+
+    def _method(self, recv: set, name: str, args: list[set], kws: dict[str, set], call: ast.Call | None, fi: Any,
+                depth: int) -> set:
+        at = call if call is not None else None
+        if name in _METADATA or name in ("shape", "dtype", "device"):
+            return set()
+        if name in ("append", "extend", "insert", "add", "update"):
+            return set()      # container growth: handled where the receiver is a name (below, _grow)
+        if _WRITES.match(name) and name not in _NOT_INPLACE:
+            self._write(recv, at, f"`.{name}()` writes into it")
+            if name in ("copy_",) and args:
+                pass
+            for a in args:
+                self._use(a)
+            return {v for v in recv if v[0] in ("in", "alloc")}
+        if name in _UNINIT_METHODS and any(v[0] in ("in", "alloc") for v in recv):
+            if call is not None and _zero_size(call):
+                return set()
+            return {self._alloc(call)}
+        if name in VIEW:
+            for a in args:
+                self._use(a)
+            return {v for v in recv if v[0] in ("in", "alloc")}
+        if name in MAYBE_VIEW:
+            return {("in", v[1], False) if v[0] == "in" else v for v in recv if v[0] in ("in", "alloc")}
+        if name in ("wait_stream", "synchronize", "wait_event", "record_event", "query"):
+            return set()
+        # anything else: the receiver and the arguments are handed to code that may write them
+        self._use(recv)
+        for a in args:
+            self._use(a)
+        return set()
+
+    def _alloc(self, call: ast.AST | None) -> tuple:
+        key = id(call)
+        self.allocs.setdefault(key, call)
+        return ("alloc", key)
+
+    def _builtin(self, name: str, args: list[set], kws: dict[str, set], call: ast.Call | None, fi: Any,
+                 depth: int) -> set:
+        if name == "getattr" and len(args) >= 2:
+            names = self.ev.strs(args[1])
+            out: set = set()
+            for s in names:
+                out |= self._attr(args[0], s)
+            return out
+        if name == "map" and len(args) >= 2:
+            elems: set = set()
+            for a in args[1:]:
+                elems |= self._elements(a, fi, depth)
+            return {("map", frozenset(args[0]), frozenset(elems))}
+        if name == "zip":
+            return {("seq", frozenset({("tup", tuple(frozenset(self._elements(a, fi, depth)) for a in args))}))}
+        if name == "enumerate" and args:
+            return {("seq", frozenset({("tup", (frozenset(), frozenset(self._elements(args[0], fi, depth))))}))}
+        if name == "filter" and len(args) >= 2:
+            elems = self._elements(args[1], fi, depth)
+            for f in args[0]:
+                self._call(f, [elems], {}, call, fi, depth)
+            return {("seq", frozenset(elems))} if elems else set()
+        if args:
+            elems = self._elements(args[0], fi, depth)
+            if name in ("next", "max", "min"):
+                return elems
+            if name in ("any", "all", "sum"):
+                return set()
+            return {("seq", frozenset(elems))} if elems else set()
+        return set()
+
+    def _ref(self, q: str, args: list[set], kws: dict[str, set], call: ast.Call | None, fi: Any, depth: int) -> set:
+        last = q.rsplit(".", 1)[-1]
+        if q in UNINIT:
+            if call is not None and _zero_size(call):
+                return set()
+            return {self._alloc(call)}
+        if q in STREAM_CTORS:
+            return {("stream", id(call))}
+        if q == "functools.partial" and args:
+            return {("pt", frozenset(args[0]), tuple(frozenset(a) for a in args[1:]),
+                     tuple((a, frozenset(b)) for a, b in kws.items()))}
+        if q.startswith("torch.") and _WRITES.match(last.removeprefix("_foreach_")) and last not in _NOT_INPLACE and args:
+            if last.startswith("_foreach_"):       # in place on every tensor of its first argument
+                self._write(self._elements(args[0], fi, depth), call, f"`{q}()` writes into it")
+            else:                                  # torch.relu_(t), torch.Tensor.zero_(t)
+                self._write(args[0], call, f"`{q}()` writes into it")
+            for a in args[1:]:
+                self._use(a)
+            return set()
+        if q.startswith("torch.Tensor.") and args:
+            return self._method(args[0], last, args[1:], kws, call, fi, depth)
+        for a in args:
+            self._use(a)
+        for v in kws.values():
+            self._use(v)
+        # what the reference evaluation knows it returns (importlib.import_module('torch'), sys.modules.get)
+        return self.ev._apply_value(("ref", q), args, call, self._ctx(fi))
+
+    def _invoke(self, fv: tuple, args: list[set], kws: dict[str, set], call: ast.Call | None, fi: Any,
+                depth: int) -> set:
+        """A callable of the solution: its body with the parameters bound to what the arguments denote."""
+        k = fv[0]
+        if k in ("lam", "loc"):
+            node, outer = fv[2], fv[3]
+            cfi = fi if k == "lam" else self._fi_of(node)
+        elif k == "lambda":
+            node, outer = self.ev.lambdas.get(fv[1]), None
+            cfi = fi
+        else:
+            f = self.mod.funcs.get(fv[1])
+            if f is None:
+                return set()
+            node, outer, cfi = f.node, None, f
+        if node is None or depth >= _DEPTH or id(node) in self._active:
+            for a in args:
+                self._use(a)
+            for v in kws.values():
+                self._use(v)
+            return set()
+        a = node.args
+        params = [p.arg for p in a.posonlyargs + a.args]
+        env: dict[str, set] = {}
+        bound_self = False
+        if k in ("func", "closure") and cfi is not None and cfi.cls is not None and params and params[0] in ("self", "cls"):
+            env[params[0]] = {("self", cfi.cls)}
+            params = params[1:]
+            bound_self = True
+        for p, v in zip(params, args):
+            env[p] = set(v)
+        if a.vararg is not None and len(args) > len(params):
+            rest: set = set()
+            for v in args[len(params):]:
+                rest |= v
+            env[a.vararg.arg] = {("seq", frozenset(rest))} if rest else set()
+        for kname, v in kws.items():
+            if kname in params or kname in [p.arg for p in a.kwonlyargs]:
+                env[kname] = set(v)
+            elif a.kwarg is not None:
+                env.setdefault(a.kwarg.arg, set()).add(("seq", frozenset(v)))
+        if outer is not None:
+            env["\0outer"] = {outer} | set(outer.env.get("\0outer", ()))
+        del bound_self
+        key = (id(node), tuple(sorted((p, tuple(sorted(map(repr, v)))) for p, v in env.items() if p != "\0outer")))
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = set()
+        self._active.add(id(node))
+        try:
+            out = self._run_def(node, env, cfi, depth + 1)
+        finally:
+            self._active.discard(id(node))
+        self._memo[key] = out
+        return out
+
+    def _fi_of(self, node: ast.AST) -> Any:
+        return next((f for f in self.mod.funcs.values() if f.node is node), None)
+
+
+class _EnvRef:
+    """A scope a nested def or lambda closes over (held by reference: later bindings show)."""
+
+    __slots__ = ("env",)
+
+    def __init__(self, env: dict[str, set]) -> None:
+        self.env = env
+
+    def __repr__(self) -> str:
+        return f"<scope {id(self.env)}>"
+
+    def __hash__(self) -> int:
+        return id(self.env)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _EnvRef) and other.env is self.env
+
+
+def _zero_size(call: ast.Call) -> bool:
+    """torch.empty(0) / empty((0, n)): nothing to write."""
+    for a in call.args:
+        for n in ([a] + (list(a.elts) if isinstance(a, (ast.Tuple, ast.List)) else [])):
+            if isinstance(n, ast.Constant) and n.value == 0 and not isinstance(n.value, bool):
+                return True
+    return False
+
+
+def _src(n: ast.AST) -> str:
+    try:
+        return ast.unparse(n)
+    except Exception:   # noqa: BLE001 - a node unparse cannot render is only cited less precisely
+        return type(n).__name__
