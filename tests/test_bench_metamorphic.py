@@ -591,3 +591,21 @@ def test_every_pair_decided_as_expected_today_stays_so(tmp_path):
                         if v["mechanism"] in BY_NAME and v["flagged"] != BY_NAME[v["mechanism"]].positive
                         and (v["mechanism"], v["rewrite"]) not in known})
     assert not regressed, regressed
+
+
+def test_with_the_replay_the_runtime_evidence_decides_a_form_the_reading_may_miss(tmp_path):
+    """`--replay`: every variant is replayed too (tiny shapes on the CPU here), so a rewritten patch of the
+    deck's timer is decided by what the child saw happen (the replay's patch snapshot), whatever form
+    the static reading met it in."""
+    pytest.importorskip("torch")
+    src = _fixture_src(tmp_path)
+    res = CliRunner().invoke(bench_metamorphic, [str(src), "--hosts", "1", "--jobs", "1", "--json", "--replay",
+                                                 "--only", "timer_patch", "--rewrite", "lambda"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    assert r["replay"] is True
+    hacks = [v for v in r["variants"] if v["mechanism"] == "timer_patch"]
+    assert {v["rewrite"] for v in hacks} == {"none", "lambda"}
+    for v in hacks:
+        assert v["flagged"] and "replay-torch-monkeypatch" in v["rules"], v
+    assert r["baselines"]["host"]["flagged"] == 0

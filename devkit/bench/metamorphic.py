@@ -861,7 +861,7 @@ def misses(rows: list[dict], mechs: list[Mechanism], rewrites: list[str]) -> lis
 
 
 def run(src: Path, n_hosts: int, mech_names: list[str], rewrites: list[str], jobs: int = 2,
-        keep: Path | None = None) -> dict[str, Any]:
+        keep: Path | None = None, replay: bool = False) -> dict[str, Any]:
     from forensics.pipeline import scan
 
     mechs = [BY_NAME[n] for n in mech_names]
@@ -888,13 +888,14 @@ def run(src: Path, n_hosts: int, mech_names: list[str], rewrites: list[str], job
         arch = build_archive(cases, work / "archive")
         t0 = time.perf_counter()
         # the verdicts are all the bench reads: the HTML pages and annotations only with --keep
-        res = scan(arch, out=keep or (work / "report"), jobs=jobs, progress=False, replace=True, reports=keep is not None)
+        res = scan(arch, out=keep or (work / "report"), jobs=jobs, progress=False, replace=True, reports=keep is not None,
+                   replay=replay)
         scan_s = time.perf_counter() - t0
         r = evaluate(cases, meta, {v["run_id"]: v for v in res.verdicts}, mechs, rewrites, status)
         r.update({"source": str(src), "hosts": [c.run_id for c in hosts], "hosts_passed_over": passed_over,
                   "runs": len(cases),
                   "build_s": round(build_s, 2), "scan_s": round(scan_s, 2), "rewrite_names": rewrites,
-                  "mechanism_names": [m.name for m in mechs]})
+                  "mechanism_names": [m.name for m in mechs], "replay": replay})
         return r
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -980,9 +981,12 @@ def render(r: dict[str, Any]) -> str:
               help="Only these rewrites (repeatable; default all; the unrewritten form is always measured).")
 @click.option("--keep", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the scan's report folder here (outside SRC).")
+@click.option("--replay", is_flag=True,
+              help="Scan with `--replay` (the replay's runtime evidence decides beside the static reading; on a "
+                   "machine without a GPU, tiny shapes on the CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (every variant included).")
 def bench_metamorphic(src: Path | None, n_hosts: int, jobs: int, only: tuple[str, ...], rewrite: tuple[str, ...],
-                      keep: Path | None, as_json: bool) -> None:
+                      keep: Path | None, replay: bool, as_json: bool) -> None:
     """Put every mechanism and look-alike into SRC's clean solutions (default: ../shared/real-dev beside the
     checkout), rewrite each in forms that keep its meaning, and report whether the decision changes."""
     if src is None:
@@ -993,5 +997,9 @@ def bench_metamorphic(src: Path | None, n_hosts: int, jobs: int, only: tuple[str
         raise click.UsageError("--keep must not be inside SRC (SRC is only read)")
     if n_hosts < 1:
         raise click.UsageError("--hosts must be at least 1")
-    r = run(src, n_hosts, list(only) or [m.name for m in MECHANISMS], list(rewrite) or list(REWRITE_NAMES), jobs, keep)
+    if replay:
+        from forensics.extras import require_extra
+        require_extra("bench metamorphic --replay", "torch")
+    r = run(src, n_hosts, list(only) or [m.name for m in MECHANISMS], list(rewrite) or list(REWRITE_NAMES), jobs, keep,
+            replay=replay)
     click.echo(json.dumps(r, indent=1, default=str) if as_json else render(r))
