@@ -8,6 +8,7 @@ import ast
 import re
 
 from .base import Hit
+from .capabilities import resolve_call
 from .caches import _refs_persistent
 from .model import (
     REDUCTIONS,
@@ -234,6 +235,7 @@ def _reductions(mod: Module, e: ast.AST, inputs: dict[str, frozenset[str]]) -> t
     ops: set[str] = set()
     for n in walk(e):
         if isinstance(n, ast.Call):
+            n = mod.applied(n)      # partial(x.amax)() is x.amax(), (lambda: x.amax())() too
             f = n.func
             name = f.attr if isinstance(f, ast.Attribute) else ""
             q = mod.qn(f) or ""
@@ -299,8 +301,9 @@ def _joins(mod: Module, fi: FuncInfo) -> bool:
     """Does this function make the caller's stream (or the host) wait for other streams?"""
     for n in fi.of(ast.Call):
         if isinstance(n, ast.Call):
-            q = mod.qn(n.func) or ""
-            if q in JOIN_CALLS or (isinstance(n.func, ast.Attribute) and n.func.attr in JOIN_METHODS):
+            q = resolve_call(mod, n)[0]
+            if q in JOIN_CALLS or (isinstance(n.func, ast.Attribute) and n.func.attr in JOIN_METHODS) \
+                    or q.split(".")[-1] in JOIN_METHODS:
                 return True
     return False
 
@@ -314,7 +317,10 @@ def _stream_blocks(mod: Module, fi: FuncInfo) -> list[ast.With]:
             continue
         for item in n.items:
             e = item.context_expr
-            if not (isinstance(e, ast.Call) and (mod.qn(e.func) or "") in ("torch.cuda.stream", "torch.cuda.StreamContext")):
+            if not isinstance(e, ast.Call):
+                continue
+            q, e = resolve_call(mod, e)      # by meaning: an alias, a class attribute, a partial
+            if q not in ("torch.cuda.stream", "torch.cuda.StreamContext"):
                 continue
             arg = e.args[0] if e.args else None
             if arg is None or "current_stream" in ast.unparse(arg) or "default_stream" in ast.unparse(arg):

@@ -294,9 +294,13 @@ STATE_PARAMS: dict[str, frozenset[str]] = {p.id: frozenset(p.state_names) for p 
 #   ("partial", key)                functools.partial(f, *args) (its parts in `partials`)
 #   ("class", name) / ("self", name) a class of the solution / an instance of it
 #   ("method", owner-key, name)     a bound method of a dict namespace (update, __setitem__, get ...)
+#   ("property", getters)           property(f) held as a class attribute: reading it on an instance is f()
 Val = tuple
 _BUILTINS = frozenset({"setattr", "getattr", "delattr", "hasattr", "vars", "globals", "locals", "exec", "eval", "compile",
-                       "__import__", "open", "id", "type", "object", "print", "super", "isinstance", "callable"})
+                       "__import__", "open", "id", "type", "object", "print", "super", "isinstance", "callable",
+                       "staticmethod", "classmethod", "property"})
+#: wrappers a class attribute is read through: `staticmethod(f)` and `classmethod(f)` are f when called
+_DESCRIPTOR_WRAPPERS = frozenset({"staticmethod", "classmethod", "builtins.staticmethod", "builtins.classmethod"})
 _MAX_VALS = 24
 
 
@@ -323,6 +327,7 @@ class Evaluator:
         self.blobs = list(blobs)
         self.lambdas: dict[int, ast.Lambda] = {}
         self.partials: dict[int, tuple[frozenset, list[frozenset], dict[str, frozenset]]] = {}
+        self.partial_calls: dict[int, ast.Call] = {}     # the functools.partial(...) call of each partial
         self.closures: dict[int, dict[str, frozenset]] = {}
         self.module_env: dict[str, set] = {}
         self.func_env: dict[str, dict[str, set]] = {}
@@ -334,6 +339,8 @@ class Evaluator:
         self.legit: list[tuple[str, str, int | None, str]] = []
         self._seen: set[tuple] = set()
         self._call_memo: set[tuple] = set()
+        self._origin: dict[int, ast.AST] = {}     # a call made up for a partial -> the call site
+        self._kept: list[ast.AST] = []              # calls made up here, kept alive while their ids are keys
         self.imported_roots = {v.split(".")[0] for v in mod.aliases.values()} | set(mod.aliases)
         self._build()
 
@@ -385,13 +392,20 @@ class Evaluator:
         for n in self.mod.of(ast.ClassDef):
             attrs = self.class_attr.setdefault(n.name, {})
             for st in n.body:
-                self._bind_stmt(st, ctx, attrs)
+                if isinstance(st, ast.ClassDef):      # a nested class is an attribute of its owner
+                    self._add(attrs, st.name, {("class", st.name)})
+                    continue
+                # a class body reads the names it bound before (`_a = f; _b = staticmethod(_a)`)
+                cctx = Ctx(None, {k: frozenset(v) for k, v in attrs.items()}, 0) if attrs else ctx
+                self._bind_stmt(st, cctx, attrs)
 
     def _bind_function(self, fi: Any) -> None:
         env = self.func_env.setdefault(fi.qualname, {})
         ctx = Ctx(fi, None, 0)
         for n in fi.nodes:
-            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.For, ast.NamedExpr, ast.withitem)):
+            if isinstance(n, ast.ClassDef):     # a class defined in the function: its name is a local
+                self._add(env, n.name, {("class", n.name)})
+            elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.For, ast.NamedExpr, ast.withitem)):
                 glob = fi.globals_
                 target_env = env
                 self._bind_stmt(n, ctx, target_env, glob)
@@ -409,6 +423,12 @@ class Evaluator:
             for t in st.targets:
                 if isinstance(t, ast.Name):
                     put(t.id, self.eval(st.value, ctx))
+                elif isinstance(t, ast.Attribute):      # `Helper.f = torch.empty`, `inst.f = ...`: an attribute
+                    for owner in self.eval(t.value, ctx):    # of a class or instance of the solution's
+                        if owner[0] == "class":
+                            self._add(self.class_attr.setdefault(owner[1], {}), t.attr, self.eval(st.value, ctx))
+                        elif owner[0] == "self":
+                            self._add(self.self_attr.setdefault(owner[1], {}), t.attr, self.eval(st.value, ctx))
                 elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(st.value, (ast.Tuple, ast.List)) \
                         and len(t.elts) == len(st.value.elts):
                     for a, b in zip(t.elts, st.value.elts):
@@ -492,7 +512,7 @@ class Evaluator:
         if t is ast.Attribute:
             out: set = set()
             for v in self.eval(e.value, ctx):
-                out |= self.attr(v, e.attr)
+                out |= self.attr(v, e.attr, ctx)
             return out
         if t is ast.Subscript:
             out = set()
@@ -538,7 +558,7 @@ class Evaluator:
             return self.eval(e.value, ctx)
         return set()
 
-    def attr(self, v: Val, name: str) -> set:
+    def attr(self, v: Val, name: str, ctx: "Ctx | None" = None) -> set:
         k = v[0]
         if k == "ref":
             if name == "__dict__":
@@ -547,18 +567,45 @@ class Evaluator:
         if k == "dict":
             return {("method", v[1], name)}
         if k in ("class", "self"):
-            out = set(self.class_attr.get(v[1], {}).get(name, set()))
-            if k == "self":
-                out |= self.self_attr.get(v[1], {}).get(name, set())
-            q = self.methods.get(v[1], {}).get(name)
-            if q:
-                out.add(("func", q))
-            return out
+            return self._member(v[1], name, k == "self", ctx or Ctx(None, None, 0), set())
         if k == "builtin" and v[1] == "object" and name in ("__setattr__", "__delattr__", "__getattribute__"):
             return {("builtin", {"__setattr__": "setattr", "__delattr__": "delattr"}.get(name, "getattr"))}
         if k == "str" and name in ("join", "format"):
             return {("strmethod", v[1], name)}
         return set()
+
+    def _member(self, cls: str, name: str, instance: bool, ctx: "Ctx", seen: set[str]) -> set:
+        """What `C.name` (or `self.name` on an instance of C) denotes: what the class body, a method or
+        an assignment bound to it, looked up through the class's own bases of this module.  A
+        `staticmethod(f)`/`classmethod(f)` wrapper is f (the evaluation of the wrapper call says so);
+        on an instance, a property (`name = property(f)` or a method decorated `@property`) is what
+        its getter returns."""
+        if cls in seen or len(seen) > 8:
+            return set()
+        seen.add(cls)
+        out: set = set()
+        for v in self.class_attr.get(cls, {}).get(name, set()):
+            if v[0] == "property":
+                if instance:
+                    for g in v[1]:
+                        out |= self._returns(g, [], ctx)
+            else:
+                out.add(v)
+        if instance:
+            out |= self.self_attr.get(cls, {}).get(name, set())
+        q = self.methods.get(cls, {}).get(name)
+        if q:
+            fi = self.mod.funcs.get(q)
+            if instance and fi is not None and any(_deco_name(d) == "property" for d in fi.node.decorator_list):
+                out |= self._returns(("func", q), [], ctx)
+            else:
+                out.add(("func", q))
+        if not out:
+            for base in self.mod.class_bases.get(cls, []):
+                b = base.split(".")[-1]
+                if b in self.class_attr or b in self.methods:
+                    out |= self._member(b, name, instance, ctx, seen)
+        return out
 
     def item(self, v: Val, key: str) -> set:
         if v[0] == "ref" and v[1] == "sys.modules":
@@ -597,6 +644,10 @@ class Evaluator:
                 return {("dict", o[1]) for o in args[0] if o[0] == "ref"}
             if name in ("globals",):
                 return {("dict", "<module>")}
+            if name in ("staticmethod", "classmethod") and args:
+                return set(args[0])
+            if name == "property" and args and args[0]:
+                return {("property", frozenset(args[0]))}
             return set()
         if k == "ref":
             q = fv[1]
@@ -612,9 +663,12 @@ class Evaluator:
                 key = id(call)
                 kws = {kw.arg: self.eval(kw.value, ctx) for kw in call.keywords if kw.arg}
                 self.partials[key] = (frozenset(args[0]), [frozenset(a) for a in args[1:]], kws)
+                self.partial_calls[key] = call
                 return {("partial", key)}
             if q in ("builtins.getattr",):
                 return self._apply_value(("builtin", "getattr"), args, call, ctx)
+            if q in _DESCRIPTOR_WRAPPERS and args:
+                return set(args[0])
             if q == "operator.attrgetter" and args:
                 return set()
             return set()
@@ -682,6 +736,88 @@ class Evaluator:
         outer = self.closures.get(fv[2]) if fv[0] == "closure" else None
         return {p: frozenset(a) for p, a in zip(params, args)}, fi.node, fi, outer
 
+    def _partial_call(self, key: int, node: ast.AST) -> ast.AST:
+        """The call a partial makes when `node` calls it: `partial(f, a, k=1)(b)` is `f(a, b, k=1)`, the
+        arguments as written (what the sinks that read argument nodes, a seed, a command, a file mode,
+        see).  Made once per partial and call site, at the call's place; its scope is the call's."""
+        pc = self.partial_calls.get(key)
+        if pc is None or not isinstance(node, ast.Call) or not pc.args:
+            return node
+        memo = self.__dict__.setdefault("_eff_calls", {})
+        eff = memo.get((key, id(node)))
+        if eff is None:
+            eff = ast.Call(func=pc.args[0], args=list(pc.args[1:]) + list(node.args),
+                           keywords=list(pc.keywords) + list(node.keywords))
+            ast.copy_location(eff, node)
+            memo[(key, id(node))] = eff
+            self._origin[id(eff)] = node
+        return eff
+
+    def _scope(self, node: ast.AST) -> Any:
+        """The function a node (or the call a partial stands for) is in."""
+        return self.mod.scope_of(self._origin.get(id(node), node))
+
+    # ------------------------------------------------------------------ shared resolution
+    def call_targets(self, call: ast.Call) -> list[tuple[str, ast.Call]]:
+        """What a call invokes that the solution did not write, by meaning: each qualified name
+        (`torch.empty`, `os._exit`; a builtin by its bare name, `open`) its function expression may
+        denote through aliases, locals, class attributes (staticmethod/classmethod/property), getattr,
+        namespaces, functools.partial and lambdas, each with the call it amounts to (a partial's bound
+        arguments first; a lambda's body call).  Sorted; empty when it denotes only the solution's own
+        code or nothing known."""
+        ctx = Ctx(self.mod.scope_of(call), None, 0)
+        out: set[tuple[str, int]] = set()
+        eff: dict[int, ast.Call] = {}
+        seen: set[int] = set()
+        todo = [(v, call) for v in self.eval(call.func, ctx)]
+        while todo and len(out) < _MAX_VALS:
+            v, c = todo.pop()
+            if v[0] == "ref":
+                out.add((v[1], id(c)))
+                eff[id(c)] = c
+            elif v[0] == "builtin":
+                out.add((v[1], id(c)))
+                eff[id(c)] = c
+            elif v[0] == "partial" and v[1] in self.partials and c is call:
+                inner = self._partial_call(v[1], call)
+                todo.extend((w, inner) for w in self.partials[v[1]][0])
+            elif v[0] == "lambda" and v[1] in self.lambdas and isinstance(self.lambdas[v[1]].body, ast.Call) \
+                    and id(self.lambdas[v[1]].body) not in seen:
+                body = self.lambdas[v[1]].body      # (lambda: f(a))() is f(a), made where the lambda is called
+                seen.add(id(body))
+                todo.extend((w, body) for w in self.eval(body.func, Ctx(self.mod.scope_of(body), None, 0)))
+        return [(q, eff[k]) for q, k in sorted(out, key=lambda x: (x[0], x[1]))]
+
+    def lambdas_called(self, call: ast.Call) -> list[ast.Lambda]:
+        """The lambdas a call runs: `(lambda: BODY)()`, a local or attribute bound to a lambda."""
+        ctx = Ctx(self.mod.scope_of(call), None, 0)
+        return [self.lambdas[v[1]] for v in self.eval(call.func, ctx) if v[0] == "lambda" and v[1] in self.lambdas]
+
+
+def evaluator(mod: Any) -> Evaluator:
+    """The module's one evaluation of what its names denote (built once per module, kept on it): the
+    resolution every detector shares, so that a reference rewritten as a class attribute, a partial, a
+    lambda or an alias reads as what it reaches wherever it is read."""
+    ev = mod.__dict__.get("_fx_evaluator")
+    if ev is None:
+        ev = mod.__dict__["_fx_evaluator"] = Evaluator(mod, None)
+    return ev
+
+
+def resolve_call(mod: Any, call: ast.Call) -> tuple[str, ast.Call]:
+    """(qualified name, the call it amounts to) for detectors that match a call by name: the module's
+    syntactic name (`mod.qn`) where it is reached from an import, else the shared evaluation's (a
+    class attribute, a local, a partial: `functools.partial(os._exit, 0)()` is `os._exit(0)`)."""
+    q = mod.qn(call.func) or ""
+    if q and (q.split(".")[0] in mod.aliases or (isinstance(call.func, ast.Name) and q == call.func.id
+                                                  and q not in mod.by_name and q in _BUILTIN_NAMES)):
+        return q, call
+    got = evaluator(mod).call_targets(call)
+    return got[0] if got else (q, call)
+
+
+_BUILTIN_NAMES = frozenset(dir(__import__("builtins")))
+
 
 @dataclass
 class Ctx:
@@ -693,6 +829,17 @@ class Ctx:
 
     def deeper(self) -> "Ctx":
         return Ctx(self.fi, self.binding, self.depth + 1, self.outer, self.via)
+
+
+def _deco_name(d: ast.AST) -> str:
+    """`property` for `@property`, `functools.cache` for `@functools.cache(...)`: a decorator's name."""
+    d = d.func if isinstance(d, ast.Call) else d
+    if isinstance(d, ast.Name):
+        return d.id
+    if isinstance(d, ast.Attribute):
+        inner = _deco_name(d.value)
+        return f"{inner}.{d.attr}" if inner else d.attr
+    return ""
 
 
 def _product(parts: list[set[str]]) -> set[str]:
@@ -733,11 +880,43 @@ class Auditor(Evaluator):
             for d in cdef.decorator_list:
                 for fv in self.eval(d, ctx0):
                     self._apply_sink(fv, [{("class", cdef.name)}], {}, d, ctx0, "a class decorator")
+        self._lambda_bodies()
         self._cpp()
         self._inputs_and_outputs()
         self._phase_detection()
         self._side_streams()
         return self.caps
+
+    def _lambda_bodies(self) -> None:
+        """A lambda's body is code the module holds, as a def's body is: it runs where the lambda is
+        called (`(lambda: BODY)()` runs BODY there) or where a registrar calls it (atexit.register,
+        threading.Thread(target=...), signal.signal, a sort key).  Each body is read once, in the scope
+        that defines it (the enclosing function, or the module: a lambda at module level is read as
+        import-time code), its own parameters (and those of the lambdas around it) bound to nothing
+        known; what it reaches is reported at the lambda."""
+        by_def = {id(fi.node): fi for fi in self.mod.funcs.values()}
+        for lam in self.mod.of(ast.Lambda):
+            params: set[str] = set()
+            top = lam
+            fi = None
+            n: ast.AST | None = lam
+            while n is not None:
+                if isinstance(n, ast.Lambda):
+                    a = n.args
+                    params |= {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+                    params |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+                    top = n
+                elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    fi = by_def.get(id(n))
+                    break
+                elif isinstance(n, ast.ClassDef):
+                    break
+                n = self.mod.parent.get(n)
+            if (fi is not None and fi.is_triton) or self.mod.in_main(top):
+                continue
+            ctx = Ctx(fi, {p: frozenset() for p in params}, 0)
+            for m in _scope_walk(lam.body):
+                self._sink(m, ctx, lam)
 
     # ------------------------------------------------------------------ work outside the timed window
     def _side_streams(self) -> None:
@@ -953,8 +1132,9 @@ class Auditor(Evaluator):
             if not p:
                 return
             f, pargs, pkws = p
+            eff = self._partial_call(fv[1], node)
             for inner in f:
-                self._apply_sink(inner, [set(a) for a in pargs] + args, {**pkws, **kws}, node, ctx.deeper(),
+                self._apply_sink(inner, [set(a) for a in pargs] + args, {**pkws, **kws}, eff, ctx.deeper(),
                                  "functools.partial", at)
             return
         if not any(args) and not any(kws.values()) and fv[0] != "closure":
@@ -973,6 +1153,19 @@ class Auditor(Evaluator):
         for st in body:
             for n in (_scope_walk(st) if isinstance(fn_node, ast.Lambda) else [st]):
                 self._sink(n, c2, at)
+
+    def _registered(self, q: str, args: list[set], kws: dict[str, set], node: ast.AST, at: ast.AST, ctx: Ctx) -> None:
+        """A callable handed to a registrar (atexit.register, a thread's target, a signal handler, a
+        timer) is code that runs: a partial there is its call, with the arguments it binds.  (A lambda's
+        or a def's body is read where it is written.)"""
+        handed = [v for a in args for v in a] + [v for k in ("target", "function", "handler") for v in kws.get(k, ())]
+        for fv in handed:
+            pc = self.partial_calls.get(fv[1]) if fv[0] == "partial" else None
+            if pc is not None and ctx.depth < 3:
+                run = ast.copy_location(ast.Call(func=pc, args=[], keywords=[]), pc)    # the registrar's call of it
+                self._origin[id(run)] = node
+                self._kept.append(run)
+                self._call_into(fv, [], {}, run, at, ctx)
 
     def _exec_string(self, code: str, at: ast.AST, ctx: Ctx) -> None:
         if len(code) > 200_000:
@@ -1045,6 +1238,7 @@ class Auditor(Evaluator):
         if q in PROCESS_CALLS:
             sev = "medium"
             self._cap("CAP-PROCESS", at, "process", q, f"calls {q}() ({PROCESS_CALLS[q]})", sev)
+            self._registered(q, args, kws, node, at, ctx)
             return
         if q.startswith(NETWORK_ROOTS) or q in ("socket", "urllib", "requests"):
             self._cap("CAP-NETWORK", at, "network", q, f"calls {q}()", "medium")
@@ -1154,7 +1348,7 @@ class Auditor(Evaluator):
             for n in self.mod.of(ast.Constant))
 
     def _subprocess(self, q: str, node: ast.AST, args: list[set], at: ast.AST) -> None:
-        fi = self.mod.scope_of(node)
+        fi = self._scope(node)
         cmd0: set[str] = set()
         words: set[str] = set()
         if isinstance(node, CppCall) and args:          # system("nvcc ...") in a C++ source: the command string
@@ -1244,10 +1438,10 @@ class Auditor(Evaluator):
         if q in ("builtins.open", "io.open", "os.open", "codecs.open", "pathlib.Path.open") and isinstance(node, ast.Call):
             modes = set()
             if len(node.args) > 1:
-                modes |= self.strs(self.eval(node.args[1], Ctx(self.mod.scope_of(node), None, 0)))
+                modes |= self.strs(self.eval(node.args[1], Ctx(self._scope(node), None, 0)))
             for kw in node.keywords:
                 if kw.arg in ("mode", "flags"):
-                    modes |= self.strs(self.eval(kw.value, Ctx(self.mod.scope_of(node), None, 0)))
+                    modes |= self.strs(self.eval(kw.value, Ctx(self._scope(node), None, 0)))
             write = any(c in m for m in modes for c in "wax+")
         if not paths and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             paths |= self._path_of(node.func.value, ctx)      # Path("x").write_text(...)

@@ -239,6 +239,12 @@ class Module:
         for fi in self.funcs.values():
             fi.nodes = self._by_scope.get(id(fi.node), [])
             self.scope.update(dict.fromkeys(map(id, fi.nodes), fi))
+        # a lambda's body runs in the function that holds the lambda (called there, or handed from there
+        # to what calls it): scope_of says that function, though the body is not among its `nodes`
+        for fi in list(self.funcs.values()):
+            for lam in fi.of(ast.Lambda):
+                for n in walk(lam)[1:]:
+                    self.scope.setdefault(id(n), fi)
             for n in fi.of(ast.Global, ast.Nonlocal):
                 fi.globals_.update(n.names)
             for n in fi.of(ast.Return):
@@ -384,6 +390,29 @@ class Module:
             if s is not None and base:
                 return f"{base}.{s}"
         return None
+
+    def applied(self, call: ast.Call) -> ast.Call:
+        """The call a call amounts to as written, for readers of its argument nodes:
+        `functools.partial(f, a, k=1)(b)` is `f(a, b, k=1)`, `(lambda: f(a))()` is `f(a)` (nested forms
+        unwrapped in turn).  The call itself otherwise.  What names denote (a partial bound to a local,
+        a class attribute) is the capability evaluation's: capabilities.resolve_call."""
+        memo = self.__dict__.setdefault("_applied", {})
+        got = memo.get(id(call))
+        if got is not None:
+            return got
+        c = call
+        for _ in range(4):
+            f = c.func
+            if isinstance(f, ast.Lambda) and not c.args and isinstance(f.body, ast.Call):
+                c = f.body
+            elif isinstance(f, ast.Call) and f.args and (self.qn(f.func) or "") in ("functools.partial", "partial"):
+                c2 = ast.Call(func=f.args[0], args=list(f.args[1:]) + list(c.args),
+                              keywords=list(f.keywords) + list(c.keywords))
+                c = ast.copy_location(c2, c)
+            else:
+                break
+        memo[id(call)] = c
+        return c
 
     def const_str(self, node: ast.AST | None, depth: int = 0) -> str | None:
         if node is None or depth > 20:

@@ -8,6 +8,7 @@ import ast
 import re
 
 from .base import Hit
+from .capabilities import resolve_call
 from .model import FuncInfo, Module, _entries, _module_scope
 
 NUMERIC_FLAGS = {"allow_tf32", "allow_bf16_reduced_precision_reduction", "allow_fp16_reduced_precision_reduction",
@@ -165,7 +166,7 @@ def check_exit_and_output(mod: Module) -> list[Hit]:
         if mod.in_main(n):
             continue
         if isinstance(n, ast.Call):
-            q = mod.qn(n.func) or ""
+            q, c = resolve_call(mod, n)     # by meaning: an alias, a class attribute, a partial
             if q in EXIT_CALLS:
                 sev = "high" if _module_scope(mod, n) else "medium"
                 hits.append(mod.hit("SYSTEM-EXIT", n, f"calls {q}() {'at import' if sev == 'high' else 'inside ' + mod.scope_of(n).qualname}",
@@ -173,7 +174,7 @@ def check_exit_and_output(mod: Module) -> list[Hit]:
             elif q == "atexit.register":
                 hits.append(mod.hit("SYSTEM-EXIT", n, "registers an atexit handler", severity="medium", data={"call": q}))
             elif q in ("print", "sys.stdout.write", "sys.stderr.write", "builtins.print", "os.write"):
-                for a in n.args:
+                for a in c.args:
                     s = mod.const_str(a)
                     if s is None and isinstance(a, ast.JoinedStr):
                         s = "".join(str(v.value) for v in a.values if isinstance(v, ast.Constant))

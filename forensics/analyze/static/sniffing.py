@@ -9,6 +9,7 @@ import re
 
 from . import problems as P
 from .base import Hit
+from .capabilities import resolve_call
 from .model import GRADER_FILES, GRADER_MODULES, Module, walk
 
 # ---------------------------------------------------------------------- sniffing / tampering
@@ -22,24 +23,25 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
     hits: list[Hit] = []
     for n in mod.of(ast.Call, ast.Attribute, ast.Subscript, ast.Compare):
         if isinstance(n, ast.Call):
-            q = mod.qn(n.func) or ""
+            # by meaning: an alias, a class attribute, a partial (whose call `c` carries its bound arguments)
+            q, c = resolve_call(mod, n)
             if q in STACK_FUNCS:
                 hits.append(mod.hit("STACK-SNIFF", n, f"calls {q}() to inspect the call stack", data={"call": q}))
                 continue
             # environment
             env_key = None
             write = False
-            if q in ("os.environ.get", "os.getenv", "os.environ.setdefault", "os.environ.pop", "os.putenv", "os.unsetenv") and n.args:
-                env_key = mod.const_str(n.args[0])
+            if q in ("os.environ.get", "os.getenv", "os.environ.setdefault", "os.environ.pop", "os.putenv", "os.unsetenv") and c.args:
+                env_key = mod.const_str(c.args[0])
                 write = q in ("os.environ.setdefault", "os.putenv", "os.environ.pop", "os.unsetenv")
             elif q == "os.environ.update":
-                for a in n.args:
+                for a in c.args:
                     if isinstance(a, ast.Dict):
                         for k in a.keys:
                             s = mod.const_str(k)
                             if s and s.upper().startswith("KBH"):
                                 env_key, write = s, True
-                for kw in n.keywords:
+                for kw in c.keywords:
                     if kw.arg and kw.arg.startswith("KBH"):
                         env_key, write = kw.arg, True
             if env_key and env_key.upper().startswith(("KBH", "KERNELBENCH")):
@@ -49,7 +51,7 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
             fname, write = None, False
             moves = q in MOVE_CALLS
             if q in FILE_CALLS or moves or q.endswith(("Path", ".read_text", ".open")):
-                for i, a in enumerate(list(n.args) + [k.value for k in n.keywords]):
+                for i, a in enumerate(list(c.args) + [k.value for k in c.keywords]):
                     s = mod.const_str(a)
                     if s and any(g in s for g in GRADER_FILES):
                         fname = s
@@ -57,15 +59,15 @@ def check_sniffing(mod: Module, bench: str | None) -> list[Hit]:
                         fname = _grader_piece(mod, a) or fname
                     if fname and moves and (i == 1 or q in ("os.remove", "os.unlink")):
                         write = True    # the grader file is the destination (or the one removed)
-                write = write or (fname is not None and q in ("open", "io.open", "builtins.open") and _write_mode(mod, n))
+                write = write or (fname is not None and q in ("open", "io.open", "builtins.open") and _write_mode(mod, c))
             up = mod.parent.get(n)
             if fname and isinstance(up, ast.Attribute) and up.attr in WRITE_METHODS:
                 fname = None    # Path("check.py").write_text(...): the write below says it once
             if fname is None and isinstance(n.func, ast.Attribute) and n.func.attr in WRITE_METHODS:
                 fname = _grader_piece(mod, n.func.value)     # Path(d, "check.py").write_text(...)
                 write = fname is not None
-            if q in ("importlib.import_module", "__import__") and n.args:
-                s = mod.const_str(n.args[0])
+            if q in ("importlib.import_module", "__import__") and c.args:
+                s = mod.const_str(c.args[0])
                 if s and (s in GRADER_MODULES or s.startswith("src.")):
                     fname = s
                 elif s == "reference":

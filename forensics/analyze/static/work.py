@@ -41,6 +41,7 @@ from forensics.text import rx as RX
 from forensics.text.cuda import global_kernel_names
 
 from .base import Hit
+from .capabilities import evaluator, resolve_call, walk_expr
 from .cuda import Blob, outline, strip_c_comments
 from .forbidden import off_main_path
 from .model import GRADED_CLASSES, unparse
@@ -340,9 +341,9 @@ def _compiled_names(mod: Module) -> set[str]:
 
 def _library_call(mod: Module, call: ast.Call, ops: tuple[str, ...]) -> str | None:
     f = call.func
-    q = mod.qn(f) or ""
-    if isinstance(f, ast.Name) and q in ("", f.id):
-        q = _local_alias(mod, call) or q
+    # by meaning, through the resolution every detector shares: a local or class attribute that stands
+    # for a library op (`mm = torch.matmul`, `_ops.mm = staticmethod(torch.mm)`), functools.partial of one
+    q = resolve_call(mod, call)[0]
     meth = f.attr if isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and f.value.id in mod.aliases) else ""
     if "gemm" in ops and (q in GEMM or meth in GEMM_METHODS):
         return q if q in GEMM else "Tensor." + meth
@@ -353,22 +354,6 @@ def _library_call(mod: Module, call: ast.Call, ops: tuple[str, ...]) -> str | No
     if q.startswith("reference.") and q.split(".")[1] in ("Model", "forward", "policy_forward", "run", "step", "decode_steps"):
         return q
     return None
-
-
-def _local_alias(mod: Module, call: ast.Call) -> str:
-    """The qualified name a local stands for when the function only ever assigns it one reference to a
-    module attribute (`mm = torch.matmul; mm(a, b)`, `op = functools.partial(torch.mm)`): '' otherwise."""
-    f = call.func
-    fi = mod.scope_of(call)
-    if not isinstance(f, ast.Name) or fi is None:
-        return ""
-    vals = fi.assigns.get(f.id, [])
-    if len(vals) != 1:
-        return ""
-    v = vals[0]
-    if isinstance(v, ast.Call) and (mod.qn(v.func) or "") in ("functools.partial", "partial") and v.args:
-        v = v.args[0]
-    return mod.qn(v) or "" if isinstance(v, (ast.Attribute, ast.Name)) else ""
 
 
 def tensor_attrs(mod: Module) -> set[str]:
@@ -471,7 +456,7 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
                 continue
             seen.add(fi.qualname)
             live = _live_tensors(mod, fi)
-            for n in fi.of(ast.Call, ast.BinOp, ast.AugAssign):
+            for n in _with_lambda_bodies(mod, fi.of(ast.Call, ast.BinOp, ast.AugAssign)):
                 if not isinstance(n, (ast.Call, ast.BinOp, ast.AugAssign)):
                     continue
                 if off_main_path(mod, n):
@@ -554,6 +539,26 @@ OWN_METHODS = {"add", "sub", "mul", "div", "exp", "log", "sqrt", "rsqrt", "sigmo
                "bitwise_left_shift", "bitwise_or", "scatter_add", "scatter_add_", "index_add_", "gather", "add_", "mul_",
                "sub_", "div_", "addcmul", "lerp", "norm", "var", "std", "prod", "tril", "triu", "sin", "cos", "exp2",
                "square", "reciprocal", "floor", "round", "sign", "argmax", "argmin", "bincount", "nonzero", "einsum"}
+
+
+def _with_lambda_bodies(mod: Module, nodes: list[ast.AST]) -> list[ast.AST]:
+    """A function's calls and operators, and those of the lambdas its calls run (`(lambda: BODY)()`, a
+    local bound to a lambda, then called): a lambda's body is work done where it is called."""
+    if not mod.of(ast.Lambda):
+        return nodes
+    ev = evaluator(mod)
+    out = list(nodes)
+    seen: set[int] = set()
+    i = 0
+    while i < len(out) and len(out) < 4 * len(nodes) + 64:
+        n = out[i]
+        i += 1
+        if isinstance(n, ast.Call):
+            for lam in ev.lambdas_called(n):
+                if id(lam) not in seen:
+                    seen.add(id(lam))
+                    out.extend(m for m in walk_expr(lam.body) if isinstance(m, (ast.Call, ast.BinOp, ast.AugAssign)))
+    return out
 
 
 def _loose_callees(mod: Module, call: ast.Call, fi: Any) -> list:
