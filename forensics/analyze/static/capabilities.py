@@ -55,7 +55,7 @@ from forensics.problems import CATALOGUE
 
 from . import rules as R
 from .entry_flow import EntryFlow
-from .model import GRADED_CLASSES
+from .model import GRADED_CLASSES, _deco_func, _target_key
 
 # ----------------------------------------------------------------------------------------- rules
 _R = Rule
@@ -833,13 +833,7 @@ class Ctx:
 
 def _deco_name(d: ast.AST) -> str:
     """`property` for `@property`, `functools.cache` for `@functools.cache(...)`: a decorator's name."""
-    d = d.func if isinstance(d, ast.Call) else d
-    if isinstance(d, ast.Name):
-        return d.id
-    if isinstance(d, ast.Attribute):
-        inner = _deco_name(d.value)
-        return f"{inner}.{d.attr}" if inner else d.attr
-    return ""
+    return _target_key(_deco_func(d))
 
 
 def _product(parts: list[set[str]]) -> set[str]:
