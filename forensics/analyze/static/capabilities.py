@@ -499,6 +499,10 @@ class Evaluator:
     def strs(self, vals: set) -> set[str]:
         return {v[1] for v in vals if v[0] == "str"}
 
+    def ctx(self, fi: Any) -> "Ctx":
+        """A fresh evaluation context in `fi` (None: module level), for readers built on this evaluation."""
+        return Ctx(fi, None, 0)
+
     def eval(self, e: ast.AST | None, ctx: "Ctx") -> set:
         if e is None or ctx.depth > 6:
             return set()

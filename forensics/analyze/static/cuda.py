@@ -18,8 +18,7 @@ from forensics.text import rx as RX
 
 from . import problems as P
 from .base import Hit
-from .model import walk
-from .python import Module
+from .model import Module, walk
 
 ARCH_RX = re.compile(r"\b(sm|compute)_(\d{2,3})([af]?)\b")
 ARCH_LIST_RX = re.compile(r"^\s*(\d{1,2})\.(\d)([af]?)(\+PTX)?\s*$")

@@ -365,8 +365,7 @@ class EntryFlow:
         return self.ev.eval(e, self._ctx(fi))
 
     def _ctx(self, fi: Any) -> Any:
-        from .capabilities import Ctx
-        return Ctx(fi, None, 0)
+        return self.ev.ctx(fi)
 
     def _lookup(self, name: str, env: dict[str, set], fi: Any) -> set:
         if name in env:
