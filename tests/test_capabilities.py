@@ -167,6 +167,7 @@ def test_gc_collect_and_a_printed_traceback_are_not_introspection():
     ("import os\n" + in_forward("os.system('ls')"), "CAP-PROCESS"),
     ("import atexit\natexit.register(print, 'PASS')\n" + in_forward("pass"), "CAP-PROCESS"),
     ("import socket\n" + in_forward("socket.socket().connect(('10.0.0.1', 80))"), "CAP-NETWORK"),
+    ("import socket\n" + in_forward("socket.gethostbyname(socket.gethostname())"), "CAP-NETWORK"),
     ("import urllib.request\n" + in_forward("urllib.request.urlopen('http://x')"), "CAP-NETWORK"),
     (in_forward("torch.manual_seed(0)"), "CAP-RNG"),
     ("torch.manual_seed(2026)\n" + in_forward("pass"), "CAP-RNG"),
@@ -192,6 +193,9 @@ def test_writing_a_grader_file_or_a_shadowing_module_decides(body):
     "import os, json\n" + in_forward("json.dump({}, open(os.path.join(os.path.dirname(__file__), 'tune.json'), 'w'))"),
     "import os\n" + in_forward("os.makedirs(os.path.expanduser('~/.cache/fx'), exist_ok=True)"),
     "def get_inputs():\n    torch.manual_seed(42)\n    return [torch.randn(16, 16)]\n" + in_forward("pass"),
+    # the machine's own name as a tuning-cache tag opens nothing (the replay's audit hook agrees)
+    "import socket\n_HOST = socket.gethostname()\n" + in_forward("pass"),
+    "from socket import gethostname as _h\n" + in_forward("tag = _h()"),
 ])
 def test_what_a_kernel_solution_needs_is_not_reported(body):
     assert not {r for r in caps(body) if r.startswith("CAP-")}, caps(body)

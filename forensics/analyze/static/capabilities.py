@@ -248,6 +248,9 @@ SUBPROCESS = ("subprocess.run", "subprocess.Popen", "subprocess.call", "subproce
               "subprocess.getoutput", "subprocess.getstatusoutput", "os.execv", "os.execve", "os.execvp", "os.execvpe",
               "os.execl", "os.execle", "os.execlp", "os.execlpe", "os.spawnv", "os.spawnve", "os.spawnl", "os.posix_spawn",
               "os.posix_spawnp", "os.system", "os.popen")
+#: socket functions that read this machine's own identity and open nothing (the replay's audit hook does not
+#: count them as network either: forensics.replay.capabilities.NETWORK)
+LOCAL_SOCKET_CALLS = frozenset({"socket.gethostname"})
 NETWORK_ROOTS = ("socket.", "urllib.", "http.client", "http.server", "requests.", "httpx.", "aiohttp.", "ftplib.",
                  "smtplib.", "xmlrpc.", "websocket", "websockets.", "paramiko.", "telnetlib.")
 NATIVE_CALLS = {"ctypes.string_at": "reads memory by address", "ctypes.memmove": "copies memory by address",
@@ -1238,7 +1241,7 @@ class Auditor(Evaluator):
             self._cap("CAP-PROCESS", at, "process", q, f"calls {q}() ({PROCESS_CALLS[q]})", sev)
             self._registered(q, args, kws, node, at, ctx)
             return
-        if q.startswith(NETWORK_ROOTS) or q in ("socket", "urllib", "requests"):
+        if (q.startswith(NETWORK_ROOTS) or q in ("socket", "urllib", "requests")) and q not in LOCAL_SOCKET_CALLS:
             self._cap("CAP-NETWORK", at, "network", q, f"calls {q}()", "medium")
             return
         if q in RNG_SEED_CALLS:
