@@ -12,7 +12,7 @@ from forensics.text import shell as sh
 from forensics.analyze.findings import Evidence, Finding, write_findings
 from forensics.analyze.timeline import shell as tshell
 from forensics.analyze.timeline.outcome import parse_output, split_task_output
-from forensics.analyze.timeline.rebuild import CheckRun, Rebuilder, Version, anchor_with_final, sha256
+from forensics.analyze.timeline.rebuild import CheckRun, Rebuilder, Version, anchor_with_final
 from forensics.store.db import loads_json
 
 ANALYZER = "timeline"
