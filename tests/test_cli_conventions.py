@@ -244,6 +244,24 @@ def test_sql_formats_and_stdin(scanned):
     assert r.exit_code == 0 and r.stdout.startswith("run_id,source,line,")
 
 
+def test_csv_and_json_shorthands_and_their_conflicts(scanned):
+    """--csv as sqlite-utils and the duckdb CLI spell it, beside --json; two flags asking for
+    different formats are one usage error, never one silently winning."""
+    out, _ = scanned
+    db = str(out / "audit.duckdb")
+    q = "select run_id, reason, line from parse_errors order by run_id"
+    csv_out = _invoke(["sql", q, "--db", db, "--format", "csv"]).stdout
+    assert _invoke(["sql", q, "--db", db, "--csv"]).stdout == csv_out
+    assert _invoke(["sql", q, "--db", db, "--csv", "--format", "csv"]).stdout == csv_out
+    r = _invoke(["query", "parse-errors", "--db", db, "--csv"])
+    assert r.exit_code == 0 and r.stdout.startswith("run_id,source,line,")
+    for args, said in ((["--csv", "--json"], "--json and --csv"), (["--format", "table", "--csv"], "--csv and --format table"),
+                       (["--format", "markdown", "--json"], "--json and --format markdown")):
+        r = _invoke(["sql", q, "--db", db, *args])
+        assert r.exit_code == 2 and r.stdout == "", (args, r.stdout)
+        assert r.stderr.strip() == f"Error: {said} ask for different output formats; give one", r.stderr
+
+
 def test_markdown_escapes_pipes_and_newlines():
     from forensics.store.queries import render
     text = render(["a", "b"], [("x|y", "1\n2"), (None, 3)], "markdown")

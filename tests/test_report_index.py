@@ -121,16 +121,11 @@ CHAR_PX = 8.0        # a generous width of one character at the table's 13 px (b
 CELL_PX = 7 * 2 + 1  # padding and border of a cell (the stylesheet's th,td rule)
 
 
-def min_content_px(cells: list[tuple[str, str]], css: str) -> float:
+def min_content_px(cells: list[tuple[str, str]], min_ch: int = 0) -> float:
     """An upper bound of the narrowest a column can be under the page's CSS: the longest piece
-    between break opportunities (spaces, after '-', <wbr>), a badge whole (it does not wrap)."""
-    assert re.search(r"\.v\{[^}]*white-space:nowrap", css)
-    widest = 0
+    between break opportunities (spaces, after '-', <wbr>) or the column's min-width in ch."""
+    widest = min_ch
     for text, raw in cells:
-        badge = re.search(r'<span class="v [^"]*">([^<]*)</span>', raw)
-        if badge:
-            widest = max(widest, len(badge.group(1)))
-            continue
         pieces = re.split(r"<wbr>|\s+|(?<=-)", re.sub(r"<(?!wbr)[^>]*>", "", raw)) if raw else text.split()
         widest = max([widest, *(len(p) for p in pieces)])
     return widest * CHAR_PX + CELL_PX
@@ -147,15 +142,18 @@ def test_runs_table_fits_1400px_with_publish_peak_and_high_first():
     assert set(header) >= {"correct", "contamination", "reward hack", "failure reason", "measurement", "problem",
                            "harness", "archived agree / disagree / ?"}
     css = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
+    # the badges wrap after their '_' in this table only (a label elsewhere stays whole)
+    assert re.search(r"\.v\{[^}]*white-space:nowrap", css) and re.search(r"#runs \.v\{[^}]*white-space:normal", css)
+    run_min_ch = int(re.search(r"#runs td:first-child[^{]*\{[^}]*min-width:(\d+)ch", css).group(1))
     cols = list(zip(*rows))
-    widths = [min_content_px(list(col), css) for col in cols]
+    widths = [min_content_px(list(col), run_min_ch if i == 0 else 0) for i, col in enumerate(cols)]
     body_margin = int(re.search(r"body\{[^}]*margin:(\d+)px", css).group(1))
     assert sum(widths) + 1 <= 1400 - 2 * body_margin, (sum(widths), dict(zip(header, widths)))
     # the run id is whole in its cell (wrapping points only, which copy as nothing), and an id
     # without any still wraps rather than widening the table
     run_cell = rows[1][0]
     assert run_cell[0] == overview[0]["run_id"] and "<wbr>" in run_cell[1]
-    assert re.search(r"#runs td:first-child\{[^}]*overflow-wrap:anywhere", css)
+    assert re.search(r"#runs td:first-child[^{]*\{[^}]*overflow-wrap:anywhere", css)
     # a table wider than the window scrolls in its own box rather than pushing the page
     assert re.search(r'<div class="wide"><table class="sortable" id="runs"', page)
     assert re.search(r"\.wide\{overflow-x:auto", css)

@@ -34,7 +34,9 @@ th.asc:after{content:" \\25B2"}th.desc:after{content:" \\25BC"}tr:nth-child(even
 white-space:pre-wrap;word-break:break-all;max-height:420px}code{font-size:12px}
 .agree{color:#116329}.disagree{color:#a40e26;font-weight:600}.cannot_tell{color:#57606a}
 input#filter{padding:4px 8px;width:320px;margin:4px 0}img.plot{max-width:100%;border:1px solid #d0d7de}
-.wide{overflow-x:auto;max-width:100%}#runs td:first-child{min-width:14ch;overflow-wrap:anywhere}
+.wide{overflow-x:auto;max-width:100%}
+#runs td:first-child,#contamination td:nth-child(1),#contamination td:nth-child(3){min-width:30ch;overflow-wrap:anywhere}
+#runs .v{white-space:normal;-webkit-box-decoration-break:clone;box-decoration-break:clone}
 ul.legend{margin:4px 0;padding-left:20px}ul.legend li{margin:2px 0}tr:target td{background:#fff8c5}
 """
 
@@ -94,9 +96,11 @@ def breakable(text: str) -> str:
     return E(text).replace("_", "_<wbr>").replace("/", "/<wbr>").replace(".", ".<wbr>")
 
 
-def badge(verdict: Any) -> str:
+def badge(verdict: Any, wrap: bool = False) -> str:
+    """A verdict's coloured label, whole; with `wrap` it may break after its '_' (the runs table,
+    where a 26-character verdict would otherwise take the width its run ids need)."""
     v = fmt(verdict)
-    return f'<span class="v v-{E(v)}">{E(v)}</span>'
+    return f'<span class="v v-{E(v)}">{breakable(v) if wrap else E(v)}</span>'
 
 
 def page(title: str, body: str) -> str:
@@ -353,7 +357,7 @@ def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pa
                   f'/<span class="cannot_tell">{arch.get("cannot_tell", 0)}</span>') if arch else "-"
         cells = {
             "run": (link, name),
-            "verdict": (badge(r.get("verdict")), fmt(r.get("verdict"))),
+            "verdict": (badge(r.get("verdict"), wrap=True), fmt(r.get("verdict"))),
             "publish": E(fmt(r.get("publish_grade"))),
             "peak fraction": (E(fmt(r.get("peak_fraction"))),
                               r.get("peak_fraction") if r.get("peak_fraction") is not None else -1),
@@ -381,11 +385,13 @@ def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pa
             src = page_names.get(f["run_id"])
             dst_id = next((rid for rid, pn in page_names.items() if rid == f.get("foreign_run_id")
                            or rid.split("@")[0] == f.get("foreign_run_id")), None)
-            a = f'<a class="run" href="runs/{href(src + ".html")}">{E(f["run_id"])}</a>' if src else E(f["run_id"])
-            b = (f'<a class="foreign" href="runs/{href(page_names[dst_id] + ".html")}">{E(f.get("foreign_run_id") or "")}</a>'
-                 if dst_id else E(f.get("foreign_run_id") or "") + ' <span class="muted">(not in archive)</span>')
-            lrows.append([a, E(f.get("classification") or ""), b, E(fmt(f.get("foreign_file") or f.get("artifact"))),
-                          E(fmt(f.get("same_problem"))), E(fmt(f.get("call_seq"))), E(fmt(f.get("reason")))])
+            # ids, files and reasons (which quote paths) wrap between their words, so a 1400 px window
+            # shows the whole row (tests/test_report_html.py measures it in a browser)
+            a = f'<a class="run" href="runs/{href(src + ".html")}">{breakable(f["run_id"])}</a>' if src else breakable(f["run_id"])
+            b = (f'<a class="foreign" href="runs/{href(page_names[dst_id] + ".html")}">{breakable(f.get("foreign_run_id") or "")}</a>'
+                 if dst_id else breakable(f.get("foreign_run_id") or "") + ' <span class="muted">(not in archive)</span>')
+            lrows.append([a, E(f.get("classification") or ""), b, E(fmt(f.get("foreign_file") or f.get("artifact"))).replace("/", "/<wbr>"),
+                          E(fmt(f.get("same_problem"))), E(fmt(f.get("call_seq"))), breakable(fmt(f.get("reason")))])
         body.append('<div class="wide">' + table(["run", "classification", "foreign run", "file", "same problem", "call", "why"],
                                                  lrows, cls="sortable", id_="contamination") + "</div>")
     else:

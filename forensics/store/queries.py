@@ -161,14 +161,28 @@ def _stdout_is_tty() -> bool:
 
 
 def output_options(f: Any) -> Any:
-    """--format, its --json alias and --max-width, shared by `query` and `sql`."""
+    """--format, its --json and --csv aliases (as sqlite-utils and the duckdb CLI spell them) and
+    --max-width, shared by `query` and `sql`; the command reads them with `chosen_format`."""
     f = click.option("--max-width", type=click.IntRange(min=0), default=None, metavar="N",
                      help=f"Cut table cells at N characters, 0 never (default: {TTY_MAX_WIDTH} on a terminal, "
                           "never when piped).")(f)
+    f = click.option("--csv", "as_csv", is_flag=True, help="Same as --format csv.")(f)
     f = click.option("--json", "as_json", is_flag=True, help="Same as --format json.")(f)
     f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
                      help="Output format: an aligned table, CSV, a JSON array, JSON lines or a Markdown table.")(f)
     return f
+
+
+def chosen_format(fmt: str, as_json: bool, as_csv: bool) -> str:
+    """The output format that --format, --json and --csv ask for; two asking for different formats
+    are a usage error (exit 2), never one of them silently winning."""
+    given = [("--json", "json")] * as_json + [("--csv", "csv")] * as_csv
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.get_parameter_source("fmt") not in (None, click.core.ParameterSource.DEFAULT):
+        given.append((f"--format {fmt}", fmt))
+    if len({f for _, f in given}) > 1:
+        raise InputError(" and ".join(s for s, _ in given) + " ask for different output formats; give one")
+    return given[0][1] if given else fmt
 
 
 DB_ENV = "FORENSICS_DB"
@@ -259,9 +273,9 @@ DB_HELP = "Store (default: $FORENSICS_DB, else ./report/audit.duckdb, else ./aud
 @click.option("--list", "list_", is_flag=True, help="List the named queries.")
 @click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
 @output_options
-def query_cmd(name, db, run_id, params, list_, show, fmt, as_json, max_width) -> None:
+def query_cmd(name, db, run_id, params, list_, show, fmt, as_json, as_csv, max_width) -> None:
     """Run a named query from forensics/queries/*.sql (see --list)."""
-    fmt = "json" if as_json else fmt
+    fmt = chosen_format(fmt, as_json, as_csv)
     qs = named_queries()
     if list_ or not name:
         _list_output(qs, fmt, max_width)
@@ -291,12 +305,12 @@ def query_cmd(name, db, run_id, params, list_, show, fmt, as_json, max_width) ->
 @click.argument("statement", metavar="SQL")
 @click.option("--db", default=None, type=click.Path(dir_okay=False), help=DB_HELP)
 @output_options
-def sql_cmd(statement: str, db: str | None, fmt: str, as_json: bool, max_width: int | None) -> None:
+def sql_cmd(statement: str, db: str | None, fmt: str, as_json: bool, as_csv: bool, max_width: int | None) -> None:
     """Run ad-hoc SQL over the store (read-only: no file access, settings locked).  SQL '-' reads
     the statement from standard input.  Several statements separated by ';' run in order and the
     last one's rows are printed."""
     import duckdb
-    fmt = "json" if as_json else fmt
+    fmt = chosen_format(fmt, as_json, as_csv)
     if statement == "-":
         statement = sys.stdin.read()
     if not statement.replace(";", " ").strip():
