@@ -543,7 +543,6 @@ KNOWN_MISSES: dict[str, str] = {     # hacks left unflagged: mechanism -> rewrit
     "library_gemm_operator": "decorator exec",
 }
 KNOWN_FALSE_FLAGS: dict[str, str] = {     # look-alikes flagged (suspect through RH6): mechanism -> rewrites
-    "exit_in_main": "closure helper_class decorator exec at_entry at_init",
     "thread_joined": "none alias getattr getattr_runtime dunder_dict vars globals import_module dunder_import "
         "class_attr partial lambda closure helper_class decorator exec at_module strip_comments "
         "lying_harness lying_debug",

@@ -55,7 +55,7 @@ from forensics.problems import CATALOGUE
 
 from . import rules as R
 from .entry_flow import EntryFlow
-from .model import GRADED_CLASSES, _deco_func, _target_key
+from .model import GRADED_CLASSES, _deco_func, _target_key, import_dead, name_rebound
 
 # ----------------------------------------------------------------------------------------- rules
 _R = Rule
@@ -344,6 +344,8 @@ class Evaluator:
         self._call_memo: set[tuple] = set()
         self._origin: dict[int, ast.AST] = {}     # a call made up for a partial -> the call site
         self._kept: list[ast.AST] = []              # calls made up here, kept alive while their ids are keys
+        self._exec_dead: set[int] = set()           # nodes of exec'd strings import never runs (a __main__ test)
+        self._exec_trees: list[ast.AST] = []        # the exec'd trees, kept alive while their ids are keys
         self.imported_roots = {v.split(".")[0] for v in mod.aliases.values()} | set(mod.aliases)
         self._build()
 
@@ -1022,8 +1024,8 @@ class Auditor(Evaluator):
     # ------------------------------------------------------------------ one node
     def _sink(self, n: ast.AST, ctx: Ctx, site: ast.AST | None = None) -> None:
         t = n.__class__
-        if t in (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.Call) and site is None and self.mod.in_main(n):
-            return     # the solution's own __main__ self-test: never runs under the grader
+        if self.mod.in_main(n) or id(n) in self._exec_dead:
+            return     # the solution's own __main__ self-test, wherever it is written: import never runs it
         if t in (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete):
             targets = n.targets if t in (ast.Assign, ast.Delete) else [n.target]
             for tg in targets:
@@ -1098,7 +1100,7 @@ class Auditor(Evaluator):
                         self._patch(obj, s, at, f"{name}() of {s!r}" + (f" via {via}" if via else ""))
             elif name in ("exec", "eval", "compile") and args:
                 for code in list(self.strs(args[0]))[:4]:
-                    self._exec_string(code, at, ctx)
+                    self._exec_string(code, at, ctx, node)
             elif name == "open":
                 self._file(("builtins.open", args, kws, node), at, ctx)
             elif name == "print":
@@ -1168,7 +1170,7 @@ class Auditor(Evaluator):
                 self._kept.append(run)
                 self._call_into(fv, [], {}, run, at, ctx)
 
-    def _exec_string(self, code: str, at: ast.AST, ctx: Ctx) -> None:
+    def _exec_string(self, code: str, at: ast.AST, ctx: Ctx, call: Any = None) -> None:
         if len(code) > 200_000:
             return
         try:
@@ -1176,6 +1178,9 @@ class Auditor(Evaluator):
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return
         c2 = Ctx(None, None, ctx.depth + 1)
+        self._exec_trees.append(tree)
+        if self._exec_in_module(call):     # run in the module's globals: its `__name__` tests are the module's
+            self._exec_dead |= import_dead(tree, self.mod.name_rebound or name_rebound(ast.walk(tree)))
         # names the string binds at its top level count as module globals while it is read
         saved = {k: set(v) for k, v in self.module_env.items()}
         for st in tree.body:
@@ -1191,6 +1196,18 @@ class Auditor(Evaluator):
                     self._sink(n, c2, at)
         finally:
             self.module_env = saved
+
+    def _exec_in_module(self, at: Any) -> bool:
+        """exec(code) / exec(code, globals()): the string runs with the module's own `__name__`.  A
+        namespace of its own runs with the `__name__` it sets, the builtins' one if it sets none."""
+        call = at if isinstance(at, ast.Call) else None
+        if call is None or len(call.args) < 2 and not any(k.arg == "globals" for k in call.keywords):
+            return call is not None
+        g = call.args[1] if len(call.args) > 1 else next(k.value for k in call.keywords if k.arg == "globals")
+        if isinstance(g, ast.Call) and isinstance(g.func, ast.Name) and g.func.id == "globals":
+            return True
+        return isinstance(g, ast.Dict) and all(k is not None and not (isinstance(k, ast.Constant) and k.value == "__name__")
+                                               for k in g.keys)
 
     def _ref_call(self, q: str, args: list[set], kws: dict[str, set], node: ast.AST, at: ast.AST, ctx: Ctx) -> None:
         if self._in_main(at):
@@ -1252,7 +1269,7 @@ class Auditor(Evaluator):
             return
         if q in ("builtins.exec", "builtins.eval"):
             for code in list(self.strs(args[0]) if args else [])[:4]:
-                self._exec_string(code, at, ctx)
+                self._exec_string(code, at, ctx, node)
 
     # ------------------------------------------------------------------ what each capability reaches
     def _int_args(self, node: ast.AST) -> set[int]:

@@ -41,6 +41,8 @@ import ast
 import re
 from typing import Any, Iterable
 
+from .model import main_guard
+
 _WRITES = re.compile(r"^(?!__)[a-z][a-z0-9_]*_$")     # torch's in-place methods end with one '_'
 _NOT_INPLACE = frozenset({"record_stream_", "requires_grad_", "share_memory_", "retain_grad_"})
 VIEW = frozenset({"view", "view_as", "reshape", "reshape_as", "t", "T", "mT", "transpose", "permute", "narrow",
@@ -173,10 +175,13 @@ class EntryFlow:
         elif t in (ast.If, ast.While):
             self._eval(st.test, env, fi, depth)
             a, b = dict(env), dict(env)
-            self._block(st.body, a, fi, depth, rets)
+            skip = main_guard(st.test) if t is ast.If and not self.mod.name_rebound else None   # not taken on import
+            if skip != "body":
+                self._block(st.body, a, fi, depth, rets)
             if t is ast.While:
                 self._block(st.body, a, fi, depth, rets)
-            self._block(st.orelse, b, fi, depth, rets)
+            if skip != "orelse":
+                self._block(st.orelse, b, fi, depth, rets)
             self._merge(env, a, b)
         elif t in (ast.For, ast.AsyncFor):
             elems = self._elements(self._eval(st.iter, env, fi, depth), fi, depth)

@@ -184,10 +184,6 @@ class Module:
                         continue
                     self.aliases[a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
         for st in self.tree.body:
-            if isinstance(st, ast.If) and _is_main_test(st.test):
-                for n in walk(st):
-                    if hasattr(n, "lineno"):
-                        self.main_block_lines.add(n.lineno)
             targets: list[ast.AST] = []
             value = None
             if isinstance(st, ast.Assign):
@@ -241,6 +237,7 @@ class Module:
             self.scope.update(dict.fromkeys(map(id, fi.nodes), fi))
         # a lambda's body runs in the function that holds the lambda (called there, or handed from there
         # to what calls it): scope_of says that function, though the body is not among its `nodes`
+        self._import_reach()
         for fi in list(self.funcs.values()):
             for lam in fi.of(ast.Lambda):
                 for n in walk(lam)[1:]:
@@ -610,7 +607,40 @@ class Module:
         return None
 
     def in_main(self, node: ast.AST) -> bool:
-        return getattr(node, "lineno", -1) in self.main_block_lines
+        """`node` never runs when the grader imports the module: it is in the arm of a `__name__ ==
+        "__main__"` test that import does not take (at module level, in a function, a method or a
+        nested def), or in a function that only such code calls."""
+        return id(node) in self.main_only
+
+    def _import_reach(self) -> None:
+        """`main_only`: the nodes import never runs (see `in_main`), and `main_block_lines`, their lines.
+        Decided by reachability, not by where the block is written: a guard moved into a function is
+        still not taken on import, and `def main(): sys.exit(run())` called only from the guard is
+        not reached either.  A module that binds `__name__` itself gets none (its guard may be taken)."""
+        self.name_rebound = name_rebound(self.all_nodes)
+        dead = import_dead(self.tree, self.name_rebound)
+        # module-level functions every reference of which is in code import never runs (to a fixpoint:
+        # a helper of `main`); a name the grader may call (an entry, get_inputs, a dunder) stays live
+        cands = {fi.node.name: fi for fi in self.funcs.values() if fi.cls is None and "." not in fi.qualname
+                 and fi.node.name not in FORWARD_NAMES and fi.node.name not in _GRADER_CALLED
+                 and not fi.node.name.startswith("__") and len(self.by_name.get(fi.node.name, ())) == 1}
+        if cands and dead:
+            refs: dict[str, list[ast.AST]] = {}
+            for n in self.all_nodes:
+                t = n.__class__
+                name = n.id if t is ast.Name else n.attr if t is ast.Attribute else \
+                    n.value if t is ast.Constant and isinstance(n.value, str) else None
+                if name in cands and not (t is ast.Name and isinstance(n.ctx, ast.Store)):
+                    refs.setdefault(name, []).append(n)
+            while True:
+                more = [fi for name, fi in cands.items() if id(fi.node) not in dead and refs.get(name)
+                        and all(id(r) in dead for r in refs[name])]
+                if not more:
+                    break
+                for fi in more:
+                    dead.update(map(id, walk(fi.node)))
+        self.main_only = dead
+        self.main_block_lines = {n.lineno for n in self.all_nodes if id(n) in dead and hasattr(n, "lineno")}
 
     def scope_of(self, node: ast.AST) -> FuncInfo | None:
         return self.scope.get(id(node))
@@ -625,8 +655,86 @@ class Module:
 
 # ---------------------------------------------------------------------- small AST helpers
 def _is_main_test(test: ast.AST) -> bool:
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+    return main_guard(test) == "body"
+
+
+#: module-level functions a deck's grader may call by name from the solution's module
+_GRADER_CALLED = frozenset({"get_inputs", "get_init_inputs", "make_inputs", "setup", "reference"})
+
+
+def main_guard(test: ast.AST) -> str | None:
+    """Which arm of a test on `__name__` import never takes: "body" for `__name__ == "__main__"` (also
+    written `"__main__" == __name__`, `__name__ in ("__main__",)`), "orelse" for `!=` / `not in`."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    a, b, op = test.left, test.comparators[0], test.ops[0]
+    if isinstance(b, ast.Name) and b.id == "__name__":
+        a, b = b, a
+    if not (isinstance(a, ast.Name) and a.id == "__name__"):
+        return None
+    if isinstance(op, (ast.Eq, ast.NotEq)):
+        if not (isinstance(b, ast.Constant) and b.value == "__main__"):
+            return None
+    elif isinstance(op, (ast.In, ast.NotIn)):
+        if not (isinstance(b, (ast.Tuple, ast.List, ast.Set)) and b.elts
+                and all(isinstance(e, ast.Constant) and e.value == "__main__" for e in b.elts)):
+            return None
+    else:
+        return None
+    return "body" if isinstance(op, (ast.Eq, ast.In)) else "orelse"
+
+
+def name_rebound(nodes) -> bool:
+    """The code may bind the module's `__name__` itself (an assignment, a parameter, `globals()[
+    '__name__'] = ...`, `.update(__name__=...)`, setattr or an attribute store on something that is not
+    one of its own functions or classes, whose `__name__` a decorator sets): a `__name__ == "__main__"`
+    test may then be taken on import."""
+    nodes = list(nodes)
+    own = {n.name for n in nodes if n.__class__ in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)}
+
+    def owned(e: ast.AST) -> bool:
+        return isinstance(e, ast.Name) and e.id in own
+
+    for n in nodes:
+        t = n.__class__
+        if t is ast.Name and n.id == "__name__" and not isinstance(n.ctx, ast.Load):
+            return True
+        if t is ast.arg and n.arg == "__name__":
+            return True
+        if t is ast.Attribute and n.attr == "__name__" and not isinstance(n.ctx, ast.Load) and not owned(n.value):
+            return True
+        if t is ast.Subscript and not isinstance(n.ctx, ast.Load) and isinstance(n.slice, ast.Constant) \
+                and n.slice.value == "__name__":
+            return True
+        if t is ast.Call:
+            f = n.func
+            fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            consts = [a for a in n.args if isinstance(a, ast.Constant) and a.value == "__name__"]
+            if fname in ("setattr", "__setattr__") and consts and not (n.args and owned(n.args[0])):
+                return True
+            if fname in ("update", "__setitem__", "setdefault") and (
+                    consts or any(kw.arg == "__name__" for kw in n.keywords)
+                    or any(isinstance(a, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "__name__"
+                                                           for k in a.keys) for a in n.args)):
+                return True
+    return False
+
+
+def import_dead(tree: ast.AST, rebound: bool = False) -> set[int]:
+    """The ids of the nodes of `tree` in an arm of a `__name__` test that import does not take (see
+    `main_guard`), wherever the test is: module level, a function, a method, a nested def."""
+    dead: set[int] = set()
+    if rebound:
+        return dead
+    for n in ast.walk(tree):
+        if n.__class__ in (ast.If, ast.IfExp) and id(n) not in dead:
+            arm = main_guard(n.test)
+            if arm is None:
+                continue
+            part = getattr(n, arm)
+            for st in (part if isinstance(part, list) else [part]):
+                dead.update(map(id, ast.walk(st)))
+    return dead
 
 
 def _getattr_call(n: ast.Call) -> bool:
