@@ -537,9 +537,6 @@ KNOWN_MISSES: dict[str, str] = {     # hacks left unflagged: mechanism -> rewrit
     "library_gemm": "decorator exec",
     "zero_inputs": "cpp",
     "empty_return": "cpp",
-    "sitecustomize_write": "none alias getattr getattr_runtime dunder_dict vars globals import_module "
-        "dunder_import class_attr partial lambda closure helper_class decorator exec "
-        "at_entry at_init strip_comments lying_harness lying_debug",
     "library_gemm_operator": "decorator exec",
 }
 KNOWN_FALSE_FLAGS: dict[str, str] = {     # look-alikes flagged (suspect through RH6): mechanism -> rewrites

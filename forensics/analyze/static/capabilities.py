@@ -298,13 +298,37 @@ STATE_PARAMS: dict[str, frozenset[str]] = {p.id: frozenset(p.state_names) for p 
 #   ("class", name) / ("self", name) a class of the solution / an instance of it
 #   ("method", owner-key, name)     a bound method of a dict namespace (update, __setitem__, get ...)
 #   ("property", getters)           property(f) held as a class attribute: reading it on an instance is f()
+#   ("path", "./sitecustomize.py")  a file path the code builds (os.path.join, pathlib `/`, f-strings, `+`,
+#                                   os.getcwd(), __file__, sys.path[0] ...): "." is the working directory or
+#                                   the solution's own folder (the grader's, when it imports the solution),
+#                                   "\x00" a part the reading does not know (a parameter, sys.path[i])
 Val = tuple
 _BUILTINS = frozenset({"setattr", "getattr", "delattr", "hasattr", "vars", "globals", "locals", "exec", "eval", "compile",
                        "__import__", "open", "id", "type", "object", "print", "super", "isinstance", "callable",
-                       "staticmethod", "classmethod", "property"})
+                       "staticmethod", "classmethod", "property", "str"})
 #: wrappers a class attribute is read through: `staticmethod(f)` and `classmethod(f)` are f when called
 _DESCRIPTOR_WRAPPERS = frozenset({"staticmethod", "classmethod", "builtins.staticmethod", "builtins.classmethod"})
 _MAX_VALS = 24
+#: a part of a built path the reading does not know (a parameter, sys.path[i]): cuda's reading of C++ strings
+#: uses the same mark, and `_path_strings` drops it with the separator after it
+_UNKNOWN_PART = "\x00"
+_CWD_CALLS = frozenset({"os.getcwd", "os.getcwdb", "pathlib.Path.cwd"})
+_IMPORT_DIR_CALLS = frozenset({"site.getsitepackages", "site.getusersitepackages", "sysconfig.get_path",
+                               "site.getuserbase"})
+_TEMP_DIR_CALLS = frozenset({"tempfile.gettempdir", "tempfile.mkdtemp"})
+_SAME_PATH_CALLS = frozenset({"os.path.abspath", "os.path.realpath", "os.path.normpath", "os.path.expanduser",
+                              "os.path.expandvars", "os.fspath", "builtins.str", "os.fsdecode", "os.fsencode"})
+#: pathlib.Path methods that give another path, and those that read or write the file it names
+_PATH_METHODS = frozenset({"joinpath", "with_name", "with_suffix", "resolve", "absolute", "expanduser"})
+_WRITE_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND"})
+_PATH_FILE_METHODS = frozenset({"write_text", "write_bytes", "open", "read_text", "read_bytes", "touch", "unlink",
+                                "mkdir", "rename", "replace", "symlink_to"})
+
+
+def _dirname(p: str) -> str:
+    """The folder of a path the code built ("." for a bare name, which is relative to the working folder)."""
+    p = p.rstrip("/") or p
+    return p.rsplit("/", 1)[0] or "/" if "/" in p else "."
 
 
 @dataclass
@@ -499,10 +523,38 @@ class Evaluator:
             return {("builtin", name)}
         if name in ("self", "cls") and fi is not None and fi.cls is not None:
             return {("self", fi.cls)}
+        if name == "__file__":          # the solution's own file, in the folder the grader imports it from
+            return {("path", "./" + Path(self.mod.filename or "solution.py").name)}
         return set()
 
     def strs(self, vals: set) -> set[str]:
         return {v[1] for v in vals if v[0] == "str"}
+
+    @staticmethod
+    def path_texts(vals: set) -> set[str]:
+        """The paths a value may name: constant strings and the paths the code builds (see ("path", ...))."""
+        return {v[1] for v in vals if v[0] in ("str", "path") and isinstance(v[1], str)}
+
+    def _path_value(self, parts: list[set], join: str = "/", kind: str | None = None) -> set:
+        """The path `parts` joined make (os.path.join, `/`, `+`, an f-string): ("str", s) where every part is
+        a constant string, else ("path", s) with each unknown part "\x00"; nothing when no part is known."""
+        texts = [self.path_texts(p) or {_UNKNOWN_PART} for p in parts]
+        if all(t == {_UNKNOWN_PART} for t in texts):
+            return set()
+        out = {""}
+        for i, t in enumerate(texts):
+            nxt = set()
+            for a in out:
+                for b in t:
+                    if join == "/" and i:
+                        nxt.add(b if b.startswith("/") else (a.rstrip("/") + "/" + b if a else b))
+                    else:
+                        nxt.add(a + b)
+            out = nxt
+            if len(out) > 16:
+                return set()
+        exact = all(any(v[0] == "str" for v in p) and not any(v[0] == "path" for v in p) for p in parts)
+        return {(kind or ("str" if exact else "path"), x) for x in out}
 
     def ctx(self, fi: Any) -> "Ctx":
         """A fresh evaluation context in `fi` (None: module level), for readers built on this evaluation."""
@@ -537,18 +589,44 @@ class Evaluator:
             if s is not None:
                 return {("str", s)}
             parts: list[set[str]] = []
+            vparts: list[set] = []
+            known = True
             for v in e.values:
                 if isinstance(v, ast.Constant):
                     parts.append({str(v.value)})
+                    vparts.append({("str", str(v.value))})
                 elif isinstance(v, ast.FormattedValue):
-                    ss = self.strs(self.eval(v.value, ctx))
-                    if not ss:
-                        return set()
+                    vals = self.eval(v.value, ctx)
+                    ss = self.strs(vals)
+                    known = known and bool(ss) and not any(x[0] == "path" for x in vals)
                     parts.append(ss)
-            return {("str", s) for s in _product(parts)}
+                    vparts.append(vals)
+            if known:
+                return {("str", s) for s in _product(parts)}
+            return {v for v in self._path_value(vparts, "") if v[0] == "path"}     # f"{os.getcwd()}/torch.py"
         if t is ast.BinOp and isinstance(e.op, ast.Add):
-            a, b = self.strs(self.eval(e.left, ctx)), self.strs(self.eval(e.right, ctx))
-            return {("str", x + y) for x in a for y in b} if a and b and len(a) * len(b) <= 16 else set()
+            la, ra = self.eval(e.left, ctx), self.eval(e.right, ctx)
+            a, b = self.strs(la), self.strs(ra)
+            if a and b and not any(v[0] == "path" for v in la | ra):
+                return {("str", x + y) for x in a for y in b} if len(a) * len(b) <= 16 else set()
+            if any(v[0] == "path" for v in la | ra) or (a or b):
+                return {v for v in self._path_value([la, ra], "") if v[0] == "path"}   # dir + "/sitecustomize.py"
+            return set()
+        if t is ast.BinOp and isinstance(e.op, ast.Div):           # pathlib: Path.cwd() / "torch.py"
+            la = self.eval(e.left, ctx)
+            if any(v[0] == "path" or v == ("ref", "pathlib.Path") for v in la):
+                return {("ref", "pathlib.Path")} | self._path_value([la, self.eval(e.right, ctx)], kind="path")
+            return set()
+        if t is ast.BinOp and isinstance(e.op, ast.Mod) and isinstance(e.left, ast.Constant) \
+                and isinstance(e.left.value, str) and "%s" in e.left.value:     # "%s/usercustomize.py" % d
+            fill = e.right.elts if isinstance(e.right, ast.Tuple) else [e.right]
+            chunks = e.left.value.split("%s")
+            if len(chunks) != len(fill) + 1:
+                return set()
+            vparts = [{("str", chunks[0])}]
+            for f, c in zip(fill, chunks[1:]):
+                vparts += [self.eval(f, ctx), {("str", c)}]
+            return self._path_value(vparts, "")
         if t is ast.Lambda:
             self.lambdas[id(e)] = e
             if ctx.binding or ctx.outer:
@@ -581,6 +659,15 @@ class Evaluator:
             return {("builtin", {"__setattr__": "setattr", "__delattr__": "delattr"}.get(name, "getattr"))}
         if k == "str" and name in ("join", "format"):
             return {("strmethod", v[1], name)}
+        if k == "path":
+            if name in ("parent",):
+                return {("path", _dirname(v[1]))}
+            if name in ("name",):
+                return {("str", v[1].rstrip("/").rsplit("/", 1)[-1])}
+            if name in _PATH_METHODS:
+                return {("pathmethod", v[1], name)}
+            if name in _PATH_FILE_METHODS:
+                return {("pathbound", v[1], name)}
         return set()
 
     def _member(self, cls: str, name: str, instance: bool, ctx: "Ctx", seen: set[str]) -> set:
@@ -619,6 +706,8 @@ class Evaluator:
     def item(self, v: Val, key: str) -> set:
         if v[0] == "ref" and v[1] == "sys.modules":
             return {("ref", key)}
+        if v[0] == "ref" and v[1] in ("sys.path", "site.getsitepackages"):
+            return {("path", _UNKNOWN_PART)}
         if v[0] == "dict":
             if v[1] == "<module>":
                 return set(self.module_env.get(key, set())) or {("ref", f"<module>.{key}")}
@@ -657,6 +746,8 @@ class Evaluator:
                 return set(args[0])
             if name == "property" and args and args[0]:
                 return {("property", frozenset(args[0]))}
+            if name == "str" and args:            # str(Path.cwd() / "torch.py"): the path it names
+                return {v for v in args[0] if v[0] in ("str", "path")}
             return set()
         if k == "ref":
             q = fv[1]
@@ -667,7 +758,10 @@ class Evaluator:
             if q in STREAM_CTORS and call is not None:
                 return {("stream", id(call))}      # this stream, from its constructor (matched by _side_streams)
             if q in ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath"):
-                return {("ref", "pathlib.Path")}
+                return {("ref", "pathlib.Path")} | (self._path_value(args, kind="path") if args else set())
+            got = self._path_call(q, args)
+            if got is not None:
+                return got
             if q == "functools.partial" and args and call is not None:
                 key = id(call)
                 kws = {kw.arg: self.eval(kw.value, ctx) for kw in call.keywords if kw.arg}
@@ -690,12 +784,49 @@ class Evaluator:
                 return out
             return set()
         if k == "strmethod" and fv[2] == "join" and args:
-            return set()
+            elts = call.args[0].elts if call is not None and call.args and isinstance(call.args[0], (ast.List, ast.Tuple)) \
+                else None
+            if elts is None or not fv[1] or len(elts) > 8:
+                return set()
+            parts: list[set] = []
+            for i, el in enumerate(elts):      # "/".join([d, "sitecustomize.py"])
+                if i:
+                    parts.append({("str", fv[1])})
+                parts.append(self.eval(el, ctx))
+            return self._path_value(parts, "") if fv[1] in ("/", "\\") else set()
+        if k == "pathmethod":
+            base, m = fv[1], fv[2]
+            if m in ("joinpath",):
+                return {("ref", "pathlib.Path")} | self._path_value([{("path", base)}, *args], kind="path")
+            if m in ("with_name",) and args:
+                return self._path_value([{("path", _dirname(base))}, args[0]])
+            if m in ("with_suffix",) and args:
+                stem = base.rsplit(".", 1)[0] if "." in base.rsplit("/", 1)[-1] else base
+                return {("path", stem + x) for x in self.path_texts(args[0])}
+            return {("ref", "pathlib.Path"), ("path", base)}      # resolve(), absolute(), expanduser()
         if k in ("func", "closure", "lambda", "partial"):
             return self._returns(fv, args, ctx)
         if k == "class":
             return {("self", fv[1])}
         return set()
+
+    def _path_call(self, q: str, args: list[set]) -> set | None:
+        """What a call that builds or names a path returns (None: not such a call)."""
+        if q in _CWD_CALLS:
+            return {("ref", "pathlib.Path"), ("path", ".")} if q.startswith("pathlib") else {("path", ".")}
+        if q in _IMPORT_DIR_CALLS:
+            return {("path", _UNKNOWN_PART)}     # a folder on the import path, where the reading cannot say
+        if q in _TEMP_DIR_CALLS:
+            return {("path", "/tmp" if q == "tempfile.gettempdir" else "/tmp/" + _UNKNOWN_PART)}
+        if q == "pathlib.Path.home":
+            return {("ref", "pathlib.Path"), ("path", "~")}
+        if q == "os.path.join" and args:
+            return self._path_value(args)
+        if q == "os.path.dirname" and args:
+            return {("path", _dirname(p)) for p in self.path_texts(args[0])}
+        if q in _SAME_PATH_CALLS and args:
+            return {v for v in args[0] if v[0] in ("str", "path")}
+        return None
 
     def _returns(self, fv: Val, args: list[set], ctx: "Ctx") -> set:
         """What a call of the solution's own callable returns, its parameters bound to `args`."""
@@ -1116,6 +1247,9 @@ class Auditor(Evaluator):
         if k == "ref":
             self._ref_call(fv[1], args, kws, node, at, ctx)
             return
+        if k == "pathbound":       # Path(...).write_text(...), however the method was reached
+            self._file((f"pathlib.Path.{fv[2]}", args, kws, node), at, ctx, bound={fv[1]})
+            return
         if k in ("func", "closure", "lambda", "partial") and ctx.depth < 3:
             self._call_into(fv, args, kws, node, at, ctx)
 
@@ -1438,53 +1572,76 @@ class Auditor(Evaluator):
         self.__dict__["_live"] = r
         return r
 
-    def _file(self, spec: tuple, at: ast.AST, ctx: Ctx) -> None:
+    def _file(self, spec: tuple, at: ast.AST, ctx: Ctx, bound: set[str] | None = None) -> None:
+        """A file opened, written, moved or removed: each path it may name, however the code built it
+        (`bound`: the path a pathlib method is called on)."""
         q, args, kws, node = spec
-        paths: set[str] = set()
-        if q.startswith("pathlib.Path.") and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            paths |= self._path_of(node.func.value, ctx)          # Path("check.py").write_text(text)
+        paths: set[str] = set(bound or ())
+        dest: set[str] = set()
+        mode_at = 1
+        if q.startswith("pathlib.Path."):
+            if bound is None and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                paths |= self._path_of(node.func.value, ctx)          # Path("check.py").write_text(text)
+            if q in ("pathlib.Path.rename", "pathlib.Path.replace") and args:
+                dest = self.path_texts(args[0])      # (symlink_to: the link, the path itself, is what is written)
+            mode_at = 0
             args = []
         if args:
-            paths |= self.strs(args[0])
+            paths |= self.path_texts(args[0])
         if q in _DEST_ARG and len(args) > 1:
-            dest = self.strs(args[1])
-        else:
-            dest = set()
+            dest = self.path_texts(args[1])
         for kw in ("file", "path", "name", "dst"):
-            paths |= self.strs(kws.get(kw, set()))
+            paths |= self.path_texts(kws.get(kw, set()))
         write = q in _WRITE_FILE_CALLS
         if q in ("builtins.open", "io.open", "os.open", "codecs.open", "pathlib.Path.open") and isinstance(node, ast.Call):
+            sctx = Ctx(self._scope(node), None, 0)
             modes = set()
-            if len(node.args) > 1:
-                modes |= self.strs(self.eval(node.args[1], Ctx(self._scope(node), None, 0)))
+            if len(node.args) > mode_at:
+                modes |= self.strs(self.eval(node.args[mode_at], sctx))
             for kw in node.keywords:
                 if kw.arg in ("mode", "flags"):
-                    modes |= self.strs(self.eval(kw.value, Ctx(self._scope(node), None, 0)))
+                    modes |= self.strs(self.eval(kw.value, sctx))
             write = any(c in m for m in modes for c in "wax+")
+            if q == "os.open" and len(node.args) > 1:       # os.open(p, os.O_WRONLY | os.O_CREAT)
+                write = write or any(isinstance(n, (ast.Attribute, ast.Name)) and getattr(n, "attr", getattr(n, "id", ""))
+                                     in _WRITE_FLAGS for n in walk_expr(node.args[1]))
         if not paths and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             paths |= self._path_of(node.func.value, ctx)      # Path("x").write_text(...)
         for p in sorted(paths | dest)[:6]:
             self._classify_path(p, write or p in dest, q, at)
 
     def _path_of(self, e: ast.AST, ctx: Ctx) -> set[str]:
+        got = {v[1] for v in self.eval(e, ctx) if v[0] == "path"}
+        if got:
+            return got
         if isinstance(e, ast.Call) and (self.mod.qn(e.func) or "").endswith("Path") and e.args:
-            return self.strs(self.eval(e.args[-1], ctx))
+            return self.path_texts(self.eval(e.args[-1], ctx))
         if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div):
-            return self.strs(self.eval(e.right, ctx))
+            return self.path_texts(self.eval(e.right, ctx))
         return set()
 
     def _classify_path(self, p: str, write: bool, q: str, at: ast.AST) -> None:
+        unknown = _UNKNOWN_PART in p
+        if unknown:        # a folder the reading does not know: only the file it names says something
+            p = re.sub(_UNKNOWN_PART + r"+/*", "", p)
+            if not p.strip("/."):
+                return
+        if p.startswith("./"):      # the working folder (os.getcwd(), the solution's own): as a relative path
+            p = p[2:]
         name = p.rstrip("/").rsplit("/", 1)[-1]
         verb = "writes" if write else "reads"
         if name in _GRADER_FILES or "/src/eval/" in p or p.startswith(("src/eval", "src/harness")):
             if write:
                 self._cap("CAP-FILES", at, "files", p, f"{q}: writes the grader file {p!r}", "critical")
             return       # reads of grader files: GRADER-READ says them
-        stem, _, ext = name.rpartition(".")
-        if write and (ext == "pth" or (ext == "py" and stem in _SHADOW_MODULES)):
-            self._cap("CAP-FILES", at, "files", p, f"{q}: writes {p!r}, a module file the grader's imports would load "
-                      "instead of the real one", "critical")
-            return
+        if write:
+            shadow = _shadowed(p, q)
+            if shadow:
+                self._cap("CAP-FILES", at, "files", p, f"{q}: writes {p!r}: {shadow}", "critical",
+                          data={"executes": True})
+                return
+        if unknown:
+            return       # where it is, the reading does not know
         if p.startswith("/proc/") and not write and not _PROC_PROCESS.match(p):
             return       # the machine's own description (/proc/meminfo, /proc/cpuinfo): no process's state
         if p.startswith(("/proc/", "/dev/mem", "/dev/kmem")) or "/proc/self" in p:
@@ -1840,6 +1997,28 @@ def _cpp_site(blob: Any, op: Any, calls: list, at_load: bool) -> CppSite:
     f2, ln2 = blob.where(max(op.offset, op.end - 1))
     quote = blob.text[op.offset:op.end].strip().replace("\n", " ")[:160]
     return CppSite(f, ln, ln2 if f2 == f else ln, quote, blob.origin, tuple(calls), at_load)
+
+
+def _shadowed(p: str, how: str) -> str:
+    """What the interpreter or an import would execute of a file written at `p` (empty: nothing): a `.pth`
+    (its import lines run at every interpreter start), `sitecustomize`/`usercustomize` (imported at start),
+    a module or package named like one the grader imports (torch.py, reference.py, torch/__init__.py), put
+    where the grader's next import finds it.  Decided by the file's name, whatever built its folder; a
+    checkpoint that torch.save or numpy.save names `.pth` is data, not a path file."""
+    parts = [x for x in p.rstrip("/").split("/") if x not in ("", ".")]
+    if not parts:
+        return ""
+    name = parts[-1]
+    stem, _, ext = name.rpartition(".")
+    if ext == "pth" and not how.endswith(("torch.save", "numpy.save")):
+        return "a path configuration file, whose import lines every interpreter start runs"
+    if ext == "py" and stem in ("sitecustomize", "usercustomize"):
+        return f"the `{stem}` module, which every interpreter start imports"
+    if ext == "py" and stem in _SHADOW_MODULES:
+        return f"a module file the grader's `import {stem}` would load instead of the real one"
+    if name == "__init__.py" and len(parts) > 1 and parts[-2] in _SHADOW_MODULES:
+        return f"a package the grader's `import {parts[-2]}` would load instead of the real one"
+    return ""
 
 
 def _cpp_paths(vals: set) -> set[str]:
