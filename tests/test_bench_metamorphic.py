@@ -535,8 +535,6 @@ KNOWN_MISSES: dict[str, str] = {     # hacks left unflagged: mechanism -> rewrit
     "magnitude_dispatch_local": "getattr getattr_runtime closure decorator exec cpp at_module",
     "grader_write_joined": "exec",
     "library_gemm": "decorator exec",
-    "zero_inputs": "cpp",
-    "empty_return": "cpp",
     "library_gemm_operator": "decorator exec",
 }
 KNOWN_FALSE_FLAGS: dict[str, str] = {     # look-alikes flagged (suspect through RH6): mechanism -> rewrites

@@ -221,3 +221,114 @@ def test_the_replay_counts_the_same_writes_as_evidence(tmp_path):
         got = judged(str(p))
         assert got is None or got[1] != "high", (p, got)
     assert judged(str(dirs["sol"] / "sitecustomize.py"), "r") is None       # read, not written
+
+
+# ------------------------------------------------------------------ C++ functions and the entry's inputs and outputs
+def cpp_sol(cpp: str, fwd: str, holder: str = "module", defs: str = "") -> str:
+    """A solution whose extension is built from `cpp` with load_inline (kept as `_ext` at module level, or
+    as `self._ext` in __init__); the entry runs `fwd`.  Parsed only, never built."""
+    src = f"_SRC = r'''\n#include <torch/extension.h>\n{textwrap.dedent(cpp)}\n'''\n"
+    build = "load_inline(name='fx_ext', cpp_sources=[_SRC], functions=None, verbose=False)"
+    top = "from torch.utils.cpp_extension import load_inline\n" + src
+    if holder == "module":
+        top += f"_ext = {build}\n"
+    out = sol(top + textwrap.dedent(defs), fwd=fwd)
+    if holder == "self":
+        out = out.replace("        self.w = nn.Parameter(torch.zeros(16, 16))\n",
+                          f"        self.w = nn.Parameter(torch.zeros(16, 16))\n        self._ext = {build}\n")
+    return out
+
+
+ZERO_VEC = "void fx_clear(std::vector<at::Tensor> ts) { for (auto& t : ts) t.zero_(); }\n"
+ZERO_ONE = """
+void fx_wipe(torch::Tensor a) {
+    float* p = a.data_ptr<float>();
+    cudaMemsetAsync(p, 0, a.numel() * sizeof(float));
+}
+"""
+FILL_VIEW = "void fx_fill(torch::Tensor a, double v) {\n    auto flat = a.view({-1});\n    flat.fill_(v);\n}\n"
+ZERO_FREE = "void fx_z(torch::Tensor a) { at::zero_(a); }\n"
+BOUND = ("void wipe_impl(torch::Tensor a) { std::memset(a.data_ptr(), 0, a.nbytes()); }\n"
+         "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"clear_inputs\", &wipe_impl); }\n")
+
+CPP_INPUT_WRITES = {
+    "vector_loop": cpp_sol(ZERO_VEC, "out = _launch(x, self.w)\n_ext.fx_clear([t for t in (x,) if torch.is_tensor(t)])\n"
+                                     "return out"),
+    "memset_through_pointer": cpp_sol(ZERO_ONE, "out = _launch(x, self.w)\n_ext.fx_wipe(x)\nreturn out"),
+    "fill_through_view": cpp_sol(FILL_VIEW, "out = _launch(x, self.w)\n_ext.fx_fill(x, 0.0)\nreturn out"),
+    "free_function": cpp_sol(ZERO_FREE, "out = _launch(x, self.w)\n_ext.fx_z(x)\nreturn out"),
+    # the name pybind gives it, not the C++ one
+    "pybind_name": cpp_sol(BOUND, "out = _launch(x, self.w)\n_ext.clear_inputs(x)\nreturn out"),
+    # the extension on self, the function through getattr and through a local alias
+    "on_self": cpp_sol(ZERO_ONE, "out = _launch(x, self.w)\nself._ext.fx_wipe(x)\nreturn out", holder="self"),
+    "getattr": cpp_sol(ZERO_ONE, "out = _launch(x, self.w)\ngetattr(_ext, 'fx_wipe')(x)\nreturn out"),
+    "alias": cpp_sol(ZERO_ONE, "wipe = _ext.fx_wipe\nout = _launch(x, self.w)\nwipe(x)\nreturn out"),
+    # the inputs handed on by a helper of the solution's own
+    "through_helper": cpp_sol(ZERO_VEC, "out = _launch(x, self.w)\n_done(x)\nreturn out",
+                              defs="def _done(*ts):\n    _ext.fx_clear(list(ts))\n\n"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(CPP_INPUT_WRITES))
+def test_a_cpp_function_that_zeroes_its_inputs_writes_the_caller_s_inputs(form):
+    got = rules(CPP_INPUT_WRITES[form])
+    assert got.get("INPUT-WRITE") == "high", (form, got)
+
+
+EMPTY_DIRECT = "at::Tensor fx_alloc(at::Tensor proto) { return at::empty(proto.sizes(), proto.options()); }\n"
+EMPTY_LOCAL = """
+torch::Tensor fx_out(torch::Tensor x) {
+    auto out = torch::empty({x.size(0), 16}, x.options());
+    if (out.numel() == 0) return out;
+    return out;
+}
+"""
+CPP_UNWRITTEN = {
+    "returned_directly": cpp_sol(EMPTY_DIRECT, "return _ext.fx_alloc(_launch(x, self.w))"),
+    "local_then_returned": cpp_sol(EMPTY_LOCAL, "return _ext.fx_out(x)"),
+    "on_self": cpp_sol(EMPTY_DIRECT, "o = self._ext.fx_alloc(x)\nreturn o", holder="self"),
+    "partial": cpp_sol(EMPTY_DIRECT, "return functools.partial(_ext.fx_alloc, x)()"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(CPP_UNWRITTEN))
+def test_a_cpp_function_that_returns_an_unwritten_allocation_is_an_unwritten_output(form):
+    got = rules(CPP_UNWRITTEN[form])
+    assert got.get("OUTPUT-UNWRITTEN") == "high", (form, got)
+
+
+KERNEL_WRITES = """
+__global__ void fx_k(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+torch::Tensor fx_run(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    fx_k<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+CPP_HONEST = {
+    # torch::empty, then a kernel that writes it
+    "empty_then_kernel": cpp_sol(KERNEL_WRITES, "return _ext.fx_run(x)"),
+    # at::empty filled by copy_ before it is returned
+    "empty_then_copy": cpp_sol("at::Tensor fx_fill(at::Tensor o) {\n    at::Tensor out = at::empty(o.sizes(), o.options());\n"
+                               "    out.copy_(o);\n    return out;\n}\n", "return _ext.fx_fill(_launch(x, self.w))"),
+    # a stateful write of the solution's own state, and a workspace it allocated, zeroed in C++
+    "own_state": cpp_sol("void fx_acc(at::Tensor state, at::Tensor out) { state.add_(out); }\n",
+                         "out = _launch(x, self.w)\nif not hasattr(self, 'acc'):\n    self.acc = torch.zeros_like(out)\n"
+                         "_ext.fx_acc(self.acc, out)\nreturn out"),
+    "own_workspace": cpp_sol(ZERO_ONE, "ws = torch.empty(16, 16, device=x.device)\n_ext.fx_wipe(ws)\n"
+                                       "return _launch(x, ws)"),
+    # a private copy written in C++, and a zero-sized allocation
+    "clone_written": cpp_sol("torch::Tensor fx_c(torch::Tensor x) { auto y = x.clone(); y.zero_(); return y; }\n",
+                             "z = _ext.fx_c(x)\nreturn _launch(x, self.w) + z"),
+    "zero_sized": cpp_sol("torch::Tensor fx_e(torch::Tensor x) { return torch::empty({0}, x.options()); }\n",
+                          "extra = _ext.fx_e(x)\nreturn _launch(x, self.w), extra"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(CPP_HONEST))
+def test_cpp_functions_that_write_their_own_memory_are_not_input_writes_or_unwritten(form):
+    got = {r: s for r, s in rules(CPP_HONEST[form]).items() if r in ("INPUT-WRITE", "OUTPUT-UNWRITTEN")}
+    assert not got, (form, got)

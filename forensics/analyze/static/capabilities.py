@@ -1701,6 +1701,22 @@ class Auditor(Evaluator):
                 py = sites.get(op.func, []) if op.func else loads
                 self._cpp_op(b, r, op, _cpp_site(b, op, py, op.func is None or op.func in r.at_load))
 
+    def cpp_tensor_flow(self) -> dict[str, tuple[str, Any]]:
+        """Python name -> (C++ function, cuda.TensorFlow) for the functions of the solution's C++ sources that
+        write a tensor they are handed or return one nothing wrote (what the entry's data flow applies)."""
+        from .cuda import read_cpp
+        out: dict[str, tuple[str, Any]] = {}
+        for b in self.blobs:
+            text = getattr(b, "text", "") or ""
+            if not text.strip():
+                continue
+            r = read_cpp(text)
+            for py, cfn in r.bound.items():
+                tf = r.tensors.get(cfn)
+                if tf is not None:
+                    out.setdefault(py, (cfn, tf))
+        return out
+
     def _cpp_values(self, vals: frozenset, site: "CppSite") -> set:
         """A C++ argument's values, a parameter bound to what each Python call passes in its place."""
         out = set()
@@ -1884,9 +1900,10 @@ class Auditor(Evaluator):
                 node = flow.allocs.get(key)
                 at = self._in_module(node, fi)
                 shown = f"`{_src(node)[:60]}`" if node is not None else "an uninitialised allocation"
+                note = flow.alloc_notes.get(key)
                 self._cap("OUTPUT-UNWRITTEN", at, "output-unwritten", fi.qualname,
-                          f"{fi.qualname} returns {shown}: memory allocated uninitialised that no kernel, call or "
-                          "assignment received before it is returned", "high",
+                          f"{fi.qualname} returns {shown}" + (f" ({note})" if note else "") + ": memory allocated "
+                          "uninitialised that no kernel, call or assignment received before it is returned", "high",
                           data={"entry": fi.qualname, "alloc_line": getattr(at, "lineno", None)})
 
     def _in_module(self, node: ast.AST | None, fi: Any) -> ast.AST:

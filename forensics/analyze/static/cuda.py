@@ -817,6 +817,16 @@ class CppOp:
     data: tuple = ()
 
 
+@dataclass(frozen=True)
+class TensorFlow:
+    """What one C++ function does to the tensors Python hands it and to the tensor it returns, for the
+    entry's data flow (entry_flow): `writes` parameter index -> (how, sure: the parameter itself or a
+    view of it, not a value that is it only when no copy was needed, offset); `fresh` (how, offset) when
+    it returns memory it allocated uninitialised (at::empty ...) that nothing in it wrote."""
+    writes: tuple = ()
+    fresh: tuple | None = None
+
+
 @dataclass
 class CppReading:
     ops: list[CppOp]
@@ -825,6 +835,7 @@ class CppReading:
     bound: dict[str, str]            # Python name -> C++ function (PYBIND11_MODULE m.def; else every function by its name)
     at_load: set[str]                # functions that run when the extension loads (PYBIND11_MODULE, TORCH_LIBRARY)
     joins: bool                      # the source waits for a stream or the device somewhere
+    tensors: dict[str, TensorFlow] = field(default_factory=dict)   # C++ function -> what it does to tensors
 
 
 _CSTR = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
@@ -1279,7 +1290,121 @@ def read_cpp(text_raw: str) -> CppReading:
     # caches of results in static storage
     ops.extend(_memo_returns(text, ev, fn_at))
     ops.sort(key=lambda o: o.offset)
-    return CppReading(ops, params, calls, bound, at_load, bool(STREAM_JOIN.search(text)))
+    tensors = {}
+    for f in funcs:
+        tf = tensor_flow(text, f, params.get(f.name, []))
+        if tf.writes or tf.fresh:
+            tensors[f.name] = tf
+    return CppReading(ops, params, calls, bound, at_load, bool(STREAM_JOIN.search(text)), tensors)
+
+
+# ---- what a C++ function does to the tensors it is handed and to the tensor it returns
+#: view methods: the result is the same memory
+_CPP_VIEWS = r"view|reshape|flatten|select|narrow|slice|t|transpose|permute|squeeze|unsqueeze|expand|as_strided|" \
+             r"unflatten|diagonal|view_as|expand_as|index|detach|alias|chunk|split|unbind|movedim|real|imag|" \
+             r"contiguous|to|type_as"
+_CPP_MAYBE = frozenset({"contiguous", "to", "type_as"})
+_CPP_NOT_INPLACE = frozenset({"record_stream_", "requires_grad_", "share_memory_", "retain_grad_", "set_requires_grad_"})
+_CPP_ALLOC = re.compile(r"(?:\b(?:at|torch)\s*::\s*)(empty|empty_like|empty_strided)\s*\(|\.\s*(new_empty|new_empty_strided)\s*\(")
+#: uses of a tensor that read its metadata only: neither a write nor a hand-off
+_CPP_META = re.compile(r"\s*(?:\.|->)\s*(?:size|sizes|numel|dim|stride|strides|options|dtype|scalar_type|device|"
+                       r"is_contiguous|is_cuda|element_size|nbytes|ndimension|get_device|layout|defined)\s*\(")
+_CPP_FILL = re.compile(r"\b(?:std::)?(memset|cudaMemset(?:Async)?|cudaMemset2D(?:Async)?|std::fill|std::fill_n|fill_n|"
+                       r"cuMemsetD8(?:Async)?|cuMemsetD32(?:Async)?)\s*\(")
+
+
+def tensor_flow(text: str, f: CFunc, params: list[str]) -> TensorFlow:
+    """The in-place writes of tensor parameters (t.zero_(), t.fill_(v), at::zero_(t), memset or
+    cudaMemset on t.data_ptr(), through views, loop variables over a vector of tensors and local
+    aliases) and the return of an allocation nothing wrote (`return at::empty(...)`, or a local
+    allocated so and returned with no kernel, call or method given it in between)."""
+    body = f.body(text)
+    base = f.open
+    # names that stand for a parameter: (param index, sure)
+    alias: dict[str, tuple[int, bool]] = {p: (i, True) for i, p in enumerate(params) if p}
+    ptr: dict[str, tuple[int, bool]] = {}
+    chain = rf"(?:\s*\[[^\]\[;]*\])?(?:\s*(?:\.|->)\s*(?:{_CPP_VIEWS})\s*\([^;]*?\))*"
+    for _ in range(3):                   # to a fixpoint, short: alias of an alias
+        n0 = len(alias) + len(ptr)
+        for m in re.finditer(r"\bfor\s*\(\s*[^;(){}]*?\b(\w+)\s*:\s*(\w+)\s*\)", body):
+            if m.group(2) in alias and m.group(1) not in alias:
+                alias[m.group(1)] = alias[m.group(2)]
+        for m in re.finditer(r"(?:\bauto|\b(?:at|torch)::Tensor|\bTensor)\s*&{0,2}\s*(\w+)\s*=\s*(\w+)(" + chain + r")\s*;", body):
+            src = alias.get(m.group(2))
+            if src is not None and m.group(1) not in alias:
+                maybe = any(re.search(rf"\.\s*{w}\s*\(", m.group(3)) for w in _CPP_MAYBE)
+                alias[m.group(1)] = (src[0], src[1] and not maybe)
+        for m in re.finditer(r"\b(\w+)\s*\*?\s*\*\s*(\w+)\s*=\s*(?:\([^()]*\)\s*|(?:static|reinterpret)_cast\s*<[^>]*>\s*\()?"
+                             r"\s*(\w+)\s*(?:\.|->)\s*(?:data_ptr|mutable_data_ptr|data)\s*(?:<[^>]*>)?\s*\(", body):
+            src = alias.get(m.group(3))
+            if src is not None:
+                ptr[m.group(2)] = src
+        if len(alias) + len(ptr) == n0:
+            break
+    writes: dict[int, tuple[str, bool, int]] = {}
+
+    def wrote(idx: tuple[int, bool], how: str, at: int) -> None:
+        i, sure = idx
+        if i not in writes or (sure and not writes[i][1]):
+            writes[i] = (how, sure, base + at)
+
+    for name, idx in alias.items():
+        e = re.escape(name)
+        for m in re.finditer(rf"(?<![\w.>]){e}{chain}\s*(?:\.|->)\s*(\w+_)\s*\(", body):
+            meth = m.group(1)
+            if meth not in _CPP_NOT_INPLACE and not meth.startswith("_"):
+                wrote(idx, f"`{name}.{meth}(...)` writes into it", m.start())
+        for m in re.finditer(rf"\b(?:at|torch)\s*::\s*(\w+_)\s*\(\s*{e}\b", body):
+            if m.group(1) not in _CPP_NOT_INPLACE:
+                wrote(idx, f"`{m.group(1)}({name}, ...)` writes into it", m.start())
+    for m in _CPP_FILL.finditer(body):
+        args, _ = _cargs(body, m.end())
+        if not args:
+            continue
+        a0 = args[0]
+        hit = re.match(r"\s*(?:\([^()]*\)\s*)?(?:(?:static|reinterpret)_cast\s*<[^>]*>\s*\(\s*)?(\w+)\s*(?:(?:\.|->)\s*"
+                       r"(?:data_ptr|mutable_data_ptr|data)\s*(?:<[^>]*>)?\s*\(\s*\))?", a0)
+        if hit and hit.group(1) in alias and re.search(r"data_ptr|\bdata\s*\(", a0):
+            wrote(alias[hit.group(1)], f"`{m.group(1)}({hit.group(1)}.data_ptr(), ...)` overwrites its memory", m.start())
+        elif hit and hit.group(1) in ptr:
+            wrote(ptr[hit.group(1)], f"`{m.group(1)}({hit.group(1)}, ...)` overwrites the memory of the tensor it points into",
+                  m.start())
+    return TensorFlow(tuple(sorted(writes.items())), _fresh_return(body, base))
+
+
+def _zero_sized(args: list[str]) -> bool:
+    return bool(args) and bool(re.match(r"\s*\{\s*0\s*[,}]|\s*0\s*$", args[0]))
+
+
+def _fresh_return(body: str, base: int) -> tuple | None:
+    """(how, offset) when the function returns an allocation nothing wrote, else None."""
+    for r in _RETURN.finditer(body):
+        e = r.group(1).strip()
+        m = _CPP_ALLOC.match(e) if e else None
+        if m:
+            args, end = _cargs(e, m.end())
+            if end >= len(e) - 1 and not _zero_sized(args):
+                return (f"returns `{e[:60]}`, memory allocated uninitialised", base + r.start())
+            continue
+        if not re.fullmatch(r"\w+", e or "-"):
+            continue
+        name = e
+        decl = re.search(rf"(?:\bauto|\b(?:at|torch)::Tensor|\bTensor)\s+{re.escape(name)}\s*=\s*", body)
+        if decl is None:
+            continue
+        rhs = body[decl.end():body.find(";", decl.end())]
+        m = _CPP_ALLOC.search(rhs)
+        if m is None or m.start() > 40 or rhs[:m.start()].strip() not in ("", "torch::", "at::"):
+            continue
+        if _zero_sized(_cargs(rhs, m.end())[0]):
+            continue
+        at_decl = decl.start() + decl.group(0).index(name)
+        uses = [u for u in re.finditer(rf"(?<![\w.>]){re.escape(name)}\b", body)
+                if u.start() != at_decl and not re.search(r"\breturn\s*$", body[max(0, u.start() - 12):u.start()])]
+        if all(_CPP_META.match(body, u.end()) for u in uses):
+            return (f"returns `{name}`, allocated uninitialised (`{rhs.strip()[:50]}`) and given to nothing before",
+                    base + r.start())
+    return None
 
 
 def _with_params(ev: _CppEval, expr: str, params: list[str]) -> set:

@@ -82,6 +82,10 @@ class EntryFlow:
         self._memo: dict[tuple, set] = {}
         self._active: set[int] = set()
         self._exec_defs = self._exec_functions()
+        # the functions of the C++ sources the solution builds, by the name Python calls them (cuda.read_cpp):
+        # what each does to the tensors it is handed and to the one it returns
+        self.cpp: dict[str, Any] = ev.cpp_tensor_flow() if hasattr(ev, "cpp_tensor_flow") else {}
+        self.alloc_notes: dict[int, str] = {}
 
     # ------------------------------------------------------------------ entry points
     def run_entry(self, fi: Any, inputs: Iterable[str]) -> set:
@@ -310,7 +314,10 @@ class EntryFlow:
             return {("seq", frozenset(_cap(vals)))} if vals else set()
         if t is ast.Attribute:
             base = self._eval(e.value, env, fi, depth)
-            return self._attr(base, e.attr)
+            out = self._attr(base, e.attr)
+            if e.attr in self.cpp and (not base or _key(e.value) in self.mod.ext_names):
+                out = out | {("cpp", e.attr)}        # ext.fx(...): a function of a C++ source it built
+            return out
         if t is ast.Subscript:
             base = self._eval(e.value, env, fi, depth)
             self._eval(e.slice, env, fi, depth)
@@ -391,6 +398,8 @@ class EntryFlow:
 
     def _attr(self, base: set, name: str) -> set:
         out: set = set()
+        if not base and name in self.cpp:          # getattr(ext, "fx"): the extension is what the reading does not know
+            out.add(("cpp", name))
         mine = frozenset(v for v in base if v[0] in ("in", "alloc", "stream", "seq", "tup"))
         for v in base:
             k = v[0]
@@ -477,6 +486,8 @@ class EntryFlow:
             return set()
         if k in ("lam", "loc", "func", "closure", "lambda"):
             return self._invoke(fv, args, kws, call, fi, depth)
+        if k == "cpp":
+            return self._cpp_call(fv[1], args, kws, call, fi, depth)
         if k == "class":
             for a in args:
                 self._use(a)
@@ -497,6 +508,26 @@ class EntryFlow:
             self._use(a)
         for v in kws.values():
             self._use(v)
+        return set()
+
+    def _cpp_call(self, name: str, args: list[set], kws: dict[str, set], call: ast.Call | None, fi: Any,
+                  depth: int) -> set:
+        """A function of a C++ source the solution built, called from Python: the parameters it writes in
+        place are written (a vector parameter's elements too), what else it is handed may be written (a
+        kernel), and an allocation it returns that nothing in it wrote is unwritten memory."""
+        cfn, tf = self.cpp[name]
+        for i, (how, sure, _off) in tf.writes:
+            if i < len(args):
+                vals = set(args[i]) | self._elements(args[i], fi, depth)
+                self._write(vals, call, f"the C++ function {cfn} it calls: {how}", sure_ok=sure)
+        for a in args:
+            self._use(a)
+        for v in kws.values():
+            self._use(v)
+        if tf.fresh is not None and call is not None:
+            a = self._alloc(call)
+            self.alloc_notes[a[1]] = f"the C++ function {cfn} {tf.fresh[0]}"
+            return {a}
         return set()
 
     def _method(self, recv: set, name: str, args: list[set], kws: dict[str, set], call: ast.Call | None, fi: Any,
@@ -671,6 +702,15 @@ class _EnvRef:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _EnvRef) and other.env is self.env
+
+
+def _key(e: ast.AST) -> str:
+    """`ext` / `self.ext`: the name an extension handle is kept under (model.Module.ext_names)."""
+    if isinstance(e, ast.Name):
+        return e.id
+    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name):
+        return f"{e.value.id}.{e.attr}"
+    return ""
 
 
 def _zero_size(call: ast.Call) -> bool:
