@@ -332,3 +332,109 @@ CPP_HONEST = {
 def test_cpp_functions_that_write_their_own_memory_are_not_input_writes_or_unwritten(form):
     got = {r: s for r, s in rules(CPP_HONEST[form]).items() if r in ("INPUT-WRITE", "OUTPUT-UNWRITTEN")}
     assert not got, (form, got)
+
+
+# ------------------------------------------------------------------ work on a stream nothing joins: one join reading
+UNJOINED = {
+    # the stream made current by set_stream, not by a with block
+    "set_stream": sol(fwd="s = torch.cuda.Stream()\ntorch.cuda.set_stream(s)\nout = _launch(x, self.w)\n"
+                          "torch.cuda.set_stream(torch.cuda.default_stream())\nreturn out"),
+    # a StreamContext kept in a local and entered later
+    "stream_context_local": sol(fwd="ctx = torch.cuda.StreamContext(torch.cuda.Stream())\nwith ctx:\n"
+                                    "    out = _launch(x, self.w)\nreturn out"),
+    # made in __init__, entered in a helper method the entry calls
+    "init_stream_helper": sol("class _Side:\n    def __init__(self):\n        self.s = torch.cuda.Stream()\n\n"
+                              "    def run(self, x, w):\n        with torch.cuda.stream(self.s):\n"
+                              "            return _launch(x, w)\n\n_SIDE = _Side()\n",
+                              fwd="return _SIDE.run(x, self.w)"),
+    # another stream is joined, not this one
+    "other_stream_joined": sol(fwd="a = torch.cuda.Stream()\nb = torch.cuda.Stream()\nwith torch.cuda.stream(a):\n"
+                                   "    warm = _launch(x, self.w)\ntorch.cuda.current_stream().wait_stream(a)\n"
+                                   "with torch.cuda.stream(b):\n    out = _launch(x, self.w)\nreturn out"),
+    # the wrong direction: the side stream waits for the caller's
+    "wrong_direction": sol(fwd="s = torch.cuda.Stream()\ns.wait_stream(torch.cuda.current_stream())\n"
+                               "with torch.cuda.stream(s):\n    out = _launch(x, self.w)\nreturn out"),
+    # the only join is in the module's own __main__ self-test, which import never runs
+    "join_only_in_main": sol(fwd="with torch.cuda.stream(self.side):\n    out = _launch(x, self.w)\nreturn out",
+                             tail="\nif __name__ == '__main__':\n    torch.cuda.synchronize()\n"
+                             ).replace("        self.w = nn.Parameter(torch.zeros(16, 16))\n",
+                                       "        self.w = nn.Parameter(torch.zeros(16, 16))\n        self.side = torch.cuda.Stream()\n"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(UNJOINED))
+def test_graded_work_on_a_stream_nothing_joins_is_decided(form):
+    got = rules(UNJOINED[form])
+    assert got.get("UNJOINED-STREAM") == "high", (form, got)
+
+
+CPP_SIDE = """
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+py::object fx_on_side(py::function impl) {
+    auto side = c10::cuda::getStreamFromPool(true);
+    c10::cuda::CUDAStreamGuard guard(side);
+    return impl();
+}
+"""
+CPP_LAUNCH_ON_SIDE = """
+#include <cuda_runtime.h>
+__global__ void fx_k(const float* x, float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = x[i]; }
+torch::Tensor fx_run(torch::Tensor x) {
+    static cudaStream_t side = nullptr;
+    if (!side) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+    auto y = torch::empty_like(x);
+    fx_k<<<1, 32, 0, side>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+
+
+@pytest.mark.parametrize("cpp,fwd", [
+    (CPP_SIDE, "return _ext.fx_on_side(lambda: _launch(x, self.w))"),
+    (CPP_LAUNCH_ON_SIDE, "return _ext.fx_run(x)"),
+], ids=["stream_guard", "launch_on_side"])
+def test_a_cpp_function_running_the_work_on_its_own_stream_is_decided(cpp, fwd):
+    got = rules(cpp_sol(cpp, fwd))
+    assert got.get("UNJOINED-STREAM") == "high", got
+
+
+JOINED = {
+    # joined by an event the side stream records and the caller's stream waits for
+    "event_wait": sol(fwd="s = torch.cuda.Stream()\nev = torch.cuda.Event()\nwith torch.cuda.stream(s):\n"
+                          "    out = _launch(x, self.w)\n    ev.record(s)\ntorch.cuda.current_stream().wait_event(ev)\n"
+                          "return out"),
+    "record_event_then_wait": sol(fwd="s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    out = _launch(x, self.w)\n"
+                                      "done = s.record_event()\ndone.wait()\nreturn out"),
+    # the join reached through getattr, an alias of current_stream, a partial, an alias of synchronize
+    "getattr_join": sol(fwd="s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    out = _launch(x, self.w)\n"
+                            "getattr(torch.cuda.current_stream(), 'wait_stream')(s)\nreturn out"),
+    "alias_current": sol("_cur = torch.cuda.current_stream\n", fwd="s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n"
+                         "    out = _launch(x, self.w)\n_cur().wait_stream(s)\nreturn out"),
+    "partial_join": sol(fwd="s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    out = _launch(x, self.w)\n"
+                            "functools.partial(torch.cuda.current_stream().wait_stream, s)()\nreturn out"),
+    "alias_sync": sol("_sync = torch.cuda.synchronize\n", fwd="s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n"
+                      "    out = _launch(x, self.w)\n_sync()\nreturn out"),
+    "stream_synchronized": sol(fwd="s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    out = _launch(x, self.w)\n"
+                                   "s.synchronize()\nreturn out"),
+    # the caller's own stream, entered explicitly; a side-stream block that queues nothing
+    "current_stream_block": sol(fwd="with torch.cuda.stream(torch.cuda.current_stream()):\n    out = _launch(x, self.w)\n"
+                                    "return out"),
+    # the graph-capture warm-up every real solution with a side stream does
+    "graph_warmup": sol(fwd="s = torch.cuda.Stream()\ns.wait_stream(torch.cuda.current_stream())\n"
+                            "with torch.cuda.stream(s):\n    for _ in range(3):\n        _launch(x, self.w)\n"
+                            "torch.cuda.current_stream().wait_stream(s)\nreturn _launch(x, self.w)"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(JOINED))
+def test_a_side_stream_joined_back_in_any_form_is_not_unjoined(form):
+    got = deciding(JOINED[form])
+    assert not got, (form, got)
+
+
+def test_a_cpp_side_stream_joined_by_an_event_is_not_unjoined():
+    cpp = CPP_SIDE.replace("    return impl();\n", "    py::object out = impl();\n    at::cuda::CUDAEvent done;\n"
+                           "    done.record(side);\n    done.block(c10::cuda::getCurrentCUDAStream());\n    return out;\n")
+    got = deciding(cpp_sol("#include <ATen/cuda/CUDAEvent.h>\n" + cpp, "return _ext.fx_on_side(lambda: _launch(x, self.w))"))
+    assert not got, got

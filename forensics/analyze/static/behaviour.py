@@ -8,7 +8,6 @@ import ast
 import re
 
 from .base import Hit
-from .capabilities import resolve_call
 from .caches import _refs_persistent
 from .model import (
     REDUCTIONS,
@@ -289,76 +288,4 @@ def check_input_dispatch(mod: Module) -> list[Hit]:
                                 severity="high" if differ and not sizing else "medium",
                                 data={"function": fi.qualname, "arms_differ": differ, "inputs": sorted(roots),
                                       "reductions": sorted(ops), "sizing": sizing}))
-    return hits
-
-
-# what waits for a side stream's work on the caller's stream (or on the host)
-JOIN_METHODS = {"wait_stream", "wait_event", "synchronize"}
-JOIN_CALLS = {"torch.cuda.synchronize", "torch.cuda.current_stream().wait_stream"}
-
-
-def _joins(mod: Module, fi: FuncInfo) -> bool:
-    """Does this function make the caller's stream (or the host) wait for other streams?"""
-    for n in fi.of(ast.Call):
-        if isinstance(n, ast.Call):
-            q = resolve_call(mod, n)[0]
-            if q in JOIN_CALLS or (isinstance(n.func, ast.Attribute) and n.func.attr in JOIN_METHODS) \
-                    or q.split(".")[-1] in JOIN_METHODS:
-                return True
-    return False
-
-
-def _stream_blocks(mod: Module, fi: FuncInfo) -> list[ast.With]:
-    """`with torch.cuda.stream(s):` blocks of a function that launch work on a stream other than the
-    current one."""
-    out = []
-    for n in fi.of(ast.With):
-        if not isinstance(n, ast.With):
-            continue
-        for item in n.items:
-            e = item.context_expr
-            if not isinstance(e, ast.Call):
-                continue
-            q, e = resolve_call(mod, e)      # by meaning: an alias, a class attribute, a partial
-            if q not in ("torch.cuda.stream", "torch.cuda.StreamContext"):
-                continue
-            arg = e.args[0] if e.args else None
-            if arg is None or "current_stream" in ast.unparse(arg) or "default_stream" in ast.unparse(arg):
-                continue
-            if any(isinstance(c, ast.Call) and mod.is_launch(c, fi) for st in n.body for c in walk(st)):
-                out.append(n)
-    return out
-
-
-def check_unjoined_stream(mod: Module) -> list[Hit]:
-    """UNJOINED-STREAM: an entry point's main path launches its work inside `with
-    torch.cuda.stream(side):` and nothing on that path (the function, its callers up to the entry,
-    or the entry itself) makes the caller's stream wait for it: the benchmark's CUDA events, recorded
-    on the caller's stream, close before the work runs.  Look-alikes: a side stream joined with
-    `current_stream().wait_stream(s)` / `wait_event` / a synchronize (the usual graph-capture warm-up),
-    and a stream block that launches nothing."""
-    hits: list[Hit] = []
-    if "stream" not in mod.text:
-        return hits
-    for entry in _entries(mod):
-        seen, todo = set(), [(entry, [entry])]
-        while todo:
-            fi, chain = todo.pop()
-            if fi.qualname in seen or len(chain) > 5:
-                continue
-            seen.add(fi.qualname)
-            blocks = _stream_blocks(mod, fi)
-            if blocks and not any(_joins(mod, f) for f in chain):
-                b = blocks[0]
-                hits.append(mod.hit("UNJOINED-STREAM", b,
-                                    f"{fi.qualname} launches work on a side stream "
-                                    f"({ast.unparse(b.items[0].context_expr)[:60]}) and nothing on the path from "
-                                    f"{entry.qualname} makes the caller's stream wait for it: events recorded on "
-                                    "the caller's stream time nothing of it",
-                                    data={"function": fi.qualname, "entry": entry.qualname,
-                                          "chain": [f.qualname for f in chain]}))
-                break
-            for n in fi.of(ast.Call):
-                if isinstance(n, ast.Call):
-                    todo.extend((c, chain + [c]) for c in mod.callees(n, fi))
     return hits

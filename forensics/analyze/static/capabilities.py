@@ -193,8 +193,12 @@ BUILD_TOOLS = frozenset({"nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja"
                          "cc", "clang", "clang++", "ld", "ar", "cuobjdump", "nvdisasm", "nvidia-smi", "which",
                          "hipcc", "python", "python3", "pip", "git", "nvcc.exe"})
 _JOIN_CALL = re.compile(r"\.(wait_stream|wait_event|synchronize)\s*\(")
-#: constructors of a CUDA stream of the solution's own
+#: constructors of a CUDA stream of the solution's own, the caller's stream, a CUDA event
 STREAM_CTORS = frozenset({"torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.ExternalStream"})
+CURRENT_STREAM = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream", "torch.cuda.streams.current_stream"})
+EVENT_CTORS = frozenset({"torch.cuda.Event", "torch.cuda.streams.Event", "torch.Event"})
+#: what joins a stream back: a wait of the caller's stream, a synchronize, an event waited for
+_JOIN_NAMES = frozenset({"wait_stream", "wait_event", "synchronize", "query", "wait"})
 #: nvidia-smi arguments that change the GPU's state (clocks, power limit, persistence, compute mode, reset)
 _GPU_STATE_FLAG = re.compile(r"^(-lgc|-lmc|-rgc|-rmc|-ac|-rac|-pl|-pm|-c|-r|--lock-gpu-clocks|--lock-memory-clocks|"
                              r"--reset-gpu-clocks|--reset-memory-clocks|--applications-clocks|--reset-applications-clocks|"
@@ -659,6 +663,10 @@ class Evaluator:
             return {("builtin", {"__setattr__": "setattr", "__delattr__": "delattr"}.get(name, "getattr"))}
         if k == "str" and name in ("join", "format"):
             return {("strmethod", v[1], name)}
+        if k == "stream":           # s.wait_stream, s.synchronize, torch.cuda.current_stream().wait_stream
+            return {("streammethod", v[1], name)}
+        if k == "event":
+            return {("eventmethod", v[1], name)}
         if k == "path":
             if name in ("parent",):
                 return {("path", _dirname(v[1]))}
@@ -757,6 +765,10 @@ class Evaluator:
                 return {("ref", s) for s in self.strs(args[0])}
             if q in STREAM_CTORS and call is not None:
                 return {("stream", id(call))}      # this stream, from its constructor (matched by _side_streams)
+            if q in CURRENT_STREAM:
+                return {("stream", "current")}     # the caller's own stream (not one of the solution's)
+            if q in EVENT_CTORS and call is not None:
+                return {("event", id(call))}
             if q in ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath"):
                 return {("ref", "pathlib.Path")} | (self._path_value(args, kind="path") if args else set())
             got = self._path_call(q, args)
@@ -794,6 +806,8 @@ class Evaluator:
                     parts.append({("str", fv[1])})
                 parts.append(self.eval(el, ctx))
             return self._path_value(parts, "") if fv[1] in ("/", "\\") else set()
+        if k == "streammethod" and fv[2] == "record_event":
+            return {("event", ("on", fv[1]))}
         if k == "pathmethod":
             base, m = fv[1], fv[2]
             if m in ("joinpath",):
@@ -1054,15 +1068,39 @@ class Auditor(Evaluator):
 
     # ------------------------------------------------------------------ work outside the timed window
     def _side_streams(self) -> None:
-        """A CUDA stream of its own (made by any name the evaluation follows: `_ref_call` records each) on
-        the graded path or at import, that nothing joins back: no `wait_stream` given that stream, no
-        `synchronize` of it or of the device, no event waited for.  The join is matched to the stream by
-        what its operand denotes (the evaluation carries each stream from its constructor), so the host's
-        own joined graph-capture stream does not join a second stream made elsewhere; a join whose operand
-        the reading cannot resolve, an event wait or a join in code run from a string joins every stream.
-        The work queued on an unjoined stream can outlive the caller's timer, whose events are recorded on
-        the caller's stream."""
+        """Work on a stream of its own that nothing joins back, read once (`stream_joins`) for every form:
+        UNJOINED-STREAM (high) where the graded entry's own data flow makes such a stream current around its
+        work (a with block or set_stream in the entry, a helper, a decorator's wrapper, an exec'd function;
+        a C++ function the entry calls that guards its stream around work): the benchmark's events, recorded
+        on the caller's stream, close before that work runs.  CAP-PROCESS (medium) for a stream of its own,
+        made on the graded path or at import, that nothing joins (what it queues can outlive the timer)."""
+        joined, every = self.stream_joins()
+        graded = {fi.qualname: fi for fi in self._graded_entries()}
+        for node, streams, unknown, entry in getattr(self, "_entered", []):
+            side = {v[1] for v in streams if v[1] != "current"}
+            if (not side and not unknown) or every or (side and side <= joined) or (unknown and joined):
+                continue
+            fi = graded.get(entry) or next(iter(graded.values()), None)
+            if fi is None:
+                continue
+            at = self._in_module(node, fi)
+            how = _src(node.items[0].context_expr)[:60] if isinstance(node, ast.With) else _src(node)[:60]
+            fn = getattr(self.mod.scope_of(at), "qualname", entry)
+            who = entry if fn == entry else f"{fn}, on {entry}'s path,"
+            self._cap("UNJOINED-STREAM", at, "process", entry,
+                      f"{who} runs its work on a side stream ({how}) and nothing makes the caller's stream wait for "
+                      "it (no wait_stream of it, no synchronize of it or of the device, no event waited for): events "
+                      "recorded on the caller's stream time nothing of it", "high",
+                      data={"entry": entry, "function": fn})
         reach = self.entry_reach()
+        for entry in self.streams:
+            at = entry[0]
+            if isinstance(at, CppSite) and len(entry) > 3 and entry[3] and not every \
+                    and any(s is not None and s.qualname in reach for s in (self.mod.scope_of(n) for n in at.calls)):
+                self._cap("UNJOINED-STREAM", at, "process", entry[1],
+                          f"the C++ function the graded entry calls makes its own stream current ({entry[1]}) around "
+                          "the work and nothing joins it back (no stream or event wait, no device synchronize, in the "
+                          "source or in Python): events recorded on the caller's stream time nothing of it", "high")
         used = self._streams_entered(reach)
         made = []
         for entry in self.streams:
@@ -1071,30 +1109,16 @@ class Auditor(Evaluator):
             scope = self._scope(at)
             if scope is None or scope.qualname in reach or (node is not None and id(node) in used):
                 made.append((scope.qualname if scope else "the module", at, q, id(node) if node is not None else None))
-        if not made:
+        if not made or every:
             return
-        if any(isinstance(at, CppSite) for _, at, _, _ in made):
-            # a stream the C++ source made is joined by that source (a stream or event wait, a device
-            # synchronize) or by a device-wide synchronize from Python; a wait_stream of a Python stream
-            # of its own does not reach it
-            cpp = [m for m in made if isinstance(m[1], CppSite)]
-            made = [m for m in made if not isinstance(m[1], CppSite)]
-            device_sync = any((self.mod.qn(c.func) or "") in ("torch.cuda.synchronize", "torch.cuda.current_stream.synchronize")
-                              for c in self.mod.of(ast.Call) if isinstance(c, ast.Call))
-            if not device_sync:
-                where, at, q, _ = cpp[0]
-                self._cap("CAP-PROCESS", at, "process", q,
-                          f"{where} queues work on a stream the C++ source makes ({q}) and nothing joins it back (no "
-                          "stream or event wait, no device synchronize in the source, no torch.cuda.synchronize): that "
-                          "work can outlive the caller's timer", "medium")
-            if not made:
-                return
-        if getattr(self, "cpp_joins", False):
-            return     # a C++ source of the module waits for a stream, an event or the device
-        joined, every = self._stream_joins()
-        if every:
-            return
-        left = [m for m in made if m[3] not in joined]
+        cpp = [m for m in made if isinstance(m[1], CppSite)]
+        if cpp:      # a stream the C++ source made and its source does not join (read_cpp): joined only from Python
+            where, at, q, _ = cpp[0]
+            self._cap("CAP-PROCESS", at, "process", q,
+                      f"{where} queues work on a stream the C++ source makes ({q}) and nothing joins it back (no "
+                      "stream or event wait, no device synchronize in the source, no torch.cuda.synchronize): that "
+                      "work can outlive the caller's timer", "medium")
+        left = [m for m in made if not isinstance(m[1], CppSite) and m[3] not in joined]
         if not left:
             return
         where, at, q, _ = left[0]
@@ -1118,34 +1142,71 @@ class Auditor(Evaluator):
                     out |= {v[1] for v in self.eval(c.args[0], ctx) if v[0] == "stream"}
         return out
 
-    def _stream_joins(self) -> tuple[set[int], bool]:
-        """(the streams some join waits for, by constructor; whether some join waits for every stream)."""
-        joined: set[int] = set()
-        # a join in code the module runs from a string (exec) is a join too, as the stream made there is
-        if any(_JOIN_CALL.search(n.value) for n in self.mod.of(ast.Constant) if isinstance(n.value, str)):
-            return joined, True
+    def stream_joins(self) -> tuple[set, bool]:
+        """The one reading of what joins a stream back, by what the code denotes (whatever names it:
+        an alias, getattr, a class attribute, a partial, a lambda): (the streams some join waits for, by
+        constructor; whether some join waits for every stream).  `current_stream().wait_stream(s)` and
+        `s.synchronize()` join s; `torch.cuda.synchronize()` joins every stream; so does a wait for an
+        event, a wait whose stream the reading cannot name, a join in code run from a string, and a wait
+        or device synchronize in a C++ source the solution builds.  A join import never runs (a __main__
+        self-test) joins nothing."""
+        memo = self.__dict__.get("_joins")
+        if memo is not None:
+            return memo
+        joined: set = set()
+        every = any(_JOIN_CALL.search(n.value) for n in self.mod.of(ast.Constant) if isinstance(n.value, str)) \
+            or bool(getattr(self, "cpp_joins", False))
         for c in self.mod.of(ast.Call):
-            f = c.func
-            if not isinstance(f, ast.Attribute) or f.attr not in ("wait_stream", "wait_event", "synchronize", "query"):
+            if every:
+                break
+            if not isinstance(c, ast.Call) or self.mod.in_main(c):
                 continue
             ctx = Ctx(self.mod.scope_of(c), None, 0)
-            if f.attr in ("wait_event", "query"):
-                return joined, True
-            if f.attr == "synchronize" and ("ref", "torch.cuda.synchronize") in self.eval(f, ctx):
-                return joined, True                          # the device: every stream
-            operand = (c.args[0] if c.args else None) if f.attr == "wait_stream" else f.value
-            vals = self.eval(operand, ctx)
-            streams = {v[1] for v in vals if v[0] == "stream"}
-            if streams:
-                joined |= streams
-            elif not self._resolved(operand, ctx):
-                return joined, True                          # a stream the reading cannot name: maybe this one
-        return joined, False
+            fvals = self.eval(c.func, ctx)
+            if not fvals:
+                f = c.func       # a receiver the reading does not know: the method's name says it is a join
+                if isinstance(f, ast.Attribute) and f.attr in _JOIN_NAMES:
+                    if f.attr != "wait_stream":
+                        every = True
+                    else:
+                        every = self._join_of(("streammethod", None, "wait_stream"), [self.eval(a, ctx) for a in c.args],
+                                              joined)
+                continue
+            args = [self.eval(a, ctx) for a in c.args]
+            for fv in fvals:
+                every = every or self._join_of(fv, args, joined)
+        self.__dict__["_joins"] = (joined, every)
+        return joined, every
 
-    def _resolved(self, e: ast.AST | None, ctx: Ctx) -> bool:
-        """`e` is known not to be one of the solution's streams: a call of something the evaluation names
-        (`torch.cuda.current_stream()`, `default_stream()`)."""
-        return isinstance(e, ast.Call) and any(v[0] == "ref" and v[1] not in STREAM_CTORS for v in self.eval(e.func, ctx))
+    def _join_of(self, fv: Val, args: list[set], joined: set, depth: int = 0) -> bool:
+        """Add the streams the call `fv(*args)` joins to `joined`; True when it joins every stream."""
+        k = fv[0]
+        if k == "ref":
+            if fv[1] in ("torch.cuda.synchronize", "torch.cuda.streams.synchronize", "torch.synchronize"):
+                return True                   # the device: every stream
+            if fv[1].endswith(".wait_stream") and fv[1].startswith("torch."):      # Stream.wait_stream(cur, s)
+                return self._join_of(("streammethod", None, "wait_stream"), args[1:], joined)
+            return False
+        if k == "streammethod":
+            if fv[2] == "wait_stream":
+                if not args:
+                    return False
+                streams = {v[1] for v in args[0] if v[0] == "stream"}
+                joined |= streams - {"current"}
+                return not streams           # a stream the reading cannot name: maybe this one
+            if fv[2] == "synchronize":
+                if fv[1] not in (None, "current"):
+                    joined.add(fv[1])
+                return fv[1] is None
+            return fv[2] in ("wait_event", "query")
+        if k == "eventmethod":
+            return fv[2] in ("wait", "synchronize", "query")
+        if k == "partial" and depth < 3:
+            p = self.partials.get(fv[1])
+            if p:
+                f, pargs, _ = p
+                return any(self._join_of(inner, [set(a) for a in pargs] + args, joined, depth + 1) for inner in f)
+        return False
 
     def _def_ctx(self, fi: Any) -> Ctx:
         q = fi.qualname.rsplit(".", 1)[0] if "." in fi.qualname else None
@@ -1760,7 +1821,7 @@ class Auditor(Evaluator):
             return
         if op.kind == "stream":
             if not r.joins:      # joined by its own source: a stream or event wait, a device synchronize
-                self.streams.append((site, f"{op.q} (C++)"))
+                self.streams.append((site, f"{op.q} (C++)", None, op.entered))
             return
         if op.kind == "memo":
             self._cpp_memo(r, op, site, where)
@@ -1887,6 +1948,7 @@ class Auditor(Evaluator):
         comprehensions, helpers, closures, lambdas, partials, decorators and exec'd functions."""
         state = STATE_PARAMS.get(self.problem or "", frozenset())
         flow = EntryFlow(self)
+        self._entered = flow.entered
         for fi in self._graded_entries():
             inputs = [p for p in _own_params(fi) if p not in state]
             a = fi.node.args

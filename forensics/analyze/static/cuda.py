@@ -815,6 +815,7 @@ class CppOp:
     detached: bool = False
     how: str = ""
     data: tuple = ()
+    entered: bool = False            # a stream its function makes current around work (a guard, a launch on it)
 
 
 @dataclass(frozen=True)
@@ -846,6 +847,9 @@ _IMPORT_CALL = re.compile(r"\b(?:py|pybind11)::module_?::import\s*\(|\bPyImport_
 _PY_ATTR = re.compile(r"\.\s*attr\s*\(")
 _INT_NAMES = {"EXIT_SUCCESS": 0, "EXIT_FAILURE": 1, "STDOUT_FILENO": 1, "STDERR_FILENO": 2, "STDIN_FILENO": 0,
               "true": 1, "false": 0}
+#: a stream made current around work: a guard, setting the current stream, a launch on a stream argument
+_STREAM_ENTER = re.compile(r"\b(?:CUDAStreamGuard|OptionalCUDAStreamGuard|StreamGuard|setCurrentCUDAStream|"
+                           r"setCurrentHIPStream)\b|<<<[^<>;]*,[^<>;]*,[^<>;]*,[^<>;]*>>>")
 _STREAM_MAKE = re.compile(r"\b(cudaStreamCreate(?:WithFlags|WithPriority)?|cuStreamCreate(?:WithPriority)?|"
                           r"(?:(?:c10|at)::cuda::)?getStreamFromPool|hipStreamCreate\w*)\s*\(")
 STREAM_JOIN = re.compile(r"\b(?:cudaStreamSynchronize|cudaDeviceSynchronize|cudaStreamWaitEvent|cudaEventSynchronize|"
@@ -1286,7 +1290,9 @@ def read_cpp(text_raw: str) -> CppReading:
         if re.search(r"(?:\.|->)\s*$", pre):
             continue
         _, end = _cargs(text, m.end())
-        ops.append(CppOp("stream", m.group(1).split("::")[-1], m.start(), end + 1, fn_at(m.start()), how=m.group(1)))
+        f = _enclosing(text, m.start())
+        ops.append(CppOp("stream", m.group(1).split("::")[-1], m.start(), end + 1, fn_at(m.start()), how=m.group(1),
+                         entered=bool(_STREAM_ENTER.search(f.body(text) if f else text))))
     # caches of results in static storage
     ops.extend(_memo_returns(text, ev, fn_at))
     ops.sort(key=lambda o: o.offset)

@@ -57,6 +57,14 @@ _METADATA = frozenset({"size", "dim", "numel", "stride", "element_size", "neleme
 UNINIT = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"})
 _UNINIT_METHODS = frozenset({"new_empty", "new_empty_strided"})
 STREAM_CTORS = frozenset({"torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.ExternalStream"})
+CURRENT_STREAM = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream", "torch.cuda.streams.current_stream"})
+STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.streams.StreamContext",
+                             "torch.cuda.use_stream"})
+SET_STREAM = frozenset({"torch.cuda.set_stream"})
+#: calls that queue no work of their own on the current stream (events, joins, metadata)
+_NO_WORK = frozenset({"record", "record_event", "wait_stream", "wait_event", "synchronize", "query", "wait", "Event",
+                      "elapsed_time", "print", "len", "range", "isinstance", "getattr", "hasattr", "setattr", "size",
+                      "dim", "numel", "stride", "data_ptr"})
 #: builtins that carry elements from one container into another (and what `map`/`filter` apply)
 _MOVERS = frozenset({"tuple", "list", "iter", "reversed", "sorted", "set", "frozenset", "zip", "enumerate", "map",
                      "filter", "next", "getattr", "any", "all", "sum", "max", "min"})
@@ -86,6 +94,9 @@ class EntryFlow:
         # what each does to the tensors it is handed and to the one it returns
         self.cpp: dict[str, Any] = ev.cpp_tensor_flow() if hasattr(ev, "cpp_tensor_flow") else {}
         self.alloc_notes: dict[int, str] = {}
+        # streams the graded entry makes current around work: (the with or set_stream node, the streams it may
+        # be (("stream", site) values, "current" for the caller's own), whether the reading knows none, entry)
+        self.entered: list[tuple[ast.AST, frozenset, bool, str]] = []
 
     # ------------------------------------------------------------------ entry points
     def run_entry(self, fi: Any, inputs: Iterable[str]) -> set:
@@ -198,6 +209,9 @@ class EntryFlow:
         elif t in (ast.With, ast.AsyncWith):
             for it in st.items:
                 v = self._eval(it.context_expr, env, fi, depth)
+                for c in v:
+                    if c[0] == "sctx" and _does_work(st.body):    # `with torch.cuda.stream(s):` around work
+                        self._enter(st, c[1])
                 if it.optional_vars is not None:
                     self._assign(it.optional_vars, v, env, fi, depth, st)
             self._block(st.body, env, fi, depth, rets)
@@ -211,6 +225,10 @@ class EntryFlow:
             env[st.name] = {("loc", id(st), st, _EnvRef(env))}
         elif t is ast.Delete:
             pass
+
+    def _enter(self, node: ast.AST, vals: frozenset) -> None:
+        streams = frozenset(v for v in vals if v[0] == "stream")
+        self.entered.append((node, streams, not streams, self.entry))
 
     def _assign(self, tg: ast.AST, vals: set, env: dict[str, set], fi: Any, depth: int, at: ast.AST) -> None:
         if isinstance(tg, ast.Name):
@@ -606,6 +624,13 @@ class EntryFlow:
             return {self._alloc(call)}
         if q in STREAM_CTORS:
             return {("stream", id(call))}
+        if q in CURRENT_STREAM:
+            return {("stream", "current")}
+        if q in STREAM_CONTEXTS:               # the context that makes its stream current (entered by a with)
+            return {("sctx", frozenset(args[0]) if args else frozenset())}
+        if q in SET_STREAM and args:           # torch.cuda.set_stream(s): what follows runs on it
+            self._enter(call if call is not None else ast.Pass(), frozenset(args[0]))
+            return set()
         if q == "functools.partial" and args:
             return {("pt", frozenset(args[0]), tuple(frozenset(a) for a in args[1:]),
                      tuple((a, frozenset(b)) for a, b in kws.items()))}
@@ -702,6 +727,21 @@ class _EnvRef:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _EnvRef) and other.env is self.env
+
+
+def _does_work(body: list[ast.stmt]) -> bool:
+    """A block that queues work where it runs: a call other than an event, a join or a metadata read, or
+    arithmetic on values (`y = x * 2` is a kernel on the current stream)."""
+    for st in body:
+        for n in ast.walk(st):
+            if isinstance(n, ast.BinOp):
+                return True
+            if isinstance(n, ast.Call):
+                f = n.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                if name not in _NO_WORK:
+                    return True
+    return False
 
 
 def _key(e: ast.AST) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .base import Hit
 from .capabilities import check_capabilities  # noqa: F401 - registers the capability rules
-from .behaviour import check_arg_ignored, check_call_counter, check_input_dispatch, check_unjoined_stream
+from .behaviour import check_arg_ignored, check_call_counter, check_input_dispatch
 from .caches import (
     check_caches,
     check_graphs,
@@ -49,8 +49,7 @@ __all__ = ["Module", "FuncInfo", "analyse", "state_inventory", "FORWARD_NAMES", 
 def analyse(mod: Module, problem: str | None, bench: str | None) -> list[Hit]:
     hits: list[Hit] = []
     for fn in (check_caches, check_ptr_compare, check_sampled_validation, check_persistent_output, check_graphs, check_call_counter,
-               check_arg_ignored, check_retained_input, check_input_dispatch, check_torch_state, check_exit_and_output, check_triton_hints,
-               check_unjoined_stream):
+               check_arg_ignored, check_retained_input, check_input_dispatch, check_torch_state, check_exit_and_output, check_triton_hints):
         hits.extend(fn(mod))
     hits.extend(check_sniffing(mod, bench))
     hits.extend(check_reference(mod, bench))

@@ -93,11 +93,14 @@ RULES_LIST: tuple[Rule, ...] = (
        "fresh input pointers"),
     _R("UNJOINED-STREAM", "static", "measurement", "high",
        "Work launched on a side stream the caller's stream never waits for",
-       "The benchmark records its CUDA events on the caller's stream; an entry point that launches its "
-       "work inside `with torch.cuda.stream(side):` and returns without `current_stream().wait_stream`, "
-       "`wait_event` or a synchronize lets the end event close before the work runs: the timing measures "
-       "nothing. Look-alikes: a side stream joined before returning (the graph-capture warm-up), a stream "
-       "block that launches nothing.",
+       "The benchmark records its CUDA events on the caller's stream; an entry point that runs its work on "
+       "a stream of its own (`with torch.cuda.stream(side):`, set_stream, a StreamContext, in the entry, a "
+       "helper, a decorator's wrapper or a C++ function that guards its own stream) and that nothing joins "
+       "back (`current_stream().wait_stream(side)`, `side.synchronize()`, torch.cuda.synchronize, an event "
+       "waited for, by any name: the capability audit's one reading of stream values) lets the end event "
+       "close before the work runs: the timing measures nothing. Look-alikes: a side stream joined before "
+       "returning (the graph-capture warm-up, an event wait), the caller's own stream, a stream block that "
+       "queues nothing.",
        "the stream block, its launches, and the path from the entry point without a join",
        "timing"),
     _R("INPUT-DISPATCH", "static", "reward_hack", "medium",
