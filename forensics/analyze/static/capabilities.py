@@ -1074,6 +1074,8 @@ class Auditor(Evaluator):
         a C++ function the entry calls that guards its stream around work): the benchmark's events, recorded
         on the caller's stream, close before that work runs.  CAP-PROCESS (medium) for a stream of its own,
         made on the graded path or at import, that nothing joins (what it queues can outlive the timer)."""
+        if not self.streams and not getattr(self, "_entered", None):
+            return          # no stream of its own anywhere: nothing to join
         joined, every = self.stream_joins()
         graded = {fi.qualname: fi for fi in self._graded_entries()}
         for node, streams, unknown, entry in getattr(self, "_entered", []):

@@ -1298,6 +1298,8 @@ def read_cpp(text_raw: str) -> CppReading:
     ops.sort(key=lambda o: o.offset)
     tensors = {}
     for f in funcs:
+        if not _TENSOR_TOUCH.search(text, f.open, f.close + 1):
+            continue          # no in-place call, fill or allocation in it: nothing to say
         tf = tensor_flow(text, f, params.get(f.name, []))
         if tf.writes or tf.fresh:
             tensors[f.name] = tf
@@ -1315,8 +1317,13 @@ _CPP_ALLOC = re.compile(r"(?:\b(?:at|torch)\s*::\s*)(empty|empty_like|empty_stri
 #: uses of a tensor that read its metadata only: neither a write nor a hand-off
 _CPP_META = re.compile(r"\s*(?:\.|->)\s*(?:size|sizes|numel|dim|stride|strides|options|dtype|scalar_type|device|"
                        r"is_contiguous|is_cuda|element_size|nbytes|ndimension|get_device|layout|defined)\s*\(")
+_CPP_INPLACE_FN = re.compile(r"\b(?:at|torch)\s*::\s*(\w+_)\s*\(\s*(\w+)\b")
 _CPP_FILL = re.compile(r"\b(?:std::)?(memset|cudaMemset(?:Async)?|cudaMemset2D(?:Async)?|std::fill|std::fill_n|fill_n|"
                        r"cuMemsetD8(?:Async)?|cuMemsetD32(?:Async)?)\s*\(")
+
+
+#: what tensor_flow looks for in a function at all (an in-place method or function, a fill, an allocation)
+_TENSOR_TOUCH = re.compile(r"\w_\s*\(|\b(?:memset|cudaMemset\w*|fill_n|fill|cuMemsetD\w+)\s*\(|\bempty(?:_like|_strided)?\s*\(")
 
 
 def tensor_flow(text: str, f: CFunc, params: list[str]) -> TensorFlow:
@@ -1354,15 +1361,13 @@ def tensor_flow(text: str, f: CFunc, params: list[str]) -> TensorFlow:
         if i not in writes or (sure and not writes[i][1]):
             writes[i] = (how, sure, base + at)
 
-    for name, idx in alias.items():
-        e = re.escape(name)
-        for m in re.finditer(rf"(?<![\w.>]){e}{chain}\s*(?:\.|->)\s*(\w+_)\s*\(", body):
-            meth = m.group(1)
-            if meth not in _CPP_NOT_INPLACE and not meth.startswith("_"):
-                wrote(idx, f"`{name}.{meth}(...)` writes into it", m.start())
-        for m in re.finditer(rf"\b(?:at|torch)\s*::\s*(\w+_)\s*\(\s*{e}\b", body):
-            if m.group(1) not in _CPP_NOT_INPLACE:
-                wrote(idx, f"`{m.group(1)}({name}, ...)` writes into it", m.start())
+    for m in re.finditer(rf"(?<![\w.>])(\w+){chain}\s*(?:\.|->)\s*(\w+_)\s*\(", body):     # t.zero_(), t.view(..).fill_(v)
+        name, meth = m.group(1), m.group(2)
+        if name in alias and meth not in _CPP_NOT_INPLACE and not meth.startswith("_"):
+            wrote(alias[name], f"`{name}.{meth}(...)` writes into it", m.start())
+    for m in _CPP_INPLACE_FN.finditer(body):                                              # at::zero_(t)
+        if m.group(2) in alias and m.group(1) not in _CPP_NOT_INPLACE:
+            wrote(alias[m.group(2)], f"`{m.group(1)}({m.group(2)}, ...)` writes into it", m.start())
     for m in _CPP_FILL.finditer(body):
         args, _ = _cargs(body, m.end())
         if not args:

@@ -617,8 +617,9 @@ class Module:
         Decided by reachability, not by where the block is written: a guard moved into a function is
         still not taken on import, and `def main(): sys.exit(run())` called only from the guard is
         not reached either.  A module that binds `__name__` itself gets none (its guard may be taken)."""
-        self.name_rebound = name_rebound(self.all_nodes)
-        dead = import_dead(self.tree, self.name_rebound)
+        self.name_rebound = name_rebound(self.of(ast.Name, ast.arg, ast.Attribute, ast.Subscript, ast.Call, ast.FunctionDef,
+                                                 ast.AsyncFunctionDef, ast.ClassDef))
+        dead = import_dead(self.of(ast.If, ast.IfExp), self.name_rebound)
         # module-level functions every reference of which is in code import never runs (to a fixpoint:
         # a helper of `main`); a name the grader may call (an entry, get_inputs, a dunder) stays live
         cands = {fi.node.name: fi for fi in self.funcs.values() if fi.cls is None and "." not in fi.qualname
@@ -626,7 +627,7 @@ class Module:
                  and not fi.node.name.startswith("__") and len(self.by_name.get(fi.node.name, ())) == 1}
         if cands and dead:
             refs: dict[str, list[ast.AST]] = {}
-            for n in self.all_nodes:
+            for n in self.of(ast.Name, ast.Attribute, ast.Constant):
                 t = n.__class__
                 name = n.id if t is ast.Name else n.attr if t is ast.Attribute else \
                     n.value if t is ast.Constant and isinstance(n.value, str) else None
@@ -720,13 +721,16 @@ def name_rebound(nodes) -> bool:
     return False
 
 
-def import_dead(tree: ast.AST, rebound: bool = False) -> set[int]:
-    """The ids of the nodes of `tree` in an arm of a `__name__` test that import does not take (see
-    `main_guard`), wherever the test is: module level, a function, a method, a nested def."""
+def import_dead(nodes, rebound: bool = False) -> set[int]:
+    """The ids of the nodes in an arm of a `__name__` test that import does not take (see `main_guard`),
+    wherever the test is (module level, a function, a method, a nested def), for the tests among `nodes`
+    (a tree's If and IfExp nodes; a tree: all of them)."""
     dead: set[int] = set()
     if rebound:
         return dead
-    for n in ast.walk(tree):
+    if isinstance(nodes, ast.AST):
+        nodes = [n for n in ast.walk(nodes) if n.__class__ in (ast.If, ast.IfExp)]
+    for n in nodes:
         if n.__class__ in (ast.If, ast.IfExp) and id(n) not in dead:
             arm = main_guard(n.test)
             if arm is None:
