@@ -438,3 +438,44 @@ def test_a_cpp_side_stream_joined_by_an_event_is_not_unjoined():
                            "    done.record(side);\n    done.block(c10::cuda::getCurrentCUDAStream());\n    return out;\n")
     got = deciding(cpp_sol("#include <ATen/cuda/CUDAEvent.h>\n" + cpp, "return _ext.fx_on_side(lambda: _launch(x, self.w))"))
     assert not got, got
+
+
+# ------------------------------------------------------------------ one splitter, one reading of an entry's parameters
+def test_one_argument_splitter_keeps_string_and_character_literals_whole():
+    from forensics.analyze.static import cuda
+
+    text = 'f("nvidia-smi -lgc 2100,2100", \',\', g(a, b)[0], "(") tail'
+    args, end = cuda._split_args(text, 2)
+    assert args == ['"nvidia-smi -lgc 2100,2100"', "','", "g(a, b)[0]", '"("'] and text[end] == ")"
+    assert not hasattr(cuda, "_cargs")          # the C++ capability reading uses the same one
+
+
+def test_one_reading_of_the_parameters_a_caller_supplies():
+    from forensics.analyze.static.model import Module, _entry_params
+
+    src = textwrap.dedent('''
+        class M:
+            def forward(this, x, w):
+                def inner(a, b):
+                    return a
+                return inner(x, w)
+
+            @staticmethod
+            def step(x, w):
+                return x
+
+        def run(x):
+            return x
+    ''')
+    import ast
+    mod = Module(ast.parse(src), src)
+    got = {q: _entry_params(fi) for q, fi in mod.funcs.items()}
+    assert got == {"M.forward": ["x", "w"], "M.forward.inner": ["a", "b"], "M.step": ["x", "w"], "run": ["x"]}
+
+
+def test_a_staticmethod_entry_s_first_argument_is_a_caller_s_argument():
+    src = sol(fwd="return _launch(x, self.w)").replace(
+        "    def forward(self, x):\n", "    @staticmethod\n    def step(x, w):\n        return _launch(w, w)\n\n"
+                                      "    def forward(self, x):\n")
+    hits = [h for h in lint_source(src, problem="01_fp8_gemm").hits if h.rule == "ARG-IGNORED"]
+    assert any(h.data.get("function") == "Model.step" and h.data.get("parameter") == "x" for h in hits), hits

@@ -55,7 +55,7 @@ from forensics.problems import CATALOGUE
 
 from . import rules as R
 from .entry_flow import EntryFlow
-from .model import GRADED_CLASSES, _deco_func, _target_key, import_dead, name_rebound
+from .model import GRADED_CLASSES, _deco_func, _entry_params, _target_key, import_dead, name_rebound
 
 # ----------------------------------------------------------------------------------------- rules
 _R = Rule
@@ -1952,7 +1952,7 @@ class Auditor(Evaluator):
         flow = EntryFlow(self)
         self._entered = flow.entered
         for fi in self._graded_entries():
-            inputs = [p for p in _own_params(fi) if p not in state]
+            inputs = [p for p in _entry_params(fi) if p not in state]
             a = fi.node.args
             if a.vararg is not None:
                 inputs.append(a.vararg.arg)
@@ -2135,11 +2135,6 @@ def _allocs_in(vals: set, depth: int = 0) -> set[int]:
             for part in v[1]:
                 out |= _allocs_in(set(part), depth + 1)
     return out
-
-
-def _own_params(fi: Any) -> list[str]:
-    """The parameters a caller supplies (a method's self/cls dropped)."""
-    return fi.params[1:] if fi.cls and fi.params and fi.params[0] in ("self", "cls") else list(fi.params)
 
 
 def _src(n: ast.AST) -> str:

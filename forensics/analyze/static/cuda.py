@@ -272,15 +272,20 @@ SMALL_DECL_HEADS = ("unsigned", "short", "uint16_t", "int16_t", "signed", "char"
 LANE_SEEDS = {"threadIdx", "laneid", "lane", "lane_id", "laneId", "tid", "ltid", "thread_id", "tx", "warp_lane"}
 
 
-_ARG_PUNCT = re.compile(r"[()\[\]{},]")
+#: what an argument list is split on: brackets, commas, and string or character literals (kept whole, so
+#: that a comma or a bracket inside `"nvidia-smi --lock-gpu-clocks=2100,2100"` splits nothing)
+_ARG_PUNCT = re.compile(r"[()\[\]{},]|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
 
 
 def _split_args(text: str, start: int) -> tuple[list[str], int]:
     """Arguments of a call whose '(' is at text[start-1]; returns (args, end offset: the closing
-    bracket, or the end of the text).  Brackets of any kind nest; commas split at depth 1 only."""
+    bracket, or the end of the text).  Brackets of any kind nest; commas split at depth 1 only; string
+    and character literals are kept whole."""
     depth, seg, args = 1, start, []
     for m in _ARG_PUNCT.finditer(text, start):
         c = m.group()
+        if len(c) > 1:       # a literal
+            continue
         if c == ",":
             if depth == 1:
                 args.append(text[seg:m.start()])
@@ -759,32 +764,6 @@ def _near_persist(mod: Module, n: ast.AST) -> bool:
 
 # ----------------------------------------------------------------------------------------- capabilities
 
-def _cargs(text: str, start: int) -> tuple[list[str], int]:
-    """As _split_args, with string and character literals kept whole (a comma or a bracket inside
-    `"nvidia-smi --lock-gpu-clocks=2100,2100"` does not split)."""
-    depth, seg, args, i, n = 1, start, [], start, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"' or c == "'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            i = j + 1
-            continue
-        if c == "," and depth == 1:
-            args.append(text[seg:i])
-            seg = i + 1
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                args.append(text[seg:i])
-                return [a.strip() for a in args], i
-        i += 1
-    args.append(text[seg:])
-    return [a.strip() for a in args], max(start, n)
-
 # What a C++/CUDA source does, read into the capability audit's own vocabulary (capabilities.py):
 # the Python object a call or an assignment reaches (`py::module_::import("gc").attr("get_objects")()`
 # is gc.get_objects, `PyObject_SetAttrString(ev, "elapsed_time", f)` with `ev` a torch.cuda.Event is an
@@ -968,7 +947,7 @@ class _CppEval:
         m = re.fullmatch(r"\(\s*[\w:<>\s*&]+\*?\s*\)\s*(.+)", expr, re.S)
         if m and not expr.startswith("((") and re.match(r"\(\s*[A-Za-z_][\w:<>\s]*\**\s*\)", expr):
             return self.value(m.group(1), depth + 1)
-        if expr.startswith("(") and expr.endswith(")") and _cargs(expr, 1)[1] == len(expr) - 1:
+        if expr.startswith("(") and expr.endswith(")") and _split_args(expr, 1)[1] == len(expr) - 1:
             return self.value(expr[1:-1], depth + 1)
         parts = _c_split_top(expr, "+")
         if len(parts) > 1:
@@ -998,7 +977,7 @@ class _CppEval:
                          r"py::cast|py::module_?|static_cast\s*<[^>]*>|reinterpret_cast\s*<[^>]*>|const_cast\s*<[^>]*>|"
                          r"Py_NewRef|Py_XNewRef)\s*\((.*)\)", expr, re.S)
         if m:
-            args, _ = _cargs(expr, expr.index("(") + 1)
+            args, _ = _split_args(expr, expr.index("(") + 1)
             return self.value(args[0], depth + 1) if args else set()
         # a ternary: either branch
         parts = _c_split_top(expr, "?")
@@ -1009,13 +988,13 @@ class _CppEval:
         # Python objects: imports and attribute chains
         m = _IMPORT_CALL.match(expr)
         if m:
-            args, end = _cargs(expr, m.end())
+            args, end = _split_args(expr, m.end())
             mods = self.strs(self.value(args[0], depth + 1)) if args else set()
             base = {("ref", s) for s in mods}
             return self._chain(base, expr, end + 1, depth)
         m = re.match(r"(?:PyObject_GetAttrString|PyObject_GetAttr|(?:py|pybind11)::getattr)\s*\(", expr)
         if m:
-            args, end = _cargs(expr, m.end())
+            args, end = _split_args(expr, m.end())
             if len(args) >= 2:
                 base = {("ref", f"{v[1]}.{s}") for v in self.value(args[0], depth + 1) if v[0] == "ref"
                         for s in self.strs(self.value(args[1], depth + 1))}
@@ -1023,7 +1002,7 @@ class _CppEval:
             return set()
         m = re.match(r"PyModule_GetDict\s*\(", expr)
         if m:
-            args, _ = _cargs(expr, m.end())
+            args, _ = _split_args(expr, m.end())
             return {("dict", v[1]) for v in self.value(args[0], depth + 1) if v[0] == "ref"} if args else set()
         m = re.match(r"([A-Za-z_]\w*)\b", expr)
         if m and m.group(1) in self.env:
@@ -1043,7 +1022,7 @@ class _CppEval:
                 if rest and not re.fullmatch(r"(?:\.|->)\s*(?:ptr|release|inc_ref)\s*\(\s*\)", rest):
                     return set()
                 return cur
-            args, end = _cargs(expr, m.end())
+            args, end = _split_args(expr, m.end())
             names = self.strs(self.value(args[0], depth + 1)) if args else set()
             cur = {("ref", f"{v[1]}.{n}") for v in cur if v[0] == "ref" for n in names}
             pos = end + 1
@@ -1081,7 +1060,7 @@ def _enclosing(text: str, pos: int) -> CFunc | None:
 
 
 def _params(text: str, f: CFunc) -> list[str]:
-    args, _ = _cargs(text, f.params + 1)
+    args, _ = _split_args(text, f.params + 1)
     names = []
     for a in args:
         a = a.split("=")[0].strip()
@@ -1121,7 +1100,7 @@ def read_cpp(text_raw: str) -> CppReading:
 
     # Python calls and stores through the C API / pybind11
     for m in _PY_ATTR.finditer(text):
-        args, end = _cargs(text, m.end())
+        args, end = _split_args(text, m.end())
         if not args:
             continue
         j = end + 1
@@ -1137,7 +1116,7 @@ def read_cpp(text_raw: str) -> CppReading:
             for n in attr_names:
                 ops.append(CppOp("store", None, head, j, fn_at(head), (frozenset(owner),), name=n, how=f"`{full[:60]}` = ..."))
         elif k < len(text) and text[k] == "(" and not _PY_ATTR.match(text, k):
-            cargs, cend = _cargs(text, k + 1)
+            cargs, cend = _split_args(text, k + 1)
             for v in ev.value(full):
                 if v[0] == "ref":
                     add("call", v[1], head, cend + 1, [a for a in cargs if a], how=f"`{text[head:cend + 1][:80]}`")
@@ -1145,7 +1124,7 @@ def read_cpp(text_raw: str) -> CppReading:
                          r"PyDict_(?:Set|Del)ItemString|PyObject_CallMethod\w*|PyObject_Call(?:Object|Function\w*|NoArgs|OneArg)?|"
                          r"PyObject_Vectorcall\w*)\s*\(", text):
         fn = m.group(1)
-        args, end = _cargs(text, m.end())
+        args, end = _split_args(text, m.end())
         if not args:
             continue
         owner = _with_params(ev, args[0], params.get(fn_at(m.start()) or "", []))
@@ -1168,7 +1147,7 @@ def read_cpp(text_raw: str) -> CppReading:
         if not vals:
             continue
         for m in re.finditer(rf"(?<![\w.>]){re.escape(name)}\s*\(", text):
-            args, end = _cargs(text, m.end())
+            args, end = _split_args(text, m.end())
             for v in vals:
                 add("call", v[1], m.start(), end + 1, [a for a in args if a], how=f"`{name}(...)`")
     # libc and C++ library calls that do what a Python call does
@@ -1178,7 +1157,7 @@ def read_cpp(text_raw: str) -> CppReading:
         if re.search(r"(?:\b(?:void|int|bool|auto|static|inline|extern|char|long|size_t|ssize_t|PyObject\s*\*)\s*\**\s*|\.\s*|->\s*)$", pre) \
                 and word not in ("set_current_seed",):
             continue     # a declaration of a function of that name, or a method of an object of its own
-        args, end = _cargs(text, m.end())
+        args, end = _split_args(text, m.end())
         q = _LIBC[word]
         if word in ("manual_seed", "manual_seed_all") and not re.search(r"(?:torch|at)\s*::\s*(?:cuda\s*::\s*)?$", text[max(0, m.start() - 20):m.start(1)]):
             continue
@@ -1219,14 +1198,14 @@ def read_cpp(text_raw: str) -> CppReading:
     # dlsym: a symbol of a CUDA library is a launch; another one, or one looked up past every library
     # (RTLD_NEXT, RTLD_DEFAULT: a hook), reaches code the solution did not build
     for m in re.finditer(r"\bdlsym\s*\(", text):
-        args, end = _cargs(text, m.end())
+        args, end = _split_args(text, m.end())
         sym = ev.strs(ev.value(args[1])) if len(args) > 1 else set()
         if sym and all(re.match(r"(cu|cuda|nvrtc|cublas|nvJitLink|cudnn|nccl|nvml)[A-Z_]", s) for s in sym) \
                 and not (args and "RTLD_NEXT" in args[0]):
             continue
         add("call", "ctypes.pythonapi" if not sym else "native.dlsym", m.start(), end + 1, args[1:2], how="dlsym()")
     for m in re.finditer(r"\b(mprotect|dl_iterate_phdr|process_vm_readv|process_vm_writev|ptrace|cupti\w+)\s*\(", text):
-        args, end = _cargs(text, m.end())
+        args, end = _split_args(text, m.end())
         add("call", f"native.{m.group(1)}", m.start(), end + 1, how=f"{m.group(1)}()")
     # files
     for m in _FILE_OPEN.finditer(text):
@@ -1237,17 +1216,17 @@ def read_cpp(text_raw: str) -> CppReading:
         if m.group(3):
             if m.group(4) is None and text[m.end() - 1] == "{" or text[m.end() - 1] == "{" and m.group(4):
                 continue
-            args, end = _cargs(text, m.end())
+            args, end = _split_args(text, m.end())
             write = word != "ifstream"
             if m.group(4):          # `std::ofstream out;` then out.open(path)
                 for o in _FSTREAM_OPEN.finditer(text, m.end()):
                     if o.group(1) == m.group(4):
-                        a2, e2 = _cargs(text, o.end())
+                        a2, e2 = _split_args(text, o.end())
                         add("open", "builtins.open", o.start(), e2 + 1, a2[:1], write=write, how=f"std::{word}.open()")
             if args and args[0]:
                 add("open", "builtins.open", m.start(), end + 1, args[:1], write=write, how=f"std::{word}()")
             continue
-        args, end = _cargs(text, m.end())
+        args, end = _split_args(text, m.end())
         if not args or not args[0]:
             continue
         if word in ("fopen", "freopen"):
@@ -1274,7 +1253,7 @@ def read_cpp(text_raw: str) -> CppReading:
             continue    # a future joins in its destructor
         if m.group(1) == "jthread":
             continue    # joins in its destructor
-        stop = _cargs(text, m.end())[1] if text[m.end() - 1] in "({" else m.end()
+        stop = _split_args(text, m.end())[1] if text[m.end() - 1] in "({" else m.end()
         rest = text[stop:stop + 40]
         detached = bool(re.match(r"\s*[)}]?\s*\.\s*detach\s*\(", rest)) or bool(var and re.search(
             rf"\b{re.escape(var)}\s*(?:\.|->)\s*detach\s*\(|pthread_detach\s*\(\s*{re.escape(var)}\b", text))
@@ -1289,7 +1268,7 @@ def read_cpp(text_raw: str) -> CppReading:
         pre = text[max(0, m.start() - 30):m.start()]
         if re.search(r"(?:\.|->)\s*$", pre):
             continue
-        _, end = _cargs(text, m.end())
+        _, end = _split_args(text, m.end())
         f = _enclosing(text, m.start())
         ops.append(CppOp("stream", m.group(1).split("::")[-1], m.start(), end + 1, fn_at(m.start()), how=m.group(1),
                          entered=bool(_STREAM_ENTER.search(f.body(text) if f else text))))
@@ -1369,7 +1348,7 @@ def tensor_flow(text: str, f: CFunc, params: list[str]) -> TensorFlow:
         if m.group(2) in alias and m.group(1) not in _CPP_NOT_INPLACE:
             wrote(alias[m.group(2)], f"`{m.group(1)}({m.group(2)}, ...)` writes into it", m.start())
     for m in _CPP_FILL.finditer(body):
-        args, _ = _cargs(body, m.end())
+        args, _ = _split_args(body, m.end())
         if not args:
             continue
         a0 = args[0]
@@ -1393,7 +1372,7 @@ def _fresh_return(body: str, base: int) -> tuple | None:
         e = r.group(1).strip()
         m = _CPP_ALLOC.match(e) if e else None
         if m:
-            args, end = _cargs(e, m.end())
+            args, end = _split_args(e, m.end())
             if end >= len(e) - 1 and not _zero_sized(args):
                 return (f"returns `{e[:60]}`, memory allocated uninitialised", base + r.start())
             continue
@@ -1407,7 +1386,7 @@ def _fresh_return(body: str, base: int) -> tuple | None:
         m = _CPP_ALLOC.search(rhs)
         if m is None or m.start() > 40 or rhs[:m.start()].strip() not in ("", "torch::", "at::"):
             continue
-        if _zero_sized(_cargs(rhs, m.end())[0]):
+        if _zero_sized(_split_args(rhs, m.end())[0]):
             continue
         at_decl = decl.start() + decl.group(0).index(name)
         uses = [u for u in re.finditer(rf"(?<![\w.>]){re.escape(name)}\b", body)

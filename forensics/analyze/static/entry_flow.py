@@ -41,7 +41,7 @@ import ast
 import re
 from typing import Any, Iterable
 
-from .model import main_guard
+from .model import _target_key, main_guard
 
 _WRITES = re.compile(r"^(?!__)[a-z][a-z0-9_]*_$")     # torch's in-place methods end with one '_'
 _NOT_INPLACE = frozenset({"record_stream_", "requires_grad_", "share_memory_", "retain_grad_"})
@@ -333,7 +333,7 @@ class EntryFlow:
         if t is ast.Attribute:
             base = self._eval(e.value, env, fi, depth)
             out = self._attr(base, e.attr)
-            if e.attr in self.cpp and (not base or _key(e.value) in self.mod.ext_names):
+            if e.attr in self.cpp and (not base or _target_key(e.value) in self.mod.ext_names):
                 out = out | {("cpp", e.attr)}        # ext.fx(...): a function of a C++ source it built
             return out
         if t is ast.Subscript:
@@ -742,15 +742,6 @@ def _does_work(body: list[ast.stmt]) -> bool:
                 if name not in _NO_WORK:
                     return True
     return False
-
-
-def _key(e: ast.AST) -> str:
-    """`ext` / `self.ext`: the name an extension handle is kept under (model.Module.ext_names)."""
-    if isinstance(e, ast.Name):
-        return e.id
-    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name):
-        return f"{e.value.id}.{e.attr}"
-    return ""
 
 
 def _zero_size(call: ast.Call) -> bool:

@@ -854,8 +854,16 @@ def _entries(mod: Module) -> Iterator[FuncInfo]:
 
 
 def _entry_params(fi: FuncInfo) -> list[str]:
-    """An entry's caller-supplied parameters (a method's self/cls left out)."""
-    return fi.params[1:] if fi.cls else fi.params
+    """The parameters a caller supplies: a method's first one (self or cls, whatever it is named) left out,
+    a staticmethod's kept; a function nested in a method drops only a first parameter named self or cls."""
+    p = fi.params
+    if not p or fi.cls is None:
+        return list(p)
+    direct = fi.qualname.split(".")[-2:-1] == [fi.cls]
+    static = any(_target_key(_deco_func(d)).split(".")[-1] == "staticmethod" for d in fi.node.decorator_list)
+    if (direct and not static) or p[0] in ("self", "cls"):
+        return p[1:]
+    return list(p)
 
 
 def _module_scope(mod: Module, n: ast.AST) -> bool:
