@@ -53,6 +53,32 @@ CATEGORIES = ("contamination", "reward_hack", "correctness", "measurement", "int
               "provenance", "portability", "info")
 
 
+
+# ------------------------------------------------------------------ probe names
+# Every probe's name, once: the table below, the replay (its registered probes, its rows), the
+# verdict and the reports spell a probe by these constants, never by a string of their own.
+CHECK = "check"
+STRESS = "stress"
+BUILD = "build"
+PROPERTY = "property"
+STATE_DRIFT = "state-drift"
+SAME_BUFFER = "same-buffer"
+UNSAMPLED_REGION = "unsampled-region"
+FRESH_STATE = "fresh-state"
+FRESH_INPUTS = "fresh-inputs"
+ALTERNATE_CACHE = "alternate-cache"
+OUTPUT_ALIAS = "output-alias"
+NAN_POISON = "nan-poison"
+INPUT_WRITE = "input-write"
+DETERMINISM = "determinism"
+REPEATED_CALLS = "repeated-calls"
+TIMED_OUTPUTS = "timed-outputs"
+DISTRIBUTION = "distribution"
+KERNEL_TRACE = "kernel-trace"
+FIRST_LAUNCH = "first-launch"
+TIMING = "timing"
+TIMING_L2_RESET = "timing-l2-reset"
+
 # ------------------------------------------------------------------ probes
 @dataclass(frozen=True)
 class Probe:
@@ -72,42 +98,42 @@ class Probe:
 _P = Probe
 #: every probe, the replay's in the order it runs them (check first, timing last)
 PROBES: tuple[Probe, ...] = (
-    _P("check", "the deck's check: check shapes x seeds, nominal and numeric-stress cases, against the bundled reference"),
-    _P("stress", "the check's numeric-stress cases (rows of the check probe)", runs=("check",), replay=False),
-    _P("build", "the solution builds and imports on the replay host (rows of the check probe)",
-       ("build on the grading host",), runs=("check",), replay=False),
-    _P("property", "the deck's property cases on the same storage after warm calls"),
-    _P("state-drift", "a step API's chained steps, each fed the state the previous one returned, stay on the reference"),
-    _P("same-buffer", "new contents written into the inputs' (and weights') own storage are followed",
-       ("same-buffer overwrite", "same-buffer probe", "same-buffer weight overwrite"), runs=("same-buffer", "fresh-inputs")),
-    _P("unsampled-region", "a change only outside the sampled rows / region is followed",
+    _P(CHECK, "the deck's check: check shapes x seeds, nominal and numeric-stress cases, against the bundled reference"),
+    _P(STRESS, "the check's numeric-stress cases (rows of the check probe)", runs=(CHECK,), replay=False),
+    _P(BUILD, "the solution builds and imports on the replay host (rows of the check probe)",
+       ("build on the grading host",), runs=(CHECK,), replay=False),
+    _P(PROPERTY, "the deck's property cases on the same storage after warm calls"),
+    _P(STATE_DRIFT, "a step API's chained steps, each fed the state the previous one returned, stay on the reference"),
+    _P(SAME_BUFFER, "new contents written into the inputs' (and weights') own storage are followed",
+       ("same-buffer overwrite", "same-buffer probe", "same-buffer weight overwrite"), runs=(SAME_BUFFER, FRESH_INPUTS)),
+    _P(UNSAMPLED_REGION, "a change only outside the sampled rows / region is followed",
        ("unsampled-region mutation", "unsampled-row mutation", "unsampled-row")),
-    _P("fresh-state", "a new model / state (often on a dead object's id()) is not served a cached result",
+    _P(FRESH_STATE, "a new model / state (often on a dead object's id()) is not served a cached result",
        ("fresh state object", "fresh-state probe")),
-    _P("fresh-inputs", "new input tensors at new addresses are read, not the first call's",
+    _P(FRESH_INPUTS, "new input tensors at new addresses are read, not the first call's",
        ("fresh input pointers",)),
-    _P("alternate-cache", "decode / step APIs compute from the caches or state the caller passes",
+    _P(ALTERNATE_CACHE, "decode / step APIs compute from the caches or state the caller passes",
        ("alternate caller caches", "alternate caches", "alternate-cache probe", "cache contract")),
-    _P("output-alias", "whether a later call overwrites a tensor an earlier call returned (allowed: info)",
+    _P(OUTPUT_ALIAS, "whether a later call overwrites a tensor an earlier call returned (allowed: info)",
        ("output aliasing",)),
-    _P("nan-poison", "outputs are fully written (CUDA: torch.empty handed NaN-filled memory)",
+    _P(NAN_POISON, "outputs are fully written (CUDA: torch.empty handed NaN-filled memory)",
        ("unwritten output", "output unwritten")),
-    _P("input-write", "the caller's inputs are unchanged after each call (a stateful API's designated state excepted)",
+    _P(INPUT_WRITE, "the caller's inputs are unchanged after each call (a stateful API's designated state excepted)",
        ("inputs written", "input mutation", "input-mutation"), replay=False),
-    _P("determinism", "repeated calls on the same inputs agree bitwise"),
-    _P("repeated-calls", "the outputs stay right across many calls (call counters, warm-up switches)",
-       ("repeated calls",), runs=("determinism", "timed-outputs"), replay=False),
-    _P("timed-outputs", "the outputs of the calls the benchmark times, under its calling pattern, are right",
+    _P(DETERMINISM, "repeated calls on the same inputs agree bitwise"),
+    _P(REPEATED_CALLS, "the outputs stay right across many calls (call counters, warm-up switches)",
+       ("repeated calls",), runs=(DETERMINISM, TIMED_OUTPUTS), replay=False),
+    _P(TIMED_OUTPUTS, "the outputs of the calls the benchmark times, under its calling pattern, are right",
        ("timed-call outputs", "timed calls")),
-    _P("distribution", "inputs the contract allows and the check never uses (other seeds, scales, spread) pass",
+    _P(DISTRIBUTION, "inputs the contract allows and the check never uses (other seeds, scales, spread) pass",
        ("perturbed-distribution inputs",)),
-    _P("kernel-trace", "which kernels each call launched (the solution's own or a library's)",
+    _P(KERNEL_TRACE, "which kernels each call launched (the solution's own or a library's)",
        ("kernel-name trace", "kernel trace")),
-    _P("first-launch", "each specialization's first launch (no replay probe: every shape would need a cold start)",
+    _P(FIRST_LAUNCH, "each specialization's first launch (no replay probe: every shape would need a cold start)",
        ("each specialization first-launch",), replay=False),
-    _P("timing", "timed like the benchmark; plausible against the GPU's measured ceilings"),
-    _P("timing-l2-reset", "the timing with the persisting L2 reset before every trial (rows of the timing probe)",
-       ("L2-persistence reset timing",), runs=("timing",), replay=False),
+    _P(TIMING, "timed like the benchmark; plausible against the GPU's measured ceilings"),
+    _P(TIMING_L2_RESET, "the timing with the persisting L2 reset before every trial (rows of the timing probe)",
+       ("L2-persistence reset timing",), runs=(TIMING,), replay=False),
 )
 
 #: the replay's probes, in the order it runs them
@@ -116,11 +142,11 @@ ALL_PROBES: tuple[str, ...] = tuple(p.name for p in PROBES if p.replay)
 #: shorthands selecting several replay probes (`forensics replay --probe`); not probes themselves
 SELECTIONS: dict[str, tuple[str, ...]] = {
     "all": ALL_PROBES,
-    "hacks": ("timed-outputs", "distribution"),
-    "chain": ("state-drift",),
-    "pointer-cache": ("same-buffer", "unsampled-region"),
-    "graph": ("same-buffer", "fresh-inputs", "fresh-state"),
-    "state": ("fresh-state", "alternate-cache"),
+    "hacks": (TIMED_OUTPUTS, DISTRIBUTION),
+    "chain": (STATE_DRIFT,),
+    "pointer-cache": (SAME_BUFFER, UNSAMPLED_REGION),
+    "graph": (SAME_BUFFER, FRESH_INPUTS, FRESH_STATE),
+    "state": (FRESH_STATE, ALTERNATE_CACHE),
 }
 
 

@@ -72,7 +72,7 @@ def test_replay_side_imports_without_the_store_dependencies():
     code = ("import sys\n"
             "for k in ('orjson', 'duckdb', 'pyarrow', 'rapidfuzz', 'datasketch'):\n"
             "    sys.modules[k] = None\n"
-            "import forensics.replay.rules, forensics.replay.probes, forensics.replay.api, forensics.replay.drivers\n"
+            "import forensics.replay.rules, forensics.replay.session, forensics.replay.outcome, forensics.replay.api, forensics.replay.drivers\n"
             "import forensics.replay.worker, forensics.replay.runner\n"
             "import devkit.replay.real_bench, devkit.replay.deck_check\n"
             "print('ok')\n")

@@ -22,7 +22,7 @@ def test_static_hits_that_override_the_rule_probe_resolve():
 
 
 def test_every_replay_probe_is_declared_and_runs_in_order():
-    from forensics.replay.probes import ALL_PROBES
+    from forensics.replay.api import ALL_PROBES
     assert ALL_PROBES == vocab.ALL_PROBES
     assert ALL_PROBES[0] == "check" and ALL_PROBES[-1] == "timing"
     for p in ALL_PROBES:
@@ -36,21 +36,11 @@ def test_every_replay_probe_is_declared_and_runs_in_order():
 
 def test_every_probe_a_replay_table_runs_is_declared():
     pytest.importorskip("torch")
-    from types import SimpleNamespace
+    from forensics.replay import registry
 
-    from forensics.replay import drivers, stateful
-
-    class Any_:   # the tables only look attributes up; nothing is called
-        spec = SimpleNamespace(api_kind="module")
-
-        def __getattr__(self, name):
-            return lambda *a, **k: None
-
-    names = set(drivers.module_table(Any_()))
-    for k in ("decode", "step", "rollout"):
-        rp = Any_()
-        rp.spec = SimpleNamespace(api_kind=k)
-        names |= set(stateful.table(rp))
+    names = set()
+    for k in registry.KINDS:
+        names |= set(registry.table(k))
     assert names <= set(vocab.ALL_PROBES), names - set(vocab.ALL_PROBES)
 
 

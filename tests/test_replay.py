@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from forensics.replay.api import expand_probes, replay_run_dir, replay_solution  # noqa: E402
-from forensics.replay.probes import Limits  # noqa: E402
+from forensics.replay.outcome import Limits  # noqa: E402
 from forensics.replay.runner import Scratch, scrubbed_env  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -376,11 +376,12 @@ def test_analyze_writes_replay_results_and_findings(tmp_path):
 
 
 def test_repeated_check_shape_reuses_the_reference_not_the_solution_call(tmp_path, monkeypatch):
-    from forensics.replay import api, probes
+    from forensics.replay import api
+    from forensics.replay.oracle import Oracle
     tiny = dict(batch=4, n=512, k=8)
     monkeypatch.setitem(api.TINY_SHAPES, "05_topk_bitonic", [dict(tiny), dict(tiny), dict(tiny, n=256)])
     calls = {"reference": 0, "model": 0}
-    ref_fn, model_fn = probes.Replay.reference, probes.Replay.ref_model
+    ref_fn, model_fn = Oracle.reference, Oracle.ref_model
 
     def counting_reference(self, model, inputs):
         calls["reference"] += 1
@@ -389,8 +390,8 @@ def test_repeated_check_shape_reuses_the_reference_not_the_solution_call(tmp_pat
     def counting_model(self, shape):
         calls["model"] += 1
         return model_fn(self, shape)
-    monkeypatch.setattr(probes.Replay, "reference", counting_reference)
-    monkeypatch.setattr(probes.Replay, "ref_model", counting_model)
+    monkeypatch.setattr(Oracle, "reference", counting_reference)
+    monkeypatch.setattr(Oracle, "ref_model", counting_model)
     out = _replay("topk_honest.py", probes=["check"], tmp_path=tmp_path)
     rows = _rows(out, "check") + _rows(out, "stress")
     n_cases = len(rows) // 3
@@ -400,15 +401,15 @@ def test_repeated_check_shape_reuses_the_reference_not_the_solution_call(tmp_pat
 
 
 def _count_builds(monkeypatch) -> list:
-    """The object names of the solution models the replay builds (Replay.new_model), in order."""
-    from forensics.replay import probes
+    """The object names of the solution models the replay builds (Session.new_model), in order."""
+    from forensics.replay.session import Session
     news: list = []
-    new_fn = probes.Replay.new_model
+    new_fn = Session.new_model
 
     def counting_new(self, ch, obj, shape, *a, **kw):
         news.append(obj)
         return new_fn(self, ch, obj, shape, *a, **kw)
-    monkeypatch.setattr(probes.Replay, "new_model", counting_new)
+    monkeypatch.setattr(Session, "new_model", counting_new)
     return news
 
 
@@ -418,10 +419,11 @@ def test_a_repeated_check_shape_keeps_the_solution_model_only_when_its_build_was
     """check.py builds a new solution model for every row of the shape list; the replay does too
     (look-alike: a quick build is repeated for a repeated shape), unless one build took longer than
     REBUILD_SLOW_S (GLM: a minute of CPU weight draws per model), when the repeat keeps it."""
-    from forensics.replay import api, probes
+    from forensics.replay import api
+    from forensics.replay.probes import check
     tiny = dict(batch=4, n=512, k=8)
     monkeypatch.setitem(api.TINY_SHAPES, "05_topk_bitonic", [dict(tiny), dict(tiny), dict(tiny, n=256)])
-    monkeypatch.setattr(probes, "REBUILD_SLOW_S", slow_s)
+    monkeypatch.setattr(check, "REBUILD_SLOW_S", slow_s)
     news = _count_builds(monkeypatch)
     out = _replay("topk_honest.py", probes=["check"], tmp_path=tmp_path)
     rows = _rows(out, "check") + _rows(out, "stress")
@@ -441,10 +443,11 @@ def test_rows_of_one_shape_share_reference_weights_and_a_slow_model_past_other_s
     unseeded, the fourth row compared the solution built from new weights with the first row's
     outputs.  A problem with weights (fp8: the weight is a parameter) shows both; look-alike: quick
     builds are still repeated per row, and pass."""
-    from forensics.replay import api, probes
+    from forensics.replay import api
+    from forensics.replay.probes import check
     a, b = dict(M=16, N=32, K=64), dict(M=8, N=32, K=64)
     monkeypatch.setitem(api.TINY_SHAPES, "01_fp8_gemm", [dict(a), dict(a), dict(b), dict(a)])
-    monkeypatch.setattr(probes, "REBUILD_SLOW_S", slow_s)
+    monkeypatch.setattr(check, "REBUILD_SLOW_S", slow_s)
     news = _count_builds(monkeypatch)
     out = _replay("fp8_version_cache.py", "01_fp8_gemm", probes=["check"], tmp_path=tmp_path,
                   archive_date="2026-07-01")
@@ -456,19 +459,19 @@ def test_rows_of_one_shape_share_reference_weights_and_a_slow_model_past_other_s
 
 
 def test_a_check_reference_is_the_same_for_its_shape_and_leaves_the_generators_alone():
-    from forensics.replay import probes
+    from forensics.replay.oracle import Oracle
+    from forensics.replay.record import Record
+    from forensics.replay.values import shape_key
     from forensics.kernels import registry
-    r = probes.Replay.__new__(probes.Replay)
-    r.device, r.spec = "cpu", registry.get("01_fp8_gemm")
-    r.timed = lambda what: __import__("contextlib").nullcontext()
+    r = Oracle(registry.get("01_fp8_gemm"), Record(None, "cpu"), device="cpu")
     shape = dict(M=16, N=32, K=64)
     torch.manual_seed(7)
     state = torch.random.get_rng_state()
-    w1 = {k: v.clone() for k, v in r.check_reference(shape, probes._shape_key(shape)).state_dict().items()}
+    w1 = {k: v.clone() for k, v in r.check_reference(shape, shape_key(shape)).state_dict().items()}
     assert torch.equal(torch.random.get_rng_state(), state)
-    w2 = r.check_reference(shape, probes._shape_key(shape)).state_dict()
+    w2 = r.check_reference(shape, shape_key(shape)).state_dict()
     other = dict(M=8, N=32, K=64)
-    w3 = r.check_reference(other, probes._shape_key(other)).state_dict()
+    w3 = r.check_reference(other, shape_key(other)).state_dict()
     assert w1 and all(torch.equal(w1[k], w2[k]) for k in w1)
     assert any(not torch.equal(w1[k], w3[k]) for k in w1 if w1[k].shape == w3[k].shape and w1[k].numel() > 1)
 

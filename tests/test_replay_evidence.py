@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from forensics.replay.api import replay_solution  # noqa: E402
-from forensics.replay.probes import Limits  # noqa: E402
+from forensics.replay.outcome import Limits  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "corpus" / "replay"

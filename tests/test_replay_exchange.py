@@ -28,7 +28,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from forensics.replay.probes import Limits  # noqa: E402
+from forensics.replay.outcome import Limits  # noqa: E402
 from forensics.replay.runner import Scratch, ScratchTampered, claim_build_cache  # noqa: E402
 from forensics.replay.worker import (ExchangeTampered, is_pack, load_any, load_exchange, open_exchange,  # noqa: E402
                                      pack_load, pack_save, save_exchange)
@@ -365,9 +365,13 @@ class _PutChild:
 
 
 def _put_replay(tmp_path):
-    from forensics.replay.probes import Replay
+    """The replay's exchange (forensics/replay/exchange.py) of a CPU replay, with its record and link."""
+    from forensics.replay.exchange import Exchange
+    from forensics.replay.link import Link
+    from forensics.replay.record import Record
     sc = Scratch(b"x = 1\n", cache_root=tmp_path / "cache", work_root=tmp_path)
-    return Replay(None, sc, device="cpu", seeds=(42,)), sc
+    rec = Record(sc, "cpu")
+    return Exchange(sc, "cpu", Link(sc, "cpu", Limits(), rec), rec), sc
 
 
 def _swap_for_copy(path: str) -> None:
@@ -386,10 +390,10 @@ def test_an_honest_put_is_watched_through_the_replays_own_descriptor(tmp_path):
         r, args = rp.put(ch, [torch.arange(8, dtype=torch.float32), 3, torch.ones(2, 2, dtype=torch.bfloat16)])
         assert r.ok and args[1] == {"lit": 3} and sorted(rp.owned) == ["x0", "x2"]
         assert not list(Path(sc.io).iterdir())                  # the name is gone, the memory is not
-        assert rp.owned_changed(["x0", "x2"]) == [] and not rp.exchange_events
+        assert rp.owned_changed(["x0", "x2"]) == [] and not rp.rec.exchange_events
         ch.w.slots["x0"][5] = -1.0                              # the solution writes into its input
         assert rp.owned_changed(["x0", "x2"]) == ["x0"]
-        assert rp.owned_now(["x0"])["x0"][5].item() == -1.0 and not rp.exchange_events
+        assert rp.owned_now(["x0"])["x0"][5].item() == -1.0 and not rp.rec.exchange_events
     finally:
         sc.cleanup()
 
@@ -405,7 +409,7 @@ def test_a_put_file_swapped_before_the_child_maps_it_is_tampering(tmp_path):
         ch = _PutChild(before=_swap_for_copy)
         r, _ = rp.put(ch, [torch.arange(8, dtype=torch.float32)])
         assert r.ok
-        f = next(f for f in rp.out.findings if f["rule"] == "replay-exchange-tampered")
+        f = next(f for f in rp.rec.out.findings if f["rule"] == "replay-exchange-tampered")
         assert "mapped another file" in f["message"] and f["severity"] == "critical"
         assert "x0" not in rp.owned
     finally:
@@ -463,7 +467,7 @@ def test_a_put_file_truncated_by_the_child_does_not_crash_the_replay(tmp_path):
         assert r.ok and "x0" in rp.owned
         os.ftruncate(kept[0], 0)
         assert rp.owned_changed(["x0"]) == []
-        f = next(f for f in rp.out.findings if f["rule"] == "replay-exchange-tampered")
+        f = next(f for f in rp.rec.out.findings if f["rule"] == "replay-exchange-tampered")
         assert "shorter than this process wrote it" in f["message"] and "x0" not in rp.owned
 
     try:
@@ -578,10 +582,12 @@ def test_shared_io_root_refuses_a_world_writable_parent_without_the_sticky_bit(t
 
 # ------------------------------------------------------------------------------ sol/ (the child's cwd)
 def test_authored_kernel_names_never_come_through_a_symlink_or_a_fifo(tmp_path):
-    """kernel-trace reads the solution's sources from sol/ while the child is alive: a symlink to a
+    """kernel-trace reads the solution's sources from sol/ while the child is alive (the session's
+    solution_sources): a symlink to a
     host file was read (its kernel names reported), a FIFO swapped in after the is_file check would
     hang the replay.  Look-alike: the solution's own files, in subfolders too, are read."""
-    from forensics.replay.kerneltrace import authored_kernels
+    from forensics.replay.probes.kerneltrace import authored_kernels
+    from forensics.replay.session import solution_sources
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "host.cu").write_text("__global__ void host_secret_kernel(float* p) {}\n")
@@ -594,7 +600,7 @@ def test_authored_kernel_names_never_come_through_a_symlink_or_a_fifo(tmp_path):
     (sol / "leak.cu").symlink_to(outside / "host.cu")
     (sol / "linked").symlink_to(outside / "pkg", target_is_directory=True)
     os.mkfifo(sol / "wait.cu")
-    hung, box = _in_thread(lambda: authored_kernels(sol))
+    hung, box = _in_thread(lambda: authored_kernels(solution_sources(sol)))
     if hung:
         os.close(os.open(sol / "wait.cu", os.O_RDWR | os.O_NONBLOCK))
     assert not hung, "authored_kernels waited on a FIFO"
@@ -633,7 +639,7 @@ def _replay_apart(tmp_path, case: str, probes=("check",)) -> tuple[int, dict]:
     script = (
         "import json, pathlib, sys\n"
         "from forensics.replay.api import replay_solution\n"
-        "from forensics.replay.probes import Limits\n"
+        "from forensics.replay.outcome import Limits\n"
         f"src = open({str(REPO / 'corpus' / 'replay' / case)!r}, 'rb').read()\n"
         f"out = replay_solution('05_topk_bitonic', src, device='cpu', shapes='tiny', probes={list(probes)!r},\n"
         f"    seeds=(42,), limits=Limits(build_s=300, call_s=240, probe_s=300, time_s=120),\n"

@@ -1,6 +1,6 @@
-"""The stateful API kinds' drivers (forensics/replay/generic.py): each kind's table runs the
-generic determinism (and, where the kind's rebuild is a seeded model, fresh-state) with its own
-driver.  End to end on the CPU the probes are exercised by tests/test_replay_stateful.py."""
+"""The stateful API kinds' drivers (forensics/replay/probes/generic.py): each kind's registered
+probes run the generic determinism (and, where the kind's rebuild is a seeded model, fresh-state)
+with its own driver.  End to end on the CPU the probes are exercised by tests/test_replay_stateful.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from forensics.replay import generic, rollout_api, stateful, step_api  # noqa: E402
+from forensics.replay import registry  # noqa: E402
+from forensics.replay.probes import decode, generic, rollout, step  # noqa: E402
 
-DRIVERS = {"decode": stateful.DRIVER, "step": step_api.DRIVER, "rollout": rollout_api.DRIVER}
+DRIVERS = {"decode": decode.DRIVER, "step": step.DRIVER, "rollout": rollout.DRIVER}
 OPS = ("reference", "model", "run", "expected", "compare")
 
 
@@ -33,13 +34,14 @@ def test_seeded_kinds_implement_every_operation():
 
 def test_tables_call_the_generic_probes(monkeypatch):
     calls = []
-    monkeypatch.setattr(generic, "determinism", lambda rp, d: calls.append(("determinism", d.kind)))
-    monkeypatch.setattr(generic, "fresh_state", lambda rp, d: calls.append(("fresh-state", d.kind)))
+    monkeypatch.setattr(generic, "determinism", lambda s, d: calls.append(("determinism", d.kind)))
+    monkeypatch.setattr(generic, "fresh_state", lambda s, d: calls.append(("fresh-state", d.kind)))
+    session = SimpleNamespace()   # the generic probes are patched: nothing of the session is used
     for kind in DRIVERS:
-        table = stateful.table(SimpleNamespace(spec=SimpleNamespace(api_kind=kind)))
-        table["determinism"]()
+        table = registry.table(kind)
+        table["determinism"](session)
         if kind != "step":
-            table["fresh-state"]()
+            table["fresh-state"](session)
     assert calls == [("determinism", "decode"), ("fresh-state", "decode"), ("determinism", "step"),
                      ("determinism", "rollout"), ("fresh-state", "rollout")]
 
@@ -47,11 +49,11 @@ def test_tables_call_the_generic_probes(monkeypatch):
 def test_decode_check_is_the_generic_one(monkeypatch):
     """decode's check is generic.check; the rollout and step checks stay their own (generic.py says why)."""
     calls = []
-    monkeypatch.setattr(generic, "check", lambda rp, d: calls.append(d.kind))
+    monkeypatch.setattr(generic, "check", lambda s, d: calls.append(d.kind))
     for kind in DRIVERS:
-        table = stateful.table(SimpleNamespace(spec=SimpleNamespace(api_kind=kind)))
+        table = registry.table(kind)
         if kind == "decode":
-            table["check"]()
+            table["check"](SimpleNamespace())
     assert calls == ["decode"]
     for kind in ("decode", "rollout"):
         d = DRIVERS[kind]

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 def test_planted_gpu_case(label):
     from forensics.replay.api import replay_solution
     from devkit.replay.gpu_verify import CASES, run_case
-    from forensics.replay.probes import Limits
+    from forensics.replay.outcome import Limits
     case = next(c for c in CASES if c[0] == label)
     r = run_case(case, Limits, replay_solution)
     assert r["status"] == r["want_status"], r["rules"]

@@ -9,8 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from forensics.replay.api import replay_solution  # noqa: E402
-from forensics.replay.kerneltrace import attribute, authored_kernels, classify  # noqa: E402
-from forensics.replay.probes import Limits  # noqa: E402
+from forensics.replay.probes.kerneltrace import attribute, authored_kernels, classify  # noqa: E402
+from forensics.replay.session import solution_sources  # noqa: E402
+from forensics.replay.outcome import Limits  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "corpus" / "replay"
@@ -43,7 +44,7 @@ def test_authored_kernel_names_come_from_the_scratch_copy(tmp_path):
                                           "SRC = '__global__ void gemm_main(float* y) {}'\n")
     (tmp_path / "k.cu").write_text("template <int B> __global__ void __launch_bounds__(256) side_kernel(int* p) {}\n"
                                    "using G = cutlass::gemm::device::GemmUniversal<>;\n")
-    names, cutlass = authored_kernels(tmp_path)
+    names, cutlass = authored_kernels(solution_sources(tmp_path))
     assert {"gemm_main", "side_kernel"} <= names and cutlass   # '_k' is too short to match safely
 
 
@@ -105,7 +106,7 @@ def test_a_device_query_makes_the_cpu_path_pending():
     """Unit: the judgement from the path tracer's records (no replay)."""
     from types import SimpleNamespace
 
-    from forensics.replay.kerneltrace import cpu_judgement
+    from forensics.replay.probes.kerneltrace import cpu_judgement
     gemm, sort = SimpleNamespace(main_op=("gemm",)), SimpleNamespace(main_op="sort")
     ops = [{"name": "aten::mm", "calls": 3, "us": 10.0}, {"name": "aten::add", "calls": 3, "us": 1.0}]
     clean = cpu_judgement(gemm, ops, {"import": {}, "call": {}}, True)

@@ -164,7 +164,7 @@ def test_an_ipc_reference_counter_file_must_be_the_writers(tmp_path, monkeypatch
 
 def test_cpu_replay_reports_the_byte_transfer(tmp_path):
     from forensics.replay.api import replay_solution
-    from forensics.replay.probes import Limits
+    from forensics.replay.outcome import Limits
     sol = (Path(__file__).resolve().parent.parent / "corpus" / "replay" / "topk_honest.py").read_bytes()
     out = replay_solution("05_topk_bitonic", sol, device="cpu", shapes="tiny", probes=["check"], seeds=(42,),
                           limits=Limits(build_s=300, call_s=240), cache_root=tmp_path / "cache")

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 
 from forensics.replay import buildenv  # noqa: E402
 from forensics.replay.api import replay_run_dir, replay_solution  # noqa: E402
-from forensics.replay.probes import Limits  # noqa: E402
+from forensics.replay.outcome import Limits  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "corpus" / "replay"
@@ -440,7 +440,7 @@ def test_distribution_tolerances_come_from_the_bracketing_deck_cases():
     """Each variant gets the looser tolerance of the two deck cases around its scale."""
     from types import SimpleNamespace
 
-    from forensics.replay import hackprobes
+    from forensics.replay.probes import hacks as hackprobes
     from forensics.kernels import registry
     idx, plan = hackprobes.plan(SimpleNamespace(spec=registry.get("05_topk_bitonic")), torch.float32)
     tol = {v: t for v, _, t, _ in plan}
@@ -579,7 +579,7 @@ def test_a_gpu_scan_checks_the_timed_calls_too():
 def test_failures_after_a_missing_build_piece_are_not_replayable_not_failed():
     """H200 run: a solution whose CUTLASS extension could not be built here fell back to another
     path and failed the check on it: the graded build was never reproduced, so not_replayable."""
-    from forensics.replay.probes import Outcome
+    from forensics.replay.outcome import Outcome
     out = Outcome()
     out.rows.append({"probe": "check", "status": "not_replayable",
                      "detail": "build environment: CUTLASS headers (cutlass/cutlass.h) not found\n..."})

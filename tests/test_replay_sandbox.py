@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch")
 
 from forensics.replay.api import replay_solution  # noqa: E402
 from devkit.replay.gpu_verify import attack_replay, memory_replay  # noqa: E402
-from forensics.replay.probes import Limits  # noqa: E402
+from forensics.replay.outcome import Limits  # noqa: E402
 from conftest import make_venv  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

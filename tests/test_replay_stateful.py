@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from forensics.replay.api import replay_run_dir, replay_solution, static_probe  # noqa: E402
-from forensics.replay.probes import Limits  # noqa: E402
+from forensics.replay.outcome import Limits  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "corpus" / "replay"
@@ -48,12 +48,12 @@ def _has_stats(d: dict) -> bool:
 
 # ------------------------------------------------------------------------------ API kinds
 def test_stateful_kinds():
-    from forensics.replay.stateful import kind
+    from forensics.replay.registry import api_kind as kind
     from forensics.kernels import registry
     assert kind(registry.get("03_megaqwen_decode")) == "decode"
     assert kind(registry.get(KIMI)) == "step"
     assert kind(registry.get(GRID)) == "rollout"      # its env_step( must not read as a step API
-    assert kind(registry.get("05_topk_bitonic")) is None
+    assert kind(registry.get("05_topk_bitonic")) == "module"
     # declared on the spec, not read from the API's prose; a stateful spec without a kind is refused
     import dataclasses
     with pytest.raises(ValueError, match="api_kind"):

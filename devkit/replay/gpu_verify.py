@@ -213,7 +213,7 @@ def attack_replay(tmp: Path, device: str = "cpu", shapes: str = "tiny", forks: i
     before = tree_hash(run)
     env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO), **secrets, **(extra_env or {}))
     prog = ("import json\nfrom pathlib import Path\nfrom forensics.replay.api import replay_run_dir\n"
-            "from forensics.replay.probes import Limits\n"
+            "from forensics.replay.outcome import Limits\n"
             f"out = replay_run_dir({str(run)!r}, device={device!r}, shapes={shapes!r}, probes=['check'], seeds=(42,), "
             f"limits=Limits(build_s=300, call_s=240, probe_s=300, time_s=120), cache_root=Path({str(tmp / 'cache')!r}))\n"
             f"json.dump({{'rows': out.rows, 'findings': out.findings, 'info': out.info, 'status': out.status()}}, "
@@ -264,7 +264,7 @@ def memory_replay(device: str = "cpu", ceiling: str = "1G", alloc: int = 4 * 2**
                   shapes: str = "tiny", cache_root: Path | None = None) -> dict:
     """corpus/replay/sandbox_memory.py under a `ceiling` (FORENSICS_REPLAY_MEM) trying `alloc` bytes."""
     from forensics.replay.api import replay_solution
-    from forensics.replay.probes import Limits
+    from forensics.replay.outcome import Limits
     src = fill_cfg((CORPUS / "sandbox_memory.py").read_text(), {"bytes": alloc})
     old = os.environ.get("FORENSICS_REPLAY_MEM")
     os.environ["FORENSICS_REPLAY_MEM"] = ceiling
@@ -293,7 +293,7 @@ def sandbox_checks(device: str, out_dir: Path) -> dict:
     import tempfile
 
     from forensics.replay.api import replay_solution
-    from forensics.replay.probes import Limits
+    from forensics.replay.outcome import Limits
     from forensics.replay.sandbox_check import self_check
     res: dict = {}
     t = time.monotonic()
@@ -394,7 +394,7 @@ def main(argv=None) -> int:
     import torch
 
     from forensics.replay.api import replay_solution
-    from forensics.replay.probes import Limits
+    from forensics.replay.outcome import Limits
     from forensics.replay.timing import gpu_env_summary, measure_ceilings
     result: dict = {"env": gpu_env_summary(), "commands": [" ".join([sys.executable, "-m", "devkit.replay.gpu_verify"] + (argv or sys.argv[1:]))]}
     t = time.monotonic()

@@ -130,7 +130,7 @@ def caught_by(family: Any, outcome: str, high: list[str]) -> str:
 def one(args: argparse.Namespace) -> int:
     """Replay one run folder, streaming JSON lines to args.events (the parent reads them)."""
     from forensics.replay.stream import JsonLines, failure_doc
-    from forensics.replay.probes import Limits, install_signal_handlers, restore_signal_handlers
+    from forensics.replay.outcome import Limits, install_signal_handlers, restore_signal_handlers
     old_handlers = install_signal_handlers()
     stream = JsonLines(args.events)
     events: list[dict] = []
@@ -193,7 +193,7 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
             info["error"] = f"{why_partial}; its last step: {step.get('what')} (from {step.get('t')} s)"
     else:
         rows, findings, info = res.get("rows", []), res.get("findings", []), res.get("info", {})
-    from forensics.replay.probes import OFFICIAL_PROBES, STATUS_ORDER, _env_incomplete
+    from forensics.replay.outcome import OFFICIAL_PROBES, STATUS_ORDER, _env_incomplete
     off_rows = [r for r in rows if r.get("probe") in OFFICIAL_PROBES]
     seen = {r.get("status") for r in off_rows}
     outcome = next((s for s in STATUS_ORDER if s in seen), None)

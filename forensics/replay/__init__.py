@@ -15,6 +15,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+from forensics.vocab import BUILD
+
 ANALYZER = "replay"
 
 
@@ -29,25 +31,26 @@ def required_probes(static_probes: Iterable[str], device: str, spec: Any = None)
     static reading cannot (an output never written; the operators and kernels that did the work);
     the probes the static findings call for; on a GPU timing, and the outputs of the timed calls
     under the benchmark's calling pattern (timed-outputs)."""
+    from forensics.vocab import ALL_PROBES, CHECK, KERNEL_TRACE, NAN_POISON, STATE_DRIFT, TIMED_OUTPUTS, TIMING
+
     from .api import static_probe
-    from .probes import ALL_PROBES
-    want = ["check"]
-    api_kind = None
+    want = [CHECK]
+    kind = None
     if spec is not None:
-        from .stateful import kind
-        api_kind = kind(spec)
-        if api_kind == "step":
-            want.append("state-drift")
-    if spec is not None and api_kind is None:
-        # runtime evidence that costs a few calls and settles what static reading cannot (issue 35):
-        # outputs never written (poisoned memory) and which operators / kernels did the work
-        want += ["nan-poison", "kernel-trace"]
+        from .registry import MODULE, STEP, api_kind
+        kind = api_kind(spec)
+        if kind == STEP:
+            want.append(STATE_DRIFT)
+        if kind == MODULE:
+            # runtime evidence that costs a few calls and settles what static reading cannot (issue 35):
+            # outputs never written (poisoned memory) and which operators / kernels did the work
+            want += [NAN_POISON, KERNEL_TRACE]
     for p in static_probes:
         for q in static_probe(p):
             if q in ALL_PROBES and q not in want:
                 want.append(q)
     if device.startswith("cuda"):   # on a GPU: timed, and the timed calls' outputs checked (issue 21)
-        for p in ("timed-outputs", "timing"):
+        for p in (TIMED_OUTPUTS, TIMING):
             if p not in want:
                 want.append(p)
     return [p for p in ALL_PROBES if p in want]
@@ -91,7 +94,7 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
                 date = str(run[k])[:10]
                 break
         if not run.get("has_solution") or not run.get("problem"):
-            rows.append(_row("build", "skipped", "no solution.py" if not run.get("has_solution") else "problem unknown"))
+            rows.append(_row(BUILD, "skipped", "no solution.py" if not run.get("has_solution") else "problem unknown"))
         else:
             try:
                 from forensics.kernels import registry
@@ -100,7 +103,7 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
             except KeyError:
                 known = False
             if not known:
-                rows.append(_row("build", "skipped", f"no bundled reference for {run['problem']}"))
+                rows.append(_row(BUILD, "skipped", f"no bundled reference for {run['problem']}"))
                 fs.append(dict(rule="replay-no-reference", severity="info", category="info", probe=None,
                                message=f"No bundled reference for problem {run['problem']}; not replayed.", data={}))
             else:
@@ -114,7 +117,7 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
                     bl = rf.read_text("benchmark.log") if rf.exists("benchmark.log") else None
                 except Exception as e:  # noqa: BLE001 - an unreadable run is reported, not fatal
                     sol, side, templates, bl = None, {}, {}, None
-                    rows.append(_row("build", "error", f"cannot read the run's files: {e}"))
+                    rows.append(_row(BUILD, "error", f"cannot read the run's files: {e}"))
                 if sol is not None:
                     shapes = "canonical"
                     from forensics.kernels import registry as _r
@@ -129,8 +132,8 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
                         rows.extend(out.rows)
                         fs.extend(out.findings)
                         info = {k: v for k, v in out.info.items() if k != "hello"}
-                        built = [r["status"] for r in out.rows if r["probe"] == "build"]
-                        rows.append(_row("build", built[0] if built else "pass",
+                        built = [r["status"] for r in out.rows if r["probe"] == BUILD]
+                        rows.append(_row(BUILD, built[0] if built else "pass",
                                          f"replay summary: overall status {out.status()}, probes {', '.join(want)}",
                                          data={"info": info, "required_by_static": static_probes,
                                                "overall_status": out.status()}))
@@ -139,7 +142,7 @@ def analyze(store: Any, run_ids: list[str] | None = None, probes: list[str] | No
                                            message=f"Replayed on the CPU with {shapes} shapes; a GPU replay of the "
                                                    "official shapes (and timing) is still required.", data={}))
                     except Exception as e:  # noqa: BLE001 - fail closed: recorded, never clean
-                        rows.append(_row("build", "error", f"replay could not run: {type(e).__name__}: {e}"))
+                        rows.append(_row(BUILD, "error", f"replay could not run: {type(e).__name__}: {e}"))
                         fs.append(dict(rule="replay-error", severity="medium", category="correctness", probe=None,
                                        message=f"The replay itself failed ({type(e).__name__}: {str(e)[:200]}); "
                                                "correctness is unknown.", data={}))

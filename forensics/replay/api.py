@@ -21,7 +21,8 @@ from forensics.problems import CATALOGUE
 # the --probe shorthands are declared once, in forensics/vocab.py (static_probe re-exported here).
 from forensics.vocab import ALL_PROBES, PROBE_ALIASES, static_probe  # noqa: F401
 
-from .probes import Limits, Outcome, Replay
+from .outcome import Limits, Outcome
+from .session import Session
 from .runner import Scratch
 
 # Tiny shapes for the CPU path (CI): same globals as the deck's shapes, small enough for seconds
@@ -132,21 +133,18 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
         spec_tiny = None
     scratch = Scratch(solution, sidecars, reference_src=reference_file(spec), cache_root=cache_root, keep=keep_scratch,
                       hide=[str(h) for h in hide])
-    rp = Replay(spec, scratch, device=device, shapes=shapes, limits=limits, archive_date=archive_date,
-                seeds=seeds, ref_impl=ref_impl, python=python)
     if shape_list:   # the caller's shapes (a CPU run of a solution that only takes some sizes)
         spec_tiny = shape_list
-    if spec_tiny is not None:
-        rp.check_shapes = lambda: [dict(s) for s in spec_tiny]  # type: ignore[method-assign]
-    rp.archived = archived or {}
-    rp.on_event = on_event
+    rp = Session(spec, scratch, device=device, shapes=shapes, limits=limits, archive_date=archive_date,
+                 seeds=seeds, ref_impl=ref_impl, python=python, archived=archived, on_event=on_event,
+                 shape_list=spec_tiny)
     if split:
         rp.emit({"event": "sidecars", "split": split})
     try:
         from .drivers import run as run_probes
         out = run_probes(rp, expand_probes(probes))
     except KeyboardInterrupt as e:   # ReplayInterrupted (a signal) or Ctrl-C: the result so far
-        out = rp.out
+        out = rp.outcome
         out.info["interrupted"] = str(e) or type(e).__name__
     finally:
         try:
@@ -188,7 +186,7 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
     return out
 
 
-def _judge_evidence(rp: Replay, scratch: Scratch, python: str | None) -> None:
+def _judge_evidence(rp: Session, scratch: Scratch, python: str | None) -> None:
     """What the solution's processes did (their audit hooks' evidence, capabilities.judge), once every
     child has ended; a failure here is the tool's (`replay-tool-error`), never the solution's."""
     import sys
@@ -202,7 +200,7 @@ def _judge_evidence(rp: Replay, scratch: Scratch, python: str | None) -> None:
     except Exception:  # noqa: BLE001 - without them site-packages reads count as outside
         dirs = list(dict.fromkeys([sys.prefix, sys.base_prefix, sys.exec_prefix]))
     try:
-        rp.out.info["evidence"] = capabilities.judge(rp, scratch.children, dirs)
+        rp.info["evidence"] = capabilities.judge(rp, scratch, dirs)
     except Exception as e:  # noqa: BLE001
         import traceback
         rp.finding("replay-tool-error", f"The replay could not judge the solution's audit evidence ({type(e).__name__}: "

@@ -306,10 +306,12 @@ def _show(ev: dict, why: str) -> dict:
             "thread": ev.get("thread"), "why": why}
 
 
-def judge(rp: Any, children: list, python_dirs: list[str] | None = None) -> dict:
-    """Findings from every child's evidence (after the children ended).  -> a summary for out.info."""
-    places = Places(rp.scratch, python_dirs)
+def judge(rp: Any, scratch: Any, python_dirs: list[str] | None = None) -> dict:
+    """Findings (`rp.finding`) from the evidence of every child of `scratch` (after the children
+    ended).  -> a summary for out.info."""
+    places = Places(scratch, python_dirs)
     own_modules = set(rp.local_modules()) | {"solution"}
+    children = scratch.children
     by_cap: dict[str, list[tuple[dict, str, str]]] = {}
     build: list[dict] = []
     counts = {"events": 0, "solution": 0, "build": 0, "library": 0}

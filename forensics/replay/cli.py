@@ -102,7 +102,7 @@ def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_tim
     without a bundled reference, a signal from outside all end in a JSON document."""
     from forensics.extras import require_extra
     require_extra("replay", "torch")
-    from .probes import Limits, install_signal_handlers, restore_signal_handlers
+    from .outcome import Limits, install_signal_handlers, restore_signal_handlers
     events: list[dict] = []
     stream = JsonLines(jsonl)
 

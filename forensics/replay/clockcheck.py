@@ -1,5 +1,6 @@
 """The clock cross-check (issue 36): nothing that judges may rest on a time measured only inside the
-solution's process.
+solution's process.  The timing probe runs it once per replay (forensics/replay/probes/timing.py,
+`crosscheck`); this module holds its arithmetic (`choose`, `judge`, `loop_overhead_s`).
 
 The child times the solution with clocks the solution's interpreter holds (perf_counter, CUDA events).
 A solution that reaches the worker's clock (through gc or a frame: both audited, `replay-capability`)
@@ -31,7 +32,7 @@ not timed."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+
 
 RATIO = 2.0
 MIN_EXCESS_S = 0.05
@@ -90,42 +91,3 @@ def judge(n: tuple[int, int], parent_s: tuple[float, float], child_s: tuple[floa
             "overhead_per_iter_ms": round(overhead_s * 1e3, 6), "unaccounted_s": round(excess, 6),
             "ratio": round(net / c, 3) if c > 0 else None, "mismatch": slow,
             "tolerance": {"ratio": RATIO, "min_unaccounted_s": MIN_EXCESS_S}}
-
-
-def crosscheck(rp: Any, shape: dict, seed: int | None, request: Callable[[int], Any], child_sum_s: Callable[[Any], float],
-               child_per_iter_s: float, overhead_s: float, what: str) -> dict | None:
-    """Two requests (`request(n)` -> Reply: the same timing with `n` iterations or trials), judged with
-    `judge`; a row `timing` / `clock-crosscheck` and, on a mismatch, `replay-clock-mismatch`.
-    -> the judgement, or None where a request failed (reported as the probe's failure)."""
-    n = choose(child_per_iter_s, float(rp.limits.time_s))
-    replies = []
-    for k in n:
-        r = request(k)
-        rp._note_tamper(r, "the clock cross-check")
-        if not r.ok:
-            rp.failed_reply("timing", r, shape, seed, "clock-crosscheck", what=f"the clock cross-check ({what})")
-            return None
-        replies.append(r)
-    try:
-        child = (child_sum_s(replies[0]), child_sum_s(replies[1]))
-    except (TypeError, ValueError, KeyError) as e:
-        rp.row("timing", "error", shape, seed, "clock-crosscheck",
-               detail=f"the solution's process returned no usable times for the clock cross-check: {e}")
-        return None
-    j = judge(n, (replies[0].elapsed_s, replies[1].elapsed_s), child, overhead_s)
-    j["what"] = what
-    detail = (f"{what}: {n[0]} and {n[1]} iterations; per extra iteration {j['parent_per_iter_ms']:.4g} ms by the "
-              f"replay's clock (loop overhead {j['overhead_per_iter_ms']:.3g} ms) against {j['child_per_iter_ms']:.4g} "
-              f"ms by the solution's process")
-    # the row's text says what was compared; what each clock measured is in its timing columns (ms, data),
-    # so two replays of one solution write the same row
-    rp.row("timing", "fail" if j["mismatch"] else "pass", shape, seed, "clock-crosscheck", data=j,
-           ms=j["parent_per_iter_ms"],
-           detail=f"{what}: the replay's own clock against the solution's process over two iteration counts "
-                  f"({'they disagree' if j['mismatch'] else 'they agree'} within the tolerance; per-iteration times in data)")
-    if j["mismatch"]:
-        rp.finding("replay-clock-mismatch",
-                   f"The times the solution's process reported do not match the replay's own clock ({detail}): "
-                   f"{j['unaccounted_s']:.3g} s of the extra iterations are not in its times. Its clock was changed, "
-                   "or work ran outside the timed window that the request still waited for.", j, probe="timing")
-    return j

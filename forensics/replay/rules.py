@@ -1,5 +1,5 @@
 """The replay's rules: every finding the replay can write, with its default severity, category and
-the probe that produces it (`Replay.finding` takes severity and category from here).  Standard
+the probe that produces it (`Record.finding` takes severity and category from here).  Standard
 library only, so the catalogue (`forensics rules`) lists them without torch."""
 
 from __future__ import annotations

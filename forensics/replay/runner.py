@@ -113,6 +113,8 @@ class Reply:
     data: dict = field(default_factory=dict)
     error: str = ""
     elapsed_s: float = 0.0
+    #: the exchange file the request asked the child to save its result to (Session.fetch reads it)
+    out_path: str | None = None
 
     def __getitem__(self, k: str) -> Any:
         return self.data[k]
@@ -949,7 +951,7 @@ class Scratch:
     def create(self, stem: str, tries: int = 8) -> tuple[str, int]:
         """`path`, keeping the new file open: -> (name, a read-write descriptor of it).  What this
         process writes and reads through the descriptor is that file whatever the child later does
-        to the name (the put file: probes.Replay.put never opens it by name again)."""
+        to the name (the put file: exchange.Exchange.put never opens it by name again)."""
         self._n += 1
         p = self.io / f"{self._n:05d}-{stem}.pt"
         for _ in range(tries):

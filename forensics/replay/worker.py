@@ -870,7 +870,7 @@ class Worker:
         return info
 
     def _load_state(self, path: str):
-        """A state dict the parent wrote (`Replay.state_file`): on a GPU its tensors may come as CUDA
+        """A state dict the parent wrote (`Exchange.state_file`): on a GPU its tensors may come as CUDA
         IPC handles of the parent's copies (the parent's counters: ref_owner None, as in op_put)."""
         on_gpu = str(self.device).startswith("cuda")
         return load_any(path, map_location=self.device, ipc=on_gpu, ref_owner=None)

@@ -30,7 +30,10 @@ from typing import Any
 
 import torch
 
-from .probes import Replay, _stats, _tensors, _to_dev, shape_label
+from forensics.vocab import NAN_POISON
+
+from ..registry import MODULE, probe
+from ..session import Session, shape_label, stats, tensors, to_dev
 
 UNWRITTEN_ALL = 0.99
 
@@ -51,7 +54,7 @@ def unwritten(sol: Any, ref: Any, how: str) -> list[dict]:
     """Per output tensor: elements still holding the poison where the reference has a finite value
     other than the poison."""
     out = []
-    for i, (s, r) in enumerate(zip(_tensors(sol), _tensors(ref))):
+    for i, (s, r) in enumerate(zip(tensors(sol), tensors(ref))):
         if s.shape != r.shape or not s.numel():
             continue
         s, r = s.detach().cpu(), r.detach().cpu()
@@ -65,41 +68,42 @@ def unwritten(sol: Any, ref: Any, how: str) -> list[dict]:
     return out
 
 
-def nan_poison(rp: Replay) -> None:
-    probe = "nan-poison"
-    shape = rp.probe_shape()
-    seed = rp.seeds[0]
-    ch = rp.ensure_child()
+@probe(NAN_POISON, MODULE)
+def nan_poison(s: Session) -> None:
+    probe = NAN_POISON
+    shape = s.probe_shape()
+    seed = s.seeds[0]
+    ch = s.child()
     if ch is None:
-        rp.row(probe, "skipped", shape, seed, detail="no working child (build failed)")
+        s.row(probe, "skipped", shape, seed, detail="no working child (build failed)")
         return
-    ref = rp.ref_model(shape)
-    r = rp.new_model(ch, "n", shape, rp.state_file(shape, ref))
+    ref = s.ref_model(shape)
+    r = s.new_model(ch, "n", shape, s.state_file(shape, ref))
     if not r.ok:
-        rp.failed_reply(probe, r, shape, seed, what="Model construction")
+        s.failed_reply(probe, r, shape, seed, what="Model construction")
         return
-    base = rp.make_inputs(shape, seed)
-    ref_out = rp.reference(ref, _to_dev(base, rp.device))
-    sizes = [t.numel() * t.element_size() for t in _tensors(ref_out)] + [64 * 2**20]
-    pr, args = rp.put(ch, base, prefix="nx")
+    base = s.make_inputs(shape, seed)
+    ref_out = s.reference(ref, to_dev(base, s.device))
+    sizes = [t.numel() * t.element_size() for t in tensors(ref_out)] + [64 * 2**20]
+    pr, args = s.put(ch, base, prefix="nx")
     if not pr.ok:
-        rp.failed_reply(probe, pr, shape, seed, what="input transfer")
+        s.failed_reply(probe, pr, shape, seed, what="input transfer")
         return
-    r, payload = rp.call(ch, "n", args, poison=sizes)
+    r, payload = s.call(ch, "n", args, poison=sizes)
     if not r.ok:
-        rp.failed_reply(probe, r, shape, seed)
+        s.failed_reply(probe, r, shape, seed)
         return
     pz = r.get("poison") or {}
     if not pz.get("poisoned"):
-        rp.row(probe, "skipped", shape, seed, detail=f"memory could not be poisoned here: {pz.get('reason', '?')}")
-        ch.request("delete", rp.limits.call_s, objs=["n"], slots=[a["slot"] for a in args if "slot" in a])
+        s.row(probe, "skipped", shape, seed, detail=f"memory could not be poisoned here: {pz.get('reason', '?')}")
+        s.delete(ch, objs=["n"], slots=[a["slot"] for a in args if "slot" in a])
         return
-    sol = rp.sol_out(payload)
+    sol = s.sol_out(payload)
     how = pz.get("how", "allocator")
     per = unwritten(sol, ref_out, how)
     total = sum(p["unwritten"] for p in per)
     whole = [p for p in per if p["of"] and p["unwritten"] >= UNWRITTEN_ALL * p["of"]]
-    res = rp.compare(ref_out, sol, inputs=base)
+    res = s.compare(ref_out, sol, inputs=base)
     what = ("the caching allocator's free blocks filled with 0xFF" if how == "allocator" else
             "torch's fill of uninitialized memory (NaN / the largest integer)")
     detail = f"{what}; {total} output element(s) never written" + (
@@ -107,23 +111,23 @@ def nan_poison(rp: Replay) -> None:
         if total else "")
     data = {"poison": pz, "outputs": per}
     if res.get("ok") and not total:
-        rp.row(probe, "pass", shape, seed, "poisoned", res, detail=detail, data=data)
+        s.row(probe, "pass", shape, seed, "poisoned", res, detail=detail, data=data)
     else:
-        rp.row(probe, "fail", shape, seed, "poisoned", res, detail=detail + (f"; {res.get('msg', '')}" if not
+        s.row(probe, "fail", shape, seed, "poisoned", res, detail=detail + (f"; {res.get('msg', '')}" if not
                                                                              res.get("ok") else ""), data=data)
     if whole:
-        rp.finding("replay-output-unwritten",
-                   f"With {what}, output(s) {', '.join(str(p['output']) for p in whole)} came back holding only the "
-                   f"poison on {shape_label(shape)}: the solution returned memory it never wrote (torch.empty); the "
-                   "deck's check passes it on a GPU when that memory still holds the reference's freed output.",
-                   _stats(res) | {"outputs": per, "poison": how}, probe=probe)
+        s.finding("replay-output-unwritten",
+                  f"With {what}, output(s) {', '.join(str(p['output']) for p in whole)} came back holding only the "
+                  f"poison on {shape_label(shape)}: the solution returned memory it never wrote (torch.empty); the "
+                  "deck's check passes it on a GPU when that memory still holds the reference's freed output.",
+                  stats(res) | {"outputs": per, "poison": how}, probe=probe)
     elif total:
-        rp.finding("replay-unwritten-output",
-                   f"With {what}, {total} output element(s) stayed poisoned on {shape_label(shape)}: the solution "
-                   f"leaves part of its output unwritten. {res.get('msg', '')}"[:600],
-                   _stats(res) | {"nan": total, "outputs": per, "poison": how}, probe=probe)
+        s.finding("replay-unwritten-output",
+                  f"With {what}, {total} output element(s) stayed poisoned on {shape_label(shape)}: the solution "
+                  f"leaves part of its output unwritten. {res.get('msg', '')}"[:600],
+                  stats(res) | {"nan": total, "outputs": per, "poison": how}, probe=probe)
     elif not res.get("ok"):
-        rp.finding("replay-unwritten-output",
-                   f"With {what}, the output failed on {shape_label(shape)}: {res.get('msg', '')}"[:600],
-                   _stats(res) | {"nan": 0, "outputs": per, "poison": how}, probe=probe)
-    ch.request("delete", rp.limits.call_s, objs=["n"], slots=[a["slot"] for a in args if "slot" in a])
+        s.finding("replay-unwritten-output",
+                  f"With {what}, the output failed on {shape_label(shape)}: {res.get('msg', '')}"[:600],
+                  stats(res) | {"nan": 0, "outputs": per, "poison": how}, probe=probe)
+    s.delete(ch, objs=["n"], slots=[a["slot"] for a in args if "slot" in a])

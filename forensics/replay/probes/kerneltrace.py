@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
+from typing import Iterable
 
 from forensics.problems import CATALOGUE
 from forensics.text.cuda import global_kernel_names
+from forensics.vocab import KERNEL_TRACE
 
-from .probes import Replay, shape_label
-from .runner import child_files
+from ..registry import MODULE, probe
+from ..session import Session, shape_label
+from .common import model_on_inputs
 
 BENCH_SEED = 2026
 LIBRARY_SHARE = 0.8     # of the computing time (authored + library kernels)
@@ -57,14 +59,13 @@ CPU_LIBRARY_OP = re.compile(r"^aten::(mm|matmul|bmm|addmm|baddbmm|linear|einsum|
                             r"scaled_dot_product|_scaled_dot_product|topk|sort|argsort|kthvalue)")
 
 
-def authored_kernels(sol_dir: Path) -> tuple[set[str], bool]:
-    """(kernel names the solution defines, whether it composes CUTLASS) from its scratch copy.
-
-    sol/ is the child's cwd and it is alive while this runs: its files are read through
-    runner.child_files (never through a symlink, never a FIFO, regular files only)."""
+def authored_kernels(sources: Iterable[tuple[str, bytes]]) -> tuple[set[str], bool]:
+    """(kernel names the solution defines, whether it composes CUTLASS) from its source files
+    ((relative path, bytes), as `Session.solution_sources` reads them from the scratch copy while the
+    child runs: never through a symlink, never a FIFO, regular files only)."""
     names: set[str] = set()
     cutlass = False
-    for rel, data in child_files(sol_dir, (".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")):
+    for rel, data in sources:
         text = data.decode("utf-8", errors="replace")
         names.update(global_kernel_names(text))
         cutlass = cutlass or bool(re.search(r"\bcutlass::(gemm|conv|epilogue)\b|\bCollectiveBuilder\b", text))
@@ -182,22 +183,23 @@ def cpu_judgement(spec, kernels: list[dict], paths: dict[str, dict], traced: boo
             "decision": decision}
 
 
-def kernel_trace(rp: Replay) -> None:
-    probe = "kernel-trace"
-    shape = rp.bench_shapes()[0]
-    got = rp.model_on_inputs(probe, shape, BENCH_SEED, "kt")
+@probe(KERNEL_TRACE, MODULE)
+def kernel_trace(s: Session) -> None:
+    probe = KERNEL_TRACE
+    shape = s.bench_shapes()[0]
+    got = model_on_inputs(s, probe, shape, BENCH_SEED, "kt")
     if got is None:
         return
-    built = dict(rp.last_build_path)
+    built = dict(s.last_build_path)
     ch, _ref, _inputs, args = got
-    t = ch.request("trace", rp.limits.time_s, fn={"obj": "kt"}, args=args, warmup=1, iters=3)
-    rp._note_tamper(t, "the kernel-name trace")
+    t = s.trace(ch, {"obj": "kt"}, args, warmup=1, iters=3)
+    s.note_tamper(t, "the kernel-name trace")
     slots = [a["slot"] for a in args if "slot" in a]
     if not t.ok:
-        rp.failed_reply(probe, t, shape, BENCH_SEED, what="the traced calls")
-        ch.request("delete", rp.limits.call_s, objs=["kt"], slots=slots)
+        s.failed_reply(probe, t, shape, BENCH_SEED, what="the traced calls")
+        s.delete(ch, objs=["kt"], slots=slots)
         return
-    authored, cutlass = authored_kernels(Path(rp.scratch.sol_dir))
+    authored, cutlass = authored_kernels(s.solution_sources())
     kernels = t.get("kernels") or []
     att = attribute(kernels, authored, cutlass, t.get("clock") or "device")
     # what ran, by bin (names only: stable from one run to the next); the shares are measurements,
@@ -205,52 +207,52 @@ def kernel_trace(rp: Replay) -> None:
     bins = {c: sorted({k["name"][:80] for k in kernels if classify(k["name"], authored, cutlass, att["clock"]) == c})
             for c in ("authored", "library", "other")}
     named = "; ".join(f"{c}: {', '.join(n[:5]) + (' ...' if len(n) > 5 else '') if n else 'none'}" for c, n in bins.items())
-    paths = {"import": rp.import_path, "build": built, "warm-up call": t.get("warmup_path") or {},
+    paths = {"import": s.import_path, "build": built, "warm-up call": t.get("warmup_path") or {},
              "call": t.get("path") or {}}
     data = {"bins": {c: n[:40] for c, n in bins.items()}, "authored_names": sorted(authored)[:40],
             "composes_cutlass": cutlass, "shape": shape_label(shape), "seed": BENCH_SEED, "probe": probe,
             "clock": att["clock"], "launches": list(paths["call"].get("launches") or [])[:40]}
     summary = f"kernels of 3 traced calls on {shape_label(shape)} ({att['clock']} clock), {named}"
-    row = rp.row(probe, "pass", shape, BENCH_SEED, detail=summary)
+    row = s.row(probe, "pass", shape, BENCH_SEED, detail=summary)
     row["data"] = {"attribution": att}
     if att["clock"] == "cpu":
-        _judge_cpu(rp, probe, summary, data, kernels, paths, bool(t.get("traced")))
-        ch.request("delete", rp.limits.call_s, objs=["kt"], slots=slots)
+        _judge_cpu(s, probe, summary, data, kernels, paths, bool(t.get("traced")))
+        s.delete(ch, objs=["kt"], slots=slots)
         return
     loc = att["library_of_core"]
-    decisive = (rp.spec.name in SINGLE_OP and loc is not None and loc >= LIBRARY_SHARE
+    decisive = (s.spec.name in SINGLE_OP and loc is not None and loc >= LIBRARY_SHARE
                 and 1 - loc <= AUTHORED_MAX and att["core_share"] >= CORE_MIN)
     if decisive:
-        rp.finding("replay-work-by-library",
-                   f"Library kernels take at least {LIBRARY_SHARE:.0%} of the time spent computing (authored and library "
-                   f"kernels) in the solution's calls and its own kernels at most {AUTHORED_MAX:.0%}: a library "
-                   f"computes {rp.spec.name}'s main operation; " + summary + ".", data, probe=probe)
+        s.finding("replay-work-by-library",
+                  f"Library kernels take at least {LIBRARY_SHARE:.0%} of the time spent computing (authored and library "
+                  f"kernels) in the solution's calls and its own kernels at most {AUTHORED_MAX:.0%}: a library "
+                  f"computes {s.spec.name}'s main operation; " + summary + ".", data, probe=probe)
     else:
-        rp.finding("replay-kernel-trace", summary + ".", data, probe=probe)
-    ch.request("delete", rp.limits.call_s, objs=["kt"], slots=slots)
+        s.finding("replay-kernel-trace", summary + ".", data, probe=probe)
+    s.delete(ch, objs=["kt"], slots=slots)
 
 
-def _judge_cpu(rp: Replay, probe: str, summary: str, data: dict, kernels: list[dict], paths: dict, traced: bool) -> None:
+def _judge_cpu(s: Session, probe: str, summary: str, data: dict, kernels: list[dict], paths: dict, traced: bool) -> None:
     """The CPU trace, judged where the CPU path is the graded one (`cpu_judgement`)."""
-    j = cpu_judgement(rp.spec, kernels, paths, traced)
+    j = cpu_judgement(s.spec, kernels, paths, traced)
     # the operators by name and call count (what ran); their times are measurements, kept in the row's data
     data.update(judgement=j["decision"], main_op=j["main_op"],
                 library_ops=[{"name": o["name"], "calls": o["calls"]} for o in j["library_ops"]],
                 authored=j["authored"], doubts=j["doubts"])
     ops = ", ".join(f"{o['name']} x{o['calls']}" for o in j["library_ops"][:6]) or "none"
     if j["decision"] == "work-by-library":
-        rp.finding("replay-work-by-library",
-                   f"No kernel of the solution's own launched during its traced calls, and torch's library operators "
-                   f"computed {rp.spec.name}'s main operation ({'/'.join(j['main_op'])}): {ops}. The solution "
-                   "consulted no device query and no exception went through its code, so this CPU path is the path "
-                   "it takes on the GPU too; " + summary + ".", data, probe=probe)
+        s.finding("replay-work-by-library",
+                  f"No kernel of the solution's own launched during its traced calls, and torch's library operators "
+                  f"computed {s.spec.name}'s main operation ({'/'.join(j['main_op'])}): {ops}. The solution "
+                  "consulted no device query and no exception went through its code, so this CPU path is the path "
+                  "it takes on the GPU too; " + summary + ".", data, probe=probe)
         return
     if j["decision"] == "pending-gpu":
         data["pending"] = "gpu"
-        rp.finding("replay-kernel-trace",
-                   f"On the CPU torch's library operators computed the main operation ({ops}) and no kernel of the "
-                   f"solution's own launched, but this may not be the graded path: {'; '.join(j['doubts'][:3])}. "
-                   "Pending a GPU replay; " + summary + ".", data, probe=probe)
+        s.finding("replay-kernel-trace",
+                  f"On the CPU torch's library operators computed the main operation ({ops}) and no kernel of the "
+                  f"solution's own launched, but this may not be the graded path: {'; '.join(j['doubts'][:3])}. "
+                  "Pending a GPU replay; " + summary + ".", data, probe=probe)
         return
     how = {"authored": "the solution's own kernels launched: " + ", ".join(
         f"{a.get('name')} ({a.get('kind')})" for a in j["authored"][:6]),
@@ -258,4 +260,4 @@ def _judge_cpu(rp: Replay, probe: str, summary: str, data: dict, kernels: list[d
                          + (" launched" if not j["authored"] else "")}[j["decision"]]
     if j["decision"] == "no-main-op":
         data["no_authored_kernel"] = True
-    rp.finding("replay-kernel-trace", f"{summary} ({how}; reported, not judged).", data, probe=probe)
+    s.finding("replay-kernel-trace", f"{summary} ({how}; reported, not judged).", data, probe=probe)

@@ -30,13 +30,16 @@ Neither probe is part of the deck's check: their findings never make `correct` f
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from .probes import Replay, Reply, _stats, _to_dev, _unwrap, shape_label
-from .worker import pack_load
+from forensics.vocab import CHECK, DISTRIBUTION, STRESS, TIMED_OUTPUTS
+
+from ..registry import MODULE, probe
+from ..session import Session, shape_label, stats, to_dev, unwrap
+from ..timing import flush_bytes
+from .common import model_on_inputs
 
 BENCH_SEED = 2026        # the hard and cuda decks' benchmark.py: torch.manual_seed(2026) before get_inputs
 OTHER_SEED = 7           # the distribution variants: a seed none of the checks uses
@@ -59,70 +62,64 @@ def _first_float(x: Any) -> torch.Tensor | None:
     return None
 
 
-def _check_passed(rp: Replay) -> bool | None:
-    rows = [r for r in rp.out.rows if r["probe"] in ("check", "stress")]
+def _check_passed(s: Session) -> bool | None:
+    rows = s.rows(CHECK, STRESS)
     if not rows:
         return None
     return all(r["status"] == "pass" for r in rows)
 
 
 # ------------------------------------------------------------------------------ timed outputs
-def timed_outputs(rp: Replay) -> None:
-    probe, rule = "timed-outputs", "replay-timed-output-wrong"
-    shape = rp.bench_shapes()[0]
+@probe(TIMED_OUTPUTS, MODULE)
+def timed_outputs(s: Session) -> None:
+    probe, rule = TIMED_OUTPUTS, "replay-timed-output-wrong"
+    shape = s.bench_shapes()[0]
     seed = BENCH_SEED
-    got = rp.model_on_inputs(probe, shape, seed, "bo")
+    got = model_on_inputs(s, probe, shape, seed, "bo")
     if got is None:
         return
     ch, ref, inputs, args = got
-    cuda = str(rp.device).startswith("cuda")
-    iters = int(getattr(rp.spec, "n_trials", 30) or 30)
+    cuda = str(s.device).startswith("cuda")
+    iters = int(getattr(s.spec, "n_trials", 30) or 30)
     capture = sorted({0, iters // 2, iters - 1})
-    from .timing import flush_bytes
-    p = rp.scratch.path("bench")
-    t = ch.request("bench", rp.limits.time_s, fn={"obj": "bo"}, args=args, warmup=WARMUP, iters=iters,
-                   capture=capture, flush_bytes=flush_bytes(int(rp.hello.get("l2_bytes") or 0)) if cuda else 0,
-                   save=p, fmt="pack", ipc=rp.ipc)
-    rp._note_tamper(t, "the benchmark's calling pattern")
+    t = s.bench(ch, {"obj": "bo"}, args, warmup=WARMUP, iters=iters, capture=capture,
+                flush_bytes=flush_bytes(int(s.hello.get("l2_bytes") or 0)) if cuda else 0)
+    s.note_tamper(t, "the benchmark's calling pattern")
     if not t.ok:
-        Path(p).unlink(missing_ok=True)
-        rp.failed_reply(probe, t, shape, seed, what=f"the benchmark's calling pattern ({WARMUP} + {iters} calls)")
+        s.failed_reply(probe, t, shape, seed, what=f"the benchmark's calling pattern ({WARMUP} + {iters} calls)")
         return
     try:
-        payload = pack_load(p, ipc=rp.ipc, ref_owner=rp.ref_owner)
+        payload = s.fetch(t)
     except (OSError, ValueError) as e:
-        rp.note_exchange(e)
-        rp.failed_reply(probe, Reply(False, "error", {}, f"unreadable output file from the solution's process: {e}"),
-                        shape, seed)
+        s.note_exchange(e)
+        s.failed_reply(probe, s.error_reply(f"unreadable output file from the solution's process: {e}"), shape, seed)
         return
-    finally:
-        Path(p).unlink(missing_ok=True)
     slots = [a["slot"] for a in args if "slot" in a]
-    changed = rp.owned_changed(slots)
+    changed = s.owned_changed(slots)
     if changed:
-        rp.finding("replay-input-mutated",
-                   f"The solution changed its input tensor(s) in place during the benchmark's calling pattern on "
-                   f"{shape_label(shape)} (slots {', '.join(changed)}).", {"slots": changed, "probe": probe})
-    ref_out = rp.reference(ref, _to_dev(inputs, rp.device))
-    checked = _check_passed(rp)
+        s.finding("replay-input-mutated",
+                  f"The solution changed its input tensor(s) in place during the benchmark's calling pattern on "
+                  f"{shape_label(shape)} (slots {', '.join(changed)}).", {"slots": changed, "probe": probe})
+    ref_out = s.reference(ref, to_dev(inputs, s.device))
+    checked = _check_passed(s)
     how = (f"{WARMUP} warm-up and {iters} timed calls of the module on the same inputs (seed {seed}), called from "
            "benchmark.py main() -> src/eval/timing.py time_variant/time_fn"
            + (", L2 flush and CUDA events around each" if cuda else ", CPU clock"))
     for it, out in zip(payload.get("iters", []), payload.get("outs", [])):
-        res = rp.compare(ref_out, _to_dev(_unwrap(out), rp.device), inputs=inputs)
+        res = s.compare(ref_out, to_dev(unwrap(out), s.device), inputs=inputs)
         variant = f"timed-call-{it}"
         if res.get("ok"):
-            rp.row(probe, "pass", shape, seed, variant, res, detail=how + ": " + str(res.get("msg", "")))
+            s.row(probe, "pass", shape, seed, variant, res, detail=how + ": " + str(res.get("msg", "")))
             continue
-        rp.row(probe, "fail", shape, seed, variant, res, detail=how + ": " + str(res.get("msg", "")))
-        rp.finding(rule,
-                   f"The output of timed call {it} under the deck benchmark's own calling pattern ({how}) is wrong on "
-                   f"{shape_label(shape)}: {res.get('msg', '')}"
-                   + (" The check's calls were right: the solution takes another path when it is timed."
+        s.row(probe, "fail", shape, seed, variant, res, detail=how + ": " + str(res.get("msg", "")))
+        s.finding(rule,
+                  f"The output of timed call {it} under the deck benchmark's own calling pattern ({how}) is wrong on "
+                  f"{shape_label(shape)}: {res.get('msg', '')}"
+                  + (" The check's calls were right: the solution takes another path when it is timed."
                       if checked else ""),
-                   _stats(res) | {"timed_call": it, "check_passed": checked}, probe=probe,
-                   severity="critical" if checked else "high")
-    ch.request("delete", rp.limits.call_s, objs=["bo"], slots=slots)
+                  stats(res) | {"timed_call": it, "check_passed": checked}, probe=probe,
+                  severity="critical" if checked else "high")
+    s.delete(ch, objs=["bo"], slots=slots)
 
 
 # ------------------------------------------------------------------------------ distribution
@@ -147,42 +144,42 @@ def _rms(x: torch.Tensor) -> float:
     return float(x.float().pow(2).mean().sqrt())
 
 
-def ladder(rp: Replay) -> dict[float, Any]:
+def ladder(s: Session) -> dict[float, Any]:
     """The deck's input scales -> their case (1.0: nominal), for the cases that scale inputs only."""
     from forensics.kernels.common import NOMINAL
     by_scale = {1.0: NOMINAL}
-    for c in rp.spec.stress_cases:
+    for c in s.spec.stress_cases:
         if c.input_scales and not c.state_scales:
             by_scale.setdefault(float(next(iter(c.input_scales.values()))), c)
     return by_scale
 
 
-def bracket(rp: Replay, out_dtype: torch.dtype, scale: float) -> tuple[tuple[float, float], str] | None:
+def bracket(s: Session, out_dtype: torch.dtype, scale: float) -> tuple[tuple[float, float], str] | None:
     """The looser tolerance of the deck cases whose scales bracket `scale`; None past the deck's range
     (no calibration there)."""
-    by = ladder(rp)
+    by = ladder(s)
     sc = sorted(by)
     if scale in by:
-        return _tol(rp, out_dtype, by[scale]), by[scale].name
-    lo = [s for s in sc if s < scale]
-    hi = [s for s in sc if s > scale]
+        return _tol(s, out_dtype, by[scale]), by[scale].name
+    lo = [x for x in sc if x < scale]
+    hi = [x for x in sc if x > scale]
     if not lo or not hi:
         return None
     a, b = by[lo[-1]], by[hi[0]]
-    return _tol(rp, out_dtype, a, b), f"{a.name} and {b.name}"
+    return _tol(s, out_dtype, a, b), f"{a.name} and {b.name}"
 
 
-def _tol(rp: Replay, dtype: torch.dtype, *cases) -> tuple[float, float]:
-    ts = [rp.spec.tolerance_for(dtype, c) for c in cases]
+def _tol(s: Session, dtype: torch.dtype, *cases) -> tuple[float, float]:
+    ts = [s.spec.tolerance_for(dtype, c) for c in cases]
     return max(a for a, _ in ts), max(r for _, r in ts)
 
 
-def plan(rp: Replay, out_dtype: torch.dtype) -> tuple[list[int], list[tuple[str, Any, tuple[float, float], str]]]:
+def plan(s: Session, out_dtype: torch.dtype) -> tuple[list[int], list[tuple[str, Any, tuple[float, float], str]]]:
     """(input indices the deck scales, [(variant, transform, (atol, rtol), why)])."""
     from forensics.kernels.common import NOMINAL
-    cases = [c for c in rp.spec.stress_cases if c.input_scales and not c.state_scales]
+    cases = [c for c in s.spec.stress_cases if c.input_scales and not c.state_scales]
     idx = sorted({i for c in cases for i in c.input_scales})
-    out = [("bench-seed", None, _tol(rp, out_dtype, NOMINAL), f"the benchmark's own inputs (seed {BENCH_SEED})")]
+    out = [("bench-seed", None, _tol(s, out_dtype, NOMINAL), f"the benchmark's own inputs (seed {BENCH_SEED})")]
     if not idx:
         return idx, out
     by_scale = {1.0: NOMINAL}
@@ -192,86 +189,87 @@ def plan(rp: Replay, out_dtype: torch.dtype) -> tuple[list[int], list[tuple[str,
     points: dict[float, tuple] = {}
     for lo, hi in zip(ladder, ladder[1:]):
         points[math.sqrt(lo * hi)] = (by_scale[lo], by_scale[hi])
-    below = [s for s in ladder if s < 1.0]
-    above = [s for s in ladder if s > 1.0]
+    below = [x for x in ladder if x < 1.0]
+    above = [x for x in ladder if x > 1.0]
     if below and below[-1] < 0.5:
         points[0.5] = (by_scale[below[-1]], NOMINAL)
     if above and above[0] > 2.0:
         points[2.0] = (NOMINAL, by_scale[above[0]])
-    for s in sorted(points):
-        a, b = points[s]
-        out.append((f"scale-x{s:.3g}", ("scale", s), _tol(rp, out_dtype, a, b),
-                    f"inputs {idx} x{s:.3g}, between the deck's {a.name} and {b.name} (the looser tolerance)"))
+    for f in sorted(points):
+        a, b = points[f]
+        out.append((f"scale-x{f:.3g}", ("scale", f), _tol(s, out_dtype, a, b),
+                    f"inputs {idx} x{f:.3g}, between the deck's {a.name} and {b.name} (the looser tolerance)"))
     out.append(("spread", ("spread", None), None,
                 f"inputs {idx} with the same largest magnitude and every magnitude pushed up ((a/amax)^"
                 f"{SPREAD_POWER}); judged as the scale its root mean square grew by"))
     return idx, out
 
 
-def distribution(rp: Replay) -> None:
+@probe(DISTRIBUTION, MODULE)
+def distribution(s: Session) -> None:
     from forensics.kernels.common import StressCase
-    probe, rule = "distribution", "replay-distribution-failed"
-    shape = rp.probe_shape()
-    ch = rp.ensure_child()
+    probe, rule = DISTRIBUTION, "replay-distribution-failed"
+    shape = s.probe_shape()
+    ch = s.child()
     if ch is None:
-        rp.row(probe, "skipped", shape, detail="no working child (build failed)")
+        s.row(probe, "skipped", shape, detail="no working child (build failed)")
         return
-    ref = rp.ref_model(shape)
-    r = rp.new_model(ch, "q", shape, rp.state_file(shape, ref))
+    ref = s.ref_model(shape)
+    r = s.new_model(ch, "q", shape, s.state_file(shape, ref))
     if not r.ok:
-        rp.failed_reply(probe, r, shape, what="Model construction")
+        s.failed_reply(probe, r, shape, what="Model construction")
         return
-    base = rp.make_inputs(shape, OTHER_SEED)
-    t0 = _first_float(rp.reference(ref, _to_dev(base, rp.device)))
+    base = s.make_inputs(shape, OTHER_SEED)
+    t0 = _first_float(s.reference(ref, to_dev(base, s.device)))
     out_dtype = t0.dtype if t0 is not None else torch.float32
-    idx, variants = plan(rp, out_dtype)
+    idx, variants = plan(s, out_dtype)
     if not idx:
-        rp.row(probe, "skipped", shape, detail="the deck scales no input of this problem: only the benchmark seed runs")
-    checked = _check_passed(rp)
+        s.row(probe, "skipped", shape, detail="the deck scales no input of this problem: only the benchmark seed runs")
+    checked = _check_passed(s)
     for variant, tf, tol, why in variants:
         seed = BENCH_SEED if tf is None else OTHER_SEED
-        x = rp.make_inputs(shape, seed)
+        x = s.make_inputs(shape, seed)
         grew = 1.0
         if tf is not None:
-            kind, s = tf
+            kind, factor = tf
             for i in idx:
                 if i < len(x) and isinstance(x[i], torch.Tensor) and x[i].is_floating_point():
                     before = _rms(x[i])
-                    x[i] = _scale(x[i], s) if kind == "scale" else _spread(x[i])
+                    x[i] = _scale(x[i], factor) if kind == "scale" else _spread(x[i])
                     if before > 0:
                         grew = max(grew, _rms(x[i]) / before)
         if tol is None:   # spread: the tolerance of the scale its mean square grew by
-            b = bracket(rp, out_dtype, grew)
+            b = bracket(s, out_dtype, grew)
             if b is None:
-                rp.row(probe, "skipped", shape, seed, variant,
-                       detail=f"{why}: x{grew:.3g}, outside the deck's scales (no tolerance calibrated there)")
+                s.row(probe, "skipped", shape, seed, variant,
+                      detail=f"{why}: x{grew:.3g}, outside the deck's scales (no tolerance calibrated there)")
                 continue
             tol, names = b
             why += f" (x{grew:.3g}: the looser of {names})"
         atol, rtol = tol
-        pr, args = rp.put(ch, x, prefix="qx")
+        pr, args = s.put(ch, x, prefix="qx")
         if not pr.ok:
-            rp.failed_reply(probe, pr, shape, seed, variant, what="input transfer")
+            s.failed_reply(probe, pr, shape, seed, variant, what="input transfer")
             return
-        r, payload = rp.call(ch, "q", args)
+        r, payload = s.call(ch, "q", args)
         if not r.ok:
-            rp.failed_reply(probe, r, shape, seed, variant)
+            s.failed_reply(probe, r, shape, seed, variant)
             return
-        ref_out = rp.reference(ref, _to_dev(x, rp.device))
+        ref_out = s.reference(ref, to_dev(x, s.device))
         case = StressCase(f"distribution:{variant}", atol=atol, rtol=rtol,
                           dtype_key=str(out_dtype).replace("torch.", ""))
-        res = rp.compare(ref_out, rp._sol_out(payload), case=case, inputs=x)
+        res = s.compare(ref_out, s.sol_out(payload), case=case, inputs=x)
         detail = f"{why}; atol={atol:g} rtol={rtol:g}: {res.get('msg', '')}"
         if res.get("ok"):
-            rp.row(probe, "pass", shape, seed, variant, res, detail=detail)
+            s.row(probe, "pass", shape, seed, variant, res, detail=detail)
         else:
-            rp.row(probe, "fail", shape, seed, variant, res, detail=detail)
-            rp.finding(rule,
-                       f"On inputs the contract allows but the check never uses ({variant}: {why}) the output is wrong "
-                       f"on {shape_label(shape)}: {res.get('msg', '')}"
-                       + (" The deck's check passed: the solution's result depends on input statistics the check "
+            s.row(probe, "fail", shape, seed, variant, res, detail=detail)
+            s.finding(rule,
+                      f"On inputs the contract allows but the check never uses ({variant}: {why}) the output is wrong "
+                      f"on {shape_label(shape)}: {res.get('msg', '')}"
+                      + (" The deck's check passed: the solution's result depends on input statistics the check "
                           "does not vary (a dispatch on input magnitude or distribution)." if checked else ""),
-                       _stats(res) | {"variant": variant, "atol": atol, "rtol": rtol, "check_passed": checked},
-                       probe=probe)
-        ch.request("delete", rp.limits.call_s, slots=[a["slot"] for a in args if "slot" in a])
-    ch.request("delete", rp.limits.call_s, objs=["q"])
+                      stats(res) | {"variant": variant, "atol": atol, "rtol": rtol, "check_passed": checked},
+                      probe=probe)
+        s.delete(ch, slots=[a["slot"] for a in args if "slot" in a])
+    s.delete(ch, objs=["q"])

@@ -44,14 +44,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from forensics.vocab import ALTERNATE_CACHE, CHECK, DETERMINISM, FRESH_STATE, SAME_BUFFER, STATE_DRIFT
+
+from ..registry import STEP, probe
+from ..session import Session, perturb_state, shape_label, stats, to_dev
+from . import generic
 from .generic import Driver
-from .worker import save_exchange
-from .probes import Replay, _perturb_state, _stats, _to_cpu, _to_dev, shape_label
 
 CHAIN_STEPS = 8      # steps of the chained check
 PROBE_STEPS = 3      # steps of a trajectory before a probe switches state / model
@@ -60,73 +62,56 @@ FRESH_ROUNDS = 4
 
 
 # ------------------------------------------------------------------------------ config and reference
-def _mod(rp: Replay):
-    m = getattr(rp, "_kimi_mod", None)
-    if m is None:
-        m = rp._kimi_mod = rp.spec.reference_module()
-    return m
-
-
-def cfg_kwargs(rp: Replay, shape: dict) -> dict:
+def cfg_kwargs(s: Session, shape: dict) -> dict:
     """Config fields given by the shape: n_experts (the deck's build_config), and for tiny shapes
     the rest of a small config (same code, small sizes)."""
-    names = {f.name for f in dataclasses.fields(_mod(rp).Config)}
+    names = {f.name for f in dataclasses.fields(s.reference_module().Config)}
     return {k: v for k, v in shape.items() if k in names}
 
 
-def _cfg(rp: Replay, shape: dict):
-    return _mod(rp).Config(**cfg_kwargs(rp, shape))
+def config(s: Session, shape: dict):
+    return s.reference_module().Config(**cfg_kwargs(s, shape))
 
 
-def _ref_model(rp: Replay, shape: dict):
-    """(reference model on rp.device, path of its state-dict file), cached per config."""
-    key = tuple(sorted(cfg_kwargs(rp, shape).items()))
-    cache = rp.__dict__.setdefault("_kimi_ref", {})
+def reference_model(s: Session, shape: dict):
+    """(reference model on s.device, path of its state-dict file), cached per config."""
+    key = tuple(sorted(cfg_kwargs(s, shape).items()))
+    cache = s.memo("kimi_ref")
     if key not in cache:
-        dev = torch.device(rp.device)
+        dev = torch.device(s.device)
         with dev:
-            model = _mod(rp).Model(_cfg(rp, shape))   # weights drawn on the CPU generator, copied
+            model = s.reference_module().Model(config(s, shape))   # weights drawn on the CPU generator, copied
         model = model.to(dev).eval()
-        cache[key] = (model, rp.state_file(shape, model, key="-kimi"))
+        cache[key] = (model, s.state_file(shape, model, key="-kimi"))
     return cache[key]
 
 
-def _inputs(rp: Replay, shape: dict, seed: int):
-    """(hidden, state) as the deck's init_token / init_state draw them, on rp.device."""
-    mod, cfg = _mod(rp), _cfg(rp, shape)
-    return mod.init_token(cfg, seed, rp.device), mod.init_state(cfg, shape["ctx"], seed, rp.device)
+def _inputs(s: Session, shape: dict, seed: int):
+    """(hidden, state) as the deck's init_token / init_state draw them, on s.device."""
+    mod, cfg = s.reference_module(), config(s, shape)
+    return mod.init_token(cfg, seed, s.device), mod.init_state(cfg, shape["ctx"], seed, s.device)
 
 
-def _ref_chain(rp: Replay, ref, hidden, state, n: int):
+def _ref_chain(s: Session, ref, hidden, state, n: int):
     """-> (hiddens of every step, state after step 1, final state)."""
     hs, first = [], None
     for i in range(n):
-        hidden, state = rp.reference(ref, [hidden, state])
+        hidden, state = s.reference(ref, [hidden, state])
         hs.append(hidden)
         if i == 0:
             first = state
     return hs, first, state
 
 
-def _config_arg(rp: Replay, shape: dict) -> list:
-    return [{"call_ref": "Config", "kwargs": cfg_kwargs(rp, shape)}]
+def _config_arg(s: Session, shape: dict) -> list:
+    return [{"call_ref": "Config", "kwargs": cfg_kwargs(s, shape)}]
 
 
-def new_model(rp: Replay, ch, obj: str, shape: dict, state_path: str, replace: bool = True, reuse_attempts: int = 0,
+def new_model(s: Session, ch, obj: str, shape: dict, state_path: str, replace: bool = True, reuse_attempts: int = 0,
               strict: bool = True):
     """solution.Model(reference.Config(...)) in the child, the given weights loaded strictly."""
-    r = ch.request("new", rp.limits.build_s, obj=obj, factory="solution:Model", args=_config_arg(rp, shape),
-                   state_dict=state_path, strict=strict, replace=replace, reuse_attempts=reuse_attempts)
-    rp._note_tamper(r, "construction")
-    return r
-
-
-def _put(rp: Replay, ch, values: dict):
-    p = rp.scratch.path("put")
-    save_exchange({k: _to_cpu(v) for k, v in values.items()}, p)
-    r = ch.request("put", rp.limits.call_s, file=p)
-    Path(p).unlink(missing_ok=True)
-    return r
+    return s.build(ch, obj, "solution:Model", args=_config_arg(s, shape), state_path=state_path, strict=strict,
+                   replace=replace, reuse_attempts=reuse_attempts)
 
 
 # ------------------------------------------------------------------------------ comparison
@@ -143,32 +128,32 @@ def _state_items(state: Any):
             yield f"state[{li}].{k}", li, k, t
 
 
-def chain_compare(rp: Replay, ref_hs: list, ref_state: Any, sol_hs: list, sol_state: Any) -> dict:
+def chain_compare(s: Session, ref_hs: list, ref_state: Any, sol_hs: list, sol_state: Any) -> dict:
     """Deck rule per tensor (shape equal, finite, cosine >= 0.98) over every hidden and every tensor of
     the final state; element statistics against bf16's A1 bound."""
     from forensics.kernels.common import check_tensor, cosine
     from forensics.kernels.problems.mega_02_kimi import COSINE_MIN
-    atol, rtol = rp.spec.tolerance_for(torch.bfloat16)
+    atol, rtol = s.spec.tolerance_for(torch.bfloat16)
     parts: dict[str, dict] = {}
 
-    def part(label: str, r: torch.Tensor, s: Any) -> None:
-        if isinstance(s, dict) and ("__subclass__" in s or "__opaque__" in s):
-            parts[label] = {"ok": False, "cos": None, "msg": f"{label}: not a plain tensor ({s.get('type') or s.get('__subclass__')})"}
+    def part(label: str, r: torch.Tensor, got: Any) -> None:
+        if isinstance(got, dict) and ("__subclass__" in got or "__opaque__" in got):
+            parts[label] = {"ok": False, "cos": None, "msg": f"{label}: not a plain tensor ({got.get('type') or got.get('__subclass__')})"}
             return
-        st = check_tensor(r, s, atol, rtol, label)
-        if not isinstance(s, torch.Tensor) or tuple(s.shape) != tuple(r.shape):
+        st = check_tensor(r, got, atol, rtol, label)
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(r.shape):
             parts[label] = dict(st, ok=False, cos=None)
             return
-        finite = bool(torch.isfinite(s.float()).all())
-        cos = cosine(r, s) if finite else float("nan")
+        finite = bool(torch.isfinite(got.float()).all())
+        cos = cosine(r, got) if finite else float("nan")
         ok = finite and cos >= COSINE_MIN
         parts[label] = dict(st, ok=ok, cos=cos, msg=f"{label}: cosine {cos:.4f}" + ("" if ok else f" < {COSINE_MIN}")
                             if finite else f"{label}: not finite")
 
     if len(sol_hs) != len(ref_hs):
         return {"ok": False, "msg": f"{len(sol_hs)} of {len(ref_hs)} steps returned", "parts": {}}
-    for i, (r, s) in enumerate(zip(ref_hs, sol_hs)):
-        part(f"step{i + 1}.hidden", r, s)
+    for i, (r, h) in enumerate(zip(ref_hs, sol_hs)):
+        part(f"step{i + 1}.hidden", r, h)
     if not isinstance(sol_state, (list, tuple)) or len(sol_state) != len(ref_state):
         parts["state"] = {"ok": False, "cos": None,
                           "msg": f"state: expected a list of {len(ref_state)} layer dicts, got {type(sol_state).__name__}"}
@@ -198,13 +183,13 @@ def chain_compare(rp: Replay, ref_hs: list, ref_state: Any, sol_hs: list, sol_st
     return out
 
 
-def _nominal(rp: Replay, ref_h, ref_state1, sol_first) -> dict:
+def _nominal(s: Session, ref_h, ref_state1, sol_first) -> dict:
     """The deck's one-step rule, plus element statistics of the hidden."""
     from forensics.kernels.common import check_tensor
-    res = rp.compare((ref_h, ref_state1), sol_first)
+    res = s.compare((ref_h, ref_state1), sol_first)
     h = _split(sol_first)[0]
     if isinstance(h, torch.Tensor) and tuple(h.shape) == tuple(ref_h.shape):
-        atol, rtol = rp.spec.tolerance_for(torch.bfloat16)
+        atol, rtol = s.spec.tolerance_for(torch.bfloat16)
         st = check_tensor(ref_h, h, atol, rtol, "out")
         for k in ("max_abs", "max_rel", "n_bad", "n_total", "worst_index"):
             res[k] = st[k]
@@ -212,7 +197,7 @@ def _nominal(rp: Replay, ref_h, ref_state1, sol_first) -> dict:
 
 
 # ------------------------------------------------------------------------------ the solution's chain
-def sol_chain(rp: Replay, ch, obj: str, first_args: list, n: int, slot: str):
+def sol_chain(s: Session, ch, obj: str, first_args: list, n: int, slot: str):
     """Chain n steps in the child, each fed what the previous returned (out_slot `slot`).
     -> (reply, hiddens, first step's full output, final state).  The first and last steps are
     exported whole, the others only their hidden."""
@@ -222,8 +207,8 @@ def sol_chain(rp: Replay, ch, obj: str, first_args: list, n: int, slot: str):
     r = None
     for i in range(n):
         whole = i == 0 or i == n - 1
-        r, payload = rp.call(ch, None, args, fn={"obj": obj, "method": "step"}, save_inputs=[], out_slot=slot,
-                             export_index=None if whole else [0])
+        r, payload = s.call(ch, None, args, fn={"obj": obj, "method": "step"}, save_inputs=[], out_slot=slot,
+                            export_index=None if whole else [0])
         if not r.ok:
             return r, hs, first, final
         out = payload["out"]
@@ -242,13 +227,13 @@ def sol_chain(rp: Replay, ch, obj: str, first_args: list, n: int, slot: str):
     return r, hs, first, final
 
 
-def _drift_fallback(rp: Replay, shape: dict, res: dict, want_h1, want_st1, sol_first) -> dict:
+def _drift_fallback(s: Session, shape: dict, res: dict, want_h1, want_st1, sol_first) -> dict:
     """A chain that fails the reference, from a solution whose own clean chain drifts (state-drift):
     judge the first step after the switch by the deck's one-step rule instead (the rule the solution
     is held to from a fed state), so its drift is not read as staleness.  Otherwise `res` as is."""
-    if res.get("ok") or sol_first is None or not drifting(rp, shape):
+    if res.get("ok") or sol_first is None or not drifting(s, shape):
         return res
-    one = _nominal(rp, want_h1, want_st1, _to_dev(sol_first, rp.device))
+    one = _nominal(s, want_h1, want_st1, to_dev(sol_first, s.device))
     one["msg"] = ("the solution's own chain drifts from the reference (state-drift), so the first step after the "
                   "switch is judged by the deck's one-step rule: " + str(one.get("msg", "")))
     one["drift_fallback"] = True
@@ -259,31 +244,32 @@ def _clone_args(h_slot: str, s_slot: str) -> list:
     return [{"slot": h_slot, "clone": True}, {"slot": s_slot, "clone": True}]
 
 
-def _judge(rp: Replay, probe: str, rule: str, shape, seed, variant: str, res: dict, what: str, extra: dict | None = None):
+def _judge(s: Session, probe: str, rule: str, shape, seed, variant: str, res: dict, what: str, extra: dict | None = None):
     if res.get("ok"):
-        rp.row(probe, "pass", shape, seed, variant, res)
+        s.row(probe, "pass", shape, seed, variant, res)
         return True
-    rp.row(probe, "fail", shape, seed, variant, res)
-    rp.finding(rule, f"{what} ({shape_label(shape)}, seed {seed}, {variant}): {res.get('msg', '')}"[:700],
-               _stats(res) | {"variant": variant, "worst_part": res.get("worst_part")} | (extra or {}), probe=probe)
+    s.row(probe, "fail", shape, seed, variant, res)
+    s.finding(rule, f"{what} ({shape_label(shape)}, seed {seed}, {variant}): {res.get('msg', '')}"[:700],
+              stats(res) | {"variant": variant, "worst_part": res.get("worst_part")} | (extra or {}), probe=probe)
     return False
 
 
-def _setup(rp: Replay, probe: str, shape: dict, seed: int | None, obj: str):
-    ch = rp.ensure_child()
-    if ch is None or rp.early_exit or rp.hung:
-        rp.row(probe, "skipped", shape, seed, detail="no working child")
+def _setup(s: Session, probe: str, shape: dict, seed: int | None, obj: str):
+    ch = s.child()
+    if ch is None or s.early_exit or s.hung:
+        s.row(probe, "skipped", shape, seed, detail="no working child")
         return None
-    ref, sd_path = _ref_model(rp, shape)
-    r = new_model(rp, ch, obj, shape, sd_path)
+    ref, sd_path = reference_model(s, shape)
+    r = new_model(s, ch, obj, shape, sd_path)
     if not r.ok:
-        rp.failed_reply(probe, r, shape, seed, what="Model(cfg) construction / load_state_dict(strict=True)")
+        s.failed_reply(probe, r, shape, seed, what="Model(cfg) construction / load_state_dict(strict=True)")
         return None
     return ch, ref
 
 
 # ------------------------------------------------------------------------------ check
-def check(rp: Replay) -> None:
+@probe(CHECK, STEP)
+def check(s: Session) -> None:
     """The deck's check: per check shape x seed, ONE step() from the fed state, judged by the cosines
     of out, state[0].S and state[3].c_kv (>= 0.98).  One solution model per config, as the deck
     builds its models once, and the trials in check.py's order, seed-major (`check_pairs`): a
@@ -291,100 +277,100 @@ def check(rp: Replay) -> None:
     deck (the labelled bug 194401 was caught there at seed 2, ctx 2048; shape-major, our check never
     went from 8192 back to 2048)."""
     built_key = None
-    for shape, seed in rp.spec.check_pairs(rp.check_shapes(), rp.seeds):
-        key = tuple(sorted(cfg_kwargs(rp, shape).items()))
-        ch = rp.ensure_child()
-        if ch is None or rp.early_exit or rp.hung:
-            rp.row("check", "skipped", shape, seed, "nominal", detail="no working child")
+    for shape, seed in s.spec.check_pairs(s.check_shapes(), s.seeds):
+        key = tuple(sorted(cfg_kwargs(s, shape).items()))
+        ch = s.child()
+        if ch is None or s.early_exit or s.hung:
+            s.row(CHECK, "skipped", shape, seed, "nominal", detail="no working child")
             continue
-        ref, sd_path = _ref_model(rp, shape)
+        ref, sd_path = reference_model(s, shape)
         if built_key != key:
-            r = new_model(rp, ch, "k", shape, sd_path)
+            r = new_model(s, ch, "k", shape, sd_path)
             if not r.ok:
-                rp.failed_reply("check", r, shape, seed, "nominal",
-                                what="Model(cfg) construction / load_state_dict(strict=True)")
+                s.failed_reply(CHECK, r, shape, seed, "nominal",
+                               what="Model(cfg) construction / load_state_dict(strict=True)")
                 return
             built_key = key
-        h0, st0 = _inputs(rp, shape, seed)
-        pr = _put(rp, ch, {"ck_h": h0, "ck_s": st0})
+        h0, st0 = _inputs(s, shape, seed)
+        pr = s.put_state(ch, {"ck_h": h0, "ck_s": st0})
         if not pr.ok:
-            rp.failed_reply("check", pr, shape, seed, "nominal", what="state transfer")
+            s.failed_reply(CHECK, pr, shape, seed, "nominal", what="state transfer")
             continue
-        r, hs, first, final = sol_chain(rp, ch, "k", _clone_args("ck_h", "ck_s"), 1, "cko")
+        r, hs, first, final = sol_chain(s, ch, "k", _clone_args("ck_h", "ck_s"), 1, "cko")
         if first is None:   # the step itself failed
-            rp.failed_reply("check", r, shape, seed, "nominal", what="step()")
+            s.failed_reply(CHECK, r, shape, seed, "nominal", what="step()")
             continue
-        ref_hs, ref_st1, _ = _ref_chain(rp, ref, h0, st0, 1)
-        res = _nominal(rp, ref_hs[0], ref_st1, _to_dev(first, rp.device))
+        ref_hs, ref_st1, _ = _ref_chain(s, ref, h0, st0, 1)
+        res = _nominal(s, ref_hs[0], ref_st1, to_dev(first, s.device))
         ok = bool(res.get("ok"))
-        rp.row("check", "pass" if ok else "fail", shape, seed, "nominal", res,
-               detail="the deck's rule (one step; cosines of out, state[0].S, state[3].c_kv >= 0.98): "
+        s.row(CHECK, "pass" if ok else "fail", shape, seed, "nominal", res,
+              detail="the deck's rule (one step; cosines of out, state[0].S, state[3].c_kv >= 0.98): "
                       + str(res.get("msg", "")))
         if not ok:
-            rp.finding("replay-check-failed", f"step() from the fed state ({shape_label(shape)}, seed {seed}) "
-                       f"fails the deck's one-step check: {res.get('msg', '')}"[:600], _stats(res), probe="check")
-        if rp.child is not None and rp.child.alive():
-            ch.request("delete", rp.limits.call_s, slots=["ck_h", "ck_s", "cko"])
-    if built_key is not None and rp.child is not None and rp.child.alive():
-        rp.child.request("delete", rp.limits.call_s, objs=["k"])
+            s.finding("replay-check-failed", f"step() from the fed state ({shape_label(shape)}, seed {seed}) "
+                      f"fails the deck's one-step check: {res.get('msg', '')}"[:600], stats(res), probe=CHECK)
+        if s.alive():
+            s.delete(ch, slots=["ck_h", "ck_s", "cko"])
+    if built_key is not None and s.alive():
+        s.delete(s.child(), objs=["k"])
 
 
 # ------------------------------------------------------------------------------ state drift
-def _drift_key(rp: Replay, shape: dict) -> tuple:
-    return tuple(sorted(cfg_kwargs(rp, shape).items())) + (("ctx", shape.get("ctx")),)
+def _drift_key(s: Session, shape: dict) -> tuple:
+    return tuple(sorted(cfg_kwargs(s, shape).items())) + (("ctx", shape.get("ctx")),)
 
 
-def drifting(rp: Replay, shape: dict) -> bool:
+def drifting(s: Session, shape: dict) -> bool:
     """Whether the solution's own chain of CHAIN_STEPS steps leaves the reference on `shape` (run
     once, quietly, if the state-drift probe has not run yet)."""
-    memo = rp.__dict__.setdefault("_kimi_drift", {})
-    key = _drift_key(rp, shape)
+    memo = s.memo("kimi_drift", keep=True)
+    key = _drift_key(s, shape)
     if key not in memo:
-        _drift_run(rp, shape, rp.seeds[0], emit=False)
+        _drift_run(s, shape, s.seeds[0], emit=False)
     return bool(memo.get(key))
 
 
-def _drift_run(rp: Replay, shape: dict, seed: int, emit: bool) -> None:
-    probe = "state-drift"
-    memo = rp.__dict__.setdefault("_kimi_drift", {})
-    s = _setup(rp, probe, shape, seed, "kc") if emit else _setup_quiet(rp, shape, "kc")
-    if s is None:
+def _drift_run(s: Session, shape: dict, seed: int, emit: bool) -> None:
+    probe = STATE_DRIFT
+    memo = s.memo("kimi_drift", keep=True)
+    got = _setup(s, probe, shape, seed, "kc") if emit else _setup_quiet(s, shape, "kc")
+    if got is None:
         return
-    ch, ref = s
-    h0, st0 = _inputs(rp, shape, seed)
-    pr = _put(rp, ch, {"cd_h": h0, "cd_s": st0})
+    ch, ref = got
+    h0, st0 = _inputs(s, shape, seed)
+    pr = s.put_state(ch, {"cd_h": h0, "cd_s": st0})
     if not pr.ok:
         if emit:
-            rp.failed_reply(probe, pr, shape, seed, what="state transfer")
+            s.failed_reply(probe, pr, shape, seed, what="state transfer")
         return
     n = CHAIN_STEPS
-    r, hs, first, final = sol_chain(rp, ch, "kc", _clone_args("cd_h", "cd_s"), n, "cdo")
+    r, hs, first, final = sol_chain(s, ch, "kc", _clone_args("cd_h", "cd_s"), n, "cdo")
     if not r.ok:
         if emit:
-            rp.failed_reply(probe, r, shape, seed, f"chain-{n}", what=f"step() {len(hs) + 1} of {n}")
+            s.failed_reply(probe, r, shape, seed, f"chain-{n}", what=f"step() {len(hs) + 1} of {n}")
         return
-    ref_hs, _, ref_final = _ref_chain(rp, ref, h0, st0, n)
-    res = chain_compare(rp, ref_hs, ref_final, _to_dev(hs, rp.device), _to_dev(final, rp.device))
-    memo[_drift_key(rp, shape)] = not res.get("ok")
+    ref_hs, _, ref_final = _ref_chain(s, ref, h0, st0, n)
+    res = chain_compare(s, ref_hs, ref_final, to_dev(hs, s.device), to_dev(final, s.device))
+    memo[_drift_key(s, shape)] = not res.get("ok")
     if emit:
-        _report_drift(rp, shape, seed, n, res)
-    ch.request("delete", rp.limits.call_s, objs=["kc"], slots=["cd_h", "cd_s", "cdo"])
+        _report_drift(s, shape, seed, n, res)
+    s.delete(ch, objs=["kc"], slots=["cd_h", "cd_s", "cdo"])
 
 
-def _setup_quiet(rp: Replay, shape: dict, obj: str):
-    ch = rp.ensure_child()
-    if ch is None or rp.early_exit or rp.hung:
+def _setup_quiet(s: Session, shape: dict, obj: str):
+    ch = s.child()
+    if ch is None or s.early_exit or s.hung:
         return None
-    ref, sd_path = _ref_model(rp, shape)
-    r = new_model(rp, ch, obj, shape, sd_path)
+    ref, sd_path = reference_model(s, shape)
+    r = new_model(s, ch, obj, shape, sd_path)
     return (ch, ref) if r.ok else None
 
 
-def _report_drift(rp: Replay, shape: dict, seed: int, n: int, res: dict) -> None:
-    probe, variant = "state-drift", f"chain-{n}"
+def _report_drift(s: Session, shape: dict, seed: int, n: int, res: dict) -> None:
+    probe, variant = STATE_DRIFT, f"chain-{n}"
     if res.get("ok"):
-        rp.row(probe, "pass", shape, seed, variant, res,
-               detail=f"{n} chained steps follow the reference (every hidden and every state tensor)")
+        s.row(probe, "pass", shape, seed, variant, res,
+              detail=f"{n} chained steps follow the reference (every hidden and every state tensor)")
         return
     parts = res.get("parts") or {}
     bad = [k for k, p in parts.items() if not p.get("ok")]
@@ -404,59 +390,61 @@ def _report_drift(rp: Replay, shape: dict, seed: int, n: int, res: dict) -> None
         where = (f"the chained hidden leaves the reference from step {first_bad} of {n}" if hidden_bad else
                  f"after {n} steps the state the deck judges after one ({', '.join(judged[:3])}) has left the "
                  f"reference while every hidden still passes")
-        rp.row(probe, "fail", shape, seed, variant, res,
-               detail=f"{where}; not a failure of the deck's check: " + str(res.get("msg")))
-        rp.finding("replay-state-drift",
-                   f"State drift beyond the deck's check ({shape_label(shape)}, seed {seed}): {where} ({worst}). "
-                   f"{how} The archived check's verdict is not contradicted by this.",
-                   _stats(res) | {"worst_part": res.get("worst_part"), "first_bad_step": first_bad, "judged": judged,
+        s.row(probe, "fail", shape, seed, variant, res,
+              detail=f"{where}; not a failure of the deck's check: " + str(res.get("msg")))
+        s.finding("replay-state-drift",
+                  f"State drift beyond the deck's check ({shape_label(shape)}, seed {seed}): {where} ({worst}). "
+                  f"{how} The archived check's verdict is not contradicted by this.",
+                  stats(res) | {"worst_part": res.get("worst_part"), "first_bad_step": first_bad, "judged": judged,
                                   "cosines": {k: v for k, v in cos.items()}, "steps": n})
     else:
-        rp.row(probe, "pass", shape, seed, variant, res,
-               detail="every chained hidden follows the reference; state tensors the deck does not check are kept "
+        s.row(probe, "pass", shape, seed, variant, res,
+              detail="every chained hidden follows the reference; state tensors the deck does not check are kept "
                       "in a layout of the solution's own: " + worst)
-        rp.finding("replay-state-layout",
-                   f"Over {n} chained steps ({shape_label(shape)}, seed {seed}) every hidden follows the reference, "
-                   f"but state tensors differ from the reference's ({worst}): the solution keeps them in its own "
-                   f"layout (or order) and reads them back consistently. {how}",
-                   _stats(res) | {"worst_part": res.get("worst_part"), "cosines": {k: v for k, v in cos.items()}})
+        s.finding("replay-state-layout",
+                  f"Over {n} chained steps ({shape_label(shape)}, seed {seed}) every hidden follows the reference, "
+                  f"but state tensors differ from the reference's ({worst}): the solution keeps them in its own "
+                  f"layout (or order) and reads them back consistently. {how}",
+                  stats(res) | {"worst_part": res.get("worst_part"), "cosines": {k: v for k, v in cos.items()}})
 
 
-def state_drift(rp: Replay) -> None:
+@probe(STATE_DRIFT, STEP)
+def state_drift(s: Session) -> None:
     seen = set()
-    for shape in rp.check_shapes():
-        key = _drift_key(rp, shape)
+    for shape in s.check_shapes():
+        key = _drift_key(s, shape)
         if key in seen:
             continue
         seen.add(key)
-        if rp.early_exit or rp.hung:
-            rp.row("state-drift", "skipped", shape, detail="no working child")
+        if s.early_exit or s.hung:
+            s.row(STATE_DRIFT, "skipped", shape, detail="no working child")
             continue
-        _drift_run(rp, shape, rp.seeds[0], emit=True)
+        _drift_run(s, shape, s.seeds[0], emit=True)
 
 
 # ------------------------------------------------------------------------------ same-buffer
-def same_buffer(rp: Replay) -> None:
-    probe = "same-buffer"
-    shape, seed = rp.check_shapes()[0], rp.seeds[0]
-    drifting(rp, shape)   # before this probe's models exist (it builds and frees one of its own)
-    s = _setup(rp, probe, shape, seed, "kb")
-    if s is None:
+@probe(SAME_BUFFER, STEP)
+def same_buffer(s: Session) -> None:
+    probe = SAME_BUFFER
+    shape, seed = s.check_shapes()[0], s.seeds[0]
+    drifting(s, shape)   # before this probe's models exist (it builds and frees one of its own)
+    got = _setup(s, probe, shape, seed, "kb")
+    if got is None:
         return
-    ch, ref = s
+    ch, ref = got
     sa, sb = seed, seed + 7919
-    hA, stA = _inputs(rp, shape, sa)
-    hB, stB = _inputs(rp, shape, sb)
-    pr = _put(rp, ch, {"sb_h": hA, "sb_s": stA})
+    hA, stA = _inputs(s, shape, sa)
+    hB, stB = _inputs(s, shape, sb)
+    pr = s.put_state(ch, {"sb_h": hA, "sb_s": stA})
     if not pr.ok:
-        rp.failed_reply(probe, pr, shape, seed, what="state transfer")
+        s.failed_reply(probe, pr, shape, seed, what="state transfer")
         return
-    refA_hs, _, refA = _ref_chain(rp, ref, hA, stA, PROBE_STEPS)
-    refB_hs, _, refB = _ref_chain(rp, ref, hB, stB, PROBE_STEPS)
+    refA_hs, _, refA = _ref_chain(s, ref, hA, stA, PROBE_STEPS)
+    refB_hs, _, refB = _ref_chain(s, ref, hB, stB, PROBE_STEPS)
     for variant, new_h in (("state+hidden", refB_hs[-1]), ("state", None)):
-        r, hs, _, final = sol_chain(rp, ch, "kb", _clone_args("sb_h", "sb_s"), PROBE_STEPS, "sbo")
+        r, hs, _, final = sol_chain(s, ch, "kb", _clone_args("sb_h", "sb_s"), PROBE_STEPS, "sbo")
         if not r.ok:
-            rp.failed_reply(probe, r, shape, seed, variant, what=f"step() chain of {PROBE_STEPS}")
+            s.failed_reply(probe, r, shape, seed, variant, what=f"step() chain of {PROBE_STEPS}")
             return
         values, targets, missing = {}, {}, []
         for label, li, k, t in _state_items(refB):
@@ -474,58 +462,56 @@ def same_buffer(rp: Replay) -> None:
             else:
                 missing.append("hidden")
         if missing:
-            rp.row(probe, "error", shape, seed, variant,
-                   detail="the state step() returned lacks the contract layout, cannot overwrite it in place: "
+            s.row(probe, "error", shape, seed, variant,
+                  detail="the state step() returned lacks the contract layout, cannot overwrite it in place: "
                           + ", ".join(missing[:8]))
             return
-        p = rp.scratch.path("write")
-        save_exchange({k: v.detach().cpu() for k, v in values.items()}, p)
-        wr = ch.request("write", rp.limits.call_s, file=p, targets=targets)
-        Path(p).unlink(missing_ok=True)
+        wr = s.write(ch, values, targets=targets)
         if not wr.ok:
-            rp.failed_reply(probe, wr, shape, seed, variant, what="in-place state overwrite")
+            s.failed_reply(probe, wr, shape, seed, variant, what="in-place state overwrite")
             return
         kept = all(w["ptr_before"] == w["ptr_after"] for w in wr["written"].values())
-        r, hs2, first2, final2 = sol_chain(rp, ch, "kb", [{"slot": "sbo", "index": [0]}, {"slot": "sbo", "index": [1]}],
+        r, hs2, first2, final2 = sol_chain(s, ch, "kb", [{"slot": "sbo", "index": [0]}, {"slot": "sbo", "index": [1]}],
                                            AFTER_STEPS, "sbo")
         if not r.ok:
-            rp.failed_reply(probe, r, shape, seed, variant, what="step() after the overwrite")
+            s.failed_reply(probe, r, shape, seed, variant, what="step() after the overwrite")
             return
         # the hidden the solution continues from: B's (written) or its own from trajectory A
-        start_h = refB_hs[-1] if new_h is not None else _to_dev(hs[-1], rp.device)
-        want_hs, want1, want = _ref_chain(rp, ref, start_h, refB, AFTER_STEPS)
-        res = chain_compare(rp, want_hs, want, _to_dev(hs2, rp.device), _to_dev(final2, rp.device))
-        res = _drift_fallback(rp, shape, res, want_hs[0], want1, first2)
-        _judge(rp, probe, "replay-stale-same-buffer", shape, seed, variant, res,
+        start_h = refB_hs[-1] if new_h is not None else to_dev(hs[-1], s.device)
+        want_hs, want1, want = _ref_chain(s, ref, start_h, refB, AFTER_STEPS)
+        res = chain_compare(s, want_hs, want, to_dev(hs2, s.device), to_dev(final2, s.device))
+        res = _drift_fallback(s, shape, res, want_hs[0], want1, first2)
+        _judge(s, probe, "replay-stale-same-buffer", shape, seed, variant, res,
                f"After {PROBE_STEPS} steps of trajectory A (seed {sa}), the returned {variant} was overwritten in place "
                f"with trajectory B's (seed {sb}){' (same storage, data_ptr unchanged)' if kept else ''}; the next "
                f"{AFTER_STEPS} steps do not follow it", {"data_ptr_kept": kept})
-    ch.request("delete", rp.limits.call_s, objs=["kb"], slots=["sb_h", "sb_s", "sbo"])
+    s.delete(ch, objs=["kb"], slots=["sb_h", "sb_s", "sbo"])
 
 
 # ------------------------------------------------------------------------------ alternate state
-def alternate_state(rp: Replay) -> None:
-    probe = "alternate-cache"
-    shape, seed = rp.check_shapes()[0], rp.seeds[0]
-    drifting(rp, shape)   # before this probe's models exist (it builds and frees one of its own)
-    s = _setup(rp, probe, shape, seed, "ka")
-    if s is None:
+@probe(ALTERNATE_CACHE, STEP)
+def alternate_state(s: Session) -> None:
+    probe = ALTERNATE_CACHE
+    shape, seed = s.check_shapes()[0], s.seeds[0]
+    drifting(s, shape)   # before this probe's models exist (it builds and frees one of its own)
+    got = _setup(s, probe, shape, seed, "ka")
+    if got is None:
         return
-    ch, ref = s
+    ch, ref = got
     sa, sb = seed, seed + 1000
-    (hA, stA), (hB, stB) = _inputs(rp, shape, sa), _inputs(rp, shape, sb)
-    pr = _put(rp, ch, {"al_hA": hA, "al_sA": stA, "al_hB": hB, "al_sB": stB})
+    (hA, stA), (hB, stB) = _inputs(s, shape, sa), _inputs(s, shape, sb)
+    pr = s.put_state(ch, {"al_hA": hA, "al_sA": stA, "al_hB": hB, "al_sB": stB})
     if not pr.ok:
-        rp.failed_reply(probe, pr, shape, seed, what="state transfer")
+        s.failed_reply(probe, pr, shape, seed, what="state transfer")
         return
     for name, hs_, ss_ in (("B", "al_hB", "al_sB"), ("A", "al_hA", "al_sA")):   # B first: A is the last one run
-        r, _, _, _ = sol_chain(rp, ch, "ka", _clone_args(hs_, ss_), PROBE_STEPS, f"al{name}")
+        r, _, _, _ = sol_chain(s, ch, "ka", _clone_args(hs_, ss_), PROBE_STEPS, f"al{name}")
         if not r.ok:
-            rp.failed_reply(probe, r, shape, seed, f"trajectory-{name}", what=f"step() chain of {PROBE_STEPS}")
+            s.failed_reply(probe, r, shape, seed, f"trajectory-{name}", what=f"step() chain of {PROBE_STEPS}")
             return
     n = PROBE_STEPS + AFTER_STEPS
-    wantB_hs, _, wantB = _ref_chain(rp, ref, hB, stB, n)
-    wantA_hs, _, wantA = _ref_chain(rp, ref, hA, stA, n)
+    wantB_hs, _, wantB = _ref_chain(s, ref, hB, stB, n)
+    wantA_hs, _, wantA = _ref_chain(s, ref, hA, stA, n)
     variants = [("continue-earlier-trajectory", "alB", False, sb, wantB_hs, wantB,
                  f"continuing trajectory B (seed {sb}) from the state it returned, after trajectory A (seed {sa}) ran"),
                 ("copied-state", "alA", True, sa, wantA_hs, wantA,
@@ -533,43 +519,43 @@ def alternate_state(rp: Replay) -> None:
                  "pointers), after B ran")]
     for variant, slot, clone, s_, want_hs, want, what in variants:
         args = [{"slot": slot, "index": [0], "clone": clone}, {"slot": slot, "index": [1], "clone": clone}]
-        r, hs, _, final = sol_chain(rp, ch, "ka", args, AFTER_STEPS, f"{slot}c")
+        r, hs, _, final = sol_chain(s, ch, "ka", args, AFTER_STEPS, f"{slot}c")
         if not r.ok:
-            rp.failed_reply(probe, r, shape, s_, variant, what="step() from the caller's state")
+            s.failed_reply(probe, r, shape, s_, variant, what="step() from the caller's state")
             return
-        res = chain_compare(rp, want_hs[PROBE_STEPS:], want, _to_dev(hs, rp.device), _to_dev(final, rp.device))
-        if not res.get("ok") and drifting(rp, shape):
-            res = _own_control(rp, ch, shape, s_, n, hs, final) or res
+        res = chain_compare(s, want_hs[PROBE_STEPS:], want, to_dev(hs, s.device), to_dev(final, s.device))
+        if not res.get("ok") and drifting(s, shape):
+            res = _own_control(s, ch, shape, s_, n, hs, final) or res
         if res.get("ok"):
-            rp.row(probe, "pass", shape, s_, variant, res)
+            s.row(probe, "pass", shape, s_, variant, res)
         else:
-            rp.row(probe, "fail", shape, s_, variant, res)
-            rp.finding("replay-ignores-caller-cache",
-                       f"step() does not follow the state it is handed ({what}): {res.get('msg', '')}"[:700],
-                       _stats(res) | {"variant": variant, "worst_part": res.get("worst_part")})
-    ch.request("delete", rp.limits.call_s, objs=["ka"],
+            s.row(probe, "fail", shape, s_, variant, res)
+            s.finding("replay-ignores-caller-cache",
+                      f"step() does not follow the state it is handed ({what}): {res.get('msg', '')}"[:700],
+                      stats(res) | {"variant": variant, "worst_part": res.get("worst_part")})
+    s.delete(ch, objs=["ka"],
                slots=["al_hA", "al_sA", "al_hB", "al_sB", "alA", "alB", "alAc", "alBc"])
 
 
-def _own_control(rp: Replay, ch, shape: dict, seed: int, n: int, sol_hs: list, sol_final) -> dict | None:
+def _own_control(s: Session, ch, shape: dict, seed: int, n: int, sol_hs: list, sol_final) -> dict | None:
     """For a solution whose own chain drifts: the same trajectory (seed `seed`, n steps) run cleanly in
     a NEW solution model from a new copy of the fed state; the probed steps (the last len(sol_hs))
     are compared with that run's, by the deck's cosine rule.  None if the control cannot run."""
-    _, sd_path = _ref_model(rp, shape)
-    r = new_model(rp, ch, "kx", shape, sd_path)
+    _, sd_path = reference_model(s, shape)
+    r = new_model(s, ch, "kx", shape, sd_path)
     if not r.ok:
         return None
-    h0, st0 = _inputs(rp, shape, seed)
-    pr = _put(rp, ch, {"cx_h": h0, "cx_s": st0})
+    h0, st0 = _inputs(s, shape, seed)
+    pr = s.put_state(ch, {"cx_h": h0, "cx_s": st0})
     if not pr.ok:
         return None
-    r, hs, _, final = sol_chain(rp, ch, "kx", _clone_args("cx_h", "cx_s"), n, "cxo")
-    ch.request("delete", rp.limits.call_s, objs=["kx"], slots=["cx_h", "cx_s", "cxo"])
+    r, hs, _, final = sol_chain(s, ch, "kx", _clone_args("cx_h", "cx_s"), n, "cxo")
+    s.delete(ch, objs=["kx"], slots=["cx_h", "cx_s", "cxo"])
     if not r.ok or final is None:
         return None
     k = len(sol_hs)
-    res = chain_compare(rp, [_to_dev(h, rp.device) for h in hs[-k:]], _to_dev(final, rp.device),
-                        _to_dev(sol_hs, rp.device), _to_dev(sol_final, rp.device))
+    res = chain_compare(s, [to_dev(h, s.device) for h in hs[-k:]], to_dev(final, s.device),
+                        to_dev(sol_hs, s.device), to_dev(sol_final, s.device))
     res["msg"] = ("the solution's own chain drifts from the reference (state-drift), so it is compared with its own "
                   "clean run of the same trajectory in a new model: " + str(res.get("msg", "")))
     res["drift_fallback"] = True
@@ -577,69 +563,69 @@ def _own_control(rp: Replay, ch, shape: dict, seed: int, n: int, sol_hs: list, s
 
 
 # ------------------------------------------------------------------------------ fresh state
-def fresh_state(rp: Replay, rounds: int = FRESH_ROUNDS) -> None:
+@probe(FRESH_STATE, STEP)
+def fresh_state(s: Session, rounds: int = FRESH_ROUNDS) -> None:
     """Delete model and state, build a new model with other weights and a new state (fed without a
-    copy, so it may sit on the dead state's storage); Replay.rebuild_rounds decides how often."""
-    probe = "fresh-state"
-    shape = rp.check_shapes()[0]
-    drifting(rp, shape)   # before the rebuild rounds, whose dead ids a model of its own would take
-    ch = rp.ensure_child()
-    if ch is None or rp.early_exit or rp.hung:
-        rp.row(probe, "skipped", shape, detail="no working child")
+    copy, so it may sit on the dead state's storage); generic.rebuild_rounds decides how often."""
+    probe = FRESH_STATE
+    shape = s.check_shapes()[0]
+    drifting(s, shape)   # before the rebuild rounds, whose dead ids a model of its own would take
+    ch = s.child()
+    if ch is None or s.early_exit or s.hung:
+        s.row(probe, "skipped", shape, detail="no working child")
         return
-    ref, base_path = _ref_model(rp, shape)
+    ref, base_path = reference_model(s, shape)
     base = {k: v.detach().cpu().clone() for k, v in ref.state_dict().items()}
     seen_ptrs: set = set()
     n = PROBE_STEPS + AFTER_STEPS
 
-    def one_round(rnd: int, s: int):
-        ch.request("delete", rp.limits.call_s, slots=["fr_h", "fr_s", "fro"])   # dead state first
+    def one_round(rnd: int, seed: int):
+        s.delete(ch, slots=["fr_h", "fr_s", "fro"])   # dead state first
         if rnd == 0:
             path = base_path
         else:
-            sd = _perturb_state(base, torch.Generator().manual_seed(9000 + rnd))
-            ref.load_state_dict({k: v.to(rp.device) for k, v in sd.items()})
-            path = rp.scratch.path("state-fresh")
-            save_exchange(sd, path)
-        r = new_model(rp, ch, "kf", shape, path, replace=True, reuse_attempts=8)
+            sd = perturb_state(base, torch.Generator().manual_seed(9000 + rnd))
+            ref.load_state_dict({k: v.to(s.device) for k, v in sd.items()})
+            path = s.save_state(sd)
+        r = new_model(s, ch, "kf", shape, path, replace=True, reuse_attempts=8)
         if path != base_path:
-            Path(path).unlink(missing_ok=True)
+            s.release_state(path)
         if not r.ok:
-            rp.failed_reply(probe, r, shape, s, what="Model(cfg) construction")
+            s.failed_reply(probe, r, shape, seed, what="Model(cfg) construction")
             return None
         obj_id = r.get("obj_id")
-        h0, st0 = _inputs(rp, shape, s)
-        pr = _put(rp, ch, {"fr_h": h0, "fr_s": st0})
+        h0, st0 = _inputs(s, shape, seed)
+        pr = s.put_state(ch, {"fr_h": h0, "fr_s": st0})
         if not pr.ok:
-            rp.failed_reply(probe, pr, shape, s, what="state transfer")
+            s.failed_reply(probe, pr, shape, seed, what="state transfer")
             return None
         ptrs = set((pr.get("slots") or {}).get("fr_s", {}).get("ptrs") or [])
         ptr_reused = bool(ptrs & seen_ptrs)
         seen_ptrs.update(ptrs)
         # fed without a copy: the new state objects themselves, possibly on the dead ones' storage
-        r, hs, first, final = sol_chain(rp, ch, "kf", [{"slot": "fr_h"}, {"slot": "fr_s"}], n, "fro")
+        r, hs, first, final = sol_chain(s, ch, "kf", [{"slot": "fr_h"}, {"slot": "fr_s"}], n, "fro")
         if not r.ok:
-            rp.failed_reply(probe, r, shape, s, f"rebuild-{rnd}", what="step() chain")
+            s.failed_reply(probe, r, shape, seed, f"rebuild-{rnd}", what="step() chain")
             return None
         res = None
         if rnd:
-            want_hs, want1, want = _ref_chain(rp, ref, h0, st0, n)
-            res = chain_compare(rp, want_hs, want, _to_dev(hs, rp.device), _to_dev(final, rp.device))
-            res = _drift_fallback(rp, shape, res, want_hs[0], want1, first)
+            want_hs, want1, want = _ref_chain(s, ref, h0, st0, n)
+            res = chain_compare(s, want_hs, want, to_dev(hs, s.device), to_dev(final, s.device))
+            res = _drift_fallback(s, shape, res, want_hs[0], want1, first)
         return obj_id, res, {"variant": "-reused-ptr" if ptr_reused else "",
                              "msg": " and a new state" + (" (on a dead state's storage)" if ptr_reused else ""),
                              "data": {"ptr_reused": ptr_reused, "worst_part": (res or {}).get("worst_part")}}
 
     try:
-        rp.rebuild_rounds(probe, shape, rounds, one_round, f"results of an old one over {n} steps")
+        generic.rebuild_rounds(s, probe, shape, rounds, one_round, f"results of an old one over {n} steps")
     finally:
-        ref.load_state_dict({k: v.to(rp.device) for k, v in base.items()})
-        if ch.alive():
-            ch.request("delete", rp.limits.call_s, objs=["kf"], slots=["fr_h", "fr_s", "fro"])
-    state_on_dead_id(rp)
+        ref.load_state_dict({k: v.to(s.device) for k, v in base.items()})
+        if s.alive(ch):
+            s.delete(ch, objs=["kf"], slots=["fr_h", "fr_s", "fro"])
+    state_on_dead_id(s)
 
 
-def state_on_dead_id(rp: Replay) -> None:
+def state_on_dead_id(s: Session) -> None:
     """One model, two states: a step from state A (the longest check context), A dies, and state B
     (the shortest context, another seed) is handed over on A's id(): in A's own list and per-layer
     dicts, emptied and refilled (worker.op_recycle: the same as CPython giving B A's memory, where
@@ -651,69 +637,69 @@ def state_on_dead_id(rp: Replay) -> None:
     after a ctx-8192 state died, and passed our check, whose lists land elsewhere.  Longest before
     shortest: a capacity guard (`cap <= L`) does not save a cache from that direction.
     Look-alikes that pass: caches keyed by id but checked against the state's tensors, or none."""
-    probe, case = "fresh-state", "state-on-dead-id"
-    shapes = rp.check_shapes()
+    probe, case = FRESH_STATE, "state-on-dead-id"
+    shapes = s.check_shapes()
     big = max(shapes, key=lambda sh: sh.get("ctx", 0))
     small = min(shapes, key=lambda sh: sh.get("ctx", 0))
-    if cfg_kwargs(rp, small) != cfg_kwargs(rp, big):
+    if cfg_kwargs(s, small) != cfg_kwargs(s, big):
         small = big
-    seeds = list(rp.seeds) or [0]
+    seeds = list(s.seeds) or [0]
     s1, s2 = seeds[0], (seeds[1] if len(seeds) > 1 else seeds[0] + 1)
-    ch = rp.ensure_child()
-    if ch is None or rp.early_exit or rp.hung:
-        rp.row(probe, "skipped", small, s2, case, detail="no working child")
+    ch = s.child()
+    if ch is None or s.early_exit or s.hung:
+        s.row(probe, "skipped", small, s2, case, detail="no working child")
         return
-    ref, sd_path = _ref_model(rp, big)
+    ref, sd_path = reference_model(s, big)
     slots = ["dd_h", "dd_s", "ddo", "de_h", "de_s", "deo"]
     try:
-        r = new_model(rp, ch, "kd", big, sd_path)
+        r = new_model(s, ch, "kd", big, sd_path)
         if not r.ok:
-            rp.failed_reply(probe, r, big, s1, case, what="Model(cfg) construction")
+            s.failed_reply(probe, r, big, s1, case, what="Model(cfg) construction")
             return
-        h1, st1 = _inputs(rp, big, s1)
-        pr = _put(rp, ch, {"dd_h": h1, "dd_s": st1})
+        h1, st1 = _inputs(s, big, s1)
+        pr = s.put_state(ch, {"dd_h": h1, "dd_s": st1})
         dead = (pr.get("slots") or {}).get("dd_s") or {} if pr.ok else {}
         if not pr.ok or dead.get("type") != "list":
-            rp.row(probe, "skipped", big, s1, case,
-                   detail="the state did not arrive as a list" if pr.ok else f"state transfer: {pr.error}")
+            s.row(probe, "skipped", big, s1, case,
+                  detail="the state did not arrive as a list" if pr.ok else f"state transfer: {pr.error}")
             return
-        r, _, first, _ = sol_chain(rp, ch, "kd", [{"slot": "dd_h"}, {"slot": "dd_s"}], 1, "ddo")
+        r, _, first, _ = sol_chain(s, ch, "kd", [{"slot": "dd_h"}, {"slot": "dd_s"}], 1, "ddo")
         if not r.ok or first is None:
-            rp.failed_reply(probe, r, big, s1, case, what="step() from state A")
+            s.failed_reply(probe, r, big, s1, case, what="step() from state A")
             return
-        ref_hs, ref_s, _ = _ref_chain(rp, ref, h1, st1, 1)
-        if not _nominal(rp, ref_hs[0], ref_s, _to_dev(first, rp.device)).get("ok"):
-            rp.row(probe, "skipped", big, s1, case, detail="state A's own step already fails the deck's rule "
-                   "(the check reports it): no stale state to tell apart")
+        ref_hs, ref_s, _ = _ref_chain(s, ref, h1, st1, 1)
+        if not _nominal(s, ref_hs[0], ref_s, to_dev(first, s.device)).get("ok"):
+            s.row(probe, "skipped", big, s1, case, detail="state A's own step already fails the deck's rule "
+                  "(the check reports it): no stale state to tell apart")
             return
-        ch.request("delete", rp.limits.call_s, slots=["dd_h", "ddo"])   # A is held by its slot alone now
-        h2, st2 = _inputs(rp, small, s2)
-        pr = _put(rp, ch, {"de_h": h2, "de_s": st2})
-        pl = ch.request("recycle", rp.limits.call_s, slot="de_s", dead="dd_s") if pr.ok else pr
+        s.delete(ch, slots=["dd_h", "ddo"])   # A is held by its slot alone now
+        h2, st2 = _inputs(s, small, s2)
+        pr = s.put_state(ch, {"de_h": h2, "de_s": st2})
+        pl = s.recycle(ch, slot="de_s", dead="dd_s") if pr.ok else pr
         if not pl.ok or not pl.get("recycled") or (pl.get("meta") or {}).get("id") != dead.get("id"):
-            rp.row(probe, "skipped", small, s2, case,
-                   detail=f"state B was not handed over on state A's id(): {pl.get('why') or pl.error or 'id differs'}")
+            s.row(probe, "skipped", small, s2, case,
+                  detail=f"state B was not handed over on state A's id(): {pl.get('why') or pl.error or 'id differs'}")
             return
-        r, _, first, _ = sol_chain(rp, ch, "kd", [{"slot": "de_h"}, {"slot": "de_s"}], 1, "deo")
+        r, _, first, _ = sol_chain(s, ch, "kd", [{"slot": "de_h"}, {"slot": "de_s"}], 1, "deo")
         if not r.ok or first is None:
-            rp.failed_reply(probe, r, small, s2, case, what="step() from state B on A's id()")
+            s.failed_reply(probe, r, small, s2, case, what="step() from state B on A's id()")
             return
-        ref_hs, ref_s, _ = _ref_chain(rp, _ref_model(rp, small)[0], h2, st2, 1)
-        res = _nominal(rp, ref_hs[0], ref_s, _to_dev(first, rp.device))
+        ref_hs, ref_s, _ = _ref_chain(s, reference_model(s, small)[0], h2, st2, 1)
+        res = _nominal(s, ref_hs[0], ref_s, to_dev(first, s.device))
         where = (f"ctx {big.get('ctx')} seed {s1}, then ctx {small.get('ctx')} seed {s2} on its id() "
                  f"({pl.get('items_reused')} of {len(st2)} layer dicts on theirs too)")
         ok = bool(res.get("ok"))
-        rp.row(probe, "pass" if ok else "fail", small, s2, case, res,
-               detail=f"a new state on a dead state's id(), same model: {where}; the deck's one-step rule: "
+        s.row(probe, "pass" if ok else "fail", small, s2, case, res,
+              detail=f"a new state on a dead state's id(), same model: {where}; the deck's one-step rule: "
                       + str(res.get("msg", "")))
         if not ok:
-            rp.finding("replay-stale-fresh-state",
-                       f"step() serves a dead state's contents to a new state on its id() ({where}): something "
-                       f"is keyed by id(state) and outlives it; {res.get('msg', '')}"[:600],
-                       dict(_stats(res), state_id_reused=True, items_reused=pl.get("items_reused")), probe=probe)
+            s.finding("replay-stale-fresh-state",
+                      f"step() serves a dead state's contents to a new state on its id() ({where}): something "
+                      f"is keyed by id(state) and outlives it; {res.get('msg', '')}"[:600],
+                      dict(stats(res), state_id_reused=True, items_reused=pl.get("items_reused")), probe=probe)
     finally:
-        if ch.alive():
-            ch.request("delete", rp.limits.call_s, objs=["kd"], slots=slots)
+        if s.alive(ch):
+            s.delete(ch, objs=["kd"], slots=slots)
 
 
 # ------------------------------------------------------------------------------ the driver
@@ -721,27 +707,27 @@ class StepDriver(Driver):
     """mega 02: `Model(cfg).step(hidden, state)` chained from a fed state (determinism: `generic`;
     fresh-state is its own, above: its rounds perturb one reference's weights and feed new state)."""
 
-    kind = "step"
+    kind = STEP
     call = "step() chain"
-    objs = {"determinism": "kd"}
+    objs = {DETERMINISM: "kd"}
     repeats = repeat_case = "2-chains"
     steps = PROBE_STEPS + AFTER_STEPS
 
-    def prepare(self, rp: Replay, probe: str, shape: dict, seed: int):
-        s = _setup(rp, probe, shape, seed, self.objs[probe])
-        if s is None:
+    def prepare(self, s: Session, probe: str, shape: dict, seed: int):
+        got = _setup(s, probe, shape, seed, self.objs[probe])
+        if got is None:
             return None
-        ch, _ = s
-        h0, st0 = _inputs(rp, shape, seed)
-        pr = _put(rp, ch, {"de_h": h0, "de_s": st0})
+        ch, _ = got
+        h0, st0 = _inputs(s, shape, seed)
+        pr = s.put_state(ch, {"de_h": h0, "de_s": st0})
         if not pr.ok:
-            rp.failed_reply(probe, pr, shape, seed, what="state transfer")
+            s.failed_reply(probe, pr, shape, seed, what="state transfer")
             return None
         return ch
 
-    def repeat(self, rp: Replay, ch, shape: dict, seed: int, i: int):
+    def repeat(self, s: Session, ch, shape: dict, seed: int, i: int):
         """A chain from copies of the fed hidden and state."""
-        r, hs, _, final = sol_chain(rp, ch, self.objs["determinism"], _clone_args("de_h", "de_s"), self.steps, f"deo{i}")
+        r, hs, _, final = sol_chain(s, ch, self.objs[DETERMINISM], _clone_args("de_h", "de_s"), self.steps, f"deo{i}")
         return r, (hs, final)
 
     def same_detail(self, shape: dict) -> str:
@@ -754,8 +740,13 @@ class StepDriver(Driver):
         return (f"Two chains of {self.steps} step() calls from copies of the same state differ by "
                 f"up to {d:.4g} ({shape_label(shape)}).")
 
-    def drop(self, rp: Replay, ch, probe: str) -> None:
-        ch.request("delete", rp.limits.call_s, objs=["kd"], slots=["de_h", "de_s", "deo0", "deo1"])
+    def drop(self, s: Session, ch, probe: str) -> None:
+        s.delete(ch, objs=["kd"], slots=["de_h", "de_s", "deo0", "deo1"])
 
 
 DRIVER = StepDriver()
+
+
+@probe(DETERMINISM, STEP)
+def determinism(s: Session) -> None:
+    generic.determinism(s, DRIVER)
