@@ -346,14 +346,13 @@ def test_prepare_owner_never_follows_a_directory_swapped_for_a_symlink_mid_walk(
 
 # ------------------------------------------------------------------------------ the put file (the inputs' memory)
 class _PutChild:
-    """The worker's side of a put, in this process: the real `Worker.op_put` (it maps the put file
-    by name, shared, and names the file it mapped in its reply), after `before(path)`: what the
-    solution's process does to the name first."""
+    """The worker's side of a put, in this process: the real `Store.op_put` of the worker (it maps the
+    put file by name, shared, and names the file it mapped in its reply), after `before(path)`: what
+    the solution's process does to the name first."""
 
     def __init__(self, before=None) -> None:
-        from forensics.replay.worker import Worker
-        self.w = Worker.__new__(Worker)
-        self.w.device, self.w.slots, self.w.pristine = "cpu", {}, {}
+        from forensics.replay.worker import Store
+        self.w = Store("cpu")
         self.before = before
 
     def request(self, op, timeout, **kw):

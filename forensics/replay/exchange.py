@@ -227,7 +227,7 @@ class Exchange:
         """Overwrite tensors in the child in place (data_ptr kept).  A module's parameters and
         buffers ("obj::name") get `copy_`, which bumps `_version` as the deck's own weight writes do;
         inputs a `.data` copy, which keeps it (the deck's same-storage property mutation);
-        `version="bump"|"keep"` forces one (worker.op_write)."""
+        `version="bump"|"keep"` forces one (the worker's Store.op_write)."""
         p = self.scratch.path("write")
         vals = {k: v.detach().cpu() for k, v in values.items()}
         pack_save(vals, p)

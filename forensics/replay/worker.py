@@ -634,30 +634,30 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
 
 
 # ---------------------------------------------------------------- serialization
-class Worker:
-    def __init__(self, rfd: int, wfd: int, device: str) -> None:
-        self.rf = os.fdopen(rfd, "r", encoding="utf-8")
-        self.wf = os.fdopen(wfd, "w", encoding="utf-8")
+class Store:
+    """The child's objects and slots, and how values cross: request arguments resolved to the objects
+    the solution is called with (`resolve`), results exported to what the parent loads (`export`,
+    `save`), and the requests that only move or inspect values (put, write, load, delete, meta,
+    snap, recycle, state, setglobals).  Nothing here calls the solution."""
+
+    def __init__(self, device: str) -> None:
         self.device = device
         self.slots: dict[str, object] = {}
         self.objs: dict[str, object] = {}
         self.modules: dict[str, types.ModuleType] = {}
-        self.base_snapshot = snapshot()
-        self.tampered: list[str] = []
-        self.flush_buf = None
-        self.cudart = None
+        self.pristine: dict[str, object] = {}  # what each input slot held when the parent last set it
         self.export_on_device = False  # set per request that asks for IPC results
         self.ipc_hold: list = []   # GPU copies the parent is mapping over CUDA IPC (until the next request)
-        self.pristine: dict[str, object] = {}  # what each input slot held when the parent last set it
 
-    def _remember(self, k: str) -> None:
+
+    def remember(self, k: str) -> None:
         v = self.slots.get(k)
         if _is_tensor(v):
             self.pristine[k] = _clone(_detach(v))
         else:
             self.pristine.pop(k, None)
 
-    def _unchanged(self, k: str) -> bool:
+    def unchanged(self, k: str) -> bool:
         """The slot still holds, bit for bit, what the parent last put or wrote there."""
         a, b = self.slots.get(k), self.pristine.get(k)
         if not (_is_tensor(a) and _is_tensor(b)) or a.shape != b.shape or a.dtype != b.dtype:
@@ -669,7 +669,6 @@ class Worker:
         # NaN != NaN: compare the bytes (same NaN payload counts as unchanged)
         return _equal(_view(_reshape(_contig(a), (-1,)), torch.uint8), _view(_reshape(_contig(b), (-1,)), torch.uint8))
 
-    # ---- argument and result marshalling
     def resolve(self, spec, env: dict | None = None):
         """A request argument -> the value the solution is called with.  `env` holds the variables
         of a `wall` program ({"var": name}) and its trial number ({"trial_plus": base})."""
@@ -678,7 +677,7 @@ class Worker:
                 v = self.slots[spec["slot"]]
                 for i in spec.get("index", []):
                     v = v[i]
-                return self._deepclone(v) if spec.get("clone") else v
+                return self.deepclone(v) if spec.get("clone") else v
             if "var" in spec:
                 v = env[spec["var"]]
                 for i in spec.get("index", []):
@@ -705,15 +704,15 @@ class Worker:
                 return val[spec["index"]] if "index" in spec else val
         return spec
 
-    def _deepclone(self, x):
+    def deepclone(self, x):
         if _is_tensor(x):
             return _clone(x)
         if isinstance(x, list):
-            return [self._deepclone(v) for v in x]
+            return [self.deepclone(v) for v in x]
         if isinstance(x, tuple):
-            return tuple(self._deepclone(v) for v in x)
+            return tuple(self.deepclone(v) for v in x)
         if isinstance(x, dict):
-            return {k: self._deepclone(v) for k, v in x.items()}
+            return {k: self.deepclone(v) for k, v in x.items()}
         return x
 
     def to_device(self, x):
@@ -771,136 +770,128 @@ class Worker:
         if self.device.startswith("cuda"):
             _sync()
 
-    # ---- ops
-    def op_hello(self, req):
-        info = {"torch": torch.__version__, "python": sys.version.split()[0], "pid": os.getpid(),
-                "cuda": torch.cuda.is_available(), "device": self.device}
-        if self.device.startswith("cuda") and torch.cuda.is_available():
-            p = torch.cuda.get_device_properties(0)
-            info.update(gpu=p.name, capability=list(torch.cuda.get_device_capability(0)),
-                        l2_bytes=int(getattr(p, "L2_cache_size", 0)), sm_count=p.multi_processor_count,
-                        arch_list=torch.cuda.get_arch_list())
-        return info
-
-    def op_ipc_test(self, req):
-        """A known tensor through the IPC path, so the parent can decide whether IPC works here."""
-        self.save({"t": torch.arange(IPC_TEST_N, dtype=torch.float32, device=self.device)}, dict(req, fmt="pack", ipc=True))
-        return {}
-
-    def op_import(self, req):
-        name = req["module"]
-        if name == "solution" and os.environ.get(NVIDIA_FILE_ENV) == "1":
-            _give_nvidia_a_file()
-        before = snapshot()
-        with _traced() as path:
-            mod = importlib.import_module(name)
-        self.modules[name] = mod
-        after = snapshot()
-        changes = diff_snapshots(before, after)
-        self.tampered.extend(changes)
-        return {"tamper": changes, "file": getattr(mod, "__file__", None), "path": path,
-                "attrs": sorted(n for n in vars(mod) if not n.startswith("_"))[:200]}
-
-    def _attr(self, path: str):
+    def attr(self, path: str):
         mod, _, attr = path.partition(":")
         obj = self.modules[mod] if mod in self.modules else importlib.import_module(mod)
         for part in attr.split("."):
             obj = getattr(obj, part)
         return obj
 
-    def op_new(self, req):
-        """Construct an object (``solution:Model``) and optionally load a state dict into it."""
-        factory = self._attr(req["factory"])
-        args = [self.resolve(a) for a in req.get("args", [])]
-        kwargs = {k: self.resolve(v) for k, v in req.get("kwargs", {}).items()}
-        old_id = None
-        kept_alive = False
-        gc_was = gc.isenabled()
-        gc.disable()  # an automatic collection would reshuffle the allocator's free list
-        try:
-            if req.get("replace") and req["obj"] in self.objs:
-                # drop the old object right before building the new one, so CPython may hand the
-                # new object the dead one's id() (the fresh-state probe wants exactly that)
-                old_id = id(self.objs[req["obj"]])
-                for name in [n for n in self.objs if n.startswith(req["obj"] + "/")]:
-                    self.objs.pop(name, None)
-                probe = None
-                try:
-                    import weakref
-                    probe = weakref.ref(self.objs[req["obj"]])
-                except TypeError:
-                    pass
-                del self.objs[req["obj"]]
-                if probe is not None and probe() is not None:  # kept alive by a cycle: collect it
-                    kept_alive = True
-                    gc.collect()
-            attempts = int(req.get("reuse_attempts", 0)) if old_id is not None else 0
-            obj = self._on_dead_id(factory, args, kwargs, old_id) if attempts else None
-            placed = obj is not None
-            path: dict = {}
-            if obj is None:
-                with _traced() as path:
-                    obj = factory(*args, **kwargs)
-            spare = []
-            for _ in range(0 if placed else attempts):
-                if id(obj) == old_id:
-                    break
-                spare.append(obj)   # keep it alive so the next construction takes another slot
-                obj = factory(*args, **kwargs)
-            del spare
-        finally:
-            if gc_was:
-                gc.enable()
-        info: dict = {"type": type(obj).__name__, "path": path}
-        if isinstance(obj, torch.nn.Module):
-            obj = obj.to(self.device)
-            if req.get("state_dict"):
-                sd = self._load_state(req["state_dict"])
-                res = obj.load_state_dict(sd, strict=req.get("strict", True))
-                info["missing"] = list(getattr(res, "missing_keys", []))
-                info["unexpected"] = list(getattr(res, "unexpected_keys", []))
-            obj.eval()
-            info["state_keys"] = list(obj.state_dict().keys())
-        self.objs[req["obj"]] = obj
-        info["obj_id"] = id(obj)
-        info["old_id"] = old_id
-        info["old_kept_alive"] = kept_alive
-        info["placed_on_dead_id"] = placed
-        self.sync()
-        return info
+    def call_target(self, fn):
+        if "obj" in fn:
+            obj = self.objs[fn["obj"]]
+            m = fn.get("method")
+            return getattr(obj, m) if m else obj
+        return self.attr(fn["attr"])
 
-    def _load_state(self, path: str):
+    def load_state(self, path: str):
         """A state dict the parent wrote (`Exchange.state_file`): on a GPU its tensors may come as CUDA
         IPC handles of the parent's copies (the parent's counters: ref_owner None, as in op_put)."""
         on_gpu = str(self.device).startswith("cuda")
         return load_any(path, map_location=self.device, ipc=on_gpu, ref_owner=None)
 
-    @staticmethod
-    def _on_dead_id(factory, args, kwargs, old_id, tries: int = 4096):
-        """Build `factory(*args)` on the dead object's id(), or return None.
+    def save(self, payload, req) -> None:
+        """Results to the parent: torch.save, the pack format, or the pack format with the GPU
+        tensors as CUDA IPC handles (`ipc`: no device-to-host copy, no bytes in the file)."""
+        if req.get("fmt") != "pack":
+            save_exchange(payload, req["save"])
+        else:
+            pack_save(payload, req["save"], ipc_hold=self.ipc_hold if req.get("ipc") else None)
 
-        Freeing the old object does not always make its memory the next one handed out (its
-        allocator pool may have emptied), so bare instances are allocated with `cls.__new__` until
-        one lands on the dead id; that one is initialised (`type.__call__` does the same two steps)
-        and the others are freed.  Only for plain classes whose constructor is type.__call__."""
-        if not isinstance(factory, type) or type(factory).__call__ is not type.__call__:
-            return None
-        spare = []
-        try:
-            for _ in range(tries):
-                try:
-                    o = factory.__new__(factory)
-                except Exception:  # noqa: BLE001 - a __new__ that needs arguments: the ordinary way
-                    return None
-                if id(o) == old_id:
-                    break
-                spare.append(o)
+    def op_setglobals(self, req):
+        mod = importlib.import_module(req["module"])
+        for k, v in req.get("values", {}).items():
+            setattr(mod, k, v)
+        return {}
+
+    def op_meta(self, req):
+        return {"ids": {k: id(self.objs[k]) for k in req.get("objs", []) if k in self.objs},
+                "slots": {k: self.meta(self.slots[k]) for k in req.get("slots", []) if k in self.slots}}
+
+    def op_put(self, req):
+        # `share`: the tensors stay in the parent's memory (a shared mapping of the file, or the
+        # parent's own GPU tensors over IPC), so the parent can see any write into them.  "file"
+        # in the reply: the file mapped ([st_dev, st_ino] of the descriptor read), which the parent
+        # compares with the one it wrote (a name swapped in between is a decoy the parent would
+        # not be watching)
+        share = bool(req.get("share"))
+        with open_exchange(req["file"], "r+b" if share else "rb") as f:
+            st = os.fstat(f.fileno())
+            data = load_any(f, ipc=bool(req.get("ipc")) and self.device.startswith("cuda"), share=share,
+                            ref_owner=None)   # the parent's counters: nothing of the host's for it to reach
+        for k, v in data.items():
+            self.slots[k] = self.to_device(v)
+            self.remember(k)
+        self.sync()
+        return {"slots": {k: self.meta(self.slots[k]) for k in data}, "file": [st.st_dev, st.st_ino]}
+
+    def op_write(self, req):
+        """Overwrite existing tensors in place: same storage, same data_ptr.
+
+        `_version`: a module's parameters and buffers ("<obj>::<name>") are written with `copy_`
+        under no_grad, which bumps their `_version` as the deck's own weight mutation does
+        (numeric_stress's state_scales); inputs and state tensors through a `.data` alias, which
+        keeps it (the deck's same-storage property mutation).  `version: "bump" | "keep"` in the
+        request overrides both."""
+        data = load_any(req["file"])
+        targets = req.get("targets") or {}
+        force = req.get("version")
+        out = {}
+        for k, v in data.items():
+            if k in targets:  # a tensor inside a slot: {"slot": s, "index": [1, 0, "S"]}
+                dst = self.resolve(targets[k])
+            elif "::" in k:  # "<obj>::<param or buffer name>" writes into a module's state
+                oname, pname = k.split("::", 1)
+                mod = self.objs[oname]
+                named = dict(mod.named_parameters())
+                named.update(dict(mod.named_buffers()))
+                dst = named[pname]
             else:
-                return None
-        finally:
-            del spare
-        factory.__init__(o, *args, **kwargs)
-        return o
+                dst = self.slots[k]
+            if not _is_tensor(dst):
+                raise TypeError(f"write target {k} is {type(dst).__name__}, not a tensor")
+            ptr, ver = _data_ptr(dst), int(dst._version)
+            bump = force == "bump" or (force != "keep" and "::" in k and k not in targets)
+            with _no_grad():
+                _copy(dst if bump else dst.data, _to(v, dst.device))
+            if "::" not in k:
+                self.remember(targets[k]["slot"] if k in targets else k)
+            out[k] = {"ptr_before": ptr, "ptr_after": _data_ptr(dst), "version_before": ver,
+                      "version": int(dst._version)}
+        self.sync()
+        return {"written": out}
+
+    def op_load(self, req):
+        """load_state_dict into an existing module, as check.py reloads one model per seed
+        (copy_ into the same parameters: data_ptr kept, _version bumped)."""
+        mod = self.objs[req["obj"]]
+        sd = self.load_state(req["state_dict"])
+        res = mod.load_state_dict(sd, strict=req.get("strict", True))
+        self.sync()
+        return {"missing": list(getattr(res, "missing_keys", [])),
+                "unexpected": list(getattr(res, "unexpected_keys", []))}
+
+    def op_delete(self, req):
+        for k in req.get("slots", []):
+            self.slots.pop(k, None)
+        for k in req.get("objs", []):
+            for name in [n for n in self.objs if n == k or n.startswith(k + "/")]:
+                self.objs.pop(name, None)
+        gc.collect()
+        return {}
+
+    def op_state(self, req):
+        """Current values of a module's parameters and buffers (to see what load_state_dict did)."""
+        mod = self.objs[req["obj"]]
+        names = req.get("names")
+        sd = {k: v for k, v in mod.state_dict().items() if names is None or k in names}
+        save_exchange({k: _clone(_to(_detach(v), "cpu")) for k, v in sd.items()}, req["save"])
+        return {}
+
+    def op_snap(self, req):
+        payload = {k: self.export(self.slots[k], "snap/" + k) for k in req["slots"]}
+        self.save(payload, req)
+        return {}
 
     def op_recycle(self, req):
         """Hand the solution slot `slot`'s state (a list of per-layer dicts) in the list and dicts of
@@ -935,193 +926,19 @@ class Worker:
         self.slots[req["slot"]] = dead
         return {"recycled": True, "items_reused": reused, "meta": self.meta(dead)}
 
-    def op_setglobals(self, req):
-        mod = importlib.import_module(req["module"])
-        for k, v in req.get("values", {}).items():
-            setattr(mod, k, v)
-        return {}
 
-    def op_meta(self, req):
-        return {"ids": {k: id(self.objs[k]) for k in req.get("objs", []) if k in self.objs},
-                "slots": {k: self.meta(self.slots[k]) for k in req.get("slots", []) if k in self.slots}}
+class Timing:
+    """The timing requests: the deck's calling pattern with the outputs of the timed calls kept
+    (bench), CUDA events around each call with an L2 flush and the persisting-L2 reset (time), a
+    short program timed by wall clock (wall), and the kernels a call launches (trace)."""
 
-    def op_put(self, req):
-        # `share`: the tensors stay in the parent's memory (a shared mapping of the file, or the
-        # parent's own GPU tensors over IPC), so the parent can see any write into them.  "file"
-        # in the reply: the file mapped ([st_dev, st_ino] of the descriptor read), which the parent
-        # compares with the one it wrote (a name swapped in between is a decoy the parent would
-        # not be watching)
-        share = bool(req.get("share"))
-        with open_exchange(req["file"], "r+b" if share else "rb") as f:
-            st = os.fstat(f.fileno())
-            data = load_any(f, ipc=bool(req.get("ipc")) and self.device.startswith("cuda"), share=share,
-                            ref_owner=None)   # the parent's counters: nothing of the host's for it to reach
-        for k, v in data.items():
-            self.slots[k] = self.to_device(v)
-            self._remember(k)
-        self.sync()
-        return {"slots": {k: self.meta(self.slots[k]) for k in data}, "file": [st.st_dev, st.st_ino]}
+    def __init__(self, store: Store, tampered: list[str]) -> None:
+        self.store = store
+        self.tampered = tampered   # the worker's list: torch patches seen while timing
+        self.flush_buf = None
+        self.cudart = None
 
-    def op_write(self, req):
-        """Overwrite existing tensors in place: same storage, same data_ptr.
 
-        `_version`: a module's parameters and buffers ("<obj>::<name>") are written with `copy_`
-        under no_grad, which bumps their `_version` as the deck's own weight mutation does
-        (numeric_stress's state_scales); inputs and state tensors through a `.data` alias, which
-        keeps it (the deck's same-storage property mutation).  `version: "bump" | "keep"` in the
-        request overrides both."""
-        data = load_any(req["file"])
-        targets = req.get("targets") or {}
-        force = req.get("version")
-        out = {}
-        for k, v in data.items():
-            if k in targets:  # a tensor inside a slot: {"slot": s, "index": [1, 0, "S"]}
-                dst = self.resolve(targets[k])
-            elif "::" in k:  # "<obj>::<param or buffer name>" writes into a module's state
-                oname, pname = k.split("::", 1)
-                mod = self.objs[oname]
-                named = dict(mod.named_parameters())
-                named.update(dict(mod.named_buffers()))
-                dst = named[pname]
-            else:
-                dst = self.slots[k]
-            if not _is_tensor(dst):
-                raise TypeError(f"write target {k} is {type(dst).__name__}, not a tensor")
-            ptr, ver = _data_ptr(dst), int(dst._version)
-            bump = force == "bump" or (force != "keep" and "::" in k and k not in targets)
-            with _no_grad():
-                _copy(dst if bump else dst.data, _to(v, dst.device))
-            if "::" not in k:
-                self._remember(targets[k]["slot"] if k in targets else k)
-            out[k] = {"ptr_before": ptr, "ptr_after": _data_ptr(dst), "version_before": ver,
-                      "version": int(dst._version)}
-        self.sync()
-        return {"written": out}
-
-    def op_load(self, req):
-        """load_state_dict into an existing module, as check.py reloads one model per seed
-        (copy_ into the same parameters: data_ptr kept, _version bumped)."""
-        mod = self.objs[req["obj"]]
-        sd = self._load_state(req["state_dict"])
-        res = mod.load_state_dict(sd, strict=req.get("strict", True))
-        self.sync()
-        return {"missing": list(getattr(res, "missing_keys", [])),
-                "unexpected": list(getattr(res, "unexpected_keys", []))}
-
-    def op_delete(self, req):
-        for k in req.get("slots", []):
-            self.slots.pop(k, None)
-        for k in req.get("objs", []):
-            for name in [n for n in self.objs if n == k or n.startswith(k + "/")]:
-                self.objs.pop(name, None)
-        gc.collect()
-        return {}
-
-    def op_state(self, req):
-        """Current values of a module's parameters and buffers (to see what load_state_dict did)."""
-        mod = self.objs[req["obj"]]
-        names = req.get("names")
-        sd = {k: v for k, v in mod.state_dict().items() if names is None or k in names}
-        save_exchange({k: _clone(_to(_detach(v), "cpu")) for k, v in sd.items()}, req["save"])
-        return {}
-
-    def poison(self, nbytes_list: list[int]) -> dict:
-        """Make memory a solution allocates and never writes recognisable.  CUDA: fill freed blocks of
-        the caching allocator with 0xFF bytes (NaN for every float format, -1 for integers) so
-        torch.empty hands them out.  CPU: torch's own fill of uninitialized memory (deterministic
-        algorithms with `fill_uninitialized_memory`: NaN for floats, the largest value for integers),
-        turned on for this call only (`_unpoison` turns it off), warnings only."""
-        if not self.device.startswith("cuda"):
-            try:
-                import torch.utils.deterministic as _det
-                self._unpoison_state = (torch.are_deterministic_algorithms_enabled(),
-                                        torch.is_deterministic_algorithms_warn_only_enabled(),
-                                        bool(_det.fill_uninitialized_memory))
-                torch.use_deterministic_algorithms(True, warn_only=True)
-                _det.fill_uninitialized_memory = True
-            except Exception as e:  # noqa: BLE001 - an older torch: nothing to poison with
-                return {"poisoned": False, "reason": f"CPU: torch cannot fill uninitialized memory ({e})"[:300]}
-            return {"poisoned": True, "how": "fill_uninitialized_memory", "float": "nan", "int": "max"}
-        blocks = []
-        total = 0
-        for n in nbytes_list:
-            for _ in range(2):
-                b = _empty(max(int(n), 512), dtype=torch.uint8, device=self.device)
-                _fill(b, 0xFF)
-                blocks.append(b)
-                total += b.numel()
-        self.sync()
-        del blocks
-        return {"poisoned": True, "bytes": total, "how": "allocator", "float": "nan", "int": "-1"}
-
-    def _unpoison(self) -> None:
-        state, self._unpoison_state = getattr(self, "_unpoison_state", None), None
-        if state is None:
-            return
-        import torch.utils.deterministic as _det
-        _det.fill_uninitialized_memory = state[2]
-        torch.use_deterministic_algorithms(state[0], warn_only=state[1])
-
-    def _call_target(self, fn):
-        if "obj" in fn:
-            obj = self.objs[fn["obj"]]
-            m = fn.get("method")
-            return getattr(obj, m) if m else obj
-        return self._attr(fn["attr"])
-
-    def op_call(self, req):
-        target = self._call_target(req["fn"])
-        args = [self.resolve(a) for a in req.get("args", [])]
-        kwargs = {k: self.resolve(v) for k, v in req.get("kwargs", {}).items()}
-        watch = req.get("watch", [])
-        meta_before = {k: self.meta(self.slots[k]) for k in watch}
-        poison = self.poison(req["poison"]) if req.get("poison") else None
-        try:
-            before = snapshot()
-            result = None
-            t0 = _perf()
-            with _no_grad():
-                for _ in range(int(req.get("repeat", 1))):
-                    result = target(*args, **kwargs)
-            self.sync()
-            elapsed = _perf() - t0
-            changes = diff_snapshots(before, snapshot())
-        finally:
-            self._unpoison()
-        self.tampered.extend(changes)
-        if req.get("out_slot"):
-            self.slots[req["out_slot"]] = result
-        shown = result
-        for i in req.get("export_index", []):  # export only a part (a chain's hidden, not its state)
-            shown = shown[i]
-        payload = {"out": self.export(shown, req.get("out_slot") or f"ret{req['id']}")}
-        # with fmt=pack only the inputs that changed travel back (the rest are what the parent sent)
-        keep = [k for k in req.get("save_inputs", [])
-                if req.get("fmt") != "pack" or k not in self.pristine or not self._unchanged(k)]
-        payload["inputs_after"] = {k: self.export(self.slots[k], "in/" + k) for k in keep}
-        for k in keep:
-            if k in self.pristine:
-                self._remember(k)
-        if req.get("save"):
-            self.save(payload, req)
-        meta_after = {k: self.meta(self.slots[k]) for k in watch}
-        return {"tamper": changes, "elapsed_s": elapsed, "meta_before": meta_before,
-                "meta_after": meta_after, "poison": poison}
-
-    def op_snap(self, req):
-        payload = {k: self.export(self.slots[k], "snap/" + k) for k in req["slots"]}
-        self.save(payload, req)
-        return {}
-
-    def save(self, payload, req) -> None:
-        """Results to the parent: torch.save, the pack format, or the pack format with the GPU
-        tensors as CUDA IPC handles (`ipc`: no device-to-host copy, no bytes in the file)."""
-        if req.get("fmt") != "pack":
-            save_exchange(payload, req["save"])
-        else:
-            pack_save(payload, req["save"], ipc_hold=self.ipc_hold if req.get("ipc") else None)
-
-    # ---- timing (CUDA events, L2 flush, optional persisting-L2 reset)
     def _cudart(self):
         if self.cudart is not None:
             return self.cudart
@@ -1150,7 +967,6 @@ class Worker:
         r2 = rt.cudaDeviceSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(0))  # cudaLimitPersistingL2CacheSize
         return {"ok": r1 == 0 and r2 == 0, "reset_rc": int(r1), "limit_rc": int(r2)}
 
-    # ---- the benchmark's own calling pattern, with the outputs of the timed calls kept
     def op_bench(self, req):
         """Run the solution as the deck's benchmark does: `time_variant(sol_model, inputs, ...)` called
         from a `main()` of `benchmark.py`, then `time_fn` of `src/eval/timing.py`: `warmup` calls,
@@ -1160,20 +976,20 @@ class Worker:
         solution that looks for the harness (call stack, argv, call counts, events) sees it.  The
         outputs of the timed calls listed in `capture` are cloned after their timing and handed
         back (`save`), so the parent can check what the timed path computed."""
-        target = self._call_target(req["fn"])
-        args = [self.resolve(a) for a in req.get("args", [])]
+        target = self.store.call_target(req["fn"])
+        args = [self.store.resolve(a) for a in req.get("args", [])]
         warmup, iters = int(req.get("warmup", 10)), int(req.get("iters", 30))
         capture = {int(i) % max(iters, 1) for i in req.get("capture", [])}
-        cuda = self.device.startswith("cuda")
+        cuda = self.store.device.startswith("cuda")
         if cuda:
             nbytes = int(req.get("flush_bytes") or 128 * 2**20)
             if self.flush_buf is None or self.flush_buf.numel() * 4 < nbytes:
-                self.flush_buf = _empty(nbytes // 4, dtype=torch.float32, device=self.device)
+                self.flush_buf = _empty(nbytes // 4, dtype=torch.float32, device=self.store.device)
         kept: dict = {}
 
         def capture_fn(it, out):
             if it in capture:
-                kept[it] = self._deepclone(out)
+                kept[it] = self.store.deepclone(out)
 
         ns = _bench_namespace(self, cuda, capture_fn)
         cwd = os.getcwd()
@@ -1194,21 +1010,20 @@ class Worker:
             sys.argv[:] = argv
         tamper = diff_snapshots(before, snapshot())
         self.tampered.extend(tamper)
-        payload = {"outs": [self.export(kept[i], f"bench{req['id']}/{i}") for i in sorted(kept)],
+        payload = {"outs": [self.store.export(kept[i], f"bench{req['id']}/{i}") for i in sorted(kept)],
                    "iters": sorted(kept)}
-        self.save(payload, req)
+        self.store.save(payload, req)
         return {"ms_all": times, "captured": sorted(kept), "tamper": tamper,
                 "method": "cuda_events" if cuda else "perf_counter"}
 
-    # ---- which kernels a call launches (the kernel-name trace)
     def op_trace(self, req):
         """Call the target `warmup` times untraced (builds, autotuning), then `iters` times under the
         torch profiler, and hand back every kernel (GPU) or operator (CPU) it ran with its count and
         its own time: names and numbers only, judged by the parent."""
-        target = self._call_target(req["fn"])
-        args = [self.resolve(a) for a in req.get("args", [])]
+        target = self.store.call_target(req["fn"])
+        args = [self.store.resolve(a) for a in req.get("args", [])]
         warmup, iters = int(req.get("warmup", 1)), max(1, int(req.get("iters", 3)))
-        cuda = self.device.startswith("cuda")
+        cuda = self.store.device.startswith("cuda")
         acts = [_ProfilerActivity.CPU] + ([_ProfilerActivity.CUDA] if cuda else [])
         with _profile(activities=acts):
             pass   # the profiler's first use replaces torch.manual_seed: not the solution's doing
@@ -1217,11 +1032,11 @@ class Worker:
             with _traced(profile=True) as warm_path:
                 for _ in range(warmup):
                     target(*args)
-                self.sync()
+                self.store.sync()
             with _traced(profile=True) as path, _profile(activities=acts) as prof:
                 for _ in range(iters):
                     target(*args)
-                self.sync()
+                self.store.sync()
         rows = []
         for ev in prof.key_averages():
             dev = getattr(ev, "self_device_time_total", None)
@@ -1240,17 +1055,17 @@ class Worker:
                 "traced": _TRACER is not None}
 
     def op_time(self, req):
-        target = self._call_target(req["fn"])
-        args = [self.resolve(a) for a in req.get("args", [])]
-        kwargs = {k: self.resolve(v) for k, v in req.get("kwargs", {}).items()}
+        target = self.store.call_target(req["fn"])
+        args = [self.store.resolve(a) for a in req.get("args", [])]
+        kwargs = {k: self.store.resolve(v) for k, v in req.get("kwargs", {}).items()}
         warmup, iters = int(req.get("warmup", 10)), int(req.get("iters", 30))
         l2_reset = bool(req.get("l2_reset"))
-        cuda = self.device.startswith("cuda")
+        cuda = self.store.device.startswith("cuda")
         info: dict = {"method": "cuda_events" if cuda else "perf_counter"}
         if cuda:
             nbytes = int(req.get("flush_bytes") or 256 * 2**20)
             if self.flush_buf is None or self.flush_buf.numel() * 4 < nbytes:
-                self.flush_buf = _empty(nbytes // 4, dtype=torch.float32, device=self.device)
+                self.flush_buf = _empty(nbytes // 4, dtype=torch.float32, device=self.store.device)
             info["flush_bytes"] = self.flush_buf.numel() * 4
         times = []
         resets = []
@@ -1258,7 +1073,7 @@ class Worker:
         with _no_grad():
             for _ in range(warmup):
                 target(*args, **kwargs)
-            self.sync()
+            self.store.sync()
             for _ in range(iters):
                 if l2_reset and cuda:
                     resets.append(self.reset_persisting_l2())
@@ -1283,8 +1098,7 @@ class Worker:
         info["tamper"] = diff_snapshots(before, snapshot())
         return info
 
-    # ---- wall-clock timing of a short program (the stateful decks' benchmark loops)
-    def _run_program(self, program: list, trial: int) -> float | None:
+    def run_program(self, program: list, trial: int) -> float | None:
         """Run the steps in order; return the wall seconds of the timed ones (None if none).
 
         A step: {"fn": target, "args": [...], "kwargs": {...}, "set": name | [names],
@@ -1296,15 +1110,15 @@ class Worker:
         for st in program:
             timed = bool(st.get("timed", True))
             if timed and t0 is None:
-                self.sync()
+                self.store.sync()
                 t0 = _perf()
             elif not timed and t0 is not None and t1 is None:
-                self.sync()
+                self.store.sync()
                 t1 = _perf()
-            fn = self._call_target(st["fn"])
+            fn = self.store.call_target(st["fn"])
             for _ in range(int(st.get("loop", 1))):
-                args = [self.resolve(a, env) for a in st.get("args", [])]
-                kwargs = {k: self.resolve(v, env) for k, v in st.get("kwargs", {}).items()}
+                args = [self.store.resolve(a, env) for a in st.get("args", [])]
+                kwargs = {k: self.store.resolve(v, env) for k, v in st.get("kwargs", {}).items()}
                 res = fn(*args, **kwargs)
                 names = st.get("set")
                 if isinstance(names, list):
@@ -1313,7 +1127,7 @@ class Worker:
                 elif names:
                     env[names] = res
         if t0 is not None and t1 is None:
-            self.sync()
+            self.store.sync()
             t1 = _perf()
         return None if t0 is None else t1 - t0
 
@@ -1322,11 +1136,220 @@ class Worker:
         times = []
         with _no_grad():
             if req.get("warmup"):
-                self._run_program(req["warmup"], -1)
+                self.run_program(req["warmup"], -1)
             for t in range(int(req.get("trials", 3))):
-                times.append(self._run_program(req["program"], t))
-        return {"s_all": times, "method": "perf_counter" + (" + cuda.synchronize" if self.device.startswith("cuda") else ""),
+                times.append(self.run_program(req["program"], t))
+        return {"s_all": times, "method": "perf_counter" + (" + cuda.synchronize" if self.store.device.startswith("cuda") else ""),
                 "tamper": diff_snapshots(before, snapshot())}
+
+
+class Worker:
+    """The request loop (`serve`) and the requests that run the solution's code: import, new, call;
+    timing is `Timing`'s, moving values `Store`'s.  -> one JSON reply per request."""
+
+    def __init__(self, rfd: int, wfd: int, device: str) -> None:
+        self.rf = os.fdopen(rfd, "r", encoding="utf-8")
+        self.wf = os.fdopen(wfd, "w", encoding="utf-8")
+        self.base_snapshot = snapshot()
+        self.tampered: list[str] = []
+        self.store = Store(device)
+        self.timing = Timing(self.store, self.tampered)
+        self.ops = {name[3:]: getattr(part, name) for part in (self.store, self.timing, self)
+                    for name in dir(part) if name.startswith("op_")}
+
+
+    def op_hello(self, req):
+        info = {"torch": torch.__version__, "python": sys.version.split()[0], "pid": os.getpid(),
+                "cuda": torch.cuda.is_available(), "device": self.store.device}
+        if self.store.device.startswith("cuda") and torch.cuda.is_available():
+            p = torch.cuda.get_device_properties(0)
+            info.update(gpu=p.name, capability=list(torch.cuda.get_device_capability(0)),
+                        l2_bytes=int(getattr(p, "L2_cache_size", 0)), sm_count=p.multi_processor_count,
+                        arch_list=torch.cuda.get_arch_list())
+        return info
+
+    def op_ipc_test(self, req):
+        """A known tensor through the IPC path, so the parent can decide whether IPC works here."""
+        self.store.save({"t": torch.arange(IPC_TEST_N, dtype=torch.float32, device=self.store.device)}, dict(req, fmt="pack", ipc=True))
+        return {}
+
+    def op_import(self, req):
+        name = req["module"]
+        if name == "solution" and os.environ.get(NVIDIA_FILE_ENV) == "1":
+            _give_nvidia_a_file()
+        before = snapshot()
+        with _traced() as path:
+            mod = importlib.import_module(name)
+        self.store.modules[name] = mod
+        after = snapshot()
+        changes = diff_snapshots(before, after)
+        self.tampered.extend(changes)
+        return {"tamper": changes, "file": getattr(mod, "__file__", None), "path": path,
+                "attrs": sorted(n for n in vars(mod) if not n.startswith("_"))[:200]}
+
+    def op_new(self, req):
+        """Construct an object (``solution:Model``) and optionally load a state dict into it."""
+        factory = self.store.attr(req["factory"])
+        args = [self.store.resolve(a) for a in req.get("args", [])]
+        kwargs = {k: self.store.resolve(v) for k, v in req.get("kwargs", {}).items()}
+        old_id = None
+        kept_alive = False
+        gc_was = gc.isenabled()
+        gc.disable()  # an automatic collection would reshuffle the allocator's free list
+        try:
+            if req.get("replace") and req["obj"] in self.store.objs:
+                # drop the old object right before building the new one, so CPython may hand the
+                # new object the dead one's id() (the fresh-state probe wants exactly that)
+                old_id = id(self.store.objs[req["obj"]])
+                for name in [n for n in self.store.objs if n.startswith(req["obj"] + "/")]:
+                    self.store.objs.pop(name, None)
+                probe = None
+                try:
+                    import weakref
+                    probe = weakref.ref(self.store.objs[req["obj"]])
+                except TypeError:
+                    pass
+                del self.store.objs[req["obj"]]
+                if probe is not None and probe() is not None:  # kept alive by a cycle: collect it
+                    kept_alive = True
+                    gc.collect()
+            attempts = int(req.get("reuse_attempts", 0)) if old_id is not None else 0
+            obj = self._on_dead_id(factory, args, kwargs, old_id) if attempts else None
+            placed = obj is not None
+            path: dict = {}
+            if obj is None:
+                with _traced() as path:
+                    obj = factory(*args, **kwargs)
+            spare = []
+            for _ in range(0 if placed else attempts):
+                if id(obj) == old_id:
+                    break
+                spare.append(obj)   # keep it alive so the next construction takes another slot
+                obj = factory(*args, **kwargs)
+            del spare
+        finally:
+            if gc_was:
+                gc.enable()
+        info: dict = {"type": type(obj).__name__, "path": path}
+        if isinstance(obj, torch.nn.Module):
+            obj = obj.to(self.store.device)
+            if req.get("state_dict"):
+                sd = self.store.load_state(req["state_dict"])
+                res = obj.load_state_dict(sd, strict=req.get("strict", True))
+                info["missing"] = list(getattr(res, "missing_keys", []))
+                info["unexpected"] = list(getattr(res, "unexpected_keys", []))
+            obj.eval()
+            info["state_keys"] = list(obj.state_dict().keys())
+        self.store.objs[req["obj"]] = obj
+        info["obj_id"] = id(obj)
+        info["old_id"] = old_id
+        info["old_kept_alive"] = kept_alive
+        info["placed_on_dead_id"] = placed
+        self.store.sync()
+        return info
+
+    @staticmethod
+    def _on_dead_id(factory, args, kwargs, old_id, tries: int = 4096):
+        """Build `factory(*args)` on the dead object's id(), or return None.
+
+        Freeing the old object does not always make its memory the next one handed out (its
+        allocator pool may have emptied), so bare instances are allocated with `cls.__new__` until
+        one lands on the dead id; that one is initialised (`type.__call__` does the same two steps)
+        and the others are freed.  Only for plain classes whose constructor is type.__call__."""
+        if not isinstance(factory, type) or type(factory).__call__ is not type.__call__:
+            return None
+        spare = []
+        try:
+            for _ in range(tries):
+                try:
+                    o = factory.__new__(factory)
+                except Exception:  # noqa: BLE001 - a __new__ that needs arguments: the ordinary way
+                    return None
+                if id(o) == old_id:
+                    break
+                spare.append(o)
+            else:
+                return None
+        finally:
+            del spare
+        factory.__init__(o, *args, **kwargs)
+        return o
+
+    def poison(self, nbytes_list: list[int]) -> dict:
+        """Make memory a solution allocates and never writes recognisable.  CUDA: fill freed blocks of
+        the caching allocator with 0xFF bytes (NaN for every float format, -1 for integers) so
+        torch.empty hands them out.  CPU: torch's own fill of uninitialized memory (deterministic
+        algorithms with `fill_uninitialized_memory`: NaN for floats, the largest value for integers),
+        turned on for this call only (`_unpoison` turns it off), warnings only."""
+        if not self.store.device.startswith("cuda"):
+            try:
+                import torch.utils.deterministic as _det
+                self._unpoison_state = (torch.are_deterministic_algorithms_enabled(),
+                                        torch.is_deterministic_algorithms_warn_only_enabled(),
+                                        bool(_det.fill_uninitialized_memory))
+                torch.use_deterministic_algorithms(True, warn_only=True)
+                _det.fill_uninitialized_memory = True
+            except Exception as e:  # noqa: BLE001 - an older torch: nothing to poison with
+                return {"poisoned": False, "reason": f"CPU: torch cannot fill uninitialized memory ({e})"[:300]}
+            return {"poisoned": True, "how": "fill_uninitialized_memory", "float": "nan", "int": "max"}
+        blocks = []
+        total = 0
+        for n in nbytes_list:
+            for _ in range(2):
+                b = _empty(max(int(n), 512), dtype=torch.uint8, device=self.store.device)
+                _fill(b, 0xFF)
+                blocks.append(b)
+                total += b.numel()
+        self.store.sync()
+        del blocks
+        return {"poisoned": True, "bytes": total, "how": "allocator", "float": "nan", "int": "-1"}
+
+    def _unpoison(self) -> None:
+        state, self._unpoison_state = getattr(self, "_unpoison_state", None), None
+        if state is None:
+            return
+        import torch.utils.deterministic as _det
+        _det.fill_uninitialized_memory = state[2]
+        torch.use_deterministic_algorithms(state[0], warn_only=state[1])
+
+    def op_call(self, req):
+        target = self.store.call_target(req["fn"])
+        args = [self.store.resolve(a) for a in req.get("args", [])]
+        kwargs = {k: self.store.resolve(v) for k, v in req.get("kwargs", {}).items()}
+        watch = req.get("watch", [])
+        meta_before = {k: self.store.meta(self.store.slots[k]) for k in watch}
+        poison = self.poison(req["poison"]) if req.get("poison") else None
+        try:
+            before = snapshot()
+            result = None
+            t0 = _perf()
+            with _no_grad():
+                for _ in range(int(req.get("repeat", 1))):
+                    result = target(*args, **kwargs)
+            self.store.sync()
+            elapsed = _perf() - t0
+            changes = diff_snapshots(before, snapshot())
+        finally:
+            self._unpoison()
+        self.tampered.extend(changes)
+        if req.get("out_slot"):
+            self.store.slots[req["out_slot"]] = result
+        shown = result
+        for i in req.get("export_index", []):  # export only a part (a chain's hidden, not its state)
+            shown = shown[i]
+        payload = {"out": self.store.export(shown, req.get("out_slot") or f"ret{req['id']}")}
+        # with fmt=pack only the inputs that changed travel back (the rest are what the parent sent)
+        keep = [k for k in req.get("save_inputs", [])
+                if req.get("fmt") != "pack" or k not in self.store.pristine or not self.store.unchanged(k)]
+        payload["inputs_after"] = {k: self.store.export(self.store.slots[k], "in/" + k) for k in keep}
+        for k in keep:
+            if k in self.store.pristine:
+                self.store.remember(k)
+        if req.get("save"):
+            self.store.save(payload, req)
+        meta_after = {k: self.store.meta(self.store.slots[k]) for k in watch}
+        return {"tamper": changes, "elapsed_s": elapsed, "meta_before": meta_before,
+                "meta_after": meta_after, "poison": poison}
 
     def op_tamper(self, req):
         return {"tamper": diff_snapshots(self.base_snapshot, snapshot())}
@@ -1334,7 +1357,6 @@ class Worker:
     def op_bye(self, req):
         return {"done": True, "tamper": diff_snapshots(self.base_snapshot, snapshot()), "gpu_peak_gb": _gpu_peak_gb()}
 
-    # ---- loop
     def reply(self, msg: dict) -> None:
         self.wf.write(json.dumps(msg, default=repr) + "\n")
         self.wf.flush()
@@ -1344,11 +1366,12 @@ class Worker:
             req = json.loads(line)
             rid = req.get("id")
             _heartbeat(rid)
-            if self.ipc_hold:  # the parent copied the last shared outputs before asking again
-                self.ipc_hold.clear()
+            if self.store.ipc_hold:  # the parent copied the last shared outputs before asking again
+                self.store.ipc_hold.clear()
                 _ipc_collect()
-            op = getattr(self, "op_" + req.get("op", ""), None)
-            self.export_on_device = bool(req.get("ipc")) and req.get("fmt") == "pack" and self.device.startswith("cuda")
+            op = self.ops.get(req.get("op", ""))
+            self.store.export_on_device = (bool(req.get("ipc")) and req.get("fmt") == "pack"
+                                           and self.store.device.startswith("cuda"))
             if op is None:
                 self.reply({"id": rid, "ok": False, "status": "error", "error": f"unknown op {req.get('op')}"})
                 continue
@@ -1370,7 +1393,7 @@ class Worker:
 
 # The deck benchmark's calling pattern (the replay contract's timing section: 10 warm-up calls, then
 # per timed call an L2 flush, a sync, events around the call, a sync), as code compiled under the
-# deck's file names so the frames the solution can see carry them (Worker.op_bench).
+# deck's file names so the frames the solution can see carry them (Timing.op_bench).
 _TIMING_SRC = """
 def time_fn(fn, inputs, iters=30, warmup=10):
     for _ in range(warmup):

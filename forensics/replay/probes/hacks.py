@@ -4,7 +4,7 @@
 stack, sys.argv, call counts, CUDA events, stream capture) and takes another path when it is
 timed.  The check and every probe call the solution from the replay's worker, where no harness is
 seen, so only the timed path can be wrong.  This probe runs the deck benchmark's own calling pattern
-in the child (`Worker.op_bench`: a `main()` of `benchmark.py` calling `time_variant` / `time_fn` of
+in the child (the worker's `Timing.op_bench`: a `main()` of `benchmark.py` calling `time_variant` / `time_fn` of
 `src/eval/timing.py`, sys.argv[0] = benchmark.py, the module called on the SAME input tensors for
 10 warm-up and `n_trials` timed calls, an L2 flush and events around each on a GPU), on the first
 benchmark shape with the benchmark's seed (2026), and checks the outputs of the first, middle and

@@ -3,7 +3,7 @@
 Static work accounting (forensics/analyze/static/work.py) decides the wrapper verdict where reading
 is certain and asks for this probe where it is not (an extension whose source is elsewhere, library
 calls beside authored kernels).  In the child the solution is called under the torch profiler
-(`Worker.op_trace`: one untraced warm-up call for builds and autotuning, then traced calls on the
+(the worker's `Timing.op_trace`: one untraced warm-up call for builds and autotuning, then traced calls on the
 benchmark's first shape and seed); the parent attributes every kernel's own device time:
 
   authored   the name contains a kernel the solution defines (a Triton @jit function, a CUDA

@@ -628,7 +628,7 @@ def fresh_state(s: Session, rounds: int = FRESH_ROUNDS) -> None:
 def state_on_dead_id(s: Session) -> None:
     """One model, two states: a step from state A (the longest check context), A dies, and state B
     (the shortest context, another seed) is handed over on A's id(): in A's own list and per-layer
-    dicts, emptied and refilled (worker.op_recycle: the same as CPython giving B A's memory, where
+    dicts, emptied and refilled (the worker's Store.op_recycle: the same as CPython giving B A's memory, where
     nothing else holds A); B's step is judged by the deck's one-step rule.
 
     Mechanism: a cache keyed by id(state) (or id of a layer's dict) that outlives the state.  In
