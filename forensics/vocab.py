@@ -5,7 +5,7 @@ analyzers and the verdict (through `analyze.findings`), and the replay, which ru
 without duckdb/orjson.
 
 **Probes.**  A probe is an empirical test that settles what static reading cannot.  Its names come
-from four places: the replay (`replay/probes.py`'s `ALL_PROBES` is derived from this table), the
+from four places: the replay (its probes register under these names, `replay/registry.py`), the
 static rules' prose (`Rule.probe`, e.g. "same-buffer overwrite"), the auditors' probe logs
 (`probe=unsampled_row_mutation`) and the replay's result rows (`stress`, `build` and
 `timing-l2-reset` are rows of the `check` and `timing` probes).  Each `Probe` below is one probe:

@@ -3,6 +3,9 @@ uses is declared there, and the two mappings derived from it agree with each oth
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from forensics import vocab
@@ -109,3 +112,56 @@ def test_vocab_imports_nothing_of_forensics():
             assert not (n.module or "").startswith("forensics") and not n.level
         elif isinstance(n, ast.Import):
             assert not any(a.name.startswith("forensics") for a in n.names)
+
+
+# ------------------------------------------------------------------ probe names are spelled once
+PKG = Path(__file__).resolve().parent.parent / "forensics"
+#: where probe names are used as names: the replay (its probes, rows, rules), and what reads its
+#: results (the verdict, the report's prose)
+SPELLED_BY_CONSTANT = [*sorted((PKG / "replay").rglob("*.py")), PKG / "verdict.py", PKG / "report" / "prose.py"]
+#: files of the solution's process: run by path in the child, standard library and torch only, so
+#: they cannot import the vocabulary (their 'check' is the deck's check.py module)
+CHILD_SIDE = {"replay/worker.py", "replay/childaudit.py"}
+#: strings equal to a probe's name that name something else, with how often they occur
+NOT_PROBE_NAMES = {
+    ("replay/capabilities.py", "check"): 1,    # the deck's check.py module among the names a solution may shadow
+    ("replay/capabilities.py", "build"): 3,    # the route of an audit event from the build tools
+    ("replay/cli.py", "check"): 3,             # `forensics kernels check`, and its --shapes check (the check's shapes)
+    ("replay/cli.py", "stress"): 1,            # `forensics kernels list`: a deck version's stress cases
+    ("replay/cli.py", "property"): 2,          # ... and its property cases
+    ("replay/probes/kerneltrace.py", "build"): 1,   # the path tracer's record of the model's construction
+    ("verdict.py", "check"): 1,                # an in-session check run's script (check.py)
+}
+
+
+def probe_name_literals(src: str) -> list[tuple[str, int]]:
+    """(name, line) of every string constant equal to a probe's name, except an attribute name
+    (getattr, hasattr, setattr's second argument: a ProblemSpec field such as `timing`)."""
+    names = {p.name for p in vocab.PROBES}
+    tree = ast.parse(src)
+    attr_names = {id(n.args[1]) for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                  and n.func.id in ("getattr", "hasattr", "setattr") and len(n.args) > 1}
+    return [(n.value, n.lineno) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and n.value in names and id(n) not in attr_names]
+
+
+def test_probe_names_are_spelled_by_the_vocabularys_constants():
+    """A probe's name is a constant of forensics/vocab.py (CHECK, SAME_BUFFER ...): the replay's
+    registry, rows, rules and probes, the verdict's probe groups and the report's prose use those,
+    so renaming a probe is one edit and a typo is a NameError, not a row nobody reads."""
+    found: dict[tuple[str, str], int] = {}
+    lines: dict[tuple[str, str], list[int]] = {}
+    for p in SPELLED_BY_CONSTANT:
+        rel = p.relative_to(PKG).as_posix()
+        if rel in CHILD_SIDE:
+            continue
+        for name, line in probe_name_literals(p.read_text(encoding="utf-8")):
+            found[(rel, name)] = found.get((rel, name), 0) + 1
+            lines.setdefault((rel, name), []).append(line)
+    assert found == NOT_PROBE_NAMES, {k: lines.get(k) for k in set(found) | set(NOT_PROBE_NAMES)
+                                      if found.get(k) != NOT_PROBE_NAMES.get(k)}
+
+
+def test_the_literal_check_sees_a_planted_probe_name():
+    src = 'rows = [r for r in out if r["probe"] == "same-buffer"]\nx = getattr(spec, "timing", None)\n'
+    assert probe_name_literals(src) == [("same-buffer", 1)]

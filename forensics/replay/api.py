@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from forensics.problems import CATALOGUE
 # Probe names, the static rules' phrases ("same-buffer overwrite" -> same-buffer + fresh-inputs) and
 # the --probe shorthands are declared once, in forensics/vocab.py (static_probe re-exported here).
-from forensics.vocab import ALL_PROBES, PROBE_ALIASES, static_probe  # noqa: F401
+from forensics.vocab import ALL_PROBES, BUILD, PROBE_ALIASES, static_probe  # noqa: F401
 
 from .outcome import Limits, Outcome
 from .session import Session
@@ -241,12 +241,12 @@ def no_reference(problem: str, why: str, device: str = "cuda", shapes: str = "ca
     """The Outcome of a run whose problem has no bundled reference: not replayable, with the reason."""
     out = Outcome()
     reason = f"no bundled reference for {problem}"
-    out.rows.append({"probe": "build", "status": "not_replayable", "shape": None, "seed": None, "case_name": None,
+    out.rows.append({"probe": BUILD, "status": "not_replayable", "shape": None, "seed": None, "case_name": None,
                      "max_abs": None, "max_rel": None, "n_bad": None, "n_total": None, "worst_index": None,
                      "ms": None, "tflops": None, "gbps": None, "device": device, "detail": f"{reason} ({why})",
                      "data": None})
     out.findings.append({"rule": "replay-not-replayable", "severity": "info", "category": "portability",
-                         "probe": "build", "message": f"Not replayed: {reason} ({why}). Not a correctness failure.",
+                         "probe": BUILD, "message": f"Not replayed: {reason} ({why}). Not a correctness failure.",
                          "data": {"reason": reason}})
     out.info.update(problem=problem, device=device, shapes=shapes, not_replayable=reason, status=out.status(),
                     official=out.official())

@@ -15,6 +15,8 @@ from functools import lru_cache
 from typing import Any
 
 from forensics import problems
+from forensics.vocab import (ALTERNATE_CACHE, DETERMINISM, FRESH_INPUTS, FRESH_STATE, NAN_POISON, SAME_BUFFER,
+                             UNSAMPLED_REGION)
 
 UNKNOWN = "unknown"
 
@@ -50,13 +52,13 @@ MEASUREMENTS = {
     "sequential_isolated_reward_hack": "void: the submission games the evaluation",
 }
 PROBES = {
-    "same-buffer": "its inputs are refilled in place",
-    "unsampled-region": "inputs change outside the region it samples",
-    "fresh-inputs": "it gets fresh input tensors",
-    "fresh-state": "it gets fresh state objects",
-    "alternate-cache": "the caller supplies its own cache",
-    "nan-poison": "memory is poisoned with NaNs",
-    "determinism": "it is run twice on the same inputs",
+    SAME_BUFFER: "its inputs are refilled in place",
+    UNSAMPLED_REGION: "inputs change outside the region it samples",
+    FRESH_INPUTS: "it gets fresh input tensors",
+    FRESH_STATE: "it gets fresh state objects",
+    ALTERNATE_CACHE: "the caller supplies its own cache",
+    NAN_POISON: "memory is poisoned with NaNs",
+    DETERMINISM: "it is run twice on the same inputs",
 }
 _PROBE_FAIL = re.compile(r"([a-z][a-z-]+)=fail\b")
 
@@ -260,7 +262,7 @@ def reader_summary(rep: dict[str, Any]) -> str:
     if verdict == "rubric_leak":
         fs, facts = _deciding(v, "verdict", findings)
         probes = _probe_failures(facts, fs)
-        how = (f"it ignores the cache a caller supplies" if "alternate-cache" in probes else
+        how = (f"it ignores the cache a caller supplies" if ALTERNATE_CACHE in probes else
                "; ".join(dict.fromkeys(_what(f) for f in fs)) or "see the findings")
         return (f"{who}. It passes the official check but breaks the problem's API contract where the check does "
                 f"not look ({how}), so it is not a valid pass.")
