@@ -58,3 +58,23 @@ def test_decode_check_is_the_generic_one(monkeypatch):
     for kind in ("decode", "rollout"):
         d = DRIVERS[kind]
         assert "check" in d.objs and type(d).check_finding is not generic.Driver.check_finding
+
+
+def test_every_kind_registers_its_check_timing_and_the_generic_probes():
+    from forensics.vocab import CHECK, DETERMINISM, FRESH_STATE, TIMING
+    for kind in registry.KINDS:
+        assert {CHECK, TIMING, DETERMINISM, FRESH_STATE} <= set(registry.table(kind)), kind
+
+
+def test_the_registry_refuses_what_the_vocabulary_does_not_declare_and_a_second_registration():
+    from forensics.vocab import CHECK, STRESS
+    before = {k: registry.table(k) for k in registry.KINDS}
+    with pytest.raises(ValueError, match="not a replay probe"):
+        registry.probe("no-such-probe", "module")
+    with pytest.raises(ValueError, match="not a replay probe"):
+        registry.probe(STRESS, "module")        # rows of the check probe, not a probe of its own
+    with pytest.raises(ValueError, match="unknown API kind"):
+        registry.probe(CHECK, "graph")
+    with pytest.raises(ValueError, match="registered twice for the step API"):
+        registry.probe(CHECK, "step", "rollout")(lambda s: None)   # both taken: neither table changes
+    assert {k: registry.table(k) for k in registry.KINDS} == before

@@ -44,11 +44,12 @@ def probe(name: str, *kinds: str) -> Callable[[Probe], Probe]:
         raise ValueError(f"probe {name}: unknown API kind(s) {bad or '(none given)'}; have {', '.join(KINDS)}")
 
     def register(fn: Probe) -> Probe:
-        for k in kinds:
+        for k in kinds:   # all checked before any is registered
             have = _TABLES[k].get(name)
             if have is not None and have is not fn:
                 raise ValueError(f"probe {name} registered twice for the {k} API "
                                  f"({have.__module__}.{have.__name__}, {fn.__module__}.{fn.__name__})")
+        for k in kinds:
             _TABLES[k][name] = fn
         return fn
     return register

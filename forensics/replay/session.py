@@ -31,7 +31,8 @@ Judging (this process only): `make_inputs`, `ref_model` / `check_reference` / `r
 
 The child handle `ch` that `child()` returns is opaque to a probe: it names the process a request
 goes to (a child restarted after a crash is another one) and is passed back to the methods above;
-`alive(ch)` says whether it still runs.
+`alive(ch)` says whether it still runs.  The names in `RUNNER_ONLY` are the driver's (drivers.py:
+starting early, a probe's deadline, freeing memory, closing), not a probe's.
 
 Value helpers (pure functions over tensors and results) are re-exported from `values.py`.
 """
@@ -269,7 +270,7 @@ class Session:
         return ch.request("meta", self._limits.call_s, objs=list(objs), slots=list(slots))
 
     def recycle(self, ch, slot: str, dead: str) -> Reply:
-        """Hand the state in `slot` over in the list and dicts of the dead state in `dead` (worker.op_recycle)."""
+        """Hand the state in `slot` over in the list and dicts of the dead state in `dead` (the worker's Store.op_recycle)."""
         return ch.request("recycle", self._limits.call_s, slot=slot, dead=dead)
 
     # ---------------------------------------------------------------- inputs
@@ -363,7 +364,7 @@ class Session:
                           flush_bytes=flush_bytes, l2_reset=l2_reset)
 
     def wall(self, ch, warmup: list, program: list, trials: int) -> Reply:
-        """The child runs a program (worker.Timing.run_program) `trials` times, perf_counter between syncs."""
+        """The child runs a program (the worker's Timing.run_program) `trials` times, perf_counter between syncs."""
         return ch.request("wall", self._limits.time_s, warmup=warmup, program=program, trials=trials)
 
     def bench(self, ch, fn: dict, args: list, warmup: int, iters: int, capture: list[int],
@@ -529,3 +530,8 @@ class Session:
         info["phase_s"] = {k: round(v, 3) for k, v in sorted(self._rec.phase_s.items())}
         info["hello"] = self._rec.hello
         return self._rec.out
+
+
+__all__ = ["Session", "RUNNER_ONLY", "SOURCE_SUFFIXES", "solution_sources", "changed_elems", "maxdiff",
+           "perturb_state", "region_mutate", "reuse", "same", "shape_key", "shape_label", "stats", "tensors",
+           "to_cpu", "to_dev", "unwrap"]

@@ -54,17 +54,17 @@ def unwritten(sol: Any, ref: Any, how: str) -> list[dict]:
     """Per output tensor: elements still holding the poison where the reference has a finite value
     other than the poison."""
     out = []
-    for i, (s, r) in enumerate(zip(tensors(sol), tensors(ref))):
-        if s.shape != r.shape or not s.numel():
+    for i, (got, r) in enumerate(zip(tensors(sol), tensors(ref))):
+        if got.shape != r.shape or not got.numel():
             continue
-        s, r = s.detach().cpu(), r.detach().cpu()
+        got, r = got.detach().cpu(), r.detach().cpu()
         judged = torch.isfinite(r) if (r.is_floating_point() or r.is_complex()) else ~_poisoned(r, how)
         if r.is_floating_point():
             judged &= ~_poisoned(r, how)
-        hit = _poisoned(s, how) & judged
+        hit = _poisoned(got, how) & judged
         n, of = int(hit.sum()), int(judged.sum())
-        out.append({"output": i, "unwritten": n, "of": of, "dtype": str(s.dtype).replace("torch.", ""),
-                    "shape": list(s.shape)})
+        out.append({"output": i, "unwritten": n, "of": of, "dtype": str(got.dtype).replace("torch.", ""),
+                    "shape": list(got.shape)})
     return out
 
 
