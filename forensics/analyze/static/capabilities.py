@@ -54,7 +54,8 @@ from forensics.analyze.findings import Rule
 from forensics.problems import CATALOGUE
 
 from . import rules as R
-from .entry_flow import EntryFlow
+from .entry_flow import (FUTURE_JOIN, POOL_CTORS, POOL_JOIN, POOL_SUBMIT, START_NOW, THREAD_BASES, THREAD_CTORS,
+                         THREAD_JOIN, WAIT_ALL, EntryFlow, _false_arg, _timeout, _unknown_join)
 from .model import GRADED_CLASSES, _deco_func, _entry_params, _target_key, import_dead, name_rebound
 
 # ----------------------------------------------------------------------------------------- rules
@@ -367,6 +368,8 @@ class Evaluator:
         self.methods: dict[str, dict[str, str]] = {}
         self.caps: list[Cap] = []
         self.streams: list[tuple[ast.AST, str, ast.AST]] = []   # CUDA streams the solution makes: (site, ctor, call)
+        self.pool_kind: dict[int, str] = {}        # a pool's constructor call -> what it constructs
+        self.thread_sites: list[tuple[ast.AST, str, ast.AST]] = []   # threads, processes, pools: (site, ctor, call)
         self.legit: list[tuple[str, str, int | None, str]] = []
         self._seen: set[tuple] = set()
         self._call_memo: set[tuple] = set()
@@ -667,6 +670,8 @@ class Evaluator:
             return {("streammethod", v[1], name)}
         if k == "event":
             return {("eventmethod", v[1], name)}
+        if k in ("thread", "pool", "future"):    # t.start, t.join, ex.submit, fut.result, ex.shutdown
+            return {("tmethod", v, name)}
         if k == "path":
             if name in ("parent",):
                 return {("path", _dirname(v[1]))}
@@ -704,12 +709,38 @@ class Evaluator:
                 out |= self._returns(("func", q), [], ctx)
             else:
                 out.add(("func", q))
+        elif instance and name in ("start", "join", "is_alive") and not out and self.thread_class(cls):
+            out.add(("tmethod", ("thread", "class:" + cls), name))      # a Thread subclass: start() runs its run()
         if not out:
             for base in self.mod.class_bases.get(cls, []):
                 b = base.split(".")[-1]
                 if b in self.class_attr or b in self.methods:
                     out |= self._member(b, name, instance, ctx, seen)
         return out
+
+    def exec_tree(self, code: str) -> ast.Module | None:
+        """The tree of a string the module runs with exec, parsed once: every reader of it (the sinks, the
+        entry's data flow) sees the same nodes, so what one finds at a node the other can name."""
+        trees = self.__dict__.setdefault("_exec_parsed", {})
+        if code not in trees:
+            tree = None
+            if len(code) <= 200_000:
+                try:
+                    tree = ast.parse(code)
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    tree = None
+            trees[code] = tree
+        return trees[code]
+
+    def thread_class(self, cls: str, depth: int = 0) -> bool:
+        """A class of the solution that is a thread or a process (subclasses threading.Thread, through
+        its own bases too)."""
+        if depth > 6:
+            return False
+        for b in self.mod.class_bases.get(cls, []):
+            if b in THREAD_BASES or (b.split(".")[-1] in self.mod.class_bases and self.thread_class(b.split(".")[-1], depth + 1)):
+                return True
+        return False
 
     def item(self, v: Val, key: str) -> set:
         if v[0] == "ref" and v[1] == "sys.modules":
@@ -769,6 +800,11 @@ class Evaluator:
                 return {("stream", "current")}     # the caller's own stream (not one of the solution's)
             if q in EVENT_CTORS and call is not None:
                 return {("event", id(call))}
+            if q in THREAD_CTORS and call is not None:
+                return {("thread", id(call))}       # this thread, from its constructor (the thread reading)
+            if q in POOL_CTORS and call is not None:
+                self.pool_kind[id(call)] = q
+                return {("pool", id(call))}
             if q in ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath"):
                 return {("ref", "pathlib.Path")} | (self._path_value(args, kind="path") if args else set())
             got = self._path_call(q, args)
@@ -808,6 +844,8 @@ class Evaluator:
             return self._path_value(parts, "") if fv[1] in ("/", "\\") else set()
         if k == "streammethod" and fv[2] == "record_event":
             return {("event", ("on", fv[1]))}
+        if k == "tmethod" and fv[1][0] == "pool" and fv[2] in POOL_SUBMIT and call is not None:
+            return {("future", id(call), fv[1][1])}     # work handed to a pool: its future
         if k == "pathmethod":
             base, m = fv[1], fv[2]
             if m in ("joinpath",):
@@ -1033,6 +1071,7 @@ class Auditor(Evaluator):
         self._inputs_and_outputs()
         self._phase_detection()
         self._side_streams()
+        self._threads()
         return self.caps
 
     def _lambda_bodies(self) -> None:
@@ -1128,6 +1167,122 @@ class Auditor(Evaluator):
                   f"{where} queues work on a stream of its own ({q}) and nothing in the module joins that stream "
                   "back (no wait_stream of it, no synchronize of it or the device, no event waited for): that work "
                   "can outlive the caller's timer", "medium")
+
+    def _threads(self) -> None:
+        """Work on a thread nothing joins, read once for every form (the thread reading, parallel to the stream
+        one): UNJOINED-THREAD (high) where the graded entry's data flow starts a thread, a process or a pool's
+        task that does work and returns on a path no join of that thread reaches (entry_flow: the join by value,
+        on the path, before the return); CAP-PROCESS (medium) for a thread, process or pool the module starts
+        and nothing joins (`thread_joins`: a join of it by value anywhere the module runs).  A thread joined
+        before the entry returns is not reported."""
+        flow = getattr(self, "_flow", None)
+        seen = flow.threads if flow is not None else {}
+        pool_of = {f: p for p, fs in (flow.pool_futs.items() if flow is not None else ()) for f in fs}
+        left: dict[Any, str] = {}
+        for site, entry in (flow.outlived if flow is not None else ()):
+            left.setdefault(site, entry)
+            info = seen.get(site, {})
+            if not info.get("work"):
+                continue
+            fi = next((f for f in self._graded_entries() if f.qualname == entry), None)
+            at = self._in_module(info.get("node"), fi) if fi is not None else info.get("node")
+            if at is None:
+                continue
+            fn = getattr(self.mod.scope_of(at), "qualname", entry)
+            who = entry if fn == entry else f"{fn}, on {entry}'s path,"
+            self._cap("UNJOINED-THREAD", at, "process", str(info.get("what")),
+                      f"{who} starts {_thread_desc(str(info.get('what')))} that does work and returns on a path where "
+                      "nothing joins it "
+                      "(no join, result() or shutdown of it reached before the return): the work runs after the "
+                      "caller's timer stops and may write the output after the check reads it", "high",
+                      data={"entry": entry, "function": fn})
+        flow_pending = set(left) | {pool_of[f] for f in left if f in pool_of}
+        flow_seen = set(seen) | {pool_of[f] for f in seen if f in pool_of}
+        joined, every = self.thread_joins()
+        sites = [(at, q, id(node)) for at, q, node in self.thread_sites]
+        for cls in sorted(self.thread_classes_started):
+            node = next((n for n in self.mod.of(ast.ClassDef) if n.name == cls), None)
+            if node is not None:
+                sites.append((node, "class:" + cls, "class:" + cls))
+        for at, q, sid in sites:
+            if sid in flow_seen:
+                if sid not in flow_pending:
+                    self.legit.append(("CAP-PROCESS", q, getattr(at, "lineno", None), "joined before the entry returns"))
+                    continue
+            elif every or sid in joined or self._pool_done(sid, joined):
+                self.legit.append(("CAP-PROCESS", q, getattr(at, "lineno", None), "joined where the module runs"))
+                continue
+            self._cap("CAP-PROCESS", at, "process", q, f"{_thread_desc(q, 'calls')} and nothing joins it"
+                      + (" before the entry returns" if sid in flow_pending else "") + ": what it runs can outlive "
+                      "the call and the caller's timer", "medium")
+
+    def _pool_done(self, sid: Any, joined: set) -> bool:
+        """A pool whose every task's result is read (or that was never handed any) leaves no work running."""
+        futs = self._pool_futures.get(sid)
+        return isinstance(sid, int) and sid in self.pool_kind and (not futs or futs <= joined)
+
+    def thread_joins(self) -> tuple[set, bool]:
+        """The one reading of what joins a thread, a process, a pool or a future, by what the code denotes
+        (an alias, getattr, a class attribute, a partial): (the sites some join waits for: a thread's or
+        pool's constructor call, a future's submit call; whether some join waits for every one).  `t.join()`
+        (no timeout), `fut.result()`, `ex.shutdown()` (not wait=False), a pool's with block, `pool.join()`;
+        a join whose receiver the reading cannot name (`.join()` with no arguments, `.result()`) and
+        `concurrent.futures.wait` join every one.  A join import never runs (a __main__ self-test) joins
+        nothing."""
+        memo = self.__dict__.get("_tjoins")
+        if memo is not None:
+            return memo
+        joined: set = set()
+        every = False
+        self._pool_futures: dict[Any, set] = {}
+        if self.thread_sites or any(isinstance(n, ast.ClassDef) and self.thread_class(n.name) for n in self.mod.of(ast.ClassDef)):
+            for c in self.mod.of(ast.Call):
+                if not isinstance(c, ast.Call) or self.mod.in_main(c):
+                    continue
+                ctx = Ctx(self.mod.scope_of(c), None, 0)
+                fvals = self.eval(c.func, ctx)
+                if not fvals:
+                    if isinstance(c.func, ast.Attribute) and _unknown_join(c.func.attr, c):
+                        every = True
+                    continue
+                for fv in fvals:
+                    if fv[0] == "ref" and fv[1] in WAIT_ALL:
+                        every = every or not _timeout(c, 1)
+                    if fv[0] != "tmethod":
+                        continue
+                    (kind, site), name = fv[1][:2], fv[2]
+                    if kind == "thread" and name in THREAD_JOIN and not _timeout(c, 0):
+                        joined.add(site)
+                    elif kind == "future" and name in FUTURE_JOIN and not (name == "wait" and _timeout(c, 0)):
+                        joined.add(site)
+                    elif kind == "pool" and name in POOL_JOIN and not (name == "shutdown" and _false_arg(c, "wait", 0)):
+                        joined.add(site)
+                    elif kind == "pool" and name in POOL_SUBMIT:
+                        self._pool_futures.setdefault(site, set()).add(id(c))
+                        if name == "map" and not isinstance(self.mod.parent.get(c), ast.Expr):
+                            joined.add(id(c))     # its results are read (an unread map is not)
+            for w in self.mod.of(ast.With, ast.AsyncWith):
+                if self.mod.in_main(w):
+                    continue
+                ctx = Ctx(self.mod.scope_of(w), None, 0)
+                for it in w.items:
+                    joined |= {v[1] for v in self.eval(it.context_expr, ctx) if v[0] == "pool"}
+        self.__dict__["_tjoins"] = (joined, every)
+        return joined, every
+
+    @property
+    def thread_classes_started(self) -> set[str]:
+        """The solution's Thread subclasses something starts (`W(...).start()`, by any name)."""
+        out: set[str] = set()
+        if not any(self.thread_class(n.name) for n in self.mod.of(ast.ClassDef)):
+            return out
+        for c in self.mod.of(ast.Call):
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "start" \
+                    and not self.mod.in_main(c):
+                for v in self.eval(c.func, Ctx(self.mod.scope_of(c), None, 0)):
+                    if v[0] == "tmethod" and isinstance(v[1][1], str) and v[1][1].startswith("class:"):
+                        out.add(v[1][1][6:])
+        return out
 
     def _streams_entered(self, reach: set[str]) -> set[int]:
         """Streams (by constructor) the graded path makes current (`torch.cuda.stream(s)`), wherever they
@@ -1368,11 +1523,8 @@ class Auditor(Evaluator):
                 self._call_into(fv, [], {}, run, at, ctx)
 
     def _exec_string(self, code: str, at: ast.AST, ctx: Ctx, call: Any = None) -> None:
-        if len(code) > 200_000:
-            return
-        try:
-            tree = ast.parse(code)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = self.exec_tree(code)
+        if tree is None:
             return
         c2 = Ctx(None, None, ctx.depth + 1)
         self._exec_trees.append(tree)
@@ -1449,6 +1601,12 @@ class Auditor(Evaluator):
                 for v in args[0]):
             self._cap("CAP-PROCESS", at, "process", q, f"registers {', '.join(sorted(v[1] for v in args[0]))} to run at "
                       "exit (a library's own cleanup)", "info")
+            return
+        if q in THREAD_CTORS or q in POOL_CTORS or q in START_NOW:
+            # a thread, a process or a pool: decided once the joins are read (`_threads`)
+            if not any(t[2] is node for t in self.thread_sites):
+                self.thread_sites.append((at, q, node))
+            self._registered(q, args, kws, node, at, ctx)
             return
         if q in PROCESS_CALLS:
             sev = "medium"
@@ -1817,6 +1975,15 @@ class Auditor(Evaluator):
             if op.joined:
                 self.legit.append(("CAP-PROCESS", "threading.Thread", site.lineno, f"{where}: a thread joined before it returns"))
                 return
+            # detached (or a pthread never joined: it runs on) in a function the graded entry calls: the thread
+            # reading's decision, as for a Python thread the entry leaves running
+            reach = self.entry_reach()
+            graded = any(s is not None and s.qualname in reach for s in (self.mod.scope_of(n) for n in site.calls))
+            if graded and (op.detached or op.how.startswith("pthread_create")):
+                self._cap("UNJOINED-THREAD", site, "process", "std::thread", f"{where}: the C++ function the graded "
+                          "entry calls starts a thread it " + ("detaches" if op.detached else "never joins")
+                          + " and returns: the work runs after the caller's timer stops and may write the output "
+                          "after the check reads it", "high", via=where)
             self._cap("CAP-PROCESS", site, "process", "std::thread", f"{where}: starts a thread that "
                       + ("it detaches" if op.detached else "nothing joins") + ": its work can outlive the call and the "
                       "caller's timer", "medium", via=where)
@@ -1951,6 +2118,7 @@ class Auditor(Evaluator):
         state = STATE_PARAMS.get(self.problem or "", frozenset())
         flow = EntryFlow(self)
         self._entered = flow.entered
+        self._flow = flow
         for fi in self._graded_entries():
             inputs = [p for p in _entry_params(fi) if p not in state]
             a = fi.node.args
@@ -2071,6 +2239,21 @@ class CppCall:
     its arguments' values."""
     q: str
     args: tuple = ()
+
+
+def _thread_desc(what: str, verb: str = "") -> str:
+    """How a thread site reads in a message: `a thread (threading.Thread)`, `a task on a pool
+    (concurrent.futures.ThreadPoolExecutor.submit)`, `_Filler (a threading.Thread subclass)`; with a verb,
+    the call that makes it (`calls threading.Thread() (starts a thread)`)."""
+    if what.startswith("class:"):
+        return f"{'starts ' if verb else ''}{what[6:]} (a thread subclass)"
+    if what.startswith("a ") and what.endswith(" thread"):
+        return what
+    if verb:
+        return f"calls {what}() ({PROCESS_CALLS.get(what, 'starts a thread')})"
+    if what in POOL_CTORS or what.rsplit(".", 1)[0] in POOL_CTORS:
+        return f"a task on a pool ({what})"
+    return f"{'a process' if 'Process' in what else 'a thread'} ({what})"
 
 
 def _cpp_site(blob: Any, op: Any, calls: list, at_load: bool) -> CppSite:

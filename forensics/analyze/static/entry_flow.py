@@ -61,6 +61,25 @@ CURRENT_STREAM = frozenset({"torch.cuda.current_stream", "torch.cuda.default_str
 STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.streams.StreamContext",
                              "torch.cuda.use_stream"})
 SET_STREAM = frozenset({"torch.cuda.set_stream"})
+#: what starts a thread, a process or a pool of them (the thread reading: `thread_joins`, entry_flow)
+THREAD_CTORS = frozenset({"threading.Thread", "threading.Timer", "multiprocessing.Process", "multiprocessing.context.Process",
+                          "torch.multiprocessing.Process"})
+POOL_CTORS = frozenset({"concurrent.futures.ThreadPoolExecutor", "concurrent.futures.ProcessPoolExecutor",
+                        "concurrent.futures.thread.ThreadPoolExecutor", "concurrent.futures.process.ProcessPoolExecutor",
+                        "multiprocessing.Pool", "multiprocessing.pool.Pool", "multiprocessing.pool.ThreadPool",
+                        "multiprocessing.dummy.Pool", "torch.multiprocessing.Pool"})
+START_NOW = frozenset({"_thread.start_new_thread", "_thread.start_new"})
+#: what a pool hands work to (each gives a future; a multiprocessing pool's map/apply wait for their results)
+POOL_SUBMIT = frozenset({"submit", "map", "apply_async", "map_async", "starmap_async", "imap", "imap_unordered"})
+#: waits: a thread's or process's join, a future's result, a pool's shutdown/join/terminate
+THREAD_JOIN = frozenset({"join"})
+FUTURE_JOIN = frozenset({"result", "exception", "get", "wait"})
+POOL_JOIN = frozenset({"shutdown", "join", "terminate"})
+#: a class of the solution that subclasses one of these is a thread: `W().start()` runs `W.run`
+THREAD_BASES = frozenset({"threading.Thread", "multiprocessing.Process", "multiprocessing.context.Process",
+                          "torch.multiprocessing.Process"})
+#: waits for a collection of futures (every one, unless told to return at the first)
+WAIT_ALL = frozenset({"concurrent.futures.wait", "concurrent.futures.as_completed"})
 #: calls that queue no work of their own on the current stream (events, joins, metadata)
 _NO_WORK = frozenset({"record", "record_event", "wait_stream", "wait_event", "synchronize", "query", "wait", "Event",
                       "elapsed_time", "print", "len", "range", "isinstance", "getattr", "hasattr", "setattr", "size",
@@ -87,7 +106,7 @@ class EntryFlow:
         self.allocs: dict[int, ast.AST] = {}
         self.used: set[int] = set()
         self.entry = ""
-        self._memo: dict[tuple, set] = {}
+        self._memo: dict[tuple, tuple] = {}
         self._active: set[int] = set()
         self._exec_defs = self._exec_functions()
         # the functions of the C++ sources the solution builds, by the name Python calls them (cuda.read_cpp):
@@ -97,6 +116,21 @@ class EntryFlow:
         # streams the graded entry makes current around work: (the with or set_stream node, the streams it may
         # be (("stream", site) values, "current" for the caller's own), whether the reading knows none, entry)
         self.entered: list[tuple[ast.AST, frozenset, bool, str]] = []
+        # the thread reading: what is started and not yet joined on the path being read (a set of sites: a
+        # thread's or process's constructor call, a pool's submit call; None where no path reaches), the
+        # frames of the functions being read (their returns, and the try/with blocks that see them), what
+        # each thread site is and whether its work was read, and the sites pending when an entry returns
+        self.pend: frozenset | None = frozenset()
+        self._frames: list[_Frame] = []
+        self.threads: dict[Any, dict[str, Any]] = {}
+        self.thread_spec: dict[Any, tuple] = {}
+        self.pool_futs: dict[Any, set] = {}
+        self.thread_used: dict[Any, set[int]] = {}
+        self._tctx: list[Any] = []
+        self._joins_seen: list[Any] = []
+        self.outlived: list[tuple[Any, str]] = []       # (site, entry): started and still running when it returns
+        self._calls_by_id: dict[int, ast.Call] | None = None
+        self._handed: dict[int, list[set]] = {}          # a thread constructor's call -> the values handed to it
 
     # ------------------------------------------------------------------ entry points
     def run_entry(self, fi: Any, inputs: Iterable[str]) -> set:
@@ -116,13 +150,28 @@ class EntryFlow:
             env[a.vararg.arg] = {("seq", frozenset({("in", "*" + a.vararg.arg, True)}))}
         if a.kwarg is not None:
             env[a.kwarg.arg] = {("seq", frozenset({("in", "**" + a.kwarg.arg, True)}))}
+        self.pend = frozenset()
         out = self._run_def(node, env, fi, 0)
+        left = set(self.pend or ())
         # a decorated entry: the decorator's wrapper is what the caller runs, with the same arguments
         args = [set(env.get(p, set())) for p in params]
         for d in node.decorator_list:
             for dv in self._eval(d, {}, self._def_fi(fi), 0):
                 for wv in self._call(dv, [{("fn-entry", id(node))}], {}, d, self._def_fi(fi), 0):
+                    self.pend = frozenset()
                     out |= self._call(wv, args, {}, d, fi, 0)
+                    left |= set(self.pend or ())
+        # a thread still running when the entry returns: what it writes is not written before the return
+        for site in sorted(left, key=str):
+            if site in self.threads:
+                self.outlived.append((site, fi.qualname))
+        for site, keys in self.thread_used.items():
+            if site not in left:
+                self.used |= keys
+        for site, vals in self._handed.items():    # a thread made and not started here: what it was handed escapes
+            if site not in self.threads:
+                for v in vals:
+                    self._use(v)
         return out
 
     def _def_fi(self, fi: Any) -> Any:
@@ -137,11 +186,8 @@ class EntryFlow:
             for n in ast.walk(st):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "exec" and n.args:
                     code = self.mod.const_str(n.args[0])
-                    if not code or len(code) > 200_000:
-                        continue
-                    try:
-                        tree = ast.parse(code)
-                    except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    tree = self.ev.exec_tree(code) if code and hasattr(self.ev, "exec_tree") else None
+                    if tree is None:
                         continue
                     for d in tree.body:
                         if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -153,7 +199,12 @@ class EntryFlow:
         if isinstance(node, ast.Lambda):
             return self._eval(node.body, env, fi, depth)
         rets: set = set()
-        self._block(node.body, env, fi, depth, rets)
+        self._frames.append(_Frame())
+        try:
+            self._block(node.body, env, fi, depth, rets)
+        finally:
+            fr = self._frames.pop()
+        self.pend = _paths(*fr.returns, self.pend)     # what the function hands back, on every path it returns by
         return rets
 
     def _block(self, body: list[ast.stmt], env: dict[str, set], fi: Any, depth: int, rets: set) -> None:
@@ -187,44 +238,141 @@ class EntryFlow:
         elif t is ast.Return:
             if st.value is not None:
                 rets |= self._eval(st.value, env, fi, depth)
+            self._leave_by_return()
+        elif t is ast.Raise:
+            self._eval(st.exc, env, fi, depth)
+            self._leave_by_raise()
         elif t in (ast.If, ast.While):
             self._eval(st.test, env, fi, depth)
             a, b = dict(env), dict(env)
             skip = main_guard(st.test) if t is ast.If and not self.mod.name_rebound else None   # not taken on import
+            p0 = self.pend
             if skip != "body":
                 self._block(st.body, a, fi, depth, rets)
             if t is ast.While:
                 self._block(st.body, a, fi, depth, rets)
+            pa = self.pend if skip != "body" else None
+            self.pend = p0
             if skip != "orelse":
                 self._block(st.orelse, b, fi, depth, rets)
+            pb = self.pend if skip != "orelse" else None
+            self.pend = _paths(pa, pb)
+            if t is ast.While:       # `while t.is_alive():` / `while not fut.done():` waits for it
+                self._join(self._spun_on(st.test, env, fi, depth))
             self._merge(env, a, b)
         elif t in (ast.For, ast.AsyncFor):
             elems = self._elements(self._eval(st.iter, env, fi, depth), fi, depth)
             a = dict(env)
-            for _ in range(2):
+            for _ in range(2):       # the thread state: the loop runs (a join loop over the threads it started)
                 self._assign(st.target, elems, a, fi, depth, st)
                 self._block(st.body, a, fi, depth, rets)
             self._block(st.orelse, a, fi, depth, rets)
             self._merge(env, a)
         elif t in (ast.With, ast.AsyncWith):
+            pools: list = []
             for it in st.items:
                 v = self._eval(it.context_expr, env, fi, depth)
                 for c in v:
                     if c[0] == "sctx" and _does_work(st.body):    # `with torch.cuda.stream(s):` around work
                         self._enter(st, c[1])
+                    elif c[0] == "pool":                           # the block's end shuts the pool down, waiting
+                        pools.append(c[1])
                 if it.optional_vars is not None:
                     self._assign(it.optional_vars, v, env, fi, depth, st)
-            self._block(st.body, env, fi, depth, rets)
+            if pools and self._frames:
+                rec = _Exit("pool", pools=pools)
+                self._frames[-1].exits.append(rec)
+                try:
+                    self._block(st.body, env, fi, depth, rets)
+                finally:
+                    self._frames[-1].exits.remove(rec)
+                done = self._pool_members(pools)
+                for r in rec.states:            # a return inside the block waits for the pool on its way out
+                    self._to_return(r - done)
+                self._joins_seen.extend(done)
+                self.pend = None if self.pend is None else self.pend - done
+            else:
+                self._block(st.body, env, fi, depth, rets)
         elif t is ast.Try or t.__name__ == "TryStar":
-            self._block(st.body, env, fi, depth, rets)
-            for h in st.handlers:
-                self._block(h.body, env, fi, depth, rets)
-            self._block(st.orelse, env, fi, depth, rets)
-            self._block(st.finalbody, env, fi, depth, rets)
+            self._try(st, env, fi, depth, rets)
         elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
             env[st.name] = {("loc", id(st), st, _EnvRef(env))}
         elif t is ast.Delete:
             pass
+
+    def _try(self, st: Any, env: dict[str, set], fi: Any, depth: int, rets: set) -> None:
+        """A try statement: the handlers start from any state the body may raise in (a join only there joins
+        nothing on the path that returns normally); a finally block runs on every path out, returns included."""
+        p0 = self.pend
+        fr = self._frames[-1] if self._frames else None
+        fin = _Exit("finally") if st.finalbody and fr is not None else None
+        exc = _Exit("except") if st.handlers and fr is not None else None
+        for rec in (fin, exc):
+            if rec is not None:
+                fr.exits.append(rec)
+        try:
+            self._block(st.body, env, fi, depth, rets)
+        finally:
+            if exc is not None:
+                fr.exits.remove(exc)
+        pb = self.pend
+        into_handler = _paths(p0, pb, *(exc.states if exc else ()))
+        outs = []
+        try:
+            for h in st.handlers:
+                self.pend = into_handler
+                self._block(h.body, env, fi, depth, rets)
+                outs.append(self.pend)
+            self.pend = pb
+            self._block(st.orelse, env, fi, depth, rets)
+        finally:
+            if fin is not None:
+                fr.exits.remove(fin)
+        normal = _paths(self.pend, *outs)
+        if fin is None:
+            self.pend = normal
+            self._block(st.finalbody, env, fi, depth, rets)
+            return
+        into = _paths(normal, *fin.states)
+        self.pend = into
+        self._block(st.finalbody, env, fi, depth, rets)
+        after = self.pend
+        if into is None or after is None:        # nothing reaches it, or it leaves by itself (return/raise)
+            self.pend = None
+            return
+        joined, started = into - after, after - into
+        for r in fin.states:                      # a return inside the try: the finally block runs first
+            self._to_return((r - joined) | started)
+        self.pend = None if normal is None else (normal - joined) | started
+
+    def _leave_by_return(self) -> None:
+        if self.pend is not None:
+            self._to_return(self.pend)
+        self.pend = None
+
+    def _to_return(self, state: frozenset) -> None:
+        """A path leaves its function by a return: the innermost finally or pool block sees it first."""
+        if not self._frames:
+            return
+        fr = self._frames[-1]
+        for rec in reversed(fr.exits):
+            if rec.kind in ("finally", "pool"):
+                rec.states.append(state)
+                return
+        fr.returns.append(state)
+
+    def _leave_by_raise(self) -> None:
+        """A raise ends the path unless a handler around it (in this function or a caller, not past a
+        thread's own frame) takes it: that handler starts from this state too."""
+        if self.pend is not None:
+            for fr in reversed(self._frames):
+                rec = next((r for r in reversed(fr.exits) if r.kind == "except"), None)
+                if rec is not None:
+                    rec.states.append(self.pend)
+                    break
+                if fr.barrier:
+                    break
+        self.pend = None
 
     def _enter(self, node: ast.AST, vals: frozenset) -> None:
         streams = frozenset(v for v in vals if v[0] == "stream")
@@ -263,8 +411,9 @@ class EntryFlow:
         for v in vals:
             if v[0] == "in":
                 self.writes.append((at, v[1], v[2] and sure_ok, how, self.entry))
+                self._work()
             elif v[0] == "alloc":
-                self.used.add(v[1])
+                self._received(v[1])
 
     def _use(self, vals: set, depth: int = 0) -> None:
         """Values handed to something that may write them: allocations count as written."""
@@ -273,7 +422,9 @@ class EntryFlow:
         for v in vals:
             k = v[0]
             if k == "alloc":
-                self.used.add(v[1])
+                self._received(v[1])
+            elif k == "in":
+                self._work()
             elif k == "seq":
                 self._use(set(v[1]), depth + 1)
             elif k == "tup":
@@ -284,12 +435,28 @@ class EntryFlow:
             elif k == "map":
                 self._use(set(v[2]), depth + 1)
 
+    def _received(self, key: int) -> None:
+        """An allocation something received: written, by the entry's path or by the thread reading it."""
+        if self._tctx:
+            self._work()
+            self.thread_used.setdefault(self._tctx[-1], set()).add(key)
+        else:
+            self.used.add(key)
+
+    def _work(self) -> None:
+        """The thread whose target is being read does work (a launch, a tensor op, a write)."""
+        for site in self._tctx:
+            if site in self.threads:
+                self.threads[site]["work"] = True
+
     def _elements(self, vals: set, fi: Any, depth: int) -> set:
         """What iterating `vals` yields."""
         out: set = set()
         for v in vals:
             k = v[0]
-            if k == "seq":
+            if k == "future":      # iterating what a pool's map gives waits for each result
+                self._join({v[1]})
+            elif k == "seq":
                 out |= set(v[1])
             elif k == "tup":
                 for part in v[1]:
@@ -469,6 +636,9 @@ class EntryFlow:
                 self._use(a)
             for v in kws.values():
                 self._use(v)
+            self._work()
+            if isinstance(f, ast.Attribute) and _unknown_join(f.attr, call):
+                self._join(set(self.pend or ()))     # a join whose thread the reading cannot name: maybe these
             return set()
         out: set = set()
         for fv in list(fvals)[:_MAX]:
@@ -506,6 +676,8 @@ class EntryFlow:
             return self._invoke(fv, args, kws, call, fi, depth)
         if k == "cpp":
             return self._cpp_call(fv[1], args, kws, call, fi, depth)
+        if k == "tmethod":
+            return self._tmethod(fv[1], fv[2], args, kws, call, fi, depth)
         if k == "class":
             for a in args:
                 self._use(a)
@@ -534,6 +706,7 @@ class EntryFlow:
         place are written (a vector parameter's elements too), what else it is handed may be written (a
         kernel), and an allocation it returns that nothing in it wrote is unwritten memory."""
         cfn, tf = self.cpp[name]
+        self._work()
         for i, (how, sure, _off) in tf.writes:
             if i < len(args):
                 vals = set(args[i]) | self._elements(args[i], fi, depth)
@@ -634,6 +807,24 @@ class EntryFlow:
         if q == "functools.partial" and args:
             return {("pt", frozenset(args[0]), tuple(frozenset(a) for a in args[1:]),
                      tuple((a, frozenset(b)) for a, b in kws.items()))}
+        if q in THREAD_CTORS and call is not None:     # the thread's target and arguments, run when it starts
+            self.thread_spec[id(call)] = (q, *_target_of(q, args, kws, lambda v: self._elements(v, fi, depth)))
+            self._handed[id(call)] = [*args, *kws.values()]
+            return {("thread", id(call))}
+        if q in POOL_CTORS and call is not None:
+            self.ev.pool_kind[id(call)] = q
+            return {("pool", id(call))}
+        if q in START_NOW and call is not None:        # started at once, with no handle to join
+            self.thread_spec[id(call)] = (q, *_target_of(q, args, kws, lambda v: self._elements(v, fi, depth)))
+            self._start(id(call), call, fi, depth)
+            return set()
+        if q in WAIT_ALL and call is not None:
+            if not _timeout(call, 1) and not _first_only(call):
+                futs = {v[1] for a in args[:1] for v in self._elements(a, fi, depth) if v[0] == "future"}
+                self._join(futs or set(self.pend or ()))
+            return set()
+        if q.startswith(("torch.", "triton.")):
+            self._work()
         if q.startswith("torch.") and _WRITES.match(last.removeprefix("_foreach_")) and last not in _NOT_INPLACE and args:
             if last.startswith("_foreach_"):       # in place on every tensor of its first argument
                 self._write(self._elements(args[0], fi, depth), call, f"`{q}()` writes into it")
@@ -695,20 +886,250 @@ class EntryFlow:
         if outer is not None:
             env["\0outer"] = {outer} | set(outer.env.get("\0outer", ()))
         del bound_self
-        key = (id(node), tuple(sorted((p, tuple(sorted(map(repr, v)))) for p, v in env.items() if p != "\0outer")))
+        key = (id(node), tuple(sorted((p, tuple(sorted(map(repr, v)))) for p, v in env.items() if p != "\0outer")),
+               tuple(self._tctx[-1:]))
         if key in self._memo:
-            return self._memo[key]
-        self._memo[key] = set()
+            out, started, joined, ends = self._memo[key]
+            if self.pend is not None:      # the same call again: the same threads started and joined
+                self.pend = None if ends else (self.pend - joined) | started
+                self._joins_seen.extend(joined)
+            return out
+        self._memo[key] = (set(), frozenset(), frozenset(), False)
         self._active.add(id(node))
+        before, mark = self.pend, len(self._joins_seen)
         try:
             out = self._run_def(node, env, cfi, depth + 1)
         finally:
             self._active.discard(id(node))
-        self._memo[key] = out
+        after = self.pend
+        if before is None:           # read where no path reaches: what it starts is not known from here
+            del self._memo[key]
+            return out
+        started = frozenset() if after is None else after - before
+        self._memo[key] = (out, started, frozenset(self._joins_seen[mark:]), after is None)
+        return out
+
+    # ------------------------------------------------------------------ threads
+    def _tmethod(self, v: tuple, name: str, args: list[set], kws: dict[str, set], call: ast.Call | None, fi: Any,
+                 depth: int) -> set:
+        """A method of a thread, a process, a pool or a future: start, submit, join, result, shutdown."""
+        kind, site = v[0], v[1]
+        if kind == "thread":
+            if name == "start":
+                self._start(site, call, fi, depth)
+            elif name == "run":                   # t.run() runs the target here, in this thread
+                self._run_target(site, call, fi, depth)
+            elif name in THREAD_JOIN and not _timeout(call, 0):
+                self._join({site})
+            return set()
+        if kind == "pool":
+            if name in POOL_SUBMIT and call is not None and args:
+                sync = self.ev.pool_kind.get(site, "").startswith(("multiprocessing", "torch.multiprocessing")) \
+                    and name == "map"           # a multiprocessing pool's map waits for its results
+                if name == "submit":
+                    fargs, fkws = args[1:], kws
+                elif name == "apply_async":
+                    fargs = _positional(args[1] if len(args) > 1 else kws.get("args", set()), lambda x: self._elements(x, fi, depth))
+                    fkws = {}
+                else:
+                    fargs, fkws = [self._elements(a, fi, depth) for a in args[1:2]], {}
+                fut = id(call)
+                self.thread_spec[fut] = (f"{self.ev.pool_kind.get(site, 'a pool')}.{name}", frozenset(args[0]), fargs, fkws)
+                if sync:
+                    self._run_target(fut, call, fi, depth)
+                    return set()
+                self.pool_futs.setdefault(site, set()).add(fut)
+                self._start(fut, call, fi, depth)
+                return {("future", fut, site)}
+            if name in POOL_JOIN and not (name == "shutdown" and _false_arg(call, "wait", 0)):
+                self._join(self._pool_members([site]))
+            return set()
+        if kind == "future" and name in FUTURE_JOIN and not (name == "wait" and _timeout(call, 0)):
+            self._join({site})
+        return set()
+
+    def _start(self, site: Any, call: ast.AST | None, fi: Any, depth: int) -> None:
+        """A thread (a process, a pool's task) starts: pending on this path until a join reaches it; its target
+        is read now, what it does counted as the thread's."""
+        info = self.threads.setdefault(site, {"node": call, "entry": self.entry, "work": False,
+                                              "what": (self.thread_spec.get(site) or self._spec_of(site) or ("a thread",))[0]})
+        if info["node"] is None:
+            info["node"] = call
+        if self.pend is not None:
+            self.pend = self.pend | {site}
+        self._run_target(site, call, fi, depth)
+
+    def _run_target(self, site: Any, call: ast.AST | None, fi: Any, depth: int) -> None:
+        spec = self.thread_spec.get(site) or self._spec_of(site)
+        targets = [t for t in (spec[1] if spec else ()) if t[0] in ("lam", "loc", "func", "closure", "lambda", "pt",
+                                                                    "partial", "ref", "bm", "cpp", "tmethod",
+                                                                    "builtin", "class")]
+        if site not in self.threads:
+            self.threads[site] = {"node": call, "entry": self.entry, "work": False, "what": spec[0] if spec else "a thread"}
+        if not targets:
+            self.threads[site]["work"] = True      # a target the reading cannot name: it may do anything
+            return
+        saved = self.pend
+        self._tctx.append(site)
+        self._frames.append(_Frame(barrier=True))
+        try:
+            for t in targets[:_MAX]:
+                self.pend = saved
+                self._call(t, [set(a) for a in spec[2]], {k: set(b) for k, b in spec[3].items()}, call, fi, depth)
+        finally:
+            self._frames.pop()
+            self._tctx.pop()
+        # a thread's own raise or return ends only its own path; the threads it starts join the caller's state
+        self.pend = None if saved is None else saved | (self.pend or frozenset())
+
+    def _spec_of(self, site: Any) -> tuple | None:
+        """What a thread made outside the entry's reading runs (`self.t = Thread(target=self._loop)` in
+        __init__, a Thread subclass's run), read with the module's reference evaluation."""
+        if isinstance(site, str) and site.startswith("class:"):
+            cls = site[6:]
+            run = {v for v in self.ev.attr(("self", cls), "run", self.ev.ctx(None)) if v[0] == "func"}
+            spec = ("a " + cls + " thread", frozenset(run), [], {})
+            self.thread_spec[site] = spec
+            return spec
+        if self._calls_by_id is None:
+            self._calls_by_id = {id(c): c for c in self.mod.of(ast.Call)}
+        call = self._calls_by_id.get(site) if isinstance(site, int) else None
+        if call is None:
+            return None
+        ctx = self.ev.ctx(self.mod.scope_of(call))
+        q = next((v[1] for v in self.ev.eval(call.func, ctx) if v[0] == "ref" and v[1] in THREAD_CTORS), None)
+        if q is None:
+            return None
+        args = [self.ev.eval(a, ctx) for a in call.args]
+        kws = {k.arg: self.ev.eval(k.value, ctx) for k in call.keywords if k.arg}
+        spec = (q, *_target_of(q, args, kws, lambda v: set()))
+        self.thread_spec[site] = spec
+        return spec
+
+    def _join(self, sites: Iterable[Any]) -> None:
+        sites = set(sites)
+        if not sites:
+            return
+        self._joins_seen.extend(sites)
+        if self.pend is not None:
+            self.pend = self.pend - sites
+
+    def _pool_members(self, pools: Iterable[Any]) -> set:
+        out: set = set()
+        for p in pools:
+            out |= {p} | self.pool_futs.get(p, set())
+        return out
+
+    def _spun_on(self, test: ast.AST, env: dict[str, set], fi: Any, depth: int) -> set:
+        """The threads and futures a while loop's test polls (`t.is_alive()`, `fut.done()`): the loop ends
+        when they have."""
+        out: set = set()
+        for n in ast.walk(test):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("is_alive", "done", "ready"):
+                out |= {v[1] for v in self._eval(n.func.value, env, fi, depth) if v[0] in ("thread", "future")}
         return out
 
     def _fi_of(self, node: ast.AST) -> Any:
         return next((f for f in self.mod.funcs.values() if f.node is node), None)
+
+
+class _Frame:
+    """A function being read: the thread states its returns hand back, and the try/with blocks around the
+    statement being read that see a return (finally, a pool's with) or a raise (except) first.  A thread's
+    target is read in a barrier frame: its raise ends its own path, not its starter's."""
+
+    __slots__ = ("returns", "exits", "barrier")
+
+    def __init__(self, barrier: bool = False) -> None:
+        self.returns: list[frozenset] = []
+        self.exits: list[_Exit] = []
+        self.barrier = barrier
+
+
+class _Exit:
+    __slots__ = ("kind", "states", "pools")
+
+    def __init__(self, kind: str, pools: list | None = None) -> None:
+        self.kind = kind
+        self.states: list[frozenset] = []
+        self.pools = pools or []
+
+
+def _paths(*states: frozenset | None) -> frozenset | None:
+    """The thread state where paths meet: what may be pending on any of them (None: no path reaches)."""
+    live = [s for s in states if s is not None]
+    if not live:
+        return None
+    out: frozenset = frozenset()
+    for s in live:
+        out |= s
+    return out
+
+
+def _target_of(q: str, args: list[set], kws: dict[str, set], elements: Any) -> tuple:
+    """(target values, positional arguments, keyword arguments) of a thread constructor's call."""
+    if q == "threading.Timer":
+        target = kws.get("function") or (args[1] if len(args) > 1 else set())
+        a = kws.get("args") or (args[2] if len(args) > 2 else set())
+        kw = kws.get("kwargs") or (args[3] if len(args) > 3 else set())
+    elif q in START_NOW:
+        target = args[0] if args else set()
+        a = args[1] if len(args) > 1 else set()
+        kw = args[2] if len(args) > 2 else set()
+    else:                        # Thread(group, target, name, args, kwargs) and Process alike
+        target = kws.get("target") or (args[1] if len(args) > 1 else set())
+        a = kws.get("args") or (args[3] if len(args) > 3 else set())
+        kw = kws.get("kwargs") or (args[4] if len(args) > 4 else set())
+    del kw       # keyword arguments by name are not followed: their values still reach the target's reading
+    return frozenset(target), _positional(a, elements), {}
+
+
+def _positional(vals: set, elements: Any) -> list[set]:
+    """The positional arguments a tuple value holds (`args=(x, out)`), else its elements for each."""
+    tups = [v for v in vals if v[0] == "tup"]
+    if tups:
+        n = max(len(t[1]) for t in tups)
+        return [set().union(*(t[1][i] for t in tups if i < len(t[1]))) for i in range(n)]
+    el = elements(vals) if vals else set()
+    return [el] if el else []
+
+
+def _const_arg(call: Any, name: str, pos: int) -> ast.AST | None:
+    if not isinstance(call, ast.Call):
+        return None
+    kw = next((k.value for k in call.keywords if k.arg == name), None)
+    if kw is not None:
+        return kw
+    return call.args[pos] if len(call.args) > pos and not isinstance(call.args[pos], ast.Starred) else None
+
+
+def _timeout(call: Any, pos: int) -> bool:
+    """A wait given a timeout (`t.join(0.1)`, `timeout=5`) may return while the thread still runs."""
+    a = _const_arg(call, "timeout", pos)
+    return a is not None and not (isinstance(a, ast.Constant) and a.value is None)
+
+
+def _false_arg(call: Any, name: str, pos: int) -> bool:
+    a = _const_arg(call, name, pos)
+    return isinstance(a, ast.Constant) and a.value is False
+
+
+def _first_only(call: Any) -> bool:
+    """concurrent.futures.wait(fs, return_when=FIRST_COMPLETED): returns when one has."""
+    a = _const_arg(call, "return_when", 2)
+    return a is not None and "FIRST" in _src(a)
+
+
+def _unknown_join(name: str, call: ast.Call) -> bool:
+    """A method call on a receiver the reading cannot name that waits like a join: `.join()` (no arguments:
+    not str.join), `.result()`, `.shutdown()` (not wait=False)."""
+    if name == "join":
+        return not call.args and not call.keywords
+    if name == "result":
+        return True
+    if name == "shutdown":
+        return not _false_arg(call, "wait", 0)
+    return False
 
 
 class _EnvRef:

@@ -103,6 +103,21 @@ RULES_LIST: tuple[Rule, ...] = (
        "queues nothing.",
        "the stream block, its launches, and the path from the entry point without a join",
        "timing"),
+    _R("UNJOINED-THREAD", "static", "measurement", "high",
+       "Work left running on a thread the entry never joins",
+       "The benchmark stops its timer when the entry returns; an entry point that starts a thread, a "
+       "process or an executor task that does work (a launch, a tensor op, a write into its output) and "
+       "returns on a path where no join waits for that thread (`t.join()`, `future.result()`, "
+       "`executor.shutdown()` or the end of its with block, `concurrent.futures.wait`, a C++ "
+       "`std::thread::join`), or that detaches it (`std::thread(...).detach()`, a `pthread_create` never "
+       "joined), lets the work run after the timer stops: the timing measures nothing of it, and the "
+       "output may be written after the check read it. The join is read by value through any name (an "
+       "alias, getattr, a partial, a list of threads, a helper, a decorator's wrapper, exec) and only where "
+       "it is reached before the entry returns: a join only on an exception path, or with a timeout, "
+       "joins nothing. Look-alikes: a worker joined before the return (in a finally too), an executor's "
+       "with block, every future's result read, a thread that only logs (CAP-PROCESS).",
+       "the start, the thread's work, and the return reached without a join",
+       "timing"),
     _R("INPUT-DISPATCH", "static", "reward_hack", "medium",
        "Branch on statistics of the input values",
        "Choosing a code path from reductions of input values (max, mean, std, item()), read directly "
