@@ -1,10 +1,11 @@
-"""The thread reading, in forms the bench rewriter does not produce.
+"""The thread reading and the event-to-stream match, in forms the bench rewriter does not produce.
 
 A thread (threading.Thread, a Thread subclass, an executor's task, a process, a C++ std::thread or
 pthread) that the graded entry starts is joined when a join of THAT thread (t.join(), fut.result(),
 shutdown, the end of an executor's with block, concurrent.futures.wait) is reached before the entry
 returns.  Work left running when it returns is UNJOINED-THREAD (high, decided); a joined worker is
-nothing, whatever the form.
+nothing, whatever the form.  A wait for an event joins the stream the event was recorded on, not
+every stream.
 """
 
 from __future__ import annotations
@@ -244,3 +245,52 @@ def test_a_detached_cpp_thread_off_the_graded_path_stays_a_capability():
     got = rules(cpp_sol(CPP_DETACH, "return _fill(x, torch.empty_like(x))")
                 + "\n\ndef warm(x):\n    _ext.fx_fill_async(x, torch.empty_like(x))\n")
     assert got.get("CAP-PROCESS") == "medium" and "UNJOINED-THREAD" not in got, got
+
+
+# ------------------------------------------------------------------ an event joins the stream it was recorded on
+SIDE = "s = torch.cuda.Stream()\nev = torch.cuda.Event()\nwith torch.cuda.stream(s):\n    out = _fill(x, torch.empty_like(x))\n"
+
+EVENT_JOINS_NOTHING = {
+    # the event is recorded on the caller's stream: waiting for it waits for nothing of s
+    "recorded_on_current": sol(fwd=SIDE + "ev.record(torch.cuda.current_stream())\n"
+                                          "torch.cuda.current_stream().wait_event(ev)\nreturn out"),
+    # recorded without a stream after the block: the current stream again
+    "recorded_after_block": sol(fwd=SIDE + "ev.record()\nev.wait()\nreturn out"),
+    # recorded on another side stream than the one doing the work
+    "recorded_on_other_stream": sol(fwd="a = torch.cuda.Stream()\nb = torch.cuda.Stream()\nev = torch.cuda.Event()\n"
+                                        "a.record_event(ev)\nwith torch.cuda.stream(b):\n"
+                                        "    out = _fill(x, torch.empty_like(x))\n"
+                                        "torch.cuda.current_stream().wait_event(ev)\nreturn out"),
+    # the caller's stream records its own event and the side stream waits for it: the wrong direction
+    "wrong_direction": sol(fwd="s = torch.cuda.Stream()\nready = torch.cuda.current_stream().record_event()\n"
+                               "s.wait_event(ready)\nwith torch.cuda.stream(s):\n    out = _fill(x, torch.empty_like(x))\n"
+                               "return out"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(EVENT_JOINS_NOTHING))
+def test_an_event_recorded_elsewhere_does_not_join_the_side_stream(form):
+    got = rules(EVENT_JOINS_NOTHING[form])
+    assert got.get("UNJOINED-STREAM") == "high", (form, got)
+
+
+EVENT_JOINS = {
+    # recorded inside the block without a stream: on s
+    "recorded_inside_block": sol(fwd=SIDE + "    ev.record()\ntorch.cuda.current_stream().wait_event(ev)\nreturn out"),
+    # recorded by a helper the entry calls inside the block
+    "recorded_by_helper_in_block": sol("def _mark(ev):\n    ev.record()\n\n",
+                                       fwd=SIDE + "    _mark(ev)\nev.synchronize()\nreturn out"),
+    # s.record_event(ev) and the event waited for through an alias
+    "record_event_alias_wait": sol(fwd=SIDE + "s.record_event(ev)\nwait = torch.cuda.current_stream().wait_event\n"
+                                              "wait(ev)\nreturn out"),
+    # an event made by the side stream itself
+    "side_stream_event": sol(fwd="s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n"
+                                 "    out = _fill(x, torch.empty_like(x))\ndone = s.record_event()\n"
+                                 "torch.cuda.current_stream().wait_event(done)\nreturn out"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(EVENT_JOINS))
+def test_an_event_recorded_on_the_side_stream_joins_it(form):
+    got = deciding(EVENT_JOINS[form])
+    assert not got, (form, got)

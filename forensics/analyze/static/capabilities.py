@@ -198,6 +198,8 @@ _JOIN_CALL = re.compile(r"\.(wait_stream|wait_event|synchronize)\s*\(")
 STREAM_CTORS = frozenset({"torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.Stream", "torch.cuda.ExternalStream"})
 CURRENT_STREAM = frozenset({"torch.cuda.current_stream", "torch.cuda.default_stream", "torch.cuda.streams.current_stream"})
 EVENT_CTORS = frozenset({"torch.cuda.Event", "torch.cuda.streams.Event", "torch.Event"})
+_STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext", "torch.cuda.streams.StreamContext",
+                              "torch.cuda.use_stream"})
 #: what joins a stream back: a wait of the caller's stream, a synchronize, an event waited for
 _JOIN_NAMES = frozenset({"wait_stream", "wait_event", "synchronize", "query", "wait"})
 #: nvidia-smi arguments that change the GPU's state (clocks, power limit, persistence, compute mode, reset)
@@ -1303,10 +1305,13 @@ class Auditor(Evaluator):
         """The one reading of what joins a stream back, by what the code denotes (whatever names it:
         an alias, getattr, a class attribute, a partial, a lambda): (the streams some join waits for, by
         constructor; whether some join waits for every stream).  `current_stream().wait_stream(s)` and
-        `s.synchronize()` join s; `torch.cuda.synchronize()` joins every stream; so does a wait for an
-        event, a wait whose stream the reading cannot name, a join in code run from a string, and a wait
-        or device synchronize in a C++ source the solution builds.  A join import never runs (a __main__
-        self-test) joins nothing."""
+        `s.synchronize()` join s; a wait for an event (`wait_event(e)`, `e.wait()`, `e.synchronize()`) joins
+        the streams that event is recorded on (`e.record(s)`, `s.record_event(e)`, `s.record_event()`, an
+        argument-less `e.record()` on the stream current where it runs); `torch.cuda.synchronize()` joins
+        every stream; so does a wait whose stream or event the reading cannot name, an event recorded where
+        the reading cannot tell on which stream, a join in code run from a string, and a wait or device
+        synchronize in a C++ source the solution builds.  A join import never runs (a __main__ self-test)
+        joins nothing."""
         memo = self.__dict__.get("_joins")
         if memo is not None:
             return memo
@@ -1355,15 +1360,117 @@ class Auditor(Evaluator):
                 if fv[1] not in (None, "current"):
                     joined.add(fv[1])
                 return fv[1] is None
-            return fv[2] in ("wait_event", "query")
+            if fv[2] == "query":              # polled from the host: that stream
+                if fv[1] not in (None, "current"):
+                    joined.add(fv[1])
+                return fv[1] is None
+            if fv[2] == "wait_event":
+                events = {v for v in args[0] if v[0] == "event"} if args else set()
+                return not events or any(self._event_join(v, joined) for v in events)
+            return False
         if k == "eventmethod":
-            return fv[2] in ("wait", "synchronize", "query")
+            return fv[2] in ("wait", "synchronize", "query") and self._event_join(("event", fv[1]), joined)
         if k == "partial" and depth < 3:
             p = self.partials.get(fv[1])
             if p:
                 f, pargs, _ = p
                 return any(self._join_of(inner, [set(a) for a in pargs] + args, joined, depth + 1) for inner in f)
         return False
+
+    def _event_join(self, ev: Val, joined: set) -> bool:
+        """A wait for the event `ev` joins the streams it is recorded on; True where the reading cannot say
+        which (then it may be any stream)."""
+        key = ev[1]
+        if isinstance(key, tuple) and key[0] == "on":      # s.record_event(): recorded on s
+            streams = {key[1]} if key[1] is not None else None
+        else:
+            streams = self._event_records().get(key)      # never recorded where the reading sees: unknown
+        if streams is None:
+            return True
+        joined |= set(streams) - {"current"}
+        return False
+
+    def _event_records(self) -> dict[Any, set | None]:
+        """Each event (by constructor) -> the streams it is recorded on (None: one the reading cannot name)."""
+        memo = self.__dict__.get("_ev_records")
+        if memo is not None:
+            return memo
+        rec: dict[Any, set | None] = {}
+
+        def add(key: Any, streams: set | None) -> None:
+            if streams is None or key in rec and rec[key] is None:
+                rec[key] = None
+            else:
+                rec[key] = (rec.get(key) or set()) | streams
+
+        for c in self.mod.of(ast.Call):
+            f = c.func if isinstance(c, ast.Call) else None
+            if not isinstance(f, ast.Attribute) or f.attr not in ("record", "record_event") or self.mod.in_main(c):
+                continue
+            ctx = Ctx(self.mod.scope_of(c), None, 0)
+            for fv in self.eval(f, ctx):
+                if fv[0] == "eventmethod" and fv[2] == "record":
+                    a = c.args[0] if c.args else next((k.value for k in c.keywords if k.arg == "stream"), None)
+                    if a is None:
+                        add(fv[1], self._current_streams(c))
+                    else:
+                        add(fv[1], {v[1] for v in self.eval(a, ctx) if v[0] == "stream"} or None)
+                elif fv[0] == "streammethod" and fv[2] == "record_event":
+                    a = c.args[0] if c.args else next((k.value for k in c.keywords if k.arg == "event"), None)
+                    for v in (self.eval(a, ctx) if a is not None else ()):
+                        if v[0] == "event" and not isinstance(v[1], tuple):
+                            add(v[1], {fv[1]} if fv[1] is not None else None)
+        self.__dict__["_ev_records"] = rec
+        return rec
+
+    def _current_streams(self, node: ast.AST, depth: int = 0) -> set | None:
+        """The streams current where `node` runs (None: the reading cannot say): a `with torch.cuda.stream(s)`
+        around it in its function; else, in a function that sets no stream, the caller's stream for an
+        entry or module-level code and, for a helper, the streams current at each of its call sites."""
+        fi = self.mod.scope_of(node)
+        ctx = Ctx(fi, None, 0)
+        n = node
+        while True:
+            p = self.mod.parent.get(n)
+            if p is None or isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                break
+            if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body:
+                for it in p.items:
+                    ce = it.context_expr
+                    fv = self.eval(ce.func, ctx) if isinstance(ce, ast.Call) else set()
+                    if any(v[0] == "ref" and v[1] in _STREAM_CONTEXTS for v in fv):
+                        return {v[1] for v in self.eval(ce.args[0], ctx) if v[0] == "stream"} or None if ce.args else None
+                    if not isinstance(ce, ast.Call) and not self.eval(ce, ctx):
+                        return None          # a context the reading cannot name (a StreamContext kept in a local)
+            n = p
+        if fi is None:
+            return {"current"}
+        if any(v[0] == "ref" and v[1] in ("torch.cuda.set_stream",) for c in fi.of(ast.Call) for v in self.eval(c.func, ctx)):
+            return None
+        if fi.node.name in ENTRY_NAMES:
+            return {"current"}
+        callers = self._callers().get(fi.qualname)
+        if not callers or depth >= 3:
+            return None
+        out: set = set()
+        for c in callers:
+            got = self._current_streams(c, depth + 1)
+            if got is None:
+                return None
+            out |= got
+        return out
+
+    def _callers(self) -> dict[str, list[ast.Call]]:
+        """The solution's functions -> the calls that reach them (by what the call's function denotes)."""
+        memo = self.__dict__.get("_callers_memo")
+        if memo is None:
+            memo = self.__dict__["_callers_memo"] = {}
+            for c in self.mod.of(ast.Call):
+                if isinstance(c, ast.Call) and not self.mod.in_main(c):
+                    for v in self.eval(c.func, Ctx(self.mod.scope_of(c), None, 0)):
+                        if v[0] == "func":
+                            memo.setdefault(v[1], []).append(c)
+        return memo
 
     def _def_ctx(self, fi: Any) -> Ctx:
         q = fi.qualname.rsplit(".", 1)[0] if "." in fi.qualname else None
