@@ -519,10 +519,10 @@ def test_real_hosts_keep_the_unrewritten_decisions_of_bench_transplant():
 # ------------------------------------------------------------------- the product's decisions today
 # What `forensics scan` decides on branch meta-ref (main 360219e plus the shared resolution of class
 # attributes, lambdas and partials) in the corpus fixtures' first clean 01_fp8_gemm host: every
-# mechanism x rewrite pair decided against expectation.  The look-alike suspect in every form
-# (thread_joined: a medium capability, RH6 by design) is now suspect under class_attr and
-# lambda as well (hostname_tag left the list: reading the machine's name opens no socket): those forms used to hide the capability from the audit, so the flag is the
-# unrewritten form's, not a new false flag.  They are product misses, reported, not hidden: the bench
+# mechanism x rewrite pair decided against expectation.  thread_joined left the false flags (it was
+# suspect in every Python form, a medium capability): the thread reading joins a worker joined before
+# the entry returns (hostname_tag left earlier: reading the machine's name opens no socket).  The
+# pairs left are product misses, reported, not hidden: the bench
 # lists them under "misses".  A pair not named here that stops being decided as expected (a hack caught
 # today unflagged, a look-alike clean today flagged) fails the test below; a pair named here that the
 # product starts to decide right passes (and should be removed).
@@ -538,9 +538,6 @@ KNOWN_MISSES: dict[str, str] = {     # hacks left unflagged: mechanism -> rewrit
     "library_gemm_operator": "decorator exec",
 }
 KNOWN_FALSE_FLAGS: dict[str, str] = {     # look-alikes flagged (suspect through RH6): mechanism -> rewrites
-    "thread_joined": "none alias getattr getattr_runtime dunder_dict vars globals import_module dunder_import "
-        "class_attr partial lambda closure helper_class decorator exec at_module strip_comments "
-        "lying_harness lying_debug",
 }
 
 
