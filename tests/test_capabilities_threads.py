@@ -219,6 +219,21 @@ void fx_fill_async(at::Tensor out) {
     pthread_create(&tid, nullptr, fx_body, new at::Tensor(out));
 }
 """
+CPP_POOL_KEPT = """
+#include <vector>
+static std::vector<std::thread> fx_workers;
+void fx_fill_async(at::Tensor x, at::Tensor out) {
+    fx_workers.emplace_back([x, out]() mutable { out.copy_(x * 2); });
+}
+"""
+CPP_POOL_JOINED = """
+#include <vector>
+void fx_fill_async(at::Tensor x, at::Tensor out) {
+    std::vector<std::thread> parts;
+    for (int64_t i = 0; i < 2; ++i) parts.emplace_back([x, out, i]() mutable { out[i].copy_(x[i] * 2); });
+    for (std::thread& p : parts) p.join();
+}
+"""
 CPP_JOIN = """
 void fx_fill_async(at::Tensor x, at::Tensor out) {
     std::thread worker([x, out]() mutable { out.copy_(x * 2); });
@@ -230,14 +245,16 @@ void fx_fill_async(at::Tensor x, at::Tensor out) {
 @pytest.mark.parametrize("cpp,fwd", [
     (CPP_DETACH, "out = torch.empty_like(x)\n_ext.fx_fill_async(x, out)\nreturn out"),
     (CPP_PTHREAD, "out = x.clone()\n_ext.fx_fill_async(out)\nreturn out"),
-], ids=["detach", "pthread_never_joined"])
+    (CPP_POOL_KEPT, "out = torch.empty_like(x)\n_ext.fx_fill_async(x, out)\nreturn out"),
+], ids=["detach", "pthread_never_joined", "static_vector_never_joined"])
 def test_a_cpp_thread_the_entry_leaves_running_is_decided(cpp, fwd):
     got = rules(cpp_sol(cpp, fwd))
     assert got.get("UNJOINED-THREAD") == "high", got
 
 
-def test_a_cpp_thread_joined_before_it_returns_is_not_reported():
-    got = deciding(cpp_sol(CPP_JOIN, "out = torch.empty_like(x)\n_ext.fx_fill_async(x, out)\nreturn out"))
+@pytest.mark.parametrize("cpp", [CPP_JOIN, CPP_POOL_JOINED], ids=["join", "vector_joined_in_a_loop"])
+def test_a_cpp_thread_joined_before_it_returns_is_not_reported(cpp):
+    got = deciding(cpp_sol(cpp, "out = torch.empty_like(x)\n_ext.fx_fill_async(x, out)\nreturn out"))
     assert not got, got
 
 

@@ -2087,9 +2087,10 @@ class Auditor(Evaluator):
             # reading's decision, as for a Python thread the entry leaves running
             reach = self.entry_reach()
             graded = any(s is not None and s.qualname in reach for s in (self.mod.scope_of(n) for n in site.calls))
-            if graded and (op.detached or op.how.startswith("pthread_create")):
+            if graded and (op.detached or op.how.startswith("pthread_create") or "kept" in op.data):
                 self._cap("UNJOINED-THREAD", site, "process", "std::thread", f"{where}: the C++ function the graded "
-                          "entry calls starts a thread it " + ("detaches" if op.detached else "never joins")
+                          "entry calls starts a thread it " + ("detaches" if op.detached else "never joins"
+                                                               + (" (kept in static storage)" if "kept" in op.data else ""))
                           + " and returns: the work runs after the caller's timer stops and may write the output "
                           "after the check reads it", "high", via=where)
             self._cap("CAP-PROCESS", site, "process", "std::thread", f"{where}: starts a thread that "

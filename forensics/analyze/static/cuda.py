@@ -867,6 +867,15 @@ _FILE_OPEN = re.compile(r"(?<![\w.>])(?:(?:std|::)\s*::\s*)?\b(fopen|freopen|ope
                         r"create_symlink|resize_file)\s*\(|"
                         r"\b(?:std::)?(ofstream|ifstream|fstream)\s*(?:(\w+)\s*)?[({]")
 _FSTREAM_OPEN = re.compile(r"\b(\w+)\s*\.\s*open\s*\(")
+def _walked(text: str, name: str, verb: str) -> bool:
+    """The source calls `verb` (join, detach) on every thread of the container `name` (a range-for over it,
+    or its elements by index)."""
+    return bool(re.search(r"for\s*\((?:[^;:)]|::)*?(\w+)\s*:\s*" + name + r"\s*\)\s*\{?\s*(?:if\s*\([^)]*\)\s*)?\1\s*"
+                          r"(?:\.|->)\s*" + verb + r"\s*\(", text)
+                or re.search(r"\b" + name + r"\s*\[[^\]]*\]\s*(?:\.|->)\s*" + verb + r"\s*\(", text))
+
+
+_THREAD_VEC = re.compile(r"\bstd::(?:vector|deque|list)\s*<\s*std::thread\s*>\s*(\w+)")
 _THREAD = re.compile(r"\bstd::(thread|jthread)\s*(?:(\w+)\s*)?[({]|\bpthread_create\s*\(\s*&?\s*(\w+)|"
                      r"\bstd::async\s*\(\s*std::launch::async")
 _STREAM_OUT = re.compile(r"\b(?:std::)?(cout|cerr|clog)\s*<<")
@@ -1263,6 +1272,20 @@ def read_cpp(text_raw: str) -> CppReading:
             joined = False
         ops.append(CppOp("thread", "threading.Thread", m.start(), stop + 1, fn_at(m.start()), joined=joined and not detached,
                          detached=detached, how=m.group(0).strip()[:40]))
+    # threads kept in a container (`std::vector<std::thread> ts; ts.emplace_back(...)`): joined or detached where
+    # the source walks it (`for (auto& t : ts) t.join();`, `ts[i].join()`); one in static storage or at file
+    # scope that nothing joins runs on after the call ("kept")
+    for dm in _THREAD_VEC.finditer(text):
+        name = re.escape(dm.group(1))
+        joined, detached = _walked(text, name, "join"), _walked(text, name, "detach")
+        kept = fn_at(dm.start()) is None or bool(re.search(r"\bstatic\s+(?:thread_local\s+)?$", text[max(0, dm.start() - 30):dm.start()]))
+        for am in re.finditer(r"\b" + name + r"\s*(?:\.|->)\s*(emplace_back|push_back|emplace)\s*\(", text):
+            _, end = _split_args(text, am.end())
+            if re.match(r"\s*std::thread\b", text[am.end():am.end() + 20]):
+                continue     # `ts.push_back(std::thread(...))`: read above as the thread it constructs
+            ops.append(CppOp("thread", "threading.Thread", am.start(), end + 1, fn_at(am.start()),
+                             joined=joined and not detached, detached=detached, how=f"{dm.group(1)}.{am.group(1)}(...)",
+                             data=("kept",) if kept and not joined else ()))
     # streams of its own
     for m in _STREAM_MAKE.finditer(text):
         pre = text[max(0, m.start() - 30):m.start()]
