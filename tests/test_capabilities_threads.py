@@ -311,3 +311,11 @@ EVENT_JOINS = {
 def test_an_event_recorded_on_the_side_stream_joins_it(form):
     got = deciding(EVENT_JOINS[form])
     assert not got, (form, got)
+
+
+def test_what_a_joined_thread_with_an_unreadable_target_was_handed_counts_as_written():
+    src = sol("_FILLERS = {torch.float32: _fill}\n\n",
+              fwd="out = torch.empty_like(x)\nt = threading.Thread(target=_FILLERS[x.dtype], args=(x, out))\n"
+                  "t.start()\nt.join()\nreturn out")
+    got = deciding(src)
+    assert not got, got

@@ -968,6 +968,12 @@ class EntryFlow:
             self.threads[site] = {"node": call, "entry": self.entry, "work": False, "what": spec[0] if spec else "a thread"}
         if not targets:
             self.threads[site]["work"] = True      # a target the reading cannot name: it may do anything
+            self._tctx.append(site)
+            try:                                    # with what it was handed
+                for a in (spec[2] if spec else ()):
+                    self._use(set(a))
+            finally:
+                self._tctx.pop()
             return
         saved = self.pend
         self._tctx.append(site)
