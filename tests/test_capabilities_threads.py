@@ -319,3 +319,38 @@ def test_what_a_joined_thread_with_an_unreadable_target_was_handed_counts_as_wri
                   "t.start()\nt.join()\nreturn out")
     got = deciding(src)
     assert not got, got
+
+
+GEMM = """
+@triton.jit
+def _mm(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        rk = k + tl.arange(0, BK)
+        acc += tl.dot(tl.load(a + rm[:, None] * K + rk[None, :]), tl.load(b + rn[None, :] * K + rk[:, None]))
+    tl.store(c + rm[:, None] * N + rn[None, :], acc)
+
+
+def _gemm(x, w, out):
+    if not x.is_cuda:
+        return torch.matmul(x, w.t(), out=out)
+    _mm[(1, 1)](x, w, out, 16, 16, 16, BM=16, BN=16, BK=16)
+"""
+
+
+@pytest.mark.parametrize("fwd,rule,sev", [
+    # the library's GEMM reached through the module's namespace: the library does the work (main: an
+    # unresolved "launch", WORK-UNRESOLVED medium)
+    ("return torch.__dict__['mm'](x, self.w.t())", "WORK-BY-LIBRARY", "high"),
+    # a joined worker made through threading's namespace: nothing (main: the same unresolved "launch",
+    # hidden behind the worker's CAP-PROCESS)
+    ("out = torch.empty(16, 16, device=x.device)\nt = threading.__dict__['Thread'](target=_gemm, args=(x, self.w, out))\n"
+     "t.start()\nt.join()\nreturn _gemm(x, self.w, out)", None, None),
+], ids=["library_gemm_through_dict", "thread_through_dict"])
+def test_a_call_through_a_module_dict_is_that_call_not_a_kernel_launch(fwd, rule, sev):
+    got = rules(sol(GEMM, fwd=fwd, init="self.w = nn.Parameter(torch.zeros(16, 16))"))
+    assert "WORK-UNRESOLVED" not in got and (rule is None or got.get(rule) == sev), got
+    if rule is None:
+        assert not {r for r in got if r.startswith(DECIDING + ("WORK-",))}, got

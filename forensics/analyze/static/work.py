@@ -479,9 +479,12 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
                         (acc.authored_core if tcore[kname] else acc.authored_token).append((ln, kname))
                         if tmain.get(kname):
                             acc.authored_mainop.append((ln, kname))
-                    else:
+                        continue
+                    # not a launch where the subscript names a known module's callable (`threading.__dict__
+                    # ['Thread'](...)`, `torch.__dict__['mm'](a, b)`): read as that call, below
+                    if resolve_call(mod, n)[0].split(".")[0] not in KNOWN_ROOTS:
                         acc.unknown.append((ln, unparse(base)[:40]))
-                    continue
+                        continue
                 lib = _library_call(mod, n, ops)
                 if lib:
                     acc.library.append((ln, lib))
