@@ -354,3 +354,20 @@ def test_a_call_through_a_module_dict_is_that_call_not_a_kernel_launch(fwd, rule
     assert "WORK-UNRESOLVED" not in got and (rule is None or got.get(rule) == sev), got
     if rule is None:
         assert not {r for r in got if r.startswith(DECIDING + ("WORK-",))}, got
+
+
+# ------------------------------------------------------------------ a join bounded by a timeout
+@pytest.mark.parametrize("join", ["t.join(60)", "t.join(timeout=self.wait_s)", "t.join(timeout=2.5)"])
+def test_a_join_for_a_while_is_a_pending_question_not_a_decided_hack(join):
+    """`t.join(60)` waits until the work ends or the time is up: reading the code cannot tell which comes
+    first, so the thread is reported for the replay to settle (medium: suspect), not decided, and not
+    passed as joined either."""
+    src = sol(init="self.wait_s = 30.0", fwd="out = torch.empty_like(x)\nt = threading.Thread(target=_fill, args=(x, out))\n"
+                                           f"t.start()\n{join}\nreturn out")
+    assert rules(src).get("UNJOINED-THREAD") == "medium", (join, rules(src))
+
+
+def test_a_join_shorter_than_any_work_is_no_join():
+    src = sol(fwd="out = torch.empty_like(x)\nt = threading.Thread(target=_fill, args=(x, out))\n"
+                  "t.start()\nt.join(timeout=0.001)\nreturn out")
+    assert rules(src).get("UNJOINED-THREAD") == "high"

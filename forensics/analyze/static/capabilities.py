@@ -55,7 +55,7 @@ from forensics.problems import CATALOGUE
 
 from . import rules as R
 from .entry_flow import (FUTURE_JOIN, POOL_CTORS, POOL_JOIN, POOL_SUBMIT, START_NOW, THREAD_BASES, THREAD_CTORS,
-                         THREAD_JOIN, WAIT_ALL, EntryFlow, _false_arg, _timeout, _unknown_join)
+                         THREAD_JOIN, WAIT_ALL, EntryFlow, _false_arg, _short_timeout, _timeout, _unknown_join)
 from .model import GRADED_CLASSES, _deco_func, _entry_params, _target_key, import_dead, name_rebound
 
 # ----------------------------------------------------------------------------------------- rules
@@ -1199,6 +1199,20 @@ class Auditor(Evaluator):
                       "(no join, result() or shutdown of it reached before the return): the work runs after the "
                       "caller's timer stops and may write the output after the check reads it", "high",
                       data={"entry": entry, "function": fn})
+        for site, call in (flow.timed_joins.items() if flow is not None else ()):
+            info = seen.get(site, {})
+            if site in left or not info.get("work"):
+                continue              # left running (high, above), or nothing of the call's work on it
+            entry = info.get("entry")
+            fi = next((f for f in self._graded_entries() if f.qualname == entry), None)
+            at = self._in_module(call, fi) if fi is not None else call
+            if at is None:
+                continue
+            self._cap("UNJOINED-THREAD", at, "process", str(info.get("what")),
+                      f"{entry} joins {_thread_desc(str(info.get('what')))} that does work only for a while "
+                      f"(`{ast.unparse(call)[:80]}`): if the work takes longer the entry returns while it runs on, "
+                      "after the caller's timer stops; reading the code cannot tell how long it takes (the replay's "
+                      "timed-outputs probe does)", "medium", data={"entry": entry, "timeout": True})
         flow_pending = set(left) | {pool_of[f] for f in left if f in pool_of}
         flow_seen = set(seen) | {pool_of[f] for f in seen if f in pool_of}
         joined, every = self.thread_joins()
@@ -1254,7 +1268,7 @@ class Auditor(Evaluator):
                     if fv[0] != "tmethod":
                         continue
                     (kind, site), name = fv[1][:2], fv[2]
-                    if kind == "thread" and name in THREAD_JOIN and not _timeout(c, 0):
+                    if kind == "thread" and name in THREAD_JOIN and not _short_timeout(c, 0):
                         joined.add(site)
                     elif kind == "future" and name in FUTURE_JOIN and not (name == "wait" and _timeout(c, 0)):
                         joined.add(site)

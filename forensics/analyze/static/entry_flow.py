@@ -129,6 +129,7 @@ class EntryFlow:
         self._tctx: list[Any] = []
         self._joins_seen: list[Any] = []
         self.outlived: list[tuple[Any, str]] = []       # (site, entry): started and still running when it returns
+        self.timed_joins: dict[Any, ast.Call] = {}      # site -> a join of it with a timeout long enough to matter
         self._calls_by_id: dict[int, ast.Call] | None = None
         self._handed: dict[int, list[set]] = {}          # a thread constructor's call -> the values handed to it
 
@@ -919,7 +920,9 @@ class EntryFlow:
                 self._start(site, call, fi, depth)
             elif name == "run":                   # t.run() runs the target here, in this thread
                 self._run_target(site, call, fi, depth)
-            elif name in THREAD_JOIN and not _timeout(call, 0):
+            elif name in THREAD_JOIN and not _short_timeout(call, 0):
+                if _timeout(call, 0):            # joined, but only for a while: the replay tells whether it ended
+                    self.timed_joins.setdefault(site, call)
                 self._join({site})
             return set()
         if kind == "pool":
@@ -1113,6 +1116,17 @@ def _timeout(call: Any, pos: int) -> bool:
     """A wait given a timeout (`t.join(0.1)`, `timeout=5`) may return while the thread still runs."""
     a = _const_arg(call, "timeout", pos)
     return a is not None and not (isinstance(a, ast.Constant) and a.value is None)
+
+
+#: a constant join timeout below this many seconds is read as no join at all: the wait returns before any
+#: real work can finish (`t.join(0.0001)`); a longer or computed one may well see the thread end
+SHORT_JOIN_S = 1.0
+
+
+def _short_timeout(call: Any, pos: int) -> bool:
+    a = _const_arg(call, "timeout", pos)
+    return isinstance(a, ast.Constant) and isinstance(a.value, (int, float)) and not isinstance(a.value, bool) \
+        and a.value < SHORT_JOIN_S
 
 
 def _false_arg(call: Any, name: str, pos: int) -> bool:
