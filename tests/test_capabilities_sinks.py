@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from forensics.analyze.static import lint_source
+from lint_util import deciding_rules, worst_rules as rules
 
 HEAD = '''
 import functools
@@ -47,7 +48,6 @@ class Model(nn.Module):
 {fwd}
 '''
 
-ORDER = ["info", "low", "medium", "high", "critical"]
 #: the rules a look-alike must not raise (medium and above)
 DECIDING = ("CAP-", "OUTPUT-UNWRITTEN", "INPUT-WRITE", "SYSTEM-EXIT", "UNJOINED-STREAM", "GRADER-")
 
@@ -57,18 +57,8 @@ def sol(top: str = "", fwd: str = "return _launch(x, self.w)", tail: str = "") -
             + textwrap.dedent(tail))
 
 
-def rules(src: str, problem: str = "01_fp8_gemm") -> dict[str, str]:
-    """rule -> worst severity, over the findings a reader would act on (medium and above)."""
-    out: dict[str, str] = {}
-    for h in lint_source(src, problem=problem).hits:
-        if h.severity in ("medium", "high", "critical") and h.rule not in ("LANGUAGE", "FORBIDDEN-TRIPWIRE"):
-            if h.rule not in out or ORDER.index(h.severity) > ORDER.index(out[h.rule]):
-                out[h.rule] = h.severity
-    return out
-
-
 def deciding(src: str) -> dict[str, str]:
-    return {r: s for r, s in rules(src).items() if r.startswith(DECIDING)}
+    return deciding_rules(src, DECIDING)
 
 
 # ------------------------------------------------------------------ code import never runs

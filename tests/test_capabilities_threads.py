@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from forensics.analyze.static import lint_source
+from lint_util import deciding_rules, worst_rules as rules
 
 HEAD = '''
 import concurrent.futures
@@ -53,7 +53,6 @@ class ModelNew(nn.Module):
 {fwd}
 '''
 
-ORDER = ["info", "low", "medium", "high", "critical"]
 #: what a look-alike must not raise at medium or above
 DECIDING = ("CAP-", "OUTPUT-UNWRITTEN", "INPUT-WRITE", "UNJOINED-STREAM", "UNJOINED-THREAD")
 
@@ -63,18 +62,8 @@ def sol(top: str = "", fwd: str = "return _fill(x, torch.empty_like(x))", init: 
     return HEAD + textwrap.dedent(top) + ENTRY.format(fwd=ind(fwd, 8), init=ind(init, 8) + "\n" if init else "")
 
 
-def rules(src: str, problem: str = "01_fp8_gemm") -> dict[str, str]:
-    """rule -> worst severity, over the findings a reader acts on (medium and above)."""
-    out: dict[str, str] = {}
-    for h in lint_source(src, problem=problem).hits:
-        if h.severity in ("medium", "high", "critical") and h.rule not in ("LANGUAGE", "FORBIDDEN-TRIPWIRE"):
-            if h.rule not in out or ORDER.index(h.severity) > ORDER.index(out[h.rule]):
-                out[h.rule] = h.severity
-    return out
-
-
 def deciding(src: str) -> dict[str, str]:
-    return {r: s for r, s in rules(src).items() if r.startswith(DECIDING)}
+    return deciding_rules(src, DECIDING)
 
 
 # ------------------------------------------------------------------ work left running when the entry returns

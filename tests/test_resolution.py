@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from forensics.analyze.static import lint_source
+from lint_util import ORDER, worst_rules as rules
 from forensics.analyze.static.capabilities import evaluator, resolve_call
 from forensics.analyze.static.model import Module
 
@@ -57,21 +57,9 @@ class Model(nn.Module):
 {fwd}
 '''
 
-ORDER = ["info", "low", "medium", "high", "critical"]
-
 
 def sol(top: str = "", fwd: str = "return _launch(x, self.w)") -> str:
     return HEAD + textwrap.dedent(top) + ENTRY.format(fwd=textwrap.indent(textwrap.dedent(fwd).strip("\n"), " " * 8))
-
-
-def rules(src: str, problem: str = "01_fp8_gemm") -> dict[str, str]:
-    """rule -> worst severity, over the findings a reader would act on (medium and above)."""
-    out: dict[str, str] = {}
-    for h in lint_source(src, problem=problem).hits:
-        if h.severity in ("medium", "high", "critical") and h.rule not in ("LANGUAGE", "FORBIDDEN-TRIPWIRE"):
-            if h.rule not in out or ORDER.index(h.severity) > ORDER.index(out[h.rule]):
-                out[h.rule] = h.severity
-    return out
 
 
 # ------------------------------------------------------------------ class attributes
