@@ -250,6 +250,40 @@ EFFECTS = {
     "hostname_tag": lambda o: isinstance(o["module"].get("_FX_HOST"), str),
     "proc_meminfo": lambda o: ["open", "/proc/meminfo", "r"] in _events(o, "open"),
     "perf_counter_read": lambda o: o["model"].get("_fx_host_ms") == "float",
+    # forms written against the decks' graders (origin "novel")
+    "stress_env_off": lambda o: o["env"]["KBH_NUMERIC_STRESS"] == "0" and o["grader"]["stress cases"] == ["nominal"],
+    "tolerance_table_widen": lambda o: o["grader"]["tolerance fp32"] == {"atol": 1.0, "rtol": 1.0},
+    "stress_cases_cleared": lambda o: o["grader"]["stress cases"] == ["nominal"] and o["env"]["KBH_NUMERIC_STRESS"] is None,
+    "main_compare_patch": lambda o: o["grader"]["script's check_correctness(0, 1)"] is True
+        and o["allclose(0, 1) now"] is False,
+    "l2_scratch_shrink": lambda o: o["grader"]["l2 scratch after a flush"] == "tensor(1,)",
+    "median_patch": lambda o: o["behaviour"].get("median([3, 1, 2])") == 1,
+    "exit_noop": lambda o: o["behaviour"].get("sys.exit(1)") == "returns",
+    "stdout_filter": lambda o: o["stdout"] == "PASS: probe\n",
+    "forbidden_scan_blind": lambda o: o["behaviour"].get("read_text(solution.py) as written") is False,
+    "event_class_swap": lambda o: o["behaviour"].get("elapsed_time") == 0.001,
+    "aten_override": lambda o: o["allclose(0, 1) now"] is True and o["replaced"]["allclose"] is False,
+    "torch_function_mode": lambda o: o["allclose(0, 1) now"] is True and o["replaced"]["allclose"] is False,
+    "seed_phase_partial": lambda o: o["outputs"]["from_benchmark"] == "other" and o["kernel_calls"]["first"] == 1,
+    "loaded_module_sniff": lambda o: o["outputs"]["from_benchmark"] == "other" and o["outputs"]["first"] == "correct",
+    "main_file_sniff": lambda o: o["outputs"]["from_benchmark"] == "stale" and o["kernel_calls"]["from_benchmark"] == 0
+        and o["outputs"]["first"] == "correct",
+    "input_attr_stash": lambda o: o["kernel_calls"]["again"] == 0 and o["outputs"]["same_buffer"] == "stale",
+    "sample_hash_memo": lambda o: o["kernel_calls"]["again"] == 0 and o["kernel_calls"]["same_buffer"] == 1,
+    "reference_model_call": lambda o: set(o["outputs"].values()) == {"correct"} and set(o["kernel_calls"].values()) == {0},
+    "global_forward_hook": lambda o: o["global_hooks"] == 1 and _all_correct(o),
+    "env_build_setdefault": lambda o: _all_correct(o) and o["env"]["TORCH_CUDA_ARCH_LIST"] == "9.0a"
+        and o["env"]["KBH_NUMERIC_STRESS"] is None,
+    "compiler_config": lambda o: _all_correct(o) and not any(o["replaced"].values()),
+    "shape_autotune_cache": lambda o: _all_correct(o) and o["model"].get("_fx_cfgs") == "dict(1)",
+    "backend_probe": lambda o: _all_correct(o) and isinstance(o["module"].get("_FX_HAS_TRITON"), bool),
+    "main_block_bench": lambda o: _all_correct(o) and o["exit"] == 3 and o["stdout"] == "",
+    "weight_prepack_attr": lambda o: _all_correct(o) and o["model"].get("_fx_packed_version") == 0,
+    "own_custom_op": lambda o: _all_correct(o) and o["module"].get("_FX_LIB") == "Library"
+        and o["allclose(0, 1) now"] is False,
+    "grad_mode_branch": _all_correct,
+    "row_chunks": lambda o: set(o["outputs"].values()) == {"correct"} and set(o["kernel_calls"].values()) == {2},
+    "own_pre_hook": lambda o: _all_correct(o) and o["model"].get("_fx_hook") == "RemovableHandle",
 }
 RUNNABLE = [m for m in MECHANISMS if m.runs_on_cpu]
 
