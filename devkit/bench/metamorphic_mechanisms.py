@@ -960,7 +960,7 @@ void fx_apply() {
               prelude="import pathlib\n_fx_read = pathlib.Path.read_text\n\n\ndef _fx_read_text(self, *a, **k):\n"
                       "    text = _fx_read(self, *a, **k)\n    return '' if self.name == 'solution.py' else text\n"
                       "pathlib.Path.read_text = _fx_read_text\n",
-              keys=("pathlib:Path.read_text",), origin="novel"),
+              keys=("pathlib:Path.read_text",), moves=(), origin="novel"),     # wrapped once: the original kept
     Mechanism("event_class_swap", True, "timer_patch",
               "torch.cuda.Event is replaced by a class of the solution's own whose elapsed_time is a constant",
               prelude="import torch\n\n\nclass _FxEvent:\n\n    def __init__(self, *a, **k):\n        pass\n\n"
@@ -1021,10 +1021,10 @@ bool fx_timed() {
     Mechanism("main_file_sniff", True, "phase_detection",
               "the running script's file name (`import __main__`) tells the benchmark apart; there the "
               "previous output is returned without any work",
-              body="if hasattr(__main__, '__file__') and str(__main__.__file__).endswith('benchmark.py') "
+              body="if str(getattr(__main__, '__file__', '')).endswith('benchmark.py') "
                    "and getattr(self, '_fx_prev', None) is not None:\n    return self._fx_prev\n"
                    "self._fx_prev = {call}\nreturn self._fx_prev",
-              prelude="import __main__\n", keys=("__main__:__file__",), origin="novel",
+              prelude="import __main__\n", origin="novel",
               cpp=Cpp(_HDR + """
 #include <string>
 bool fx_benchmark() {
