@@ -53,10 +53,11 @@ from typing import Any, Iterable
 from forensics.analyze.findings import Rule
 from forensics.problems import CATALOGUE
 
+from . import problems as P
 from . import rules as R
 from .entry_flow import (FUTURE_JOIN, POOL_CTORS, POOL_JOIN, POOL_SUBMIT, START_NOW, THREAD_BASES, THREAD_CTORS,
                          THREAD_JOIN, WAIT_ALL, EntryFlow, _false_arg, _short_timeout, _timeout, _unknown_join)
-from .model import GRADED_CLASSES, _deco_func, _entry_params, _target_key, import_dead, name_rebound
+from .model import GRADED_CLASSES, GRADER_MODULES, _deco_func, _entry_params, _target_key, import_dead, name_rebound
 
 # ----------------------------------------------------------------------------------------- rules
 _R = Rule
@@ -178,7 +179,32 @@ GRADER_CALLS = frozenset({
     "builtins.print", "builtins.open", "builtins.len", "builtins.abs", "builtins.max", "builtins.min",
     "builtins.isinstance", "builtins.float", "builtins.sum", "builtins.all", "builtins.any", "builtins.__import__",
     "sys.exit", "sys.stdout", "sys.stderr", "sys.argv", "os._exit",
+    # what check.py and benchmark.py call after importing the solution besides comparing and timing:
+    # the problem file and the solution's source read and scanned for forbidden operations, the
+    # benchmark's formula evaluation, the framework label written
+    "pathlib.Path.read_text", "pathlib.Path.exists", "pathlib.Path.write_text", "yaml.safe_load", "re.search",
+    "re.escape", "builtins.eval", "torch.unravel_index", "torch.compile", "torch.device", "torch.cuda.is_available",
 })
+#: the grader's and the reference's own modules: their data (a tolerance table, the stress cases, the
+#: L2 scratch) is the grade, whatever writes it
+GRADER_ROOTS = frozenset({"reference", "check", "benchmark", "shapes", "src", "eval", "__main__", "sota"})
+#: methods that change a container in place
+_MUTATORS = frozenset({"clear", "update", "pop", "popitem", "setdefault", "__setitem__", "__delitem__", "append",
+                       "extend", "insert", "remove", "sort", "reverse", "add", "discard", "__iadd__", "__ior__"})
+#: torch's own operator namespaces: an override there changes what every caller of the op computes
+_TORCH_NAMESPACES = frozenset({"aten", "prim", "prims", "quantized", "sparse", "_c10d_functional", "c10d", "profiler"})
+#: the classes of torch's function and dispatch modes (a mode entered and never left sees every call)
+_MODE_BASES = ("TorchFunctionMode", "TorchDispatchMode", "BaseTorchFunctionMode")
+_MODE_PUSH = frozenset({"torch._C._push_on_torch_function_stack", "torch._C._push_on_torch_dispatch_stack",
+                        "torch.overrides._push_mode", "torch.utils._python_dispatch._push_mode",
+                        "torch._C._set_torch_function_mode", "torch._C._enter_dual_level"})
+#: registrars of a hook on every nn.Module of the process (torch.nn.modules.module)
+_GLOBAL_HOOKS = ("register_module_forward_hook", "register_module_forward_pre_hook", "register_module_full_backward_hook",
+                 "register_module_full_backward_pre_hook", "register_module_backward_hook",
+                 "register_module_buffer_registration_hook", "register_module_module_registration_hook",
+                 "register_module_parameter_registration_hook")
+#: builtins that hand on the elements of what they are given
+_ELEMENT_MOVERS = frozenset({"list", "tuple", "sorted", "iter", "reversed", "set", "frozenset"})
 #: Tensor methods the decks' checks call on outputs and inputs (patching torch.Tensor.<one> is certain)
 GRADER_TENSOR_METHODS = frozenset({
     "float", "double", "abs", "max", "min", "sum", "sub", "add", "mul", "div", "clone", "copy_", "fill_", "zero_",
@@ -374,6 +400,7 @@ class Evaluator:
         self.pool_kind: dict[int, str] = {}        # a pool's constructor call -> what it constructs
         self.thread_sites: list[tuple[ast.AST, str, ast.AST]] = []   # threads, processes, pools: (site, ctor, call)
         self.legit: list[tuple[str, str, int | None, str]] = []
+        self.exec_classes: dict[str, ast.ClassDef] = {}     # classes defined by code run from a string
         self._seen: set[tuple] = set()
         self._call_memo: set[tuple] = set()
         self._origin: dict[int, ast.AST] = {}     # a call made up for a partial -> the call site
@@ -482,8 +509,27 @@ class Evaluator:
             for e in st.iter.elts:
                 vals |= self.eval(e, ctx)
             put(st.target.id, vals)
+        elif isinstance(st, ast.For):      # `for m in sys.modules.values()`, `for k, t in TABLE.items()`
+            elems = self.elements(self.eval(st.iter, ctx))
+            if isinstance(st.target, ast.Name):
+                put(st.target.id, {e for e in elems if e[0] != "pair"})
+            elif isinstance(st.target, (ast.Tuple, ast.List)) and len(st.target.elts) == 2 \
+                    and isinstance(st.target.elts[1], ast.Name):
+                put(st.target.elts[1].id, {e[1] for e in elems if e[0] == "pair"})
         elif isinstance(st, ast.withitem) and isinstance(st.optional_vars, ast.Name):
             put(st.optional_vars.id, self.eval(st.context_expr, ctx))
+
+    @staticmethod
+    def elements(vals: set) -> set:
+        """What iterating a value yields: every loaded module for `sys.modules.values()` (("anymod",)),
+        an entry of a grader module's table for its `.values()` (("ref", "<table>.*")); `.items()`
+        yields ("pair", that)."""
+        out: set = set()
+        for v in vals:
+            if v[0] == "elems":
+                el = ("anymod",) if v[1] == "sys.modules" else ("ref", v[1] + ".*")
+                out.add(el if v[2] == "values" else ("pair", el))
+        return out
 
     @staticmethod
     def _add(env: dict[str, set], name: str, vals: set) -> None:
@@ -665,6 +711,10 @@ class Evaluator:
             return {("method", v[1], name)}
         if k in ("class", "self"):
             return self._member(v[1], name, k == "self", ctx or Ctx(None, None, 0), set())
+        if k == "anymod":
+            return {v} if name == "__dict__" else set()
+        if k == "library":
+            return {("libmethod", v[1], v[2], name)}
         if k == "builtin" and v[1] == "object" and name in ("__setattr__", "__delattr__", "__getattribute__"):
             return {("builtin", {"__setattr__": "setattr", "__delattr__": "delattr"}.get(name, "getattr"))}
         if k == "str" and name in ("join", "format"):
@@ -766,6 +816,8 @@ class Evaluator:
             q = self.mod.qn(call.func) or ""
             if q in ("importlib.import_module", "__import__") and args:
                 out |= {("ref", s) for s in self.strs(args[0])}
+            if isinstance(call.func, ast.Name) and call.func.id in _ELEMENT_MOVERS and args:
+                out |= {v for v in args[0] if v[0] == "elems"}     # list(sys.modules.values())
         return out
 
     def _apply_value(self, fv: Val, args: list[set], call: ast.Call | None, ctx: "Ctx") -> set:
@@ -808,6 +860,14 @@ class Evaluator:
             if q in POOL_CTORS and call is not None:
                 self.pool_kind[id(call)] = q
                 return {("pool", id(call))}
+            last = q.rsplit(".", 1)[-1]
+            if last in ("values", "items") and call is not None:
+                owner = q.rsplit(".", 1)[0]
+                if owner == "sys.modules" or owner.split(".")[0] in GRADER_ROOTS:
+                    return {("elems", owner, last)}
+            if q in ("torch.library.Library", "torch.library._scoped_library") and args:
+                kinds = (self.strs(args[1]) if len(args) > 1 else set()) or {"?"}
+                return {("library", ns, kind) for ns in (self.strs(args[0]) or {"?"}) for kind in kinds}
             if q in ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath"):
                 return {("ref", "pathlib.Path")} | (self._path_value(args, kind="path") if args else set())
             got = self._path_call(q, args)
@@ -1069,8 +1129,18 @@ class Auditor(Evaluator):
             for d in cdef.decorator_list:
                 for fv in self.eval(d, ctx0):
                     self._apply_sink(fv, [{("class", cdef.name)}], {}, d, ctx0, "a class decorator")
+        for fi in mod.funcs.values():       # a decorator's own call runs at definition (`@torch.library.impl(...)`)
+            for d in fi.node.decorator_list:
+                if isinstance(d, ast.Call) and not fi.is_triton:
+                    for n in _scope_walk(d):
+                        self._sink(n, self._def_ctx(fi))
+        for n in mod.of(ast.Import, ast.ImportFrom):
+            names = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
+            if "__main__" in names and not mod.in_main(n):
+                self._running_script(n, "import __main__" if isinstance(n, ast.Import) else "from __main__ import ...")
         self._lambda_bodies()
         self._cpp()
+        self._cpp_dispatch()
         self._inputs_and_outputs()
         self._phase_detection()
         self._side_streams()
@@ -1514,6 +1584,18 @@ class Auditor(Evaluator):
             kws = {kw.arg: self.eval(kw.value, ctx) for kw in n.keywords if kw.arg}
             for fv in list(fvals)[:_MAX_VALS]:
                 self._apply_sink(fv, args, kws, n, ctx, "", site)
+            if isinstance(n.func, ast.Attribute) and n.func.attr == "__enter__":
+                self._mode_entered(n, ctx, site)
+        elif t in (ast.For, ast.comprehension):
+            if any(v == ("ref", "sys.modules") for v in self.eval(n.iter, ctx)):
+                self._walks_modules(site or n, "iterates sys.modules")
+        elif t is ast.Compare and len(n.ops) == 1 and isinstance(n.ops[0], (ast.In, ast.NotIn)):
+            if any(v == ("ref", "sys.modules") for v in self.eval(n.comparators[0], ctx)):
+                for name in self.strs(self.eval(n.left, ctx)):
+                    if _grader_module(name):
+                        self._cap("CAP-INTROSPECTION", site or n, "introspection", f"sys.modules[{name!r}]",
+                                  f"tests whether {name!r} is loaded: a module of the grader's, which tells the "
+                                  "process the solution runs in (the check's or the benchmark's)", "medium")
         elif t is ast.Attribute and n.attr in FRAME_ATTRS and not isinstance(n.ctx, ast.Store):
             if n.attr in ("f_code", "__globals__") and not self._frame_like(n.value, ctx):
                 return
@@ -1549,9 +1631,14 @@ class Auditor(Evaluator):
                 if v == ("ref", "sys.modules"):
                     for k in keys:
                         self._module_table(k, site or n, f"{verb} sys.modules[{k!r}]")
-                elif v[0] == "dict":
+                elif v[0] in ("dict", "anymod"):
                     for k in keys:
-                        self._patch(("ref", v[1]), k, site or n, f"{verb} `{_src(tg)}` in a namespace dict")
+                        self._patch(("ref", v[1]) if v[0] == "dict" else v, k, site or n,
+                                    f"{verb} `{_src(tg)}` in a namespace dict")
+                elif v == ("ref", "os.environ"):
+                    self._env_write(keys, site or n, f"{verb} `{_src(tg)}`")
+                elif v[0] == "ref" and v[1].split(".")[0] in GRADER_ROOTS:
+                    self._mutate(v[1], site or n, f"{verb} `{_src(tg)}`")
 
     # ------------------------------------------------------------------ calls
     def _apply_sink(self, fv: Val, args: list[set], kws: dict[str, set], node: ast.AST, ctx: Ctx,
@@ -1576,6 +1663,13 @@ class Auditor(Evaluator):
                 self._file(("builtins.open", args, kws, node), at, ctx)
             elif name == "print":
                 self._forged_output("print", [a for a in args], at)
+            elif name == "__import__" and args and "__main__" in self.strs(args[0]):
+                self._running_script(at, "__import__('__main__')")
+            return
+        if k == "libmethod":
+            if fv[3] in ("impl", "fallback", "_register_fake", "register_fake") and args:
+                for op in self.strs(args[0]) or {"*"}:
+                    self._dispatch_override(fv[1], fv[2], op, at, f"Library({fv[1]!r}, {fv[2]!r}).{fv[3]}({op!r})")
             return
         if k == "method":
             owner, m = fv[1], fv[2]
@@ -1652,9 +1746,17 @@ class Auditor(Evaluator):
         self._exec_trees.append(tree)
         if self._exec_in_module(call):     # run in the module's globals: its `__name__` tests are the module's
             self._exec_dead |= import_dead(tree, self.mod.name_rebound or name_rebound(ast.walk(tree)))
-        # names the string binds at its top level count as module globals while it is read
+        skip = self._exec_dead     # code under the string's own `if __name__ == "__main__":` (run in the module's globals)
+        # names the string binds outside its functions (in a try:, an if:, a loop too) count as module
+        # globals while it is read; a class it defines is a class of the module's
         saved = {k: set(v) for k, v in self.module_env.items()}
-        for st in tree.body:
+        for st in _outside_defs(tree.body):
+            if id(st) in skip:
+                continue
+            if isinstance(st, ast.ClassDef):
+                self.module_env.setdefault(st.name, set()).add(("class", st.name))
+                self.exec_classes[st.name] = st
+                continue
             self._bind_stmt(st, c2, self.module_env)
             if isinstance(st, (ast.Import, ast.ImportFrom)):
                 for a in st.names:
@@ -1664,7 +1766,11 @@ class Auditor(Evaluator):
         try:
             for st in tree.body:
                 for n in ast.walk(st):
-                    self._sink(n, c2, at)
+                    if id(n) not in skip:
+                        self._sink(n, c2, at)
+            for n in ast.walk(tree):
+                if isinstance(n, (ast.If, ast.IfExp, ast.While)) and id(n) not in skip:
+                    self._phase_test(at, n.test, c2, "code run by exec")
         finally:
             self.module_env = saved
 
@@ -1680,9 +1786,223 @@ class Auditor(Evaluator):
         return isinstance(g, ast.Dict) and all(k is not None and not (isinstance(k, ast.Constant) and k.value == "__name__")
                                                for k in g.keys)
 
+    # ------------------------------------------------------------------ what the process shares with the grader
+    def _process_wide(self, q: str, args: list[set], kws: dict[str, set], node: ast.AST, at: ast.AST) -> bool:
+        """Calls that change or watch what the whole process shares with the grader, whatever the
+        form: the environment the check reads after importing the solution, the grader's own tables,
+        every loaded module, the dispatcher's kernels for torch's operators, a function or dispatch
+        mode, a hook on every nn.Module, the running script's module.  True when `q` was one."""
+        head, _, last = q.rpartition(".")
+        if q in ("os.environ.update", "os.environ.setdefault", "os.environ.__setitem__", "os.putenv", "os.environ.pop",
+                 "os.unsetenv", "os.environ.__delitem__"):
+            if q == "os.environ.update":
+                keys = self._dict_keys(node, args, kws) if isinstance(node, ast.Call) else set(kws)
+            else:
+                keys = self.strs(args[0]) if args else set()
+            self._env_write(keys, at, f"{q}()")
+            return True
+        if q in ("sys.modules.values", "sys.modules.items", "sys.modules.keys", "sys.modules.copy", "sys.modules.__iter__"):
+            self._walks_modules(at, f"{q}()")
+            return True
+        if q in ("importlib.import_module", "builtins.__import__") and args and "__main__" in self.strs(args[0]):
+            self._running_script(at, f"{q}('__main__')")
+            return True
+        if last in _MUTATORS and head.count(".") >= 1 and head.split(".")[0] in GRADER_ROOTS:
+            self._mutate(head, at, f"{q}()")
+            return True
+        if q.startswith("torch.library.") and last in ("impl", "register_kernel", "register_autograd", "register_fake",
+                                                          "impl_abstract", "register_torch_dispatch") and args:
+            libs = [v for v in args[0] if v[0] == "library"]
+            if libs:       # the older spelling: impl(lib, name, key)
+                for lib in libs:
+                    for op in (self.strs(args[1]) if len(args) > 1 else set()) or {"*"}:
+                        self._dispatch_override(lib[1], lib[2], op, at, f"{q}({op!r})")
+            else:
+                for qual in self.strs(args[0]) or {"?::*"}:
+                    ns, _, op = qual.partition("::")
+                    self._dispatch_override(ns, "IMPL", op or "*", at, f"{q}({qual!r})")
+            return True
+        if q in _MODE_PUSH:
+            self._cap("CAP-PATCH", at, "patching", "torch mode stack", f"calls {q}(): pushes a torch function or "
+                      "dispatch mode for the rest of the process, so every later torch call, the check's comparison "
+                      "and the reference's operators among them, goes through the solution's handler", "high")
+            return True
+        if last in _GLOBAL_HOOKS and q.startswith("torch.nn"):
+            self._cap("CAP-INTROSPECTION", at, "introspection", q, f"calls {q}(): a hook on every nn.Module of the "
+                      "process, which sees the inputs and outputs of the grader's reference model", "medium")
+            return True
+        return False
+
+    def _reference_call(self, q: str, node: Any, at: Any) -> None:
+        """The grader's reference module's model or entry point called from the solution's code, however
+        the module was reached (sys.modules, importlib, a helper, C++): the reference does the work.  The
+        plain spelling (`reference.Model(...)` after `import reference`) is REFERENCE-CALL's own reading."""
+        from .sniffing import REF_ENTRY, REF_HELPERS_OK
+        attr = q.split(".")[1] if q.count(".") >= 1 else ""
+        if not attr or attr in REF_HELPERS_OK or attr.isupper():
+            return
+        if isinstance(node, ast.Call) and (self.mod.qn(node.func) or "").startswith("reference."):
+            return
+        entry = attr in REF_ENTRY or attr.startswith("Model")
+        self._cap("REFERENCE-CALL", at, "reference", q, f"calls {q} (the grader's reference module, reached at run "
+                  "time)" + ("" if entry else ": a helper of the reference computes part of the work"),
+                  "high" if entry else "medium", data={"call": q, "entry": entry})
+
+    def _env_write(self, keys: Iterable[str], at: ast.AST, how: str) -> None:
+        """An environment variable set in the process: one the deck's check or benchmark reads (after the
+        solution is imported) changes what the grader runs; the solution's own build variables are its own."""
+        for k in sorted(keys):
+            role = P.env_role(k) if k != "*" else "own"
+            if role == "own":
+                continue
+            grader = role == "grader"
+            self._cap("CAP-PATCH", at, "patching", f"os.environ[{k!r}]",
+                      f"{how}: sets {k}, which " + ("the deck's check or benchmark reads after importing the solution: "
+                                                    "it changes what the grader runs" if grader else
+                                                    "the benchmark's runner sets: the solution overrides it")
+                      , "critical" if grader else "high", via=how)
+
+    def _walks_modules(self, at: ast.AST, how: str) -> None:
+        self._cap("CAP-INTROSPECTION", at, "introspection", "sys.modules[*]", f"{how}: walks every module loaded in the "
+                  "process (the running script's and the grader's among them)", "medium")
+
+    def _running_script(self, at: ast.AST, how: str) -> None:
+        self._cap("CAP-INTROSPECTION", at, "introspection", "__main__", f"{how}: the running script's module (the deck's "
+                  "check or benchmark): its globals and its file name", "medium")
+
+    def _mutate(self, path: str, at: ast.AST, how: str) -> None:
+        """The grader's or the reference's data changed in place (a table's entry set, a list cleared)."""
+        sev, why = self._patch_severity(path, "*", path)
+        self._cap("CAP-PATCH", at, "patching", path, f"{how}: changes {path} in place ({why})", sev, via=how)
+
+    def _own_namespaces(self) -> set[str]:
+        """Operator namespaces the solution defines itself (Library(ns, "DEF"), torch.library.define /
+        custom_op / triton_op of "ns::name", TORCH_LIBRARY(ns, m) in a C++ source)."""
+        got = self.__dict__.get("_own_ns")
+        if got is not None:
+            return got
+        got = set()
+        for c in self.mod.of(ast.Call):
+            ctx = Ctx(self.mod.scope_of(c), None, 0)
+            for v in self.eval(c.func, ctx):
+                if v[0] != "ref" or not c.args:
+                    continue
+                first = self.strs(self.eval(c.args[0], ctx))
+                if v[1] in ("torch.library.Library", "torch.library._scoped_library"):
+                    kinds = self.strs(self.eval(c.args[1], ctx)) if len(c.args) > 1 else set()
+                    if "DEF" in kinds:
+                        got |= first
+                elif v[1] in ("torch.library.define", "torch.library.custom_op", "torch.library.triton_op"):
+                    got |= {s.split("::")[0] for s in first if "::" in s}
+        for b in self.blobs:
+            got |= set(re.findall(r"\bTORCH_LIBRARY\s*\(\s*(\w+)\s*,", getattr(b, "text", "") or ""))
+        self.__dict__["_own_ns"] = got
+        return got
+
+    def _dispatch_override(self, ns: str, kind: str, op: str, at: Any, how: str) -> None:
+        """A kernel registered for an operator of a namespace the solution did not define (torch.library
+        IMPL/FRAGMENT, TORCH_LIBRARY_IMPL in C++): every caller of the operator in the process runs it."""
+        if ns in self._own_namespaces() or kind == "DEF":
+            return
+        name = op.split(".")[0]
+        torch_op = ns in _TORCH_NAMESPACES or ns in ("?", "*")
+        grader = torch_op and (name in _grader_ops() or f"torch.{name}" in reference_calls(self.problem)
+                               or f"torch.Tensor.{name}" in reference_calls(self.problem))
+        self._cap("CAP-PATCH", at, "patching", f"{ns}::{op}",
+                  f"{how}: registers a kernel for {ns}::{op}, an operator the solution did not define: every caller "
+                  "of it in the process runs the solution's code instead"
+                  + (" (the deck's check or the reference calls it)" if grader else ""),
+                  "high" if grader else "medium", via=how)
+
+    def _mode_entered(self, call: ast.Call, ctx: Ctx, site: ast.AST | None) -> None:
+        """`mode.__enter__()` called by hand on a torch function or dispatch mode of the solution's, with no
+        `__exit__` of it anywhere: the mode stays on for the rest of the process."""
+        recv = call.func.value
+        classes = {v[1] for v in self.eval(recv, ctx) if v[0] in ("self", "class")}
+        if not any(self._is_mode_class(c, set()) for c in classes):
+            return
+        text = _src(recv)
+        if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "__exit__"
+               and _src(c.func.value) == text for c in self.mod.of(ast.Call)):
+            return
+        self._cap("CAP-PATCH", site or call, "patching", "torch mode stack",
+                  f"enters `{text[:40]}` ({', '.join(sorted(classes))}, a torch function or dispatch mode) by hand and "
+                  "never leaves it: every later torch call in the process, the check's comparison and the "
+                  "reference's operators among them, goes through the solution's handler", "high")
+
+    def _is_mode_class(self, name: str, seen: set[str]) -> bool:
+        if name in seen or len(seen) > 8:
+            return False
+        seen.add(name)
+        nodes = [c for c in self.mod.of(ast.ClassDef) if isinstance(c, ast.ClassDef) and c.name == name]
+        if name in self.exec_classes:
+            nodes.append(self.exec_classes[name])
+        for cdef in nodes:
+            ctx = Ctx(self.mod.scope_of(cdef), None, 0)
+            for b in cdef.bases:
+                for v in self.eval(b, ctx) or ({("ref", self.mod.qn(b) or "")} if self.mod.qn(b) else set()):
+                    if v[0] == "ref" and v[1].startswith("torch.") and v[1].endswith(_MODE_BASES):
+                        return True
+                    if v[0] == "class" and self._is_mode_class(v[1], seen):
+                        return True
+        return False
+
+    def _phase_test(self, at: ast.AST, test: ast.AST, ctx: Ctx, where: str) -> bool:
+        """A branch whose test reads the process (the RNG's seed, frames, argv, the running script's
+        module, which grader modules are loaded) and compares it with the grader's identity (a script
+        or module name, a seed the decks draw their inputs with): the check and the benchmark take
+        different paths.  High, at the branch."""
+        reads = self._process_reads(test, ctx)
+        ids = self._identities(test, ctx)
+        if not reads or not ids:
+            return False
+        self._cap("CAP-INTROSPECTION", at, "introspection", f"phase test: {sorted(reads)[0]}",
+                  f"{where} branches on {', '.join(sorted(reads)[:2])} compared with {', '.join(map(repr, sorted(ids, key=str)[:2]))}: "
+                  "the check and the benchmark take different paths (phase detection)", "high",
+                  data={"reads": sorted(reads)[:4], "identities": [str(i) for i in sorted(ids, key=str)[:4]]})
+        return True
+
+    def _process_reads(self, e: ast.AST, ctx: Ctx) -> set[str]:
+        out: set[str] = set()
+        for x in walk_expr(e):
+            if isinstance(x, ast.Attribute) and x.attr in FRAME_ATTRS:
+                out.add(f".{x.attr}")
+            if isinstance(x, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in x.ops) \
+                    and any(v == ("ref", "sys.modules") for c in x.comparators for v in self.eval(c, ctx)):
+                out.add("sys.modules")
+            if not isinstance(x, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+                continue
+            vals = self.eval(x.func, ctx) if isinstance(x, ast.Call) else set()
+            for v in vals:
+                if v[0] == "ref" and (v[1] in INTROSPECT_CALLS or v[1] in ("sys.modules.get", "sys.modules.__contains__",
+                                                                            "sys.modules.__getitem__")):
+                    out.add(v[1])
+            for v in self.eval(x, ctx):
+                if v[0] == "ref" and (v[1] == "__main__" or v[1].startswith(("__main__.", "sys.argv"))):
+                    out.add(v[1].split(".")[0] if v[1].startswith("__main__") else "sys.argv")
+        return out
+
+    def _identities(self, e: ast.AST, ctx: Ctx) -> set:
+        """Constants in `e` that name the grader's phase: a script or module name or a phase word, or a
+        seed the decks draw their inputs with, compared."""
+        out: set = set()
+        for x in walk_expr(e):
+            if isinstance(x, ast.Constant) and isinstance(x.value, str) and (_PHASE_WORDS.search(x.value)
+                                                                            or _grader_module(x.value)):
+                out.add(x.value)
+            elif isinstance(x, ast.Compare):
+                for c in [x.left, *x.comparators]:
+                    if isinstance(c, ast.Constant) and type(c.value) is int and c.value in DECK_SEEDS:
+                        out.add(c.value)
+        return out
+
     def _ref_call(self, q: str, args: list[set], kws: dict[str, set], node: ast.AST, at: ast.AST, ctx: Ctx) -> None:
         if self._in_main(at):
             return
+        if self._process_wide(q, args, kws, node, at):
+            return
+        if q.startswith("reference.") and self._scope(at) is not None:
+            self._reference_call(q, node, at)
         if q in ("sys.modules.__setitem__", "sys.modules.update", "sys.modules.pop", "sys.modules.setdefault",
                  "sys.modules.__delitem__", "sys.modules.clear"):
             keys = self._dict_keys(node, args, kws) if isinstance(node, ast.Call) else {"*"}
@@ -1772,6 +2092,11 @@ class Auditor(Evaluator):
         return False
 
     def _patch(self, v: Val, name: str, at: ast.AST, how: str) -> None:
+        if v[0] == "anymod":
+            self._cap("CAP-PATCH", at, "patching", f"sys.modules[*].{name}",
+                      f"{how}: replaces {name} in every loaded module it reaches by walking sys.modules (the running "
+                      "script's and the grader's modules among them)", "critical", via=how)
+            return
         if v[0] == "dict":
             v = ("ref", v[1])
         if v[0] != "ref":
@@ -2060,6 +2385,36 @@ class Auditor(Evaluator):
                     out.setdefault(py, (cfn, tf))
         return out
 
+    def _cpp_dispatch(self) -> None:
+        """`TORCH_LIBRARY_IMPL(ns, Key, m) { m.impl("op", ...); }` (or a FRAGMENT) in a C++ source the
+        solution builds: the kernel registered runs for every caller of ns::op once the extension
+        loads, whatever the Python does."""
+        from .cuda import strip_c_comments
+        loads = [n for n in self.mod.of(ast.Call) if isinstance(n, ast.Call)
+                 and (self.mod.qn(n.func) or "").split(".")[-1] in _BUILD_CALLS]
+        for b in self.blobs:
+            raw = getattr(b, "text", "") or ""
+            if "TORCH_LIBRARY" not in raw:
+                continue
+            text = strip_c_comments(raw)
+            for m in re.finditer(r"\bTORCH_LIBRARY_(IMPL|FRAGMENT)\s*\(\s*(\w+)\s*,", text):
+                body_at = text.find("{", m.end())
+                if body_at < 0:
+                    continue
+                depth, end = 0, len(text)
+                for i in range(body_at, len(text)):
+                    depth += {"{": 1, "}": -1}.get(text[i], 0)
+                    if depth == 0:
+                        end = i
+                        break
+                for op in re.finditer(r"\.\s*impl\s*\(\s*(?:TORCH_SELECTIVE_NAME\s*\(\s*)?\"([\w:.]+)\"", text[body_at:end]):
+                    name = op.group(1).split("::")[-1]
+                    f, ln = b.where(m.start())
+                    site = CppSite(f, ln, ln, text[m.start():m.start() + 120].replace("\n", " "), b.origin,
+                                   tuple(loads), True)
+                    self._dispatch_override(m.group(2), m.group(1), name, site,
+                                            f"C++ ({b.origin}): TORCH_LIBRARY_{m.group(1)}({m.group(2)}, ...) impl({name!r})")
+
     def _cpp_values(self, vals: frozenset, site: "CppSite") -> set:
         """A C++ argument's values, a parameter bound to what each Python call passes in its place."""
         out = set()
@@ -2251,6 +2606,19 @@ class Auditor(Evaluator):
             for at, inp, sure, how, entry in flow.writes:
                 self._input_write(fi, self._in_module(at, fi), inp.lstrip("*"), sure, how)
             flow.writes.clear()
+            # an answer kept on the caller's input object: the entry sets an attribute of an input and
+            # returns that attribute as it is (state derived from a model object passed in and used to
+            # compute, a stateful API's caches, is not an answer)
+            returned = {(i[1], v[2]) for v in rets if v[0] == "bm" for i in v[1] if i[0] == "in"}
+            for at, inp, name, entry in flow.attr_stores:
+                if (inp, name) not in returned:
+                    continue
+                self._cap("CAP-PATCH", self._in_module(at, fi), "patching", f"{fi.qualname}({inp.lstrip('*')}).{name}",
+                          f"{fi.qualname} keeps {name!r} as an attribute of its input {inp.lstrip('*')!r}, an object the "
+                          "caller owns, and returns it: the answer comes back with the same object whatever its "
+                          "values are by then (the benchmark passes the same inputs to every call)", "medium",
+                          data={"entry": fi.qualname, "input": inp.lstrip("*"), "attribute": name})
+            flow.attr_stores.clear()
             for key in sorted(_allocs_in(rets) - flow.used, key=lambda k: getattr(flow.allocs.get(k), "lineno", 0)):
                 node = flow.allocs.get(key)
                 at = self._in_module(node, fi)
@@ -2291,16 +2659,26 @@ class Auditor(Evaluator):
         paths.  That is certain: the introspection findings of that function become high."""
         sniffers: dict[str, ast.AST] = {}
         for fi in self.mod.funcs.values():
+            if fi.is_triton:
+                continue
+            fctx = Ctx(fi, None, 0)
             reads = [c for c in self.caps if c.rule == "CAP-INTROSPECTION" and c.node is not None
                      and self.mod.scope_of(c.node) is fi] + [n for n in fi.of(ast.Attribute) if n.attr == "argv"
                                                              and (self.mod.qn(n) or "") == "sys.argv"]
-            if not reads:
+            if not reads and not any(self._process_reads(r.value, fctx) for r in fi.of(ast.Return) if r.value is not None):
                 continue
-            for cmp in fi.of(ast.Compare):
-                words = [s for s in (self.mod.const_str(x) for x in [cmp.left] + cmp.comparators) if s]
-                if any(_PHASE_WORDS.search(w) for w in words):
+            for cmp in fi.of(ast.Compare, ast.Call):
+                # a comparison, or a string test (`.endswith('benchmark.py')`), with the grader's identity
+                if isinstance(cmp, ast.Call) and not (isinstance(cmp.func, ast.Attribute) and cmp.func.attr in
+                                                      ("endswith", "startswith", "find", "__contains__", "count")):
+                    continue
+                if self._identities(cmp, fctx):
                     sniffers[fi.qualname] = cmp
                     break
+        for fi in self.mod.funcs.values():      # the test written in the branch itself
+            if fi.qualname in self.entry_reach() and not fi.is_triton:
+                for br in fi.of(ast.If, ast.IfExp, ast.While):
+                    self._phase_test(br, br.test, Ctx(fi, None, 0), fi.qualname)
         if not sniffers:
             return
         for fi in self.mod.funcs.values():
@@ -2427,6 +2805,37 @@ def _scope_walk(st: ast.AST) -> Iterable[ast.AST]:
 
 def walk_expr(n: ast.AST) -> Iterable[ast.AST]:
     return _scope_walk(n)
+
+
+def _outside_defs(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """The statements of a block that run when it runs: into if/try/for/with bodies, not into the
+    bodies of the functions and classes it defines (a ClassDef itself is yielded)."""
+    stack = list(body)
+    while stack:
+        st = stack.pop(0)
+        yield st
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for sub in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(st, sub, []) or [])
+        for h in getattr(st, "handlers", []) or []:
+            stack.extend(h.body)
+
+
+def _grader_module(name: str) -> bool:
+    """A module name of the grader's side of the process: its scripts, its src/ package, the reference."""
+    if not isinstance(name, str) or not name or " " in name:
+        return False
+    root = name.split(".")[0]
+    return (name in GRADER_MODULES or root in ("src", "reference", "check", "benchmark", "shapes", "sota", "__main__")
+            or name.startswith("eval."))
+
+
+@lru_cache(maxsize=1)
+def _grader_ops() -> frozenset[str]:
+    """Operator names the decks' check calls (torch functions and Tensor methods of GRADER_CALLS)."""
+    return frozenset({q.rsplit(".", 1)[-1] for q in GRADER_CALLS if q.startswith("torch.") and q.count(".") == 1}
+                     | GRADER_TENSOR_METHODS)
 
 
 def _allocs_in(vals: set, depth: int = 0) -> set[int]:

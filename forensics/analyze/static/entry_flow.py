@@ -103,6 +103,7 @@ class EntryFlow:
         self.ev = ev
         self.mod = ev.mod
         self.writes: list[tuple[ast.AST, str, bool, str, str]] = []   # (node, input, sure, how, entry)
+        self.attr_stores: list[tuple[ast.AST, str, str, str]] = []      # (node, input, attribute, entry)
         self.allocs: dict[int, ast.AST] = {}
         self.used: set[int] = set()
         self.entry = ""
@@ -403,6 +404,8 @@ class EntryFlow:
             base = self._eval(tg.value, env, fi, depth)
             if tg.attr in ("data",):
                 self._write(base, at, f"`{_src(tg)[:50]} = ...` writes into it")
+            else:
+                self._attr_store(base, tg.attr, at)
             self._use(vals)                      # kept on an object: it escapes the reading
         elif isinstance(tg, ast.Starred):
             self._assign(tg.value, vals, env, fi, depth, at)
@@ -415,6 +418,13 @@ class EntryFlow:
                 self._work()
             elif v[0] == "alloc":
                 self._received(v[1])
+
+    def _attr_store(self, vals: set, name: str, at: ast.AST) -> None:
+        """An attribute set on a caller's input object (`x._out = y`, setattr): state kept on the caller's
+        tensor, which the caller passes again (the benchmark reuses its inputs) whatever it now holds."""
+        for v in vals:
+            if v[0] == "in":
+                self.attr_stores.append((at, v[1], name, self.entry))
 
     def _use(self, vals: set, depth: int = 0) -> None:
         """Values handed to something that may write them: allocations count as written."""
@@ -761,6 +771,14 @@ class EntryFlow:
 
     def _builtin(self, name: str, args: list[set], kws: dict[str, set], call: ast.Call | None, fi: Any,
                  depth: int) -> set:
+        if name == "setattr" and len(args) >= 3 and call is not None:
+            for s in self.ev.strs(args[1]) or {"*"}:
+                if s == "data":
+                    self._write(args[0], call, "`setattr(..., 'data', ...)` writes into it")
+                else:
+                    self._attr_store(args[0], s, call)
+            self._use(args[2])
+            return set()
         if name == "getattr" and len(args) >= 2:
             names = self.ev.strs(args[1])
             out: set = set()
