@@ -153,6 +153,7 @@ FOREIGN_ROOTS = frozenset({
     "subprocess", "signal", "atexit", "traceback", "warnings", "logging", "copy", "collections", "types",
     "reference", "check", "benchmark", "shapes", "src", "eval", "__main__", "cupy", "cuda", "nvidia",
     "yaml", "pickle", "contextlib", "itertools", "weakref", "abc", "typing", "dataclasses",
+    "re", "datetime", "hypothesis", "shutil", "tempfile", "glob", "platform",
 })
 #: configuration namespaces: assigning them is configuration, not patching
 CONFIG_PREFIXES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config", "torch.backends",
@@ -203,6 +204,10 @@ _GLOBAL_HOOKS = ("register_module_forward_hook", "register_module_forward_pre_ho
                  "register_module_full_backward_pre_hook", "register_module_backward_hook",
                  "register_module_buffer_registration_hook", "register_module_module_registration_hook",
                  "register_module_parameter_registration_hook")
+#: reads of the global RNG's seed or state (compared with a seed the decks draw their inputs with)
+_SEED_READS = frozenset({"torch.initial_seed", "torch.random.initial_seed", "torch.cuda.initial_seed",
+                         "torch.default_generator.initial_seed", "torch.get_rng_state", "torch.random.get_rng_state",
+                         "torch.cuda.get_rng_state", "numpy.random.get_state", "random.getstate"})
 #: builtins that hand on the elements of what they are given
 _ELEMENT_MOVERS = frozenset({"list", "tuple", "sorted", "iter", "reversed", "set", "frozenset"})
 #: Tensor methods the decks' checks call on outputs and inputs (patching torch.Tensor.<one> is certain)
@@ -255,6 +260,7 @@ INTROSPECT_CALLS = {
     "sys.setprofile": "a profiling hook on every call", "threading.settrace": "a tracing hook", "threading.setprofile": "a profiling hook",
     "sys.addaudithook": "an audit hook on the process", "torch.initial_seed": "the global RNG's seed",
     "torch.get_rng_state": "the global RNG's state", "torch.random.get_rng_state": "the global RNG's state",
+    "torch.random.initial_seed": "the global RNG's seed", "torch.default_generator.initial_seed": "the global RNG's seed",
     "torch.cuda.get_rng_state": "the CUDA RNG's state", "torch.cuda.get_rng_state_all": "the CUDA RNG's state",
     "torch.cuda.initial_seed": "the CUDA RNG's seed", "numpy.random.get_state": "numpy's RNG state",
     "random.getstate": "the random module's state", "os.getppid": "the parent process", "psutil.Process": "a process's details",
@@ -637,6 +643,8 @@ class Evaluator:
             for v in self.eval(e.value, ctx):
                 for k in keys:
                     out |= self.item(v, k)
+                if not keys and v == ("ref", "sys.modules") and not isinstance(e.slice, ast.Constant):
+                    out.add(("anymod",))        # sys.modules[name], the name chosen at run time
             return out
         if t is ast.Call:
             return self.call_value(e, ctx)
@@ -1954,6 +1962,9 @@ class Auditor(Evaluator):
         different paths.  High, at the branch."""
         reads = self._process_reads(test, ctx)
         ids = self._identities(test, ctx)
+        # a seed the decks use identifies the phase only against the RNG's own state
+        ids = {i for i in ids if isinstance(i, str)} | ({i for i in ids if isinstance(i, int)}
+                                                        if any(r in _SEED_READS for r in reads) else set())
         if not reads or not ids:
             return False
         self._cap("CAP-INTROSPECTION", at, "introspection", f"phase test: {sorted(reads)[0]}",
@@ -1968,8 +1979,9 @@ class Auditor(Evaluator):
             if isinstance(x, ast.Attribute) and x.attr in FRAME_ATTRS:
                 out.add(f".{x.attr}")
             if isinstance(x, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in x.ops) \
-                    and any(v == ("ref", "sys.modules") for c in x.comparators for v in self.eval(c, ctx)):
-                out.add("sys.modules")
+                    and any(v == ("ref", "sys.modules") for c in x.comparators for v in self.eval(c, ctx)) \
+                    and any(_grader_module(s) for s in self.strs(self.eval(x.left, ctx))):
+                out.add("sys.modules")      # whether a grader's module is loaded (a library's is a backend probe)
             if not isinstance(x, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
                 continue
             vals = self.eval(x.func, ctx) if isinstance(x, ast.Call) else set()
@@ -1992,8 +2004,9 @@ class Auditor(Evaluator):
                 out.add(x.value)
             elif isinstance(x, ast.Compare):
                 for c in [x.left, *x.comparators]:
-                    if isinstance(c, ast.Constant) and type(c.value) is int and c.value in DECK_SEEDS:
-                        out.add(c.value)
+                    for k in (c.elts if isinstance(c, (ast.Tuple, ast.List, ast.Set)) else [c]):
+                        if isinstance(k, ast.Constant) and type(k.value) is int and k.value in DECK_SEEDS:
+                            out.add(k.value)
         return out
 
     def _ref_call(self, q: str, args: list[set], kws: dict[str, set], node: ast.AST, at: ast.AST, ctx: Ctx) -> None:

@@ -662,8 +662,8 @@ class EntryFlow:
         k = fv[0]
         if k == "bm":
             return self._method(set(fv[1]), fv[2], args, kws, call, fi, depth)
-        if k == "bi" or (k == "builtin" and fv[1] == "getattr") or (k == "ref" and fv[1].startswith("builtins.")
-                                                                   and fv[1][9:] in _MOVERS):
+        if k == "bi" or (k == "builtin" and fv[1] in ("getattr", "setattr")) or (
+                k == "ref" and fv[1].startswith("builtins.") and fv[1][9:] in (*_MOVERS, "setattr")):
             return self._builtin(fv[1].split(".")[-1], args, kws, call, fi, depth)
         if k == "ref":
             return self._ref(fv[1], args, kws, call, fi, depth)
