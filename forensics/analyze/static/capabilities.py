@@ -153,7 +153,7 @@ FOREIGN_ROOTS = frozenset({
     "subprocess", "signal", "atexit", "traceback", "warnings", "logging", "copy", "collections", "types",
     "reference", "check", "benchmark", "shapes", "src", "eval", "__main__", "cupy", "cuda", "nvidia",
     "yaml", "pickle", "contextlib", "itertools", "weakref", "abc", "typing", "dataclasses",
-    "re", "datetime", "hypothesis", "shutil", "tempfile", "glob", "platform",
+    "re", "hypothesis", "shutil", "tempfile", "glob", "platform",
 })
 #: configuration namespaces: assigning them is configuration, not patching
 CONFIG_PREFIXES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config", "torch.backends",
