@@ -417,6 +417,30 @@ def test_a_main_guard_inside_a_function_or_an_exec_string_keeps_its_meaning():
     assert not _quiet(src, "CAP-PROCESS", "CAP-PATCH")
 
 
+def test_a_main_guard_reached_through_a_call_or_inside_the_entry_is_still_the_script():
+    src = '''
+    import sys
+    import torch
+
+    def _demo():
+        if __name__ == "__main__":
+            sys.exit(0)
+
+    _demo()
+
+    class ModelNew(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(4, 4))
+
+        def forward(self, a):
+            if __name__ == "__main__":
+                print((a.float() @ self.weight.float().t()).sum())
+            return my_kernel(a, self.weight)
+    '''
+    assert not _quiet(src, "CAP-PROCESS", "WORK-BY-LIBRARY")
+
+
 def test_a_main_guard_means_nothing_once_the_module_rebinds_its_name():
     src = '''
     import sys

@@ -1767,19 +1767,20 @@ class Auditor(Evaluator):
         # names the string binds outside its functions (in a try:, an if:, a loop too) count as module
         # globals while it is read; a class it defines is a class of the module's
         saved = {k: set(v) for k, v in self.module_env.items()}
-        for st in _outside_defs(tree.body):
-            if id(st) in skip:
-                continue
-            if isinstance(st, ast.ClassDef):
-                self.module_env.setdefault(st.name, set()).add(("class", st.name))
-                self.exec_classes[st.name] = st
-                continue
-            self._bind_stmt(st, c2, self.module_env)
-            if isinstance(st, (ast.Import, ast.ImportFrom)):
-                for a in st.names:
-                    full = a.name if isinstance(st, ast.Import) else f"{st.module}.{a.name}"
-                    self.module_env.setdefault(a.asname or a.name.split(".")[0], set()).add(
-                        ("ref", full if (a.asname or isinstance(st, ast.ImportFrom)) else a.name.split(".")[0]))
+        for _ in range(2):      # a loop over a name bound further down the string (in a try:) sees it
+            for st in _outside_defs(tree.body):
+                if id(st) in skip:
+                    continue
+                if isinstance(st, ast.ClassDef):
+                    self.module_env.setdefault(st.name, set()).add(("class", st.name))
+                    self.exec_classes[st.name] = st
+                    continue
+                self._bind_stmt(st, c2, self.module_env)
+                if isinstance(st, (ast.Import, ast.ImportFrom)):
+                    for a in st.names:
+                        full = a.name if isinstance(st, ast.Import) else f"{st.module}.{a.name}"
+                        self.module_env.setdefault(a.asname or a.name.split(".")[0], set()).add(
+                            ("ref", full if (a.asname or isinstance(st, ast.ImportFrom)) else a.name.split(".")[0]))
         try:
             for st in tree.body:
                 for n in ast.walk(st):

@@ -459,7 +459,7 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
             for n in _with_lambda_bodies(mod, fi.of(ast.Call, ast.BinOp, ast.AugAssign)):
                 if not isinstance(n, (ast.Call, ast.BinOp, ast.AugAssign)):
                     continue
-                if off_main_path(mod, n):
+                if off_main_path(mod, n) or mod.in_main(n):     # a fallback, or the file's own script
                     continue
                 ln = getattr(n, "lineno", 0)
                 if isinstance(n, (ast.BinOp, ast.AugAssign)):
