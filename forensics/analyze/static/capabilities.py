@@ -878,7 +878,7 @@ class Evaluator:
                 self.pool_kind[id(call)] = q
                 return {("pool", id(call))}
             last = q.rsplit(".", 1)[-1]
-            if last in ("values", "items") and call is not None:
+            if last in ("values", "items"):          # called directly, through a partial or a lambda
                 owner = q.rsplit(".", 1)[0]
                 if owner == "sys.modules" or owner.split(".")[0] in GRADER_ROOTS:
                     return {("elems", owner, last)}
@@ -1781,6 +1781,12 @@ class Auditor(Evaluator):
                         full = a.name if isinstance(st, ast.Import) else f"{st.module}.{a.name}"
                         self.module_env.setdefault(a.asname or a.name.split(".")[0], set()).add(
                             ("ref", full if (a.asname or isinstance(st, ast.ImportFrom)) else a.name.split(".")[0]))
+            # the locals of the functions the string defines are read as the string's names (the
+            # solution's own functions have environments of their own; these have none)
+            for fn in (x for x in ast.walk(tree) if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                for st in ast.walk(fn):
+                    if isinstance(st, (ast.Assign, ast.AnnAssign, ast.For, ast.withitem)) and id(st) not in skip:
+                        self._bind_stmt(st, c2, self.module_env)
         try:
             for st in tree.body:
                 for n in ast.walk(st):
@@ -1994,11 +2000,13 @@ class Auditor(Evaluator):
                 out.add("sys.modules")      # whether a grader's module is loaded (a library's is a backend probe)
             if not isinstance(x, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
                 continue
-            vals = self.eval(x.func, ctx) if isinstance(x, ast.Call) else set()
-            for v in vals:
-                if v[0] == "ref" and (v[1] in INTROSPECT_CALLS or v[1] in ("sys.modules.get", "sys.modules.__contains__",
-                                                                            "sys.modules.__getitem__")):
-                    out.add(v[1])
+            if isinstance(x, ast.Call):      # what the call amounts to: an alias, a partial, a lambda's call
+                names = {v[1] for v in self.eval(x.func, ctx) if v[0] == "ref"}
+                if x in self.mod.parent:
+                    names |= {q for q, _ in self.call_targets(x)}
+                for q in names:
+                    if q in INTROSPECT_CALLS or q in ("sys.modules.get", "sys.modules.__contains__", "sys.modules.__getitem__"):
+                        out.add(q)
             for v in self.eval(x, ctx):
                 if v[0] == "ref" and (v[1] == "__main__" or v[1].startswith(("__main__.", "sys.argv"))):
                     out.add(v[1].split(".")[0] if v[1].startswith("__main__") else "sys.argv")
@@ -2024,8 +2032,8 @@ class Auditor(Evaluator):
             return
         if self._process_wide(q, args, kws, node, at):
             return
-        if q.startswith("reference.") and self._scope(at) is not None:
-            self._reference_call(q, node, at)
+        if q.startswith("reference.") and (self._scope(at) is not None or node not in self.mod.parent):
+            self._reference_call(q, node, at)       # in a function, or in code run from a string
         if q in ("sys.modules.__setitem__", "sys.modules.update", "sys.modules.pop", "sys.modules.setdefault",
                  "sys.modules.__delitem__", "sys.modules.clear"):
             keys = self._dict_keys(node, args, kws) if isinstance(node, ast.Call) else {"*"}
