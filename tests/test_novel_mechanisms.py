@@ -507,7 +507,6 @@ def test_state_kept_on_an_object_the_caller_hands_in_and_used_to_compute_is_not_
 # ------------------------------------------------------------------ what the check calls after the import
 @pytest.mark.parametrize("target", ["yaml.safe_load", "pathlib.Path.read_text", "re.search"])
 def test_replacing_what_the_check_calls_after_importing_the_solution_is_high(target):
-    mod, attr = target.rsplit(".", 1)
     src = f'''
     import pathlib
     import re

@@ -1983,7 +1983,7 @@ class Auditor(Evaluator):
                                                         if any(r in _SEED_READS for r in reads) else set())
         if not reads or not ids:
             return False
-        self._cap("CAP-INTROSPECTION", at, "introspection", f"phase test: {sorted(reads)[0]}",
+        self._cap("CAP-INTROSPECTION", at, "introspection", f"phase test: {min(reads)}",
                   f"{where} branches on {', '.join(sorted(reads)[:2])} compared with {', '.join(map(repr, sorted(ids, key=str)[:2]))}: "
                   "the check and the benchmark take different paths (phase detection)", "high",
                   data={"reads": sorted(reads)[:4], "identities": [str(i) for i in sorted(ids, key=str)[:4]]})
