@@ -567,7 +567,6 @@ KNOWN_MISSES: dict[str, str] = {     # hacks left unflagged: mechanism -> rewrit
     "replay_after_warmup": "helper_class exec",
     "magnitude_dispatch": "getattr getattr_runtime closure decorator exec cpp at_module",
     "magnitude_dispatch_local": "getattr getattr_runtime closure decorator exec cpp at_module",
-    "grader_write_joined": "exec",
     "library_gemm": "decorator exec",
     "library_gemm_operator": "decorator exec",
     # forms written against the decks' graders (origin "novel"): the C++ reading does not follow a
@@ -603,10 +602,15 @@ def test_every_pair_decided_as_expected_today_stays_so(tmp_path):
     must stay unflagged.  The known misses are listed above and in the bench's output."""
     from devkit.bench.metamorphic import run
 
-    r = run(_fixture_src(tmp_path), 1, [m.name for m in MECHANISMS], list(REWRITE_NAMES), jobs=2)
-    assert r["baselines"]["host"]["flagged"] == 0 and r["baselines"]["identity"]["flagged"] == 0
+    src = _fixture_src(tmp_path)
+    names = [m.name for m in MECHANISMS]
+    variants = []
+    for i in range(0, len(names), 16):     # one scan holds its variants' findings (~2.5 MB each): in chunks
+        r = run(src, 1, names[i:i + 16], list(REWRITE_NAMES), jobs=2)
+        assert r["baselines"]["host"]["flagged"] == 0 and r["baselines"]["identity"]["flagged"] == 0
+        variants += r["variants"]
     known = {(n, rw) for table in (KNOWN_MISSES, KNOWN_FALSE_FLAGS) for n, forms in table.items() for rw in forms.split()}
-    regressed = sorted({(v["mechanism"], v["rewrite"], v["verdict"], ",".join(v["rules"])) for v in r["variants"]
+    regressed = sorted({(v["mechanism"], v["rewrite"], v["verdict"], ",".join(v["rules"])) for v in variants
                         if v["mechanism"] in BY_NAME and v["flagged"] != BY_NAME[v["mechanism"]].positive
                         and (v["mechanism"], v["rewrite"]) not in known})
     assert not regressed, regressed
