@@ -57,7 +57,8 @@ from . import problems as P
 from . import rules as R
 from .entry_flow import (FUTURE_JOIN, POOL_CTORS, POOL_JOIN, POOL_SUBMIT, START_NOW, THREAD_BASES, THREAD_CTORS,
                          THREAD_JOIN, WAIT_ALL, EntryFlow, _false_arg, _short_timeout, _timeout, _unknown_join)
-from .model import GRADED_CLASSES, GRADER_MODULES, _deco_func, _entry_params, _target_key, import_dead, name_rebound
+from .model import (GRADED_CLASSES, GRADER_MODULES, REF_ENTRY, REF_HELPERS_OK, _deco_func, _entry_params, _target_key,
+                    import_dead, name_rebound)
 
 # ----------------------------------------------------------------------------------------- rules
 _R = Rule
@@ -1861,7 +1862,6 @@ class Auditor(Evaluator):
         """The grader's reference module's model or entry point called from the solution's code, however
         the module was reached (sys.modules, importlib, a helper, C++): the reference does the work.  The
         plain spelling (`reference.Model(...)` after `import reference`) is REFERENCE-CALL's own reading."""
-        from .sniffing import REF_ENTRY, REF_HELPERS_OK
         attr = q.split(".")[1] if q.count(".") >= 1 else ""
         if not attr or attr in REF_HELPERS_OK or attr.isupper():
             return

@@ -19,6 +19,11 @@ GRADER_FILES = ("check.py", "benchmark.py", "shapes.py", "problem.yaml", "refere
                 "roofline.py", "trusted_entrypoint", "src/eval", "baseline.py", "check.log", "benchmark.log")
 GRADER_MODULES = {"check", "benchmark", "shapes", "src.eval", "src", "eval.correctness", "eval.timing",
                   "eval.numeric_stress", "numeric_stress", "property_stress", "trusted_entrypoint"}
+#: the reference module's helpers a solution may call (its inputs, its config) ...
+REF_HELPERS_OK = {"get_inputs", "get_init_inputs", "init_state", "init_token", "build_config", "Config"}
+#: ... and what re-submits the reference: its model class or one of the problem's entry functions
+REF_ENTRY = {"Model", "forward", "policy_forward", "run", "step", "decode_steps", "prefill", "decode", "reference",
+             "ref_forward", "naive"}
 ALLOC_FUNCS = {"torch.empty", "torch.empty_like", "torch.zeros", "torch.zeros_like", "torch.ones",
                "torch.ones_like", "torch.full", "torch.empty_strided", "torch.full_like"}
 NON_WORK_TORCH = ALLOC_FUNCS | {"torch.tensor", "torch.as_tensor", "torch.device", "torch.dtype",

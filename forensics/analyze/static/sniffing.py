@@ -10,7 +10,7 @@ import re
 from . import problems as P
 from .base import Hit
 from .capabilities import resolve_call
-from .model import GRADER_FILES, GRADER_MODULES, Module, walk
+from .model import GRADER_FILES, GRADER_MODULES, REF_ENTRY, REF_HELPERS_OK, Module, walk
 
 # ---------------------------------------------------------------------- sniffing / tampering
 STACK_FUNCS = {"inspect.stack", "inspect.currentframe", "inspect.getouterframes", "inspect.getframeinfo",
@@ -195,10 +195,6 @@ def _reference_import(mod: Module, node: ast.AST, bench: str | None) -> list[Hit
                     data={"bench": bench, "dynamic": True, "uses": used[:20]})]
 
 
-REF_HELPERS_OK = {"get_inputs", "get_init_inputs", "init_state", "init_token", "build_config", "Config"}
-# what re-submits the reference: its model class or one of the problem's entry functions
-REF_ENTRY = {"Model", "forward", "policy_forward", "run", "step", "decode_steps", "prefill", "decode", "reference",
-             "ref_forward", "naive"}
 
 
 def check_reference(mod: Module, bench: str | None) -> list[Hit]:
