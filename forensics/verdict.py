@@ -45,7 +45,7 @@ from forensics.store.archived import (  # noqa: F401 - re-exported: the pipeline
 from forensics.store.db import Store, loads_json
 from forensics.vocab import (ALTERNATE_CACHE, BUILD, CHECK, DETERMINISM, DISTRIBUTION, FRESH_INPUTS, FRESH_STATE,
                              INPUT_WRITE, KERNEL_TRACE, NAN_POISON, OUTPUT_ALIAS, REPEATED_CALLS, SAME_BUFFER, STRESS,
-                             TIMED_OUTPUTS, TIMING, TIMING_L2_RESET, UNSAMPLED_REGION)
+                             TIMED_OUTPUTS, TIMING, TIMING_L2_RESET, UNSAMPLED_REGION, env_incomplete)
 
 UNKNOWN = "unknown"
 DECISIVE = 3  # high or critical
@@ -459,13 +459,20 @@ def _failed_probes(F: RunFacts, names: Sequence[str]) -> tuple[list[str], list[s
     """(finding ids, facts) of replay probe failures among `names`."""
     pr = _probe_results(F)
     facts, fids = [], []
+    # the graded build was not reproduced here (a missing build piece): a replayed check that failed
+    # ran another path (a fallback, an extension never built), so it says nothing about correctness
+    unbuilt = env_incomplete(F.replay)
     for n in names:
         for r in pr.get(n, []):
+            if unbuilt and not r.get("source") and r.get("status") == "fail":
+                continue
             if (r.get("status") or "") in PROBE_FAIL:
                 where = f"archived probe log {r['source']}" if r.get("source") else "replay_results"
                 facts.append(f"fact:{where}: {n}={r.get('status')}"
                              + (f" (n_bad={r.get('n_bad')}, max_abs={r.get('max_abs')})" if r.get("n_bad") is not None else ""))
     for f in F.of(analyzer="replay"):
+        if unbuilt and f["category"] == "correctness":
+            continue
         if f["category"] in ("reward_hack", "correctness") and norm_probe(f.get("probe") or (f.get("data") or {}).get("probe")) in names:
             fids.append(f["finding_id"])
     return fids, facts

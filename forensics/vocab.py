@@ -54,6 +54,20 @@ CATEGORIES = ("contamination", "reward_hack", "correctness", "measurement", "int
 
 
 
+# ------------------------------------------------------------------ replay rows
+#: the start of a `not_replayable` row's detail when the build environment lacks a piece (buildenv)
+BUILD_ENV = "build environment:"
+
+
+def env_incomplete(rows: list[dict]) -> bool:
+    """A replay row says the build environment lacks a piece the solution needs (CUTLASS, a CUDA
+    header, a compiler where the solution names it): the graded build was not reproduced, so the
+    replay's other failures (a fallback path, an extension never built) say nothing about it.  The
+    replay's overall status and the verdict both read this."""
+    return any(r.get("status") == "not_replayable" and str(r.get("detail") or "").startswith(BUILD_ENV)
+               for r in rows)
+
+
 # ------------------------------------------------------------------ probe names
 # Every probe's name, once: the table below, the replay (its registered probes, its rows), the
 # verdict and the reports spell a probe by these constants, never by a string of their own.

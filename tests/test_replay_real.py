@@ -613,3 +613,25 @@ def test_a_build_lock_left_by_a_killed_replay_is_cleared_but_not_a_live_one(tmp_
     other = Scratch(b"y = 2\n", cache_root=tmp_path / "cache")   # another solution: another cache
     assert other.cache != third.cache
     other.cleanup()
+
+
+def test_a_lazily_built_extension_missing_after_its_build_failed_is_not_replayable(tmp_path):
+    """H100: a w4a16 solution builds its CUTLASS extension on the first call of the one shape that
+    needs it; here the headers are missing (not_replayable), and every later call of that shape
+    raised ImportError on the .so the build never left, which read as check/stress `fail` and made the
+    run `fail`.  The loader's failure is the same missing piece.  Look-alike: the same ImportError with
+    no build-environment failure before it is the solution's own failure."""
+    from types import SimpleNamespace
+    from forensics.replay.record import Record
+    from forensics.replay.runner import Reply
+    err = ("ImportError: /root/.cache/forensics/replay/ab/torch_extensions/w4a16_cutlass_ext/w4a16_cutlass_ext.so: "
+           "cannot open shared object file: No such file or directory")
+    scratch = SimpleNamespace(sol_dir=tmp_path)
+    rec = Record(scratch, "cuda")
+    rec.not_replayable("check", "fatal error: cutlass/cutlass.h: No such file or directory", {"M": 256}, 42, "nominal")
+    row = rec.failed_reply("check", Reply(False, "error", {"tb": "Traceback ..."}, err), {"M": 256}, 123, "nominal")
+    assert row["status"] == "not_replayable" and "w4a16_cutlass_ext.so" in row["detail"]
+    assert "replay-check-failed" not in {f["rule"] for f in rec.out.findings}
+    alone = Record(scratch, "cuda")
+    row = alone.failed_reply("check", Reply(False, "error", {"tb": "Traceback ..."}, err), {"M": 256}, 123, "nominal")
+    assert row["status"] == "fail" and "replay-check-failed" in {f["rule"] for f in alone.out.findings}

@@ -626,3 +626,30 @@ def test_only_the_reading_analyzers_decide_from_a_static_finding(store):
     add_run(store, "r_stat")
     write_findings(store, "static", ["r_stat"], [finding("r_stat", "static", "some-new-rule", "reward_hack", "high")])
     assert verdict_of(store, "r_stat")["reward_hack"] is True
+
+
+def test_a_check_failing_after_a_missing_build_piece_is_not_a_failure(store):
+    """H100 replay of a w4a16 run: its CUTLASS extension (built lazily for the one shape that needs it)
+    could not be built here for want of the headers; that shape's later calls raised ImportError on
+    the .so the build never left, and the replay's rows read `fail`.  The replay's own status was
+    `not_replayable` (the graded build was not reproduced) but the verdict read the raw rows and said
+    `fail`.  Look-alike: without a build-environment row, the same failure stays a failure."""
+    rid = "r_unbuilt"
+    add_run(store, rid)
+    rows = [{"run_id": rid, "probe": "check", "status": "pass", "shape": "M=1"},
+            {"run_id": rid, "probe": "check", "status": "not_replayable", "shape": "M=256",
+             "detail": "build environment: CUTLASS headers (cutlass/... not found)"},
+            {"run_id": rid, "probe": "check", "status": "fail", "shape": "M=256",
+             "detail": "ImportError: ext.so: cannot open shared object file: No such file or directory"}]
+    store.insert_rows("replay_results", rows)
+    write_findings(store, "replay", [rid], [finding(rid, "replay", "replay-check-failed", "correctness", "high",
+                                                    probe="check")])
+    v = verdict_of(store, rid)
+    assert v["verdict"] != "fail" and v["correct"] is not False, v
+    other = "r_failed"
+    add_run(store, other)
+    store.insert_rows("replay_results", [dict(rows[2], run_id=other)])
+    write_findings(store, "replay", [other], [finding(other, "replay", "replay-check-failed", "correctness", "high",
+                                                      probe="check")])
+    v = verdict_of(store, other)
+    assert v["verdict"] == "fail" and v["correct"] is False

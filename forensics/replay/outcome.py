@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from forensics.vocab import BUILD, CHECK, PROPERTY, STRESS
+from forensics.vocab import BUILD, CHECK, PROPERTY, STRESS, env_incomplete
 
 from .rules import TAMPER_RULES
 
@@ -102,17 +102,10 @@ STATUS_ORDER = ("tampered", "early_exit", "crash", "fail", "error", "timeout", "
                 "skipped")
 
 
-def _env_incomplete(rows: list[dict]) -> bool:
-    """A row says the build environment lacks a piece the solution needs (CUTLASS, a CUDA header, a
-    compiler where the solution names it): the graded build could not be reproduced here."""
-    return any(r["status"] == "not_replayable" and (r.get("detail") or "").startswith("build environment:")
-               for r in rows)
-
-
 def _worst(rows: list[dict], findings: list[dict]) -> str:
     if any(f["rule"] in TAMPER_RULES for f in findings):
         return "tampered"
-    if _env_incomplete(rows):
+    if env_incomplete(rows):
         # failures after a missing build piece (a solution falling back to another path when its
         # extension cannot be built) say nothing about the graded build: not replayable here
         return "not_replayable"

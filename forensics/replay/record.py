@@ -10,11 +10,12 @@ cannot reproduce, the solution raising), torch patches (`note_tamper`), tampered
 from __future__ import annotations
 
 import math
+import re
 import time
 from contextlib import contextmanager
 from typing import Any, Callable
 
-from forensics.vocab import CHECK, PROPERTY, STRESS
+from forensics.vocab import BUILD_ENV, CHECK, PROPERTY, STRESS
 
 from .outcome import Outcome
 from .runner import Reply, ScratchTampered
@@ -65,6 +66,10 @@ def not_replayable_reason(text: str, local_modules: set[str] | None = None,
     if piece:
         return f"build environment: {piece}"
     return _nr_line(text)
+
+
+#: the dynamic loader missing a shared object an extension build should have left (ImportError/OSError)
+_MISSING_SO = re.compile(r"([\w.+-]+\.so(?:\.[\d.]+)?): cannot open shared object file: No such file or directory")
 
 
 def classify_error(text: str, local_modules: set[str] | None = None) -> str:
@@ -215,6 +220,9 @@ class Record:
             return self.row(probe, "timeout", shape, seed, case, detail=reply.error)
         if classify_error(text, self.local_modules()) == "not_replayable":
             return self.not_replayable(probe, text, shape, seed, case)
+        unbuilt = self.unbuilt_extension(text)
+        if unbuilt:
+            return self.not_replayable(probe, text, shape, seed, case, line=unbuilt)
         status = "fail" if probe in (CHECK, STRESS, PROPERTY) else "error"
         rule = "replay-check-failed" if probe in (CHECK, STRESS) else (
             "replay-property-failed" if probe == PROPERTY else "replay-error")
@@ -240,8 +248,24 @@ class Record:
         except OSError:
             return {}
 
-    def not_replayable(self, probe: str, text: str, shape=None, seed=None, case=None) -> dict:
-        line = not_replayable_reason(text, self.local_modules(), self.named_files()) or text.strip()[:200]
+    def unbuilt_extension(self, text: str) -> str | None:
+        """The build-environment reason again, where `text` is the loader failing on a shared object
+        that this replay's failed build never produced.
+
+        An extension the solution builds lazily (on the first call of a shape that needs it) fails to
+        build here for want of a piece (CUTLASS headers, say): that call is `not_replayable`. The next
+        call of that shape finds the build directory without its `.so` and raises ImportError/OSError
+        "cannot open shared object file": the same missing piece, not the solution failing."""
+        first = str(self.out.info.get("not_replayable") or "")
+        if not first.startswith(BUILD_ENV):
+            return None
+        m = _MISSING_SO.search(text or "")
+        if not m:
+            return None
+        return f"{first} (the extension {m.group(1)} it would have built is not there)"
+
+    def not_replayable(self, probe: str, text: str, shape=None, seed=None, case=None, line: str | None = None) -> dict:
+        line = line or not_replayable_reason(text, self.local_modules(), self.named_files()) or text.strip()[:200]
         env = line.startswith("build environment:")
         where = "here" if env else f"on this device ({self.hello.get('gpu') or self.device}, capability " \
                                    f"{self.hello.get('capability')})"
