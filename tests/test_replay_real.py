@@ -635,3 +635,37 @@ def test_a_lazily_built_extension_missing_after_its_build_failed_is_not_replayab
     alone = Record(scratch, "cuda")
     row = alone.failed_reply("check", Reply(False, "error", {"tb": "Traceback ..."}, err), {"M": 256}, 123, "nominal")
     assert row["status"] == "fail" and "replay-check-failed" in {f["rule"] for f in alone.out.findings}
+
+
+def test_a_solution_whose_own_kernels_never_ran_after_an_exception_took_a_fallback_path():
+    """H100: a w4a16 solution builds a CUDA extension with include paths of its author's machine and
+    falls back to dequantize + torch matmul when the build raises.  Replayed, its check passed on the
+    fallback and its number came out 14.7x below the archive's, reported as `replay-number-unconfirmed`:
+    the replay blamed the archive for its own missing build.  What ran is told by the trace: the
+    solution defines kernels, none ran, and an exception went through its code while it was imported.
+    Look-alikes: its kernels ran (no doubt); no exception (a wrapper that never tried: the library
+    verdict's business); the exception only inside the traced calls is not the build."""
+    from forensics.replay.probes.kerneltrace import fell_back_to_another_path
+    exc = {"exceptions": [{"type": "RuntimeError", "site": "solution.py:245"}]}
+    got = fell_back_to_another_path({"w4a16_gemv"}, [], {"import": exc, "call": {}})
+    assert got == ["import: RuntimeError at solution.py:245"]
+    assert fell_back_to_another_path({"w4a16_gemv"}, ["w4a16_gemv<4>"], {"import": exc}) == []
+    assert fell_back_to_another_path({"w4a16_gemv"}, [], {"import": {"exceptions": []}}) == []
+    assert fell_back_to_another_path(set(), [], {"import": exc}) == []
+    assert fell_back_to_another_path({"w4a16_gemv"}, [], {"call": exc}) == []
+
+
+def test_the_number_of_a_fallback_path_is_not_judged():
+    from types import SimpleNamespace
+    from forensics.replay.timing import confirm_number
+    got = []
+    rp = SimpleNamespace(info={"fallback": ["import: RuntimeError at solution.py:245"]},
+                         finding=lambda rule, msg, data=None, probe=None: got.append((rule, msg)))
+    archived = {"peak_fraction": 0.1954, "gpu": "NVIDIA H100 80GB HBM3",
+                "shapes": {0: {"ms": 0.059, "peak_fraction": 0.2226}}}
+    confirm_number(rp, {0: {"timing": 0.97}}, archived, "NVIDIA H100 80GB HBM3")
+    assert [r for r, _ in got] == ["replay-number"] and "Not judged" in got[0][1]
+    rp.info = {}
+    got.clear()
+    confirm_number(rp, {0: {"timing": 0.97}}, archived, "NVIDIA H100 80GB HBM3")
+    assert [r for r, _ in got] == ["replay-number-unconfirmed"]

@@ -193,11 +193,12 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
             info["error"] = f"{why_partial}; its last step: {step.get('what')} (from {step.get('t')} s)"
     else:
         rows, findings, info = res.get("rows", []), res.get("findings", []), res.get("info", {})
-    from forensics.replay.outcome import OFFICIAL_PROBES, STATUS_ORDER, _env_incomplete
+    from forensics.replay.outcome import OFFICIAL_PROBES, STATUS_ORDER
+    from forensics.vocab import env_incomplete
     off_rows = [r for r in rows if r.get("probe") in OFFICIAL_PROBES]
     seen = {r.get("status") for r in off_rows}
     outcome = next((s for s in STATUS_ORDER if s in seen), None)
-    if _env_incomplete(off_rows):
+    if env_incomplete(off_rows):
         outcome = "not_replayable"   # the graded build could not be reproduced here (Outcome.official)
     if any(f.get("rule") in ("replay-torch-monkeypatch", "replay-report-forged") for f in findings):
         outcome = "tampered"

@@ -60,6 +60,12 @@ REPLAY_RULES: tuple[Rule, ...] = (
     _R("replay-kernel-trace", "replay", "info", "info", "Which kernels each call launched",
        "GPU kernel names and times of the solution's calls, authored against library.",
        "the trace", KERNEL_TRACE),
+    _R("replay-fallback-path", "replay", "info", "medium", "The solution's own kernels never ran: a fallback path",
+       "The solution defines kernels, none ran in its traced calls, and an exception went through its code while it "
+       "was imported, built or warmed up (its extension build failed here, a fallback taken): the replay checked and "
+       "timed that path, not the graded one. Not reproduced here (the run's replay is not_replayable); its number "
+       "is not judged.",
+       "the exceptions with their sites, the trace", KERNEL_TRACE),
     _R("replay-state-layout", "replay", "info", "info", "State kept in the solution's own layout",
        "Hidden outputs follow the reference, state tensors differ: its own layout.",
        "the parts", STATE_DRIFT),

@@ -226,10 +226,16 @@ def confirm_number(rp: Any, measured: dict[int, dict[str, float]], archived: dic
         # no archived fraction: the geomean of the archived per-shape fractions stands for it
         claimed = math.exp(sum(math.log(x["archived_fraction"]) for x in per) / len(per))
         data["archived_peak_fraction_from_shapes"] = round(claimed, 4)
+    fallback = (getattr(rp, "info", None) or {}).get("fallback")
+    if fallback:
+        data["fallback"] = fallback
     hard_txt = f", hardened {hard:.4f}" if hard is not None else ""
     text = (f"archived peak fraction {claimed:.4f} on {archived.get('gpu') or 'an unnamed GPU'}; measured the deck's way "
             f"here {ours:.4f}{hard_txt} on {gpu_here or 'this GPU'} over {len(per)} shape(s)")
-    if same and ours * NUMBER_TOLERANCE < claimed:
+    if fallback:
+        rp.finding("replay-number", f"Not judged: this replay timed the path the solution took after an exception in "
+                   f"its own code ({fallback[0]}), not the graded build: " + text + ".", data, probe=TIMING)
+    elif same and ours * NUMBER_TOLERANCE < claimed:
         rp.finding("replay-number-unconfirmed",
                    f"The archived number does not reproduce on the same GPU model: {text}; ours is "
                    f"{claimed / ours:.2f}x lower, beyond the tolerance {NUMBER_TOLERANCE}x"

@@ -37,7 +37,7 @@ from typing import Iterable
 
 from forensics.problems import CATALOGUE
 from forensics.text.cuda import global_kernel_names
-from forensics.vocab import KERNEL_TRACE
+from forensics.vocab import BUILD_ENV, KERNEL_TRACE
 
 from ..registry import MODULE, probe
 from ..session import Session, shape_label
@@ -143,6 +143,22 @@ def _custom_ops(kernels: list[dict]) -> list[str]:
     return out
 
 
+def fell_back_to_another_path(defined: set[str], ran: list[str], paths: dict[str, dict]) -> list[str]:
+    """Why the traced calls are not the graded path, or []: the solution defines kernels (`defined`),
+    none of them ran (`ran`: the authored kernels the trace saw), and exceptions went through its own
+    code while it was imported, built or warmed up (the path tracer's records: a failed extension
+    build caught, a kernel compile that raised)."""
+    if not defined or ran:
+        return []
+    out = []
+    for where, rec in paths.items():
+        if where == "call":
+            continue        # an exception inside the traced calls is the call's own business
+        for e in (rec or {}).get("exceptions") or []:
+            out.append(f"{where}: {e.get('type')} at {e.get('site')}")
+    return out[:10]
+
+
 def cpu_judgement(spec, kernels: list[dict], paths: dict[str, dict], traced: bool) -> dict:
     """What the CPU trace says about the graded path: {library_ops (the main operation's torch operators
     that ran), authored (launches of the solution's own kernels during the traced calls), doubts (why
@@ -222,7 +238,23 @@ def kernel_trace(s: Session) -> None:
     loc = att["library_of_core"]
     decisive = (s.spec.name in SINGLE_OP and loc is not None and loc >= LIBRARY_SHARE
                 and 1 - loc <= AUTHORED_MAX and att["core_share"] >= CORE_MIN)
-    if decisive:
+    fell_back = [] if decisive else fell_back_to_another_path(authored, bins["authored"], paths)
+    if fell_back:
+        # the solution defines kernels of its own, none ran, and an exception went through its code
+        # before the calls: its build or setup failed here and it took another path.  That path's
+        # check and timing are not the graded build's: not reproduced here (a BUILD_ENV row, as a
+        # missing header is), never a pass.  A library doing the main operation stays decisive above.
+        data["fallback"] = fell_back
+        s.info["fallback"] = fell_back
+        s.row(probe, "not_replayable", shape, BENCH_SEED,
+              detail=f"{BUILD_ENV} the solution's own kernels never ran here ({fell_back[0]}): it took the path it "
+                     "takes when its build or setup fails, so this replay checked and timed that path, not the graded one")
+        s.finding("replay-fallback-path",
+                  "None of the solution's own kernels ran in its traced calls, and an exception went through its code "
+                  f"before them ({'; '.join(fell_back[:3])}): it took the path it takes when its build or setup fails. "
+                  "The check and the timing of this replay are of that path, not the graded one; " + summary + ".",
+                  data, probe=probe)
+    elif decisive:
         s.finding("replay-work-by-library",
                   f"Library kernels take at least {LIBRARY_SHARE:.0%} of the time spent computing (authored and library "
                   f"kernels) in the solution's calls and its own kernels at most {AUTHORED_MAX:.0%}: a library "
