@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 
+from . import roles as RO
 from .base import Hit
 from .caches import _refs_persistent
 from .model import (
@@ -24,6 +25,7 @@ from .model import (
 
 def check_call_counter(mod: Module) -> list[Hit]:
     hits = []
+    RO.bind(mod)        # a counter kept on the instance handed to a helper (`owner.n += 1`) is persistent too
     counters: dict[str, ast.AST] = {}
     candidates: list[tuple[ast.AST, ast.AST]] = []
     for n in mod.of(ast.AugAssign):
@@ -182,23 +184,12 @@ def _inside_return(mod: Module, n: ast.AST) -> bool:
     return False
 
 
-#: what a tensor tells without its values: a branch on these is shape / dtype dispatch, not a value test
-META_ATTRS = frozenset(("shape", "size", "dim", "ndim", "dtype", "device", "numel", "stride", "is_contiguous",
-                        "is_cuda", "requires_grad", "layout", "data_ptr", "element_size", "nelement"))
+META_ATTRS = RO.META_ATTRS
 
 
 def _value_names(mod: Module, e: ast.AST, names) -> set[str]:
     """Which of `names` `e` reads the values of (not only the shape, dtype or length)."""
-    out = set()
-    for n in walk(e):
-        if n.__class__ is ast.Name and n.id in names:
-            p = mod.parent.get(n)
-            if isinstance(p, ast.Attribute) and p.attr in META_ATTRS:
-                continue
-            if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id in ("len", "isinstance", "type"):
-                continue
-            out.add(n.id)
-    return out
+    return RO.value_names(mod, e, names)
 
 
 def _input_aliases(mod: Module, fi, inputs: set[str]) -> dict[str, frozenset[str]]:
@@ -206,18 +197,7 @@ def _input_aliases(mod: Module, fi, inputs: set[str]) -> dict[str, frozenset[str
     ``t = args[0]``), each with the inputs it comes from, to a fixpoint: a reduction of an alias is a
     reduction of those inputs.  A local computed from an input's shape or dtype only (``n =
     q.shape[-1]``) is not an alias."""
-    out: dict[str, frozenset[str]] = {p: frozenset((p,)) for p in inputs}
-    while True:
-        more = {}
-        for name, vals in fi.assigns.items():
-            if name in out:
-                continue
-            read = set().union(*(_value_names(mod, v, out) for v in vals))
-            if read:
-                more[name] = frozenset().union(*(out[r] for r in read))
-        if not more:
-            return out
-        out.update(more)
+    return RO.input_aliases(mod, fi, {p: frozenset((p,)) for p in inputs})
 
 
 #: statistics of a distribution (magnitude, spread, centre): what tells the checker's seeded inputs
@@ -228,25 +208,30 @@ METADATA_NAME = re.compile(r"(?:^|_)(?:seq_?lens?|lens?|lengths?|cu_seqlens?|off
                            r"positions?|pos|block_tables?|tables?|counts?|num_tokens|slot_mapping)(?:$|_)", re.I)
 
 
-def _reductions(mod: Module, e: ast.AST, inputs: dict[str, frozenset[str]]) -> tuple[set[str], set[str]]:
-    """(the inputs whose values `e` reduces, the reductions applied), empty when it reduces none."""
+def _reductions(mod: Module, e: ast.AST, inputs: dict[str, frozenset[str]],
+                fi: FuncInfo | None = None) -> tuple[set[str], set[str]]:
+    """(the inputs whose values `e` reduces, the reductions applied), empty when it reduces none.  A
+    reduction is read by what the call does, however it is spelt: `x.amax()`, `torch.amax(x)`,
+    `getattr(x, 'amax')()`, `operator.methodcaller('amax')(x)`, `functools.partial(x.amax)()`, a bound
+    method held in a local (`peak = x.amax` ... `peak()`)."""
     roots: set[str] = set()
     ops: set[str] = set()
     for n in walk(e):
         if isinstance(n, ast.Call):
-            n = mod.applied(n)      # partial(x.amax)() is x.amax(), (lambda: x.amax())() too
-            f = n.func
-            name = f.attr if isinstance(f, ast.Attribute) else ""
-            q = mod.qn(f) or ""
-            if name in REDUCTIONS or q.split(".")[-1] in REDUCTIONS and q.startswith("torch."):
-                src = _names(f.value) if isinstance(f, ast.Attribute) else set()
-                for a in n.args:
+            m = mod.method_call(n, fi)
+            if m is None:
+                continue
+            recv, name = m
+            if name in REDUCTIONS:
+                c = mod.applied(n)
+                src = set(_names(recv))
+                for a in c.args:
                     src |= _names(a)
                 hit = {x for x in src if x in inputs}
-                if hit and name not in ("abs",):
+                if hit and name != "abs":
                     roots |= set().union(*(inputs[x] for x in hit))
-                    ops.add(name or q.split(".")[-1])
-                elif name == "abs" or q.endswith(".abs"):
+                    ops.add(name)
+                elif name == "abs":
                     ops.add("abs")
     return (roots, ops) if roots else (set(), set())
 
@@ -257,19 +242,25 @@ def check_input_dispatch(mod: Module) -> list[Hit]:
     sum of lengths, offsets or indices (split-KV above some sequence length) sizes the work and
     stays medium."""
     hits = []
-    for fi in _entries(mod):
-        inputs = _input_aliases(mod, fi, set(_entry_params(fi)))
+    # the entries and every function whose result an entry returns (a helper, a helper class's method, a
+    # nested function, a decorator's wrapper, a function defined by exec), with the names that carry the
+    # entry's inputs there
+    for role in RO.bind(mod).values():
+        if not role.result:
+            continue
+        fi = role.fi
+        inputs = RO.input_aliases(mod, fi, role.inputs)
         stat_vars: dict[str, tuple[set[str], set[str]]] = {}
         for name, vals in fi.assigns.items():
             for v in vals:
-                roots, ops = _reductions(mod, v, inputs)
+                roots, ops = _reductions(mod, v, inputs, fi)
                 if roots:
                     r0, o0 = stat_vars.get(name, (set(), set()))
                     stat_vars[name] = (r0 | roots, o0 | ops)
         for n in fi.of(ast.If, ast.IfExp, ast.While):
             if not isinstance(n, (ast.If, ast.IfExp, ast.While)):
                 continue
-            roots, ops = _reductions(mod, n.test, inputs)
+            roots, ops = _reductions(mod, n.test, inputs, fi)
             for v in _names(n.test) & stat_vars.keys():
                 roots, ops = roots | stat_vars[v][0], ops | stat_vars[v][1]
             if not roots:

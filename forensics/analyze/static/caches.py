@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from . import roles as RO
 from .base import Hit
 from .model import (
     _PTR_ATTRS,
@@ -279,10 +280,12 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
 
 
 def _live_names(fi: FuncInfo) -> set[str]:
-    """The entry's caller-supplied parameters and the locals computed from them."""
+    """The entry's caller-supplied parameters and the locals computed from them (in a function an entry
+    hands its call to, the names that carry the entry's inputs there: roles)."""
     live = fi.__dict__.get("_live")
     if live is None:
-        params = set(_entry_params(fi)) - {"args", "kwargs"}
+        carried = fi.__dict__.get("_fx_role_inputs")
+        params = (set(carried) if carried is not None else set(_entry_params(fi))) - {"args", "kwargs"}
         live = set(params)
         for _ in range(3):
             for name, vals in fi.assigns.items():
@@ -293,18 +296,28 @@ def _live_names(fi: FuncInfo) -> set[str]:
 
 
 def _calls_with_live_inputs(e: ast.AST, fi: FuncInfo) -> bool:
-    """Does the expression call something with one of the current call's inputs as an argument?"""
+    """Does the expression compute something from the current call's inputs: a call given one as an
+    argument or as its receiver (`plan.run(x)`, `x.matmul(self._packed)`), or an operator applied to
+    one (`x @ self._packed`)?  A stored value combined with the live inputs is work on them, not a
+    stored answer."""
     live = _live_names(fi)
     for n in walk(e):
         if isinstance(n, ast.Call):
             args = list(n.args) + [k.value for k in n.keywords]
+            if isinstance(n.func, ast.Attribute):
+                args.append(n.func.value)
             if any(_names(a) & live for a in args):
                 return True
+        elif isinstance(n, ast.BinOp) and (_names(n.left) & live or _names(n.right) & live):
+            return True
     return False
 
 
 def find_cache_sites(mod: Module) -> list[CacheSite]:
     if mod._sites is None:
+        for r in RO.bind(mod).values():     # owners known to persistent() before any site is read
+            if r.via != "entry":            # a helper's live names: those carrying the entry's inputs
+                r.fi.__dict__["_fx_role_inputs"] = frozenset(r.inputs)
         mod._sites = _find_cache_sites(mod)
     return mod._sites
 
@@ -322,6 +335,8 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
                 continue
             container, key, op = parts
             k = mod.kinds(key, fi)
+            if not k & set(IDENT_KINDS) and _weak_keyed(mod, container) and not isinstance(key, ast.Constant):
+                k = k | {"id"}     # a WeakKeyDictionary holds its keys by the object: a tensor's hash is its id()
             if op == "is":
                 if isinstance(key, ast.Constant):
                     continue
@@ -368,9 +383,88 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
     return out
 
 
+def _weak_keyed(mod: Module, container: str) -> bool:
+    """Is the container a weakref.WeakKeyDictionary (built where the module or a method assigns it)?"""
+    memo = mod.__dict__.setdefault("_fx_weak", {})
+    if container not in memo:
+        last = container.rsplit(".", 1)[-1]
+        found = False
+        for n in mod.of(ast.Assign):
+            if isinstance(n.value, ast.Call) and (mod.qn(n.value.func) or "").endswith("WeakKeyDictionary") and any(
+                    (isinstance(t, ast.Name) and "." not in container and t.id == container)
+                    or (isinstance(t, ast.Attribute) and "." in container and t.attr == last) for t in n.targets):
+                found = True
+                break
+        memo[container] = found
+    return memo[container]
+
+
+#: decorators that memoize a function on its arguments (a tensor argument hashes by its identity)
+MEMO_DECORATORS = frozenset({"functools.lru_cache", "functools.cache"})
+
+
+def _memoizing(mod: Module, e: ast.AST | None, fi: FuncInfo | None, depth: int = 0) -> bool:
+    """Does `e` denote a function memoized on its arguments: `functools.lru_cache(...)(f)`,
+    `functools.cache(f)`, or a name bound to one?"""
+    if e is None or depth > 2:
+        return False
+    if isinstance(e, ast.Call):
+        q = mod.qn(e.func.func if isinstance(e.func, ast.Call) else e.func) or ""
+        return q in MEMO_DECORATORS and bool(e.args)
+    if isinstance(e, ast.Name):
+        vals = list(fi.assigns.get(e.id, ())) if fi is not None else []
+        if not vals and e.id in mod.consts:
+            vals = [mod.consts[e.id]]
+        return len(vals) == 1 and _memoizing(mod, vals[0], None, depth + 1)
+    return False
+
+
+def check_memoized_calls(mod: Module) -> list[Hit]:
+    """CACHED-OUTPUT-RETURN through a memoizing decorator: an entry (or a function whose result an entry
+    returns) returns the call of a function under functools.lru_cache / functools.cache with one of the
+    caller's tensors, or a key read from one's identity (data_ptr, id, _version), among the arguments.
+    The cache answers a repeated call on the same tensor objects (or the same storage) with the value
+    stored the first time: the function does not run, whatever the tensors hold now.  Look-alike: a
+    memoized builder called with shapes, dtypes or constants (a launch configuration, a compiled kernel)."""
+    hits: list[Hit] = []
+    roles = RO.bind(mod)
+    memo_fns = {fi.qualname for fi in mod.funcs.values()
+                if any((mod.qn(_deco(d)) or "") in MEMO_DECORATORS for d in fi.node.decorator_list)}
+    for role in roles.values():
+        if not role.result:
+            continue
+        fi = role.fi
+        inputs = set(role.inputs)
+        for c in fi.of(ast.Call):
+            if not RO.returns_call(mod, fi, c):
+                continue
+            targets = {g.qualname for g in RO.callees(mod, fi, c)}
+            memoized = sorted(targets & memo_fns) or (["<lru_cache>"] if _memoizing(mod, c.func, fi) else [])
+            if not memoized:
+                continue
+            args = list(c.args) + [k.value for k in c.keywords]
+            ident = set().union(*(mod.kinds(a, fi) for a in args)) & {"ptr", "id", "version"} if args else set()
+            objs = sorted({a.id for a in args if isinstance(a, ast.Name) and a.id in inputs})
+            if not ident and not objs:
+                continue
+            what = ", ".join([f"{o} (hashed by identity)" for o in objs] + sorted(ident))
+            hits.append(mod.hit("CACHED-OUTPUT-RETURN", c,
+                                f"{fi.qualname} returns {memoized[0]}(...), memoized by a caching decorator on {what}: "
+                                "a repeated call on the same tensors returns the stored result without running it",
+                                data={"function": fi.qualname, "memoized": memoized[0], "key_kinds": sorted(ident | ({"id"} if objs else set())),
+                                      "hit_returns_stored": True, "hit_launches_work": False}))
+    return hits
+
+
+def _deco(d: ast.AST) -> ast.AST:
+    return d.func if isinstance(d, ast.Call) else d
+
+
 def _result_functions(mod: Module) -> set[str]:
-    """Entry points and the helpers whose result an entry point returns directly."""
-    out = set()
+    """Entry points and the functions whose result an entry point returns: a helper it returns the call
+    of (directly or through a local), a helper class's method, a nested function, a decorator's wrapper,
+    a function defined by exec, however the call names it (roles)."""
+    out = RO.result_functions(mod)
     for fi in mod.funcs.values():
         if fi.node.name in FORWARD_NAMES:
             out.add(fi.qualname)
@@ -381,7 +475,7 @@ def _result_functions(mod: Module) -> set[str]:
 
 
 def check_caches(mod: Module) -> list[Hit]:
-    hits: list[Hit] = []
+    hits: list[Hit] = check_memoized_calls(mod)
     result_funcs = _result_functions(mod)
     for s in find_cache_sites(mod):
         node = min(s.lookup_nodes, key=lambda n: getattr(n, "lineno", 0))

@@ -352,6 +352,7 @@ STATE_PARAMS: dict[str, frozenset[str]] = {p.id: frozenset(p.state_names) for p 
 #                                   os.getcwd(), __file__, sys.path[0] ...): "." is the working directory or
 #                                   the solution's own folder (the grader's, when it imports the solution),
 #                                   "\x00" a part the reading does not know (a parameter, sys.path[i])
+#   ("dictlit", key)                a dict display with constant keys (its node in `dict_lits`): `d['k']` is its entry
 Val = tuple
 _BUILTINS = frozenset({"setattr", "getattr", "delattr", "hasattr", "vars", "globals", "locals", "exec", "eval", "compile",
                        "__import__", "open", "id", "type", "object", "print", "super", "isinstance", "callable",
@@ -406,6 +407,7 @@ class Evaluator:
         self.partials: dict[int, tuple[frozenset, list[frozenset], dict[str, frozenset]]] = {}
         self.partial_calls: dict[int, ast.Call] = {}     # the functools.partial(...) call of each partial
         self.closures: dict[int, dict[str, frozenset]] = {}
+        self.dict_lits: dict[int, tuple[ast.Dict, "Ctx"]] = {}   # ("dictlit", key): a dict display and where it is
         self.module_env: dict[str, set] = {}
         self.func_env: dict[str, dict[str, set]] = {}
         self.class_attr: dict[str, dict[str, set]] = {}
@@ -656,6 +658,11 @@ class Evaluator:
                 if not keys and v == ("ref", "sys.modules") and not isinstance(e.slice, ast.Constant):
                     out.add(("anymod",))        # sys.modules[name], the name chosen at run time
             return out
+        if t is ast.Dict:     # a dict display with constant keys (a table of functions): its entries by key
+            if e.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in e.keys):
+                self.dict_lits[id(e)] = (e, ctx)
+                return {("dictlit", id(e))}
+            return set()
         if t is ast.Call:
             return self.call_value(e, ctx)
         if t is ast.JoinedStr:
@@ -818,6 +825,13 @@ class Evaluator:
             return {("ref", key)}
         if v[0] == "ref" and v[1] in ("sys.path", "site.getsitepackages"):
             return {("path", _UNKNOWN_PART)}
+        if v[0] == "dictlit" and v[1] in self.dict_lits:
+            node, ctx = self.dict_lits[v[1]]
+            out: set = set()
+            for k, val in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant) and k.value == key:
+                    out |= self.eval(val, ctx.deeper())
+            return out
         if v[0] == "dict":
             if v[1] == "<module>":
                 return set(self.module_env.get(key, set())) or {("ref", f"<module>.{key}")}

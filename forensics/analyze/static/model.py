@@ -106,6 +106,11 @@ def _plan(t: type) -> tuple[tuple[str, ...], int]:
 class Module:
     def __init__(self, tree: ast.Module, text: str, filename: str = "solution.py") -> None:
         self.tree = tree
+        _inline_exec(tree)      # code a module-level exec of a constant string runs is the module's own
+        #: per function (qualname), the parameters given a long-lived object of the solution's (the graded
+        #: entry's instance handed to a helper: `_Helper().run(self, x)`): state kept on them persists across
+        #: calls as `self.x` does.  Filled by roles.bind (it needs the module's evaluation), read by persistent().
+        self.owner_params: dict[str, frozenset[str]] = {}
         self.text = text
         self.lines = text.splitlines()
         self.filename = filename
@@ -267,6 +272,8 @@ class Module:
                 elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls") \
                         and f.attr in self.by_name:
                     src = True
+                elif not isinstance(f, ast.Attribute) and self._ident_source(n):
+                    src = True    # the same reads spelt getattr(t, 'data_ptr')(), builtins.__dict__['id'](t), ...
             elif isinstance(n, ast.Attribute) and n.attr in ("_version", "shape", "dtype", "__cuda_array_interface__", "data_ptr"):
                 src = True
             if src:
@@ -391,6 +398,29 @@ class Module:
             base = self.qn(node.args[0], depth + 1)
             if s is not None and base:
                 return f"{base}.{s}"
+        if isinstance(node, ast.Subscript):
+            return self._namespace_item(node, depth)
+        return None
+
+    def _namespace_item(self, node: ast.Subscript, depth: int) -> str | None:
+        """A module's namespace read by key: `mod.__dict__['name']`, `vars(mod)['name']`,
+        `sys.modules['mod']`, `globals()['name']` (this module's)."""
+        key = self.const_str(node.slice)
+        if not key:
+            return None
+        v = node.value
+        if isinstance(v, ast.Attribute) and v.attr == "__dict__":
+            base = self.qn(v.value, depth + 1)
+            return f"{base}.{key}" if base else None
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and not v.keywords:
+            if v.func.id == "vars" and len(v.args) == 1 and not self._shadowed("vars"):
+                base = self.qn(v.args[0], depth + 1)
+                return f"{base}.{key}" if base else None
+            if v.func.id == "globals" and not v.args and not self._shadowed("globals"):
+                return self.aliases.get(key, key)
+            return None
+        if (self.qn(v, depth + 1) or "") == "sys.modules":
+            return key
         return None
 
     def applied(self, call: ast.Call) -> ast.Call:
@@ -449,25 +479,94 @@ class Module:
         for n in walk(expr):
             if isinstance(n, ast.Call):
                 f = n.func
-                if isinstance(f, ast.Attribute) and f.attr in _PTR_ATTRS:
+                read = self.attr_read(n) if not isinstance(f, ast.Attribute) else None
+                if read is not None:          # getattr(t, '_version'): an attribute read, however spelt
+                    _attr_kind(read[1], out)
+                m = (f.value, f.attr) if isinstance(f, ast.Attribute) else self.method_call(n, fi)
+                if m is not None and m[1] in _PTR_ATTRS:
                     out.add("ptr")
-                elif isinstance(f, ast.Name) and f.id == "id" and "id" not in self.aliases:
+                elif self.builtin_called(n) == "id":
                     out.add("id")
-                elif isinstance(f, ast.Attribute) and f.attr in ("size", "stride"):
+                elif m is not None and m[1] in ("size", "stride"):
                     out.add("shape")
                 elif depth < 3:
                     for callee in self.callees(n, fi):
                         out |= callee.returns_kinds
             elif isinstance(n, ast.Attribute):
-                if n.attr == "_version":
-                    out.add("version")
-                elif n.attr in ("shape", "dtype"):
-                    out.add("shape")
-                elif n.attr in ("__cuda_array_interface__", "data_ptr"):
-                    out.add("ptr")
+                _attr_kind(n.attr, out)
             elif isinstance(n, ast.Name) and fi is not None and n.id in fi.env:
                 out |= fi.env[n.id]
         return out
+
+    # ------------------------------------------------------------------ what a call or read amounts to
+    def _shadowed(self, name: str) -> bool:
+        """A builtin's name bound by the module (imported, assigned or defined): not the builtin."""
+        return name in self.aliases or name in self.module_assigned or name in self.by_name
+
+    def attr_read(self, node: ast.AST) -> tuple[ast.AST, str] | None:
+        """(object, name) when `node` reads attribute `name` of `object`, however it is spelt: `o.name`,
+        `getattr(o, 'name'[, default])` with the name a constant or built from constants,
+        `operator.attrgetter('name')(o)`."""
+        if isinstance(node, ast.Attribute):
+            return node.value, node.attr
+        if not isinstance(node, ast.Call) or not node.args:
+            return None
+        if _getattr_call(node) and not self._shadowed("getattr"):
+            s = self.const_str(node.args[1])
+            return (node.args[0], s) if s else None
+        f = node.func
+        if isinstance(f, ast.Call) and len(f.args) == 1 and len(node.args) == 1 \
+                and (self.qn(f.func) or "") == "operator.attrgetter":
+            s = self.const_str(f.args[0])
+            if s and "." not in s:
+                return node.args[0], s
+        return None
+
+    def method_call(self, call: ast.Call, fi: FuncInfo | None = None) -> tuple[ast.AST, str] | None:
+        """(receiver, method) when `call` calls a method of an object, however it is spelt: `r.m()`,
+        `getattr(r, 'm')()`, `operator.methodcaller('m')(r)`, `functools.partial(r.m)()`,
+        `(lambda: r.m())()`, or a bound method held in a local (`m = r.m` ... `m()`)."""
+        c = self.applied(call)
+        f = c.func
+        got = self.attr_read(f)
+        if got is not None:
+            return got
+        if isinstance(f, ast.Name):      # a caller or a bound method held in a local or a module global
+            vals: Any = ()
+            if fi is not None and f.id not in fi.params and f.id not in fi.globals_:
+                vals = fi.assigns.get(f.id, ())
+            if not vals and f.id in self.consts and (fi is None or f.id not in fi.assigns):
+                vals = (self.consts[f.id],)
+            if len(vals) != 1:
+                return None
+            f = vals[0]
+            if isinstance(f, (ast.Attribute, ast.Call)) and self.attr_read(f) is not None:
+                return self.attr_read(f)
+        if isinstance(f, ast.Call) and f.args and c.args and (self.qn(f.func) or "") == "operator.methodcaller":
+            s = self.const_str(f.args[0])
+            return (c.args[0], s) if s else None
+        return None
+
+    def builtin_called(self, call: ast.Call) -> str | None:
+        """The builtin function a call invokes, by its bare name (`id`), where the module does not rebind
+        the name: `id(t)`, `builtins.id(t)`, `getattr(builtins, 'id')(t)`, `builtins.__dict__['id'](t)`."""
+        f = call.func
+        if isinstance(f, ast.Name):
+            return f.id if f.id in _BUILTIN_NAMES and not self._shadowed(f.id) else None
+        q = self.qn(f) or ""
+        if q.startswith("builtins.") and q.count(".") == 1:
+            return q[9:]
+        return None
+
+    def _ident_source(self, call: ast.Call) -> bool:
+        """Is the call (func not a plain attribute) a read of a tensor's identity or metadata?"""
+        read = self.attr_read(call)
+        if read is not None and read[1] in _IDENT_ATTRS:
+            return True
+        m = self.method_call(call)
+        if m is not None and m[1] in _IDENT_ATTRS:
+            return True
+        return self.builtin_called(call) == "id"
 
     def unversioned(self, expr: ast.AST | None, fi: FuncInfo | None = None, depth: int = 0) -> set[str]:
         """Tensors a key identifies by pointer or id() without also reading their _version (source
@@ -492,11 +591,15 @@ class Module:
             return each.get(t, [t])
 
         for n in walk(expr):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _PTR_ATTRS:
-                ident.update(named(n.func.value))
-            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "id" and n.args \
-                    and "id" not in self.aliases:
-                ident.update(named(n.args[0]))
+            if isinstance(n, ast.Call):
+                m = self.method_call(n, fi)
+                read = self.attr_read(n)
+                if m is not None and m[1] in _PTR_ATTRS:
+                    ident.update(named(m[0]))
+                elif n.args and self.builtin_called(n) == "id":
+                    ident.update(named(n.args[0]))
+                elif read is not None and read[1] == "_version":
+                    versioned.update(named(read[0]))
             elif isinstance(n, ast.Attribute) and n.attr == "_version":
                 versioned.update(named(n.value))
             elif isinstance(n, ast.Name) and fi is not None and not isinstance(n.ctx, ast.Store):
@@ -534,9 +637,9 @@ class Module:
 
     def _launch_direct_uncached(self, call: ast.Call) -> bool:
         f = call.func
-        if isinstance(f, ast.Subscript):  # triton kernel[grid](...)
-            return True
         q = self.qn(f) or ""
+        if isinstance(f, ast.Subscript) and not q:  # triton kernel[grid](...); not torch.__dict__['empty'](...)
+            return True
         last = q.split(".")[-1] if q else (f.attr if isinstance(f, ast.Attribute) else "")
         if last == "replay":
             return True
@@ -560,7 +663,7 @@ class Module:
         if isinstance(node, ast.Attribute):
             base = node.value
             if isinstance(base, ast.Name) and (base.id in ("self", "cls") or base.id in self.class_bases
-                                               or base.id in self.by_name):
+                                               or base.id in self.by_name or self._owner(base.id, fi)):
                 return f"{base.id}.{node.attr}"
             inner = self.persistent(base, fi, alias)
             if inner:
@@ -575,11 +678,15 @@ class Module:
         if isinstance(node, ast.Subscript):
             return self.persistent(node.value, fi, alias)
         if isinstance(node, ast.Call) and _getattr_call(node) and isinstance(node.args[0], ast.Name) \
-                and node.args[0].id in ("self", "cls"):
+                and (node.args[0].id in ("self", "cls") or self._owner(node.args[0].id, fi)):
             attr = self.const_str(node.args[1])
             if attr:
                 return f"{node.args[0].id}.{attr}"
         return None
+
+    def _owner(self, name: str, fi: FuncInfo | None) -> bool:
+        """A parameter of `fi` given a long-lived object of the solution's (owner_params)."""
+        return fi is not None and name in self.owner_params.get(fi.qualname, ())
 
     def _alias(self, name: str, fi: FuncInfo) -> str | None:
         """The persistent state a local stands for when every value assigned to it names that one
@@ -605,7 +712,7 @@ class Module:
         if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "setdefault" and v.args:
             base = v.func.value
             if isinstance(base, ast.Attribute) and base.attr == "__dict__" and isinstance(base.value, ast.Name) \
-                    and base.value.id in ("self", "cls"):
+                    and (base.value.id in ("self", "cls") or self._owner(base.value.id, fi)):
                 attr = self.const_str(v.args[0])
                 return f"{base.value.id}.{attr}" if attr else None
             return self.persistent(base, fi, alias=True)
@@ -660,6 +767,105 @@ class Module:
 
 
 # ---------------------------------------------------------------------- small AST helpers
+_BUILTIN_NAMES = frozenset(dir(__import__("builtins")))
+#: attributes whose read is a tensor's identity or metadata (a cache key's source)
+_IDENT_ATTRS = frozenset(_PTR_ATTRS + ("size", "stride", "_version", "shape", "dtype", "__cuda_array_interface__"))
+
+
+def _attr_kind(attr: str, out: set[str]) -> None:
+    """The identity kind an attribute read gives a key (`t._version`, `t.shape`, `t.data_ptr`)."""
+    if attr == "_version":
+        out.add("version")
+    elif attr in ("shape", "dtype"):
+        out.add("shape")
+    elif attr in ("__cuda_array_interface__", "data_ptr"):
+        out.add("ptr")
+
+
+def _inline_exec(tree: ast.Module, depth: int = 0) -> None:
+    """Module-level `exec` of a constant string (no namespace argument, or `globals()`) runs its code in
+    the module's own namespace: its statements are the module's, as if written there.  They are put in
+    the tree right after the exec, every node placed on the exec's lines (a finding in them cites the
+    exec), so that every rule reads them as the module's own code.  A string that does not parse, or an
+    `exec` the module rebinds, is left as it is (the capability audit still reads the string)."""
+    if depth > 2 or "exec" in _bound_names(tree):
+        return
+    strs: dict[str, str] = {}
+    for st in tree.body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            s = _fold_str(st.value, strs)
+            if s is not None:
+                strs[st.targets[0].id] = s
+
+    _inline_body(tree.body, strs, depth)
+
+
+def _inline_body(body: list[ast.stmt], strs: dict[str, str], depth: int) -> None:
+    """_inline_exec on one block of module-level statements (and the blocks of its if/try/with/for)."""
+    i = 0
+    while i < len(body):
+        st = body[i]
+        if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for sub in ("body", "orelse", "finalbody"):
+                inner = getattr(st, sub, None)
+                if isinstance(inner, list):
+                    _inline_body(inner, strs, depth)
+            for h in getattr(st, "handlers", []) or []:
+                _inline_body(h.body, strs, depth)
+        code = _exec_code(st, strs)
+        new: list[ast.stmt] = []
+        if code is not None and len(code) <= 200_000:
+            try:
+                sub_tree = ast.parse(code)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                sub_tree = None
+            if sub_tree is not None:
+                _inline_exec(sub_tree, depth + 1)
+                for n in ast.walk(sub_tree):
+                    if hasattr(n, "lineno"):
+                        n.lineno, n.end_lineno = st.lineno, st.end_lineno
+                        n.col_offset, n.end_col_offset = st.col_offset, st.end_col_offset
+                new = sub_tree.body
+        body[i + 1:i + 1] = new
+        i += 1 + len(new)
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, ast.alias):
+            out.add(n.asname or n.name.split(".")[0])
+    return out
+
+
+def _fold_str(e: ast.AST, strs: dict[str, str]) -> str | None:
+    if isinstance(e, ast.Constant) and isinstance(e.value, str):
+        return e.value
+    if isinstance(e, ast.Name):
+        return strs.get(e.id)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+        a, b = _fold_str(e.left, strs), _fold_str(e.right, strs)
+        return a + b if a is not None and b is not None else None
+    return None
+
+
+def _exec_code(st: ast.stmt, strs: dict[str, str]) -> str | None:
+    """The code of `exec(CONST)` / `exec(CONST, globals())` as a statement, else None."""
+    if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
+        return None
+    c = st.value
+    if not (isinstance(c.func, ast.Name) and c.func.id == "exec" and c.args and not c.keywords and len(c.args) <= 2):
+        return None
+    if len(c.args) == 2 and not (isinstance(c.args[1], ast.Call) and isinstance(c.args[1].func, ast.Name)
+                                 and c.args[1].func.id == "globals" and not c.args[1].args):
+        return None
+    return _fold_str(c.args[0], strs)
+
+
 def _is_main_test(test: ast.AST) -> bool:
     return main_guard(test) == "body"
 

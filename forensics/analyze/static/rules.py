@@ -46,7 +46,11 @@ RULES_LIST: tuple[Rule, ...] = (
     _R("CACHED-OUTPUT-RETURN", "static", "reward_hack", "high",
        "A cache hit returns a stored result without launching work",
        "Returning a stored output on an identity/shape hit means the output no longer depends on "
-       "current input contents: output memoization.",
+       "current input contents: output memoization, in the entry or in any function whose result it "
+       "returns, through a dict, saved-key attributes, a WeakKeyDictionary keyed by the tensor, or a "
+       "functools.lru_cache/cache function called with the tensor or its pointer. Look-alikes: a hit "
+       "that runs a stored plan on the live inputs or combines stored state with them (`x @ "
+       "self._packed`), a memoized builder called with shapes and dtypes.",
        "the hit test, the return of the stored value, and the absence of a launch on that path",
        "same-buffer overwrite"),
     _R("PERSISTENT-OUTPUT", "static", "info", "info",
