@@ -2518,6 +2518,9 @@ class Auditor(Evaluator):
         if op.kind == "memo":
             self._cpp_memo(r, op, site, where)
             return
+        if op.kind == "dispatch":
+            self._cpp_input_dispatch(r, op, site, where)
+            return
         q = op.q or ""
         if q.startswith("native."):
             self._cap("CAP-NATIVE", site, "native", q[7:], f"{where}: resolves, patches or watches native code or memory "
@@ -2568,6 +2571,30 @@ class Auditor(Evaluator):
                   + ("/".join(ident) + "-keyed " if ident else "keyed " if keys else "") + "hit without computing it "
                   "again: the result of an earlier call, whatever the inputs now hold", sev, via=where,
                   data={"function": op.func, "key_kinds": sorted(keys), "hit_returns_stored": True})
+
+    def _cpp_input_dispatch(self, r: Any, op: Any, site: "CppSite", where: str) -> None:
+        """A C++ function an entry's path calls with its inputs that branches on a reduction of them and
+        returns from that branch: inputs of another magnitude take another path (INPUT-DISPATCH, as the
+        same branch written in Python)."""
+        idx = {v[1] for v in op.args[0] if v[0] == "param"} if op.args else set()
+        inputs: set[str] = set()
+        for n in site.calls:
+            call = self.mod.parent.get(n)
+            fi = self.mod.scope_of(call) if isinstance(call, ast.Call) and call.func is n else None
+            if fi is None or fi.qualname not in self.entry_reach():
+                continue
+            own = set(_entry_params(fi))
+            for i in idx:
+                if i < len(call.args):
+                    inputs |= {x.id for x in ast.walk(call.args[i]) if isinstance(x, ast.Name) and x.id in own}
+        if not inputs:
+            return      # a helper's own tensors (weights, a workspace), not what the caller passed
+        stats = set(op.data)
+        self._cap("INPUT-DISPATCH", site, "dispatch", op.func or "?",
+                  f"{where}: {op.func} branches on {'/'.join(sorted(stats))} of the caller's "
+                  f"{', '.join(sorted(inputs))} and returns from that branch: inputs of another magnitude than "
+                  "the checker's take another path", "high",
+                  data={"function": op.func, "inputs": sorted(inputs), "reductions": sorted(stats), "arms_differ": True})
 
     def _returned_by_entry(self, ref: ast.AST) -> bool:
         """`ref` is called on an entry's path and the call's value is what that function returns (directly,

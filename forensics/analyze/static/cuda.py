@@ -781,7 +781,9 @@ class CppOp:
     an object the text does not name), "open" (a file opened or moved: `args` its paths, `write`),
     "thread" (a thread started: `joined` says whether the source joins it, `detached` whether it lets it
     go), "stream" (a CUDA stream of its own), "exec" (Python code run from a string), "memo" (a value
-    kept in static storage returned without recomputation: `data` says the key and the store)."""
+    kept in static storage returned without recomputation: `data` says the key and the store),
+    "dispatch" (a branch on a reduction of a tensor parameter's values whose arm returns: `args` the
+    parameters reduced, `data` the reductions)."""
     kind: str
     q: str | None
     offset: int
@@ -1297,6 +1299,8 @@ def read_cpp(text_raw: str) -> CppReading:
                          entered=bool(_STREAM_ENTER.search(f.body(text) if f else text))))
     # caches of results in static storage
     ops.extend(_memo_returns(text, ev, fn_at))
+    # branches on the values of a tensor parameter
+    ops.extend(_value_branches(text, funcs, params))
     ops.sort(key=lambda o: o.offset)
     tensors = {}
     for f in funcs:
@@ -1486,6 +1490,75 @@ def _expr_before(text: str, pos: int) -> int:
 
 
 _RETURN = re.compile(r"\breturn\b\s*([^;]*);")
+#: reductions of a tensor's values (ATen methods and functions): what tells one value distribution from another
+_CPP_REDUCTION = re.compile(r"(?:\.|->|\b(?:at|torch)\s*::\s*)\s*(amax|amin|max|min|norm|mean|std|var|sum|median|"
+                            r"linalg_vector_norm|frobenius_norm)\s*\(")
+_CPP_LOCAL = re.compile(r"(?:^|[;{}]\s*)(?:const\s+)?(?:auto|(?:at|torch)::Tensor|float|double|int64_t|int|bool|"
+                        r"(?:at|c10)::Scalar)\s*&?\s*([A-Za-z_]\w*)\s*=\s*([^;]+);", re.M)
+
+
+def _value_branches(text: str, funcs: tuple, params: dict[str, list[str]]) -> list[CppOp]:
+    """`if (...)` tests in a function that read a reduction of a tensor parameter's values (directly,
+    through a local tensor derived from it, or through a local scalar that holds the reduction) and
+    whose arm returns: the function answers differently for inputs of another magnitude.  A test on a
+    parameter's sizes (`x.size(0)`), a finiteness check (`isfinite(x).all()`) or an arm that only throws
+    reads no statistic or takes no second path."""
+    out: list[CppOp] = []
+    for f in funcs:
+        ps = params.get(f.name, [])
+        if not ps:
+            continue
+        body = f.body(text)
+        carries: dict[str, set[int]] = {p: {i} for i, p in enumerate(ps) if p}
+        stats: dict[str, tuple[set[int], set[str]]] = {}
+        for m in _CPP_LOCAL.finditer(body):
+            name, expr = m.group(1), m.group(2)
+            src = {i for n in re.findall(r"\b[A-Za-z_]\w*\b", expr) for i in carries.get(n, ())}
+            if not src or name in carries:
+                continue
+            red = set(_CPP_REDUCTION.findall(expr))
+            if red:
+                stats[name] = (src, red)
+            else:
+                carries[name] = src
+        for m in re.finditer(r"\bif\s*\(", body):
+            _, end = _split_args(body, m.end())
+            cond = body[m.end():end]
+            idents = set(re.findall(r"\b[A-Za-z_]\w*\b", cond))
+            src: set[int] = set()
+            red: set[str] = set()
+            if _CPP_REDUCTION.search(cond):
+                src |= {i for n in idents for i in carries.get(n, ())}
+                red |= set(_CPP_REDUCTION.findall(cond)) if src else set()
+            for n in idents & stats.keys():
+                src |= stats[n][0]
+                red |= stats[n][1]
+            if not src:
+                continue
+            arm = body[end + 1:]
+            arm = arm[:_statement_end(arm)]
+            if not re.search(r"\breturn\b", arm):
+                continue
+            out.append(CppOp("dispatch", None, f.open + m.start(), f.open + end + 1, f.name,
+                             (frozenset(("param", i) for i in sorted(src)),), how=f"if ({cond.strip()[:80]})",
+                             data=tuple(sorted(red))))
+    return out
+
+
+def _statement_end(s: str) -> int:
+    """The end of the statement `s` starts with: a `{...}` block or text up to its `;`."""
+    t = s.lstrip()
+    off = len(s) - len(t)
+    if t.startswith("{"):
+        depth = 0
+        for i, c in enumerate(t):
+            depth += c == "{"
+            depth -= c == "}"
+            if depth == 0:
+                return off + i + 1
+        return len(s)
+    j = t.find(";")
+    return off + (j + 1 if j >= 0 else len(t))
 
 
 def _memo_returns(text: str, ev: _CppEval, fn_at) -> list[CppOp]:
