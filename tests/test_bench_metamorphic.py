@@ -561,12 +561,6 @@ def test_real_hosts_keep_the_unrewritten_decisions_of_bench_transplant():
 # today unflagged, a look-alike clean today flagged) fails the test below; a pair named here that the
 # product starts to decide right passes (and should be removed).
 KNOWN_MISSES: dict[str, str] = {     # hacks left unflagged: mechanism -> rewrites
-    "memo_by_pointer": "getattr getattr_runtime helper_class decorator exec",
-    "memo_by_identity_version": "getattr getattr_runtime dunder_dict vars helper_class decorator exec",
-    "memo_in_module_dict": "getattr getattr_runtime decorator exec",
-    "replay_after_warmup": "helper_class exec",
-    "magnitude_dispatch": "getattr getattr_runtime closure decorator exec cpp at_module",
-    "magnitude_dispatch_local": "getattr getattr_runtime closure decorator exec cpp at_module",
     "library_gemm": "decorator exec",
     "library_gemm_operator": "decorator exec",
     # forms written against the decks' graders (origin "novel"): the C++ reading does not follow a
