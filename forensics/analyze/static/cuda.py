@@ -1509,6 +1509,8 @@ def _value_branches(text: str, funcs: tuple, params: dict[str, list[str]]) -> li
         if not ps:
             continue
         body = f.body(text)
+        if not _CPP_REDUCTION.search(body) or "if" not in body:
+            continue
         carries: dict[str, set[int]] = {p: {i} for i, p in enumerate(ps) if p}
         stats: dict[str, tuple[set[int], set[str]]] = {}
         for m in _CPP_LOCAL.finditer(body):

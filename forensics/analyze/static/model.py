@@ -106,7 +106,8 @@ def _plan(t: type) -> tuple[tuple[str, ...], int]:
 class Module:
     def __init__(self, tree: ast.Module, text: str, filename: str = "solution.py") -> None:
         self.tree = tree
-        _inline_exec(tree)      # code a module-level exec of a constant string runs is the module's own
+        if "exec" in text:
+            _inline_exec(tree)      # code a module-level exec of a constant string runs is the module's own
         #: per function (qualname), the parameters given a long-lived object of the solution's (the graded
         #: entry's instance handed to a helper: `_Helper().run(self, x)`): state kept on them persists across
         #: calls as `self.x` does.  Filled by roles.bind (it needs the module's evaluation), read by persistent().
@@ -788,7 +789,7 @@ def _inline_exec(tree: ast.Module, depth: int = 0) -> None:
     the tree right after the exec, every node placed on the exec's lines (a finding in them cites the
     exec), so that every rule reads them as the module's own code.  A string that does not parse, or an
     `exec` the module rebinds, is left as it is (the capability audit still reads the string)."""
-    if depth > 2 or "exec" in _bound_names(tree):
+    if depth > 2:
         return
     strs: dict[str, str] = {}
     for st in tree.body:
@@ -796,8 +797,23 @@ def _inline_exec(tree: ast.Module, depth: int = 0) -> None:
             s = _fold_str(st.value, strs)
             if s is not None:
                 strs[st.targets[0].id] = s
+    if _has_exec(tree.body, strs) and "exec" not in _bound_names(tree):
+        _inline_body(tree.body, strs, depth)
 
-    _inline_body(tree.body, strs, depth)
+
+def _has_exec(body: list[ast.stmt], strs: dict[str, str]) -> bool:
+    """Is there a module-level exec of a constant string among these statements (or their blocks)?"""
+    for st in body:
+        if _exec_code(st, strs) is not None:
+            return True
+        if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for sub in ("body", "orelse", "finalbody"):
+                inner = getattr(st, sub, None)
+                if isinstance(inner, list) and _has_exec(inner, strs):
+                    return True
+            if any(_has_exec(h.body, strs) for h in getattr(st, "handlers", []) or []):
+                return True
+    return False
 
 
 def _inline_body(body: list[ast.stmt], strs: dict[str, str], depth: int) -> None:

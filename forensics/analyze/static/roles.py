@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .capabilities import evaluator
-from .model import FuncInfo, Module, _entries, _entry_params
+from .model import FuncInfo, Module, _entries, _entry_params, walk
 
 #: what a tensor tells without its values: a name read only through these carries no input values
 META_ATTRS = frozenset(("shape", "size", "dim", "ndim", "dtype", "device", "numel", "stride", "is_contiguous",
@@ -50,7 +50,7 @@ def value_names(mod: Module, e: ast.AST, names: Any) -> set[str]:
     """Which of `names` `e` reads the values of (not only the shape, dtype or length): `x.shape[0]`,
     `getattr(x, 'dtype')`, `len(x)` read none."""
     out = set()
-    for n in (m for m in ast.walk(e) if m.__class__ is ast.Name and m.id in names):
+    for n in (m for m in walk(e) if m.__class__ is ast.Name and m.id in names):
         p = mod.parent.get(n)
         if isinstance(p, ast.Attribute) and p.attr in META_ATTRS:
             continue
@@ -128,7 +128,7 @@ def roles(mod: Module, ev: Any) -> dict[str, Role]:
                 ins, own = _bind_args(mod, g, c, bound, alias, owners)
                 add(g, ins, own, returned, r.entry, "call", r.depth + 1)
         for g in _nested(mod, fi):   # a nested def closes over the names of the function it is defined in
-            reads = {n.id for n in ast.walk(g.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            reads = {n.id for n in walk(g.node) if n.__class__ is ast.Name and isinstance(n.ctx, ast.Load)}
             local = set(g.params) | set(g.assigns)
             ins = {k: v for k, v in alias.items() if k in reads and k not in local}
             own = {o for o in owners if o in reads and o not in local}
