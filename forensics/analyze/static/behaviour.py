@@ -19,6 +19,7 @@ from .model import (
     _getattr_call,
     _names,
     _target_key,
+    method_call,
     walk,
 )
 
@@ -218,7 +219,7 @@ def _reductions(mod: Module, e: ast.AST, inputs: dict[str, frozenset[str]],
     ops: set[str] = set()
     for n in walk(e):
         if isinstance(n, ast.Call):
-            m = mod.method_call(n, fi)
+            m = method_call(mod, n, fi)
             if m is None:
                 continue
             recv, name = m

@@ -659,10 +659,7 @@ class Evaluator:
                     out.add(("anymod",))        # sys.modules[name], the name chosen at run time
             return out
         if t is ast.Dict:     # a dict display with constant keys (a table of functions): its entries by key
-            if e.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in e.keys):
-                self.dict_lits[id(e)] = (e, ctx)
-                return {("dictlit", id(e))}
-            return set()
+            return _dict_display(self, e, ctx)
         if t is ast.Call:
             return self.call_value(e, ctx)
         if t is ast.JoinedStr:
@@ -825,13 +822,8 @@ class Evaluator:
             return {("ref", key)}
         if v[0] == "ref" and v[1] in ("sys.path", "site.getsitepackages"):
             return {("path", _UNKNOWN_PART)}
-        if v[0] == "dictlit" and v[1] in self.dict_lits:
-            node, ctx = self.dict_lits[v[1]]
-            out: set = set()
-            for k, val in zip(node.keys, node.values):
-                if isinstance(k, ast.Constant) and k.value == key:
-                    out |= self.eval(val, ctx.deeper())
-            return out
+        if v[0] == "dictlit":
+            return _dict_entry(self, v[1], key)
         if v[0] == "dict":
             if v[1] == "<module>":
                 return set(self.module_env.get(key, set())) or {("ref", f"<module>.{key}")}
@@ -1079,6 +1071,24 @@ class Evaluator:
         """The lambdas a call runs: `(lambda: BODY)()`, a local or attribute bound to a lambda."""
         ctx = Ctx(self.mod.scope_of(call), None, 0)
         return [self.lambdas[v[1]] for v in self.eval(call.func, ctx) if v[0] == "lambda" and v[1] in self.lambdas]
+
+
+def _dict_display(ev: Evaluator, e: ast.Dict, ctx: "Ctx") -> set:
+    """("dictlit", key) for a dict display whose keys are constant strings (kept with where it is)."""
+    if e.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in e.keys):
+        ev.dict_lits[id(e)] = (e, ctx)
+        return {("dictlit", id(e))}
+    return set()
+
+
+def _dict_entry(ev: Evaluator, lit: int, key: str) -> set:
+    """What a dict display's entry under `key` denotes."""
+    node, ctx = ev.dict_lits.get(lit, (None, None))
+    out: set = set()
+    for k, val in zip(node.keys, node.values) if node is not None else ():
+        if isinstance(k, ast.Constant) and k.value == key:
+            out |= ev.eval(val, ctx.deeper())
+    return out
 
 
 def evaluator(mod: Any) -> Evaluator:

@@ -1494,7 +1494,7 @@ _RETURN = re.compile(r"\breturn\b\s*([^;]*);")
 _CPP_REDUCTION = re.compile(r"(?:\.|->|\b(?:at|torch)\s*::\s*)\s*(amax|amin|max|min|norm|mean|std|var|sum|median|"
                             r"linalg_vector_norm|frobenius_norm)\s*\(")
 _CPP_LOCAL = re.compile(r"(?:^|[;{}]\s*)(?:const\s+)?(?:auto|(?:at|torch)::Tensor|float|double|int64_t|int|bool|"
-                        r"(?:at|c10)::Scalar)\s*&?\s*([A-Za-z_]\w*)\s*=\s*([^;]+);", re.M)
+                        r"(?:at|c10)::Scalar)\s*&?\s*([A-Za-z_]\w*)\s*=\s*([^;]+);", re.MULTILINE)
 
 
 def _value_branches(text: str, funcs: tuple, params: dict[str, list[str]]) -> list[CppOp]:

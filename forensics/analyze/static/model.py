@@ -273,7 +273,7 @@ class Module:
                 elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls") \
                         and f.attr in self.by_name:
                     src = True
-                elif not isinstance(f, ast.Attribute) and self._ident_source(n):
+                elif not isinstance(f, ast.Attribute) and ident_source(self, n):
                     src = True    # the same reads spelt getattr(t, 'data_ptr')(), builtins.__dict__['id'](t), ...
             elif isinstance(n, ast.Attribute) and n.attr in ("_version", "shape", "dtype", "__cuda_array_interface__", "data_ptr"):
                 src = True
@@ -400,28 +400,7 @@ class Module:
             if s is not None and base:
                 return f"{base}.{s}"
         if isinstance(node, ast.Subscript):
-            return self._namespace_item(node, depth)
-        return None
-
-    def _namespace_item(self, node: ast.Subscript, depth: int) -> str | None:
-        """A module's namespace read by key: `mod.__dict__['name']`, `vars(mod)['name']`,
-        `sys.modules['mod']`, `globals()['name']` (this module's)."""
-        key = self.const_str(node.slice)
-        if not key:
-            return None
-        v = node.value
-        if isinstance(v, ast.Attribute) and v.attr == "__dict__":
-            base = self.qn(v.value, depth + 1)
-            return f"{base}.{key}" if base else None
-        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and not v.keywords:
-            if v.func.id == "vars" and len(v.args) == 1 and not self._shadowed("vars"):
-                base = self.qn(v.args[0], depth + 1)
-                return f"{base}.{key}" if base else None
-            if v.func.id == "globals" and not v.args and not self._shadowed("globals"):
-                return self.aliases.get(key, key)
-            return None
-        if (self.qn(v, depth + 1) or "") == "sys.modules":
-            return key
+            return namespace_item(self, node, depth)
         return None
 
     def applied(self, call: ast.Call) -> ast.Call:
@@ -480,13 +459,13 @@ class Module:
         for n in walk(expr):
             if isinstance(n, ast.Call):
                 f = n.func
-                read = self.attr_read(n) if not isinstance(f, ast.Attribute) else None
+                read = attr_read(self, n) if not isinstance(f, ast.Attribute) else None
                 if read is not None:          # getattr(t, '_version'): an attribute read, however spelt
                     _attr_kind(read[1], out)
-                m = (f.value, f.attr) if isinstance(f, ast.Attribute) else self.method_call(n, fi)
+                m = (f.value, f.attr) if isinstance(f, ast.Attribute) else method_call(self, n, fi)
                 if m is not None and m[1] in _PTR_ATTRS:
                     out.add("ptr")
-                elif self.builtin_called(n) == "id":
+                elif builtin_called(self, n) == "id":
                     out.add("id")
                 elif m is not None and m[1] in ("size", "stride"):
                     out.add("shape")
@@ -498,76 +477,6 @@ class Module:
             elif isinstance(n, ast.Name) and fi is not None and n.id in fi.env:
                 out |= fi.env[n.id]
         return out
-
-    # ------------------------------------------------------------------ what a call or read amounts to
-    def _shadowed(self, name: str) -> bool:
-        """A builtin's name bound by the module (imported, assigned or defined): not the builtin."""
-        return name in self.aliases or name in self.module_assigned or name in self.by_name
-
-    def attr_read(self, node: ast.AST) -> tuple[ast.AST, str] | None:
-        """(object, name) when `node` reads attribute `name` of `object`, however it is spelt: `o.name`,
-        `getattr(o, 'name'[, default])` with the name a constant or built from constants,
-        `operator.attrgetter('name')(o)`."""
-        if isinstance(node, ast.Attribute):
-            return node.value, node.attr
-        if not isinstance(node, ast.Call) or not node.args:
-            return None
-        if _getattr_call(node) and not self._shadowed("getattr"):
-            s = self.const_str(node.args[1])
-            return (node.args[0], s) if s else None
-        f = node.func
-        if isinstance(f, ast.Call) and len(f.args) == 1 and len(node.args) == 1 \
-                and (self.qn(f.func) or "") == "operator.attrgetter":
-            s = self.const_str(f.args[0])
-            if s and "." not in s:
-                return node.args[0], s
-        return None
-
-    def method_call(self, call: ast.Call, fi: FuncInfo | None = None) -> tuple[ast.AST, str] | None:
-        """(receiver, method) when `call` calls a method of an object, however it is spelt: `r.m()`,
-        `getattr(r, 'm')()`, `operator.methodcaller('m')(r)`, `functools.partial(r.m)()`,
-        `(lambda: r.m())()`, or a bound method held in a local (`m = r.m` ... `m()`)."""
-        c = self.applied(call)
-        f = c.func
-        got = self.attr_read(f)
-        if got is not None:
-            return got
-        if isinstance(f, ast.Name):      # a caller or a bound method held in a local or a module global
-            vals: Any = ()
-            if fi is not None and f.id not in fi.params and f.id not in fi.globals_:
-                vals = fi.assigns.get(f.id, ())
-            if not vals and f.id in self.consts and (fi is None or f.id not in fi.assigns):
-                vals = (self.consts[f.id],)
-            if len(vals) != 1:
-                return None
-            f = vals[0]
-            if isinstance(f, (ast.Attribute, ast.Call)) and self.attr_read(f) is not None:
-                return self.attr_read(f)
-        if isinstance(f, ast.Call) and f.args and c.args and (self.qn(f.func) or "") == "operator.methodcaller":
-            s = self.const_str(f.args[0])
-            return (c.args[0], s) if s else None
-        return None
-
-    def builtin_called(self, call: ast.Call) -> str | None:
-        """The builtin function a call invokes, by its bare name (`id`), where the module does not rebind
-        the name: `id(t)`, `builtins.id(t)`, `getattr(builtins, 'id')(t)`, `builtins.__dict__['id'](t)`."""
-        f = call.func
-        if isinstance(f, ast.Name):
-            return f.id if f.id in _BUILTIN_NAMES and not self._shadowed(f.id) else None
-        q = self.qn(f) or ""
-        if q.startswith("builtins.") and q.count(".") == 1:
-            return q[9:]
-        return None
-
-    def _ident_source(self, call: ast.Call) -> bool:
-        """Is the call (func not a plain attribute) a read of a tensor's identity or metadata?"""
-        read = self.attr_read(call)
-        if read is not None and read[1] in _IDENT_ATTRS:
-            return True
-        m = self.method_call(call)
-        if m is not None and m[1] in _IDENT_ATTRS:
-            return True
-        return self.builtin_called(call) == "id"
 
     def unversioned(self, expr: ast.AST | None, fi: FuncInfo | None = None, depth: int = 0) -> set[str]:
         """Tensors a key identifies by pointer or id() without also reading their _version (source
@@ -593,11 +502,11 @@ class Module:
 
         for n in walk(expr):
             if isinstance(n, ast.Call):
-                m = self.method_call(n, fi)
-                read = self.attr_read(n)
+                m = method_call(self, n, fi)
+                read = attr_read(self, n)
                 if m is not None and m[1] in _PTR_ATTRS:
                     ident.update(named(m[0]))
-                elif n.args and self.builtin_called(n) == "id":
+                elif n.args and builtin_called(self, n) == "id":
                     ident.update(named(n.args[0]))
                 elif read is not None and read[1] == "_version":
                     versioned.update(named(read[0]))
@@ -765,6 +674,103 @@ class Module:
         if ls and le and le - ls > 12:
             le = ls
         return Hit(rule, ls, le, message, file=self.filename, quote=quote_lines(self.lines, ls, le), **kw)
+
+
+# ---------------------------------------------------------------------- what a call or read amounts to
+def namespace_item(mod: Module, node: ast.Subscript, depth: int) -> str | None:
+    """A module's namespace read by key: `mod.__dict__['name']`, `vars(mod)['name']`,
+    `sys.modules['mod']`, `globals()['name']` (this module's)."""
+    key = mod.const_str(node.slice)
+    if not key:
+        return None
+    v = node.value
+    if isinstance(v, ast.Attribute) and v.attr == "__dict__":
+        base = mod.qn(v.value, depth + 1)
+        return f"{base}.{key}" if base else None
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and not v.keywords:
+        if v.func.id == "vars" and len(v.args) == 1 and not shadowed(mod, "vars"):
+            base = mod.qn(v.args[0], depth + 1)
+            return f"{base}.{key}" if base else None
+        if v.func.id == "globals" and not v.args and not shadowed(mod, "globals"):
+            return mod.aliases.get(key, key)
+        return None
+    if (mod.qn(v, depth + 1) or "") == "sys.modules":
+        return key
+    return None
+
+
+def shadowed(mod: Module, name: str) -> bool:
+    """A builtin's name bound by the module (imported, assigned or defined): not the builtin."""
+    return name in mod.aliases or name in mod.module_assigned or name in mod.by_name
+
+
+def attr_read(mod: Module, node: ast.AST) -> tuple[ast.AST, str] | None:
+    """(object, name) when `node` reads attribute `name` of `object`, however it is spelt: `o.name`,
+    `getattr(o, 'name'[, default])` with the name a constant or built from constants,
+    `operator.attrgetter('name')(o)`."""
+    if isinstance(node, ast.Attribute):
+        return node.value, node.attr
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    if _getattr_call(node) and not shadowed(mod, "getattr"):
+        s = mod.const_str(node.args[1])
+        return (node.args[0], s) if s else None
+    f = node.func
+    if isinstance(f, ast.Call) and len(f.args) == 1 and len(node.args) == 1 \
+            and (mod.qn(f.func) or "") == "operator.attrgetter":
+        s = mod.const_str(f.args[0])
+        if s and "." not in s:
+            return node.args[0], s
+    return None
+
+
+def method_call(mod: Module, call: ast.Call, fi: FuncInfo | None = None) -> tuple[ast.AST, str] | None:
+    """(receiver, method) when `call` calls a method of an object, however it is spelt: `r.m()`,
+    `getattr(r, 'm')()`, `operator.methodcaller('m')(r)`, `functools.partial(r.m)()`,
+    `(lambda: r.m())()`, or a bound method held in a local (`m = r.m` ... `m()`)."""
+    c = mod.applied(call)
+    f = c.func
+    got = attr_read(mod, f)
+    if got is not None:
+        return got
+    if isinstance(f, ast.Name):      # a caller or a bound method held in a local or a module global
+        vals: Any = ()
+        if fi is not None and f.id not in fi.params and f.id not in fi.globals_:
+            vals = fi.assigns.get(f.id, ())
+        if not vals and f.id in mod.consts and (fi is None or f.id not in fi.assigns):
+            vals = (mod.consts[f.id],)
+        if len(vals) != 1:
+            return None
+        f = vals[0]
+        if isinstance(f, (ast.Attribute, ast.Call)) and attr_read(mod, f) is not None:
+            return attr_read(mod, f)
+    if isinstance(f, ast.Call) and f.args and c.args and (mod.qn(f.func) or "") == "operator.methodcaller":
+        s = mod.const_str(f.args[0])
+        return (c.args[0], s) if s else None
+    return None
+
+
+def builtin_called(mod: Module, call: ast.Call) -> str | None:
+    """The builtin function a call invokes, by its bare name (`id`), where the module does not rebind
+    the name: `id(t)`, `builtins.id(t)`, `getattr(builtins, 'id')(t)`, `builtins.__dict__['id'](t)`."""
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id if f.id in _BUILTIN_NAMES and not shadowed(mod, f.id) else None
+    q = mod.qn(f) or ""
+    if q.startswith("builtins.") and q.count(".") == 1:
+        return q[9:]
+    return None
+
+
+def ident_source(mod: Module, call: ast.Call) -> bool:
+    """Is the call (func not a plain attribute) a read of a tensor's identity or metadata?"""
+    read = attr_read(mod, call)
+    if read is not None and read[1] in _IDENT_ATTRS:
+        return True
+    m = method_call(mod, call)
+    if m is not None and m[1] in _IDENT_ATTRS:
+        return True
+    return builtin_called(mod, call) == "id"
 
 
 # ---------------------------------------------------------------------- small AST helpers

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .capabilities import evaluator
-from .model import FuncInfo, Module, _entries, _entry_params, walk
+from .model import FuncInfo, Module, _entries, _entry_params, attr_read, walk
 
 #: what a tensor tells without its values: a name read only through these carries no input values
 META_ATTRS = frozenset(("shape", "size", "dim", "ndim", "dtype", "device", "numel", "stride", "is_contiguous",
@@ -57,7 +57,7 @@ def value_names(mod: Module, e: ast.AST, names: Any) -> set[str]:
         if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id in ("len", "isinstance", "type"):
             continue
         if isinstance(p, ast.Call) and p.args and p.args[0] is n:
-            read = mod.attr_read(p)
+            read = attr_read(mod, p)
             if read is not None and read[1] in META_ATTRS:
                 continue
         out.add(n.id)
