@@ -483,3 +483,21 @@ def test_cpp_tests_on_sizes_finiteness_or_a_weight_stay_unflagged(cond):
             def forward(self, x):
                 return _ext.run(x, self.weight)
         ''', "INPUT-DISPATCH")
+
+
+# ------------------------------------------------------------------------- exec inlined
+def test_code_inlined_from_exec_is_the_one_tree_every_reader_sees():
+    """The exec'd string's statements are the module's own (the memo, counter and dispatch rules read
+    them there), and the capability audit's reading of the same string names those very nodes: a thread
+    the exec'd function starts and joins is joined, not a thread nothing joins."""
+    _clean('''
+        import threading
+        import torch
+
+        class ModelNew(torch.nn.Module):
+            def forward(self, x):
+                return _fx_body(self, x)
+
+        exec("def _fx_body(self, x):\\n    box = []\\n    th = threading.Thread(target=lambda: box.append(torch.relu(x)))\\n"
+             "    th.start()\\n    th.join()\\n    return box[0]\\n")
+        ''', "CAP-PROCESS", "UNJOINED-THREAD")

@@ -796,7 +796,7 @@ class Evaluator:
     def exec_tree(self, code: str) -> ast.Module | None:
         """The tree of a string the module runs with exec, parsed once: every reader of it (the sinks, the
         entry's data flow) sees the same nodes, so what one finds at a node the other can name."""
-        trees = self.__dict__.setdefault("_exec_parsed", {})
+        trees = self.__dict__.setdefault("_exec_parsed", dict(getattr(self.mod, "exec_trees", {})))
         if code not in trees:
             tree = None
             if len(code) <= 200_000:

@@ -106,8 +106,9 @@ def _plan(t: type) -> tuple[tuple[str, ...], int]:
 class Module:
     def __init__(self, tree: ast.Module, text: str, filename: str = "solution.py") -> None:
         self.tree = tree
-        if "exec" in text:
-            _inline_exec(tree)      # code a module-level exec of a constant string runs is the module's own
+        #: code a module-level exec of a constant string runs is the module's own: each such string's tree,
+        #: its statements put in the module's tree (readers of the string use these very nodes)
+        self.exec_trees: dict[str, ast.Module] = _inline_exec(tree) if "exec" in text else {}
         #: per function (qualname), the parameters given a long-lived object of the solution's (the graded
         #: entry's instance handed to a helper: `_Helper().run(self, x)`): state kept on them persists across
         #: calls as `self.x` does.  Filled by roles.bind (it needs the module's evaluation), read by persistent().
@@ -789,14 +790,16 @@ def _attr_kind(attr: str, out: set[str]) -> None:
         out.add("ptr")
 
 
-def _inline_exec(tree: ast.Module, depth: int = 0) -> None:
+def _inline_exec(tree: ast.Module, depth: int = 0) -> dict[str, ast.Module]:
     """Module-level `exec` of a constant string (no namespace argument, or `globals()`) runs its code in
     the module's own namespace: its statements are the module's, as if written there.  They are put in
     the tree right after the exec, every node placed on the exec's lines (a finding in them cites the
     exec), so that every rule reads them as the module's own code.  A string that does not parse, or an
-    `exec` the module rebinds, is left as it is (the capability audit still reads the string)."""
+    `exec` the module rebinds, is left as it is (the capability audit still reads the string).  Returns
+    each inlined string's tree by its code."""
+    trees: dict[str, ast.Module] = {}
     if depth > 2:
-        return
+        return trees
     strs: dict[str, str] = {}
     for st in tree.body:
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
@@ -804,7 +807,8 @@ def _inline_exec(tree: ast.Module, depth: int = 0) -> None:
             if s is not None:
                 strs[st.targets[0].id] = s
     if _has_exec(tree.body, strs) and "exec" not in _bound_names(tree):
-        _inline_body(tree.body, strs, depth)
+        _inline_body(tree.body, strs, depth, trees)
+    return trees
 
 
 def _has_exec(body: list[ast.stmt], strs: dict[str, str]) -> bool:
@@ -822,7 +826,7 @@ def _has_exec(body: list[ast.stmt], strs: dict[str, str]) -> bool:
     return False
 
 
-def _inline_body(body: list[ast.stmt], strs: dict[str, str], depth: int) -> None:
+def _inline_body(body: list[ast.stmt], strs: dict[str, str], depth: int, trees: dict[str, ast.Module]) -> None:
     """_inline_exec on one block of module-level statements (and the blocks of its if/try/with/for)."""
     i = 0
     while i < len(body):
@@ -831,9 +835,9 @@ def _inline_body(body: list[ast.stmt], strs: dict[str, str], depth: int) -> None
             for sub in ("body", "orelse", "finalbody"):
                 inner = getattr(st, sub, None)
                 if isinstance(inner, list):
-                    _inline_body(inner, strs, depth)
+                    _inline_body(inner, strs, depth, trees)
             for h in getattr(st, "handlers", []) or []:
-                _inline_body(h.body, strs, depth)
+                _inline_body(h.body, strs, depth, trees)
         code = _exec_code(st, strs)
         new: list[ast.stmt] = []
         if code is not None and len(code) <= 200_000:
@@ -842,7 +846,8 @@ def _inline_body(body: list[ast.stmt], strs: dict[str, str], depth: int) -> None
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 sub_tree = None
             if sub_tree is not None:
-                _inline_exec(sub_tree, depth + 1)
+                trees[code] = sub_tree
+                trees.update(_inline_exec(sub_tree, depth + 1))
                 for n in ast.walk(sub_tree):
                     if hasattr(n, "lineno"):
                         n.lineno, n.end_lineno = st.lineno, st.end_lineno
