@@ -20,6 +20,7 @@ from .model import (
     IDENT_KINDS,
     FuncInfo,
     Module,
+    _deco_func,
     _entries,
     _entry_params,
     _names,
@@ -429,7 +430,7 @@ def check_memoized_calls(mod: Module) -> list[Hit]:
     hits: list[Hit] = []
     roles = RO.bind(mod)
     memo_fns = {fi.qualname for fi in mod.funcs.values()
-                if any((mod.qn(_deco(d)) or "") in MEMO_DECORATORS for d in fi.node.decorator_list)}
+                if any((mod.qn(_deco_func(d)) or "") in MEMO_DECORATORS for d in fi.node.decorator_list)}
     for role in roles.values():
         if not role.result:
             continue
@@ -451,13 +452,10 @@ def check_memoized_calls(mod: Module) -> list[Hit]:
             hits.append(mod.hit("CACHED-OUTPUT-RETURN", c,
                                 f"{fi.qualname} returns {memoized[0]}(...), memoized by a caching decorator on {what}: "
                                 "a repeated call on the same tensors returns the stored result without running it",
-                                data={"function": fi.qualname, "memoized": memoized[0], "key_kinds": sorted(ident | ({"id"} if objs else set())),
+                                data={"function": fi.qualname, "memoized": memoized[0],
+                                      "key_kinds": sorted(ident | ({"id"} if objs else set())),
                                       "hit_returns_stored": True, "hit_launches_work": False}))
     return hits
-
-
-def _deco(d: ast.AST) -> ast.AST:
-    return d.func if isinstance(d, ast.Call) else d
 
 
 def _result_functions(mod: Module) -> set[str]:
