@@ -28,17 +28,22 @@ def corpus_cmd() -> None:
 @click.option("--runs", "-n", default=40, show_default=True, help="Number of runs.")
 @click.option("--seed", "-s", default=0, show_default=True, help="Seed; same args give a byte-identical tree.")
 @click.option("--scale", default=1.0, show_default=True, help="Multiplies tool calls and progress noise per run.")
+@click.option("--tiny", is_flag=True, help="Small runs (10-40 kB: prompt read, solution written, check, benchmark) "
+              "with distinct valid run ids, for scaling measurements (devkit/generator/tiny.py).")
 @click.option("--progress/--no-progress", default=False, help="Show a progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
-def generate_cmd(out: str, runs: int, seed: int, scale: float, progress: bool, as_json: bool) -> None:
+def generate_cmd(out: str, runs: int, seed: int, scale: float, tiny: bool, progress: bool, as_json: bool) -> None:
     """Write OUT/outputs/runs*/<run_id>/... and OUT/labels.json."""
-    from .generate import generate
-
     t0 = time.perf_counter()
-    doc = generate(out, runs, seed, scale, progress_bar=progress)
+    if tiny:
+        from .tiny import generate_tiny
+        n_runs = generate_tiny(out, runs, seed, progress_bar=progress)["runs"]
+    else:
+        from .generate import generate
+        n_runs = len(generate(out, runs, seed, scale, progress_bar=progress)["runs"])
     dt = time.perf_counter() - t0
     n, size = _tree_bytes(Path(out))
-    summary = {"out": str(out), "runs": len(doc["runs"]), "files": n, "bytes": size, "seconds": round(dt, 3),
+    summary = {"out": str(out), "runs": n_runs, "files": n, "bytes": size, "seconds": round(dt, 3),
                "mb_per_s": round(size / 1e6 / dt, 1) if dt else None}
     if as_json:
         click.echo(orjson.dumps(summary).decode())
