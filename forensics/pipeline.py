@@ -433,7 +433,7 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         run_ids = list(rep.run_ids)
         if not run_ids:   # an empty or wrong folder: a usage error, and nothing left behind
             discard()
-            raise ScanError(no_runs_message(archive))
+            raise ScanError(no_runs_message(archive, ingest_info.get("skipped_folders")))
         # the verdicts and resume state of runs no longer in the store
         store.con.execute("delete from verdicts where run_id not in (select run_id from runs)")
         store.con.execute("delete from stage_runs where run_id not in (select run_id from runs)")
@@ -612,6 +612,8 @@ def summary_table(res: ScanResult, colour: bool = False) -> str:
     if res.disagreements:
         lines.append(f"{len(res.disagreements)} run(s) disagree with their archived verdict")
     lines += unreadable_lines(res.unreadable, res.db)
+    from forensics.store.ingest import skipped_lines
+    lines += skipped_lines(res.ingest.get("skipped_folders"), res.db)
     if res.out:
         lines.append(f"report: {res.out / 'index.html'}  store: {res.db}")
     return "\n".join(lines)

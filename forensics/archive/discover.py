@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from forensics.archive.runid import RunId, parse_run_id
+from forensics.archive.runid import _HEAD, RunId, parse_run_id
 from forensics.archive.source import ArchiveSource, Entry
 
 RUN_MARKERS = frozenset({
@@ -48,7 +48,50 @@ def _canonical(path: str) -> bool:
             and not path.startswith("./") and "/./" not in path and not path.endswith("/."))
 
 
-def discover_runs(src: ArchiveSource, single_name: str | None = None) -> list[DiscoveredRun]:
+# Why a folder that looks like (part of) a run was not taken as one: reason -> what it means.
+SKIP_REASONS = {
+    "invalid_run_id": "named like a run id, but its date or time is not a valid one",
+    "not_run_id": "holds a file a runner writes, but its name is not a run id and it is not directly under an "
+                  "outputs/runs* or rescue root",
+    "no_runner_files": "named like a run id, but holds no file a runner writes and is not directly under an "
+                       "outputs/runs* or rescue root",
+    "unrecognised": "directly under an outputs/runs* or rescue root, but neither named like a run id nor holding "
+                    "a file a runner writes",
+}
+RUN_ID_FORMAT = "<YYYYMMDD>_<HHMMSS>_<harness>_<model>_<problem>"
+
+
+@dataclass(frozen=True)
+class SkippedFolder:
+    """A folder discovery did not take as a run, and why (SKIP_REASONS)."""
+
+    path: str        # inside the archive
+    reason: str
+    detail: str
+
+
+def _skip_reason(name: str, parsed: RunId | None, marked: set[str], under_root: bool) -> tuple[str, str] | None:
+    """(reason, detail) for a folder that is not a run, when it looks like one; None when it does not
+    (an ordinary folder: outputs/, sweeps/, docs/ ...)."""
+    head = _HEAD.match(name)
+    if head and parsed is None:
+        return "invalid_run_id", f"{head['date']}_{head['time']} is not a valid date and time (YYYYMMDD_HHMMSS)"
+    files = ", ".join(sorted(marked)[:4]) + (", ..." if len(marked) > 4 else "")
+    if marked:
+        return "not_run_id", f"{name!r} is not {RUN_ID_FORMAT}; holds {files}"
+    if parsed is not None:
+        return "no_runner_files", f"{name!r} holds none of {', '.join(sorted(RUN_MARKERS)[:4])}, ..."
+    if under_root:
+        return "unrecognised", f"{name!r} is not {RUN_ID_FORMAT} and holds no runner file"
+    return None
+
+
+def discover_runs(src: ArchiveSource, single_name: str | None = None,
+                  skipped: list[SkippedFolder] | None = None) -> list[DiscoveredRun]:
+    """The archive's run folders, in path order.  `skipped`, when given, gets every folder that looks
+    like a run (a run-id-like name, a runner's file, a place directly under a runs root) but is not
+    taken as one, with the reason (SKIP_REASONS); folders inside a run or inside a skipped folder
+    are not listed again.  Linear in the archive's entries."""
     entries = src.entries()
     children: dict[str, set[str]] = defaultdict(set)
     dirs: set[str] = set()
@@ -81,21 +124,54 @@ def discover_runs(src: ArchiveSource, single_name: str | None = None) -> list[Di
         return [run]
 
     candidates: list[str] = []
+    looks: dict[str, tuple[str, str]] = {}    # folder -> (reason, detail) of a run-like folder that is not a run
     for d in sorted(dirs):
-        name = PurePosixPath(d).name
-        parent = PurePosixPath(d).parent.name
+        pp = PurePosixPath(d)
+        name = pp.name
+        parent = pp.parent.name
         parsed = parse_run_id(name)
-        marked = bool(children.get(d, set()) & RUN_MARKERS)
+        marked = children.get(d, set()) & RUN_MARKERS
         under_root = parent.startswith("runs") or parent == "rescue"
         if (parsed and (marked or under_root)) or (marked and under_root):
             candidates.append(d)
+        elif skipped is not None:
+            why = _skip_reason(name, parsed, marked, under_root)
+            if why is not None:
+                looks[d] = why
 
-    # drop runs nested inside another run (e.g. copies inside a workspace)
-    chosen: list[str] = []
+    def inside(d: str, among: set[str] | dict) -> bool:
+        """Some proper ancestor folder of `d` is in `among` (walked up by string cuts: O(depth))."""
+        cut = d.rfind("/")
+        while cut > 0:
+            if d[:cut] in among:
+                return True
+            cut = d.rfind("/", 0, cut)
+        return False
+
+    # drop runs nested inside another run (e.g. copies inside a workspace): shallower first, so a
+    # folder's enclosing run is already chosen when it comes
+    chosen_set: set[str] = set()
     for d in sorted(candidates, key=lambda x: (x.count("/"), x)):
-        if any(d.startswith(c + "/") for c in chosen):
-            continue
-        chosen.append(d)
+        if not inside(d, chosen_set):
+            chosen_set.add(d)
+    chosen = sorted(chosen_set)
+
+    if skipped is not None and looks:
+        # ancestors of a run contain runs; they are not skipped runs themselves
+        holds_run: set[str] = set()
+        for d in chosen:
+            cut = d.rfind("/")
+            while cut > 0 and d[:cut] not in holds_run:
+                holds_run.add(d[:cut])
+                cut = d.rfind("/", 0, cut)
+        said: set[str] = set()
+        for d in sorted(looks, key=lambda x: (x.count("/"), x)):
+            if d in holds_run or inside(d, chosen_set) or inside(d, said):
+                continue
+            said.add(d)
+            reason, detail = looks[d]
+            skipped.append(SkippedFolder(d, reason, detail))
+        skipped.sort(key=lambda f: f.path)
 
     by_dir: dict[str, list[Entry]] = {d: [] for d in chosen}
     for e in entries:
@@ -111,16 +187,37 @@ def discover_runs(src: ArchiveSource, single_name: str | None = None) -> list[Di
                 by_dir[p].append(Entry(rel, e.size, e.mtime, e.is_dir, e.is_symlink, e.link_target))
                 break
 
+    # names not UTF-8: each shown path goes to the runs it concerns (a name in the run, the run's own
+    # folder, or a folder above it), found by walking up from the name and up from each run
+    raw_of: dict[str, dict[str, bytes]] = defaultdict(dict)
+    if src.raw_names:
+        for p, b in src.raw_names.items():
+            q = p
+            while True:   # the run holding it, or the run it is
+                if q in by_dir:
+                    raw_of[q][p] = b
+                    break
+                cut = q.rfind("/")
+                if cut < 0:
+                    break
+                q = q[:cut]
+        for d in chosen:   # folders above the run
+            cut = d.rfind("/")
+            while cut > 0:
+                a = d[:cut]
+                if a in src.raw_names:
+                    raw_of[d][a] = src.raw_names[a]
+                cut = d.rfind("/", 0, cut)
+
     names = defaultdict(list)
     for d in chosen:
         names[PurePosixPath(d).name].append(d)
     runs: list[DiscoveredRun] = []
-    for d in sorted(chosen):
+    for d in chosen:
         name = PurePosixPath(d).name
         root = _root_of(d)
         run_id = name if len(names[name]) == 1 else f"{name}@{root or d}"
         if len(names[name]) > 1 and sum(1 for x in names[name] if _root_of(x) == root) > 1:
             run_id = f"{name}@{PurePosixPath(d).parent}"
-        raw = {p: b for p, b in src.raw_names.items() if p.startswith(d + "/") or d == p or d.startswith(p + "/")}
-        runs.append(DiscoveredRun(run_id, name, d, root, parse_run_id(name), by_dir[d], raw))
+        runs.append(DiscoveredRun(run_id, name, d, root, parse_run_id(name), by_dir[d], dict(raw_of.get(d, {}))))
     return runs

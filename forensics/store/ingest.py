@@ -44,7 +44,7 @@ import pyarrow as pa
 from forensics import __version__
 from forensics import limits as LIM
 from forensics.archive import logs as L
-from forensics.archive.discover import RUN_MARKERS, DiscoveredRun, discover_runs
+from forensics.archive.discover import RUN_MARKERS, SKIP_REASONS, DiscoveredRun, SkippedFolder, discover_runs
 from forensics.archive.result import infer_era, read_result, result_fields
 from forensics.archive.runid import bench_of_problem
 from forensics.archive.source import ArchiveError, ArchiveSource, open_source
@@ -1116,13 +1116,44 @@ class IngestReport:
     seconds: float = 0.0
     # a tar archive that ends early: {"error", "members_read", "last_member", "run", "run_file"} (_truncation)
     truncated: dict[str, Any] | None = None
+    # folders that look like runs but are not taken as runs, with the reason (discover.SKIP_REASONS)
+    skipped_folders: list[SkippedFolder] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"archive": self.archive, "kind": self.kind, "runs": len(self.run_ids),
                 "ingested": len(self.ingested), "skipped_unchanged": len(self.skipped),
                 "removed": len(self.removed), "rows": dict(sorted(self.counts.items())),
                 "parse_errors": self.counts.get("parse_errors", 0), "bytes_read": self.bytes_read,
-                "seconds": round(self.seconds, 3), "truncated": self.truncated}
+                "seconds": round(self.seconds, 3), "truncated": self.truncated,
+                "skipped_folders": skipped_summary(self.skipped_folders)}
+
+
+def skipped_summary(folders: Sequence[SkippedFolder], examples: int = 3) -> dict[str, Any]:
+    """{"count": N, "by_reason": {reason: n}, "examples": {reason: [{"path", "detail"}, ...]}}: the
+    folders an ingest did not take as runs (IngestReport.skipped_folders), the first `examples` of
+    each reason in path order; the store's `skipped_folders` table has every one."""
+    by: Counter = Counter(f.reason for f in folders)
+    ex: dict[str, list[dict[str, str]]] = {}
+    for f in folders:
+        got = ex.setdefault(f.reason, [])
+        if len(got) < examples:
+            got.append({"path": f.path, "detail": f.detail})
+    return {"count": len(folders), "by_reason": dict(by.most_common()), "examples": ex}
+
+
+def skipped_lines(summary: dict[str, Any] | None, db: str | None = None) -> list[str]:
+    """What a skipped-folders summary (skipped_summary) says, for a person: the count, each reason
+    with its meaning and examples, and the query that lists them all."""
+    if not summary or not summary.get("count"):
+        return []
+    out = [f"skipped {summary['count']} folder(s) that look like runs but are not taken as runs:"]
+    for reason, n in summary["by_reason"].items():
+        out.append(f"  {reason} {n}: {SKIP_REASONS.get(reason, reason)}")
+        for e in summary["examples"].get(reason, []):
+            out.append(f"    e.g. {e['path']} ({e['detail']})")
+    q = "forensics query skipped-folders" + (f" --db {db}" if db and db != ":memory:" else "")
+    out.append(f"  all of them: {q}")
+    return out
 
 
 def truncation_message(t: dict[str, Any]) -> str:
@@ -1275,8 +1306,9 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
     for suf in (".tar.gz", ".tgz", ".tar", ".zip"):
         if single.endswith(suf):
             single = single[: -len(suf)]
-    runs = discover_runs(src, single_name=single)
-    rep = IngestReport(location, src.kind, [r.run_id for r in runs])
+    skipped_folders: list[SkippedFolder] = []
+    runs = discover_runs(src, single_name=single, skipped=skipped_folders)
+    rep = IngestReport(location, src.kind, [r.run_id for r in runs], skipped_folders=skipped_folders)
     rep.truncated = _truncation(src, runs)
     cut_run = (rep.truncated or {}).get("run")
 
@@ -1362,6 +1394,10 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
         store.con.execute("DELETE FROM archives WHERE archive = ?", [location])
         store.insert_rows("archives", [{"archive": location, "kind": src.kind, "n_runs": len(runs),
                                         "ingested_at": now, "tool_version": __version__}])
+        store.con.execute("DELETE FROM skipped_folders WHERE archive = ?", [location])
+        if skipped_folders:
+            store.insert_rows("skipped_folders", ({"archive": location, "path": f.path, "reason": f.reason,
+                                                   "detail": f.detail} for f in skipped_folders))
     rep.seconds = time.perf_counter() - t0
     return rep
 
@@ -1376,9 +1412,17 @@ def _echo_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj, default=str, option=orjson.OPT_INDENT_2).decode())
 
 
-def no_runs_message(archive: str | os.PathLike) -> str:
-    """The usage error for a path that holds no run: what an archive looks like."""
-    return (f"no runs in {archive}. An archive is a folder, or a .tar/.tar.gz/.zip of one, holding run folders "
+def no_runs_message(archive: str | os.PathLike, skipped: dict[str, Any] | None = None) -> str:
+    """The usage error for a path that holds no run: what an archive looks like, and the folders that
+    looked like runs but were skipped (skipped_summary), if any."""
+    said = ""
+    if skipped and skipped.get("count"):
+        parts = []
+        for reason, n in skipped["by_reason"].items():
+            e = (skipped["examples"].get(reason) or [{}])[0]
+            parts.append(f"{n} {reason} (e.g. {e.get('path')}: {e.get('detail')})")
+        said = f" {skipped['count']} folder(s) that look like runs were skipped: " + "; ".join(parts) + "."
+    return (f"no runs in {archive}.{said} An archive is a folder, or a .tar/.tar.gz/.zip of one, holding run folders "
             "named <YYYYMMDD>_<HHMMSS>_<harness>_<model>_<problem> (e.g. "
             "20260427_135646_claude_claude-opus-4-6_03_paged_attention), usually under outputs/runs/, each with "
             "the files a run writes (result.json, transcript.jsonl, solution.py, meta.log, ...); a single run "
@@ -1417,7 +1461,7 @@ def ingest_cmd(archive: str, db: str, jobs: int, force: bool, as_json: bool, pro
     if not rep.run_ids:
         if new:   # leave nothing behind for a path that was no archive
             remove_store_files(db)
-        raise InputError(no_runs_message(archive))
+        raise InputError(no_runs_message(archive, skipped_summary(rep.skipped_folders)))
     d = rep.to_dict()
     if as_json:
         _echo_json(d)
@@ -1428,5 +1472,7 @@ def ingest_cmd(archive: str, db: str, jobs: int, force: bool, as_json: bool, pro
         click.echo("rows: " + ", ".join(f"{k}={v}" for k, v in rows.items() if k != "runs"))
         click.echo(f"parse errors: {d['parse_errors']}" + (f"  (see: forensics query parse-errors --db {db})"
                                                            if d["parse_errors"] else ""))
+        for line in skipped_lines(d["skipped_folders"], db):
+            click.echo(line)
     if rep.truncated:
         raise InputError(truncation_message(rep.truncated))

@@ -111,6 +111,18 @@ TABLES: tuple[Table, ...] = (
         owner="store.ingest",
     ),
     Table(
+        "skipped_folders",
+        "Folders of an archive that look like runs (a run-id-like name, a file a runner writes, a place directly under an outputs/runs* or rescue root) but were not taken as runs, with the reason. Rewritten by every ingest of the archive; folders inside a run or inside a skipped folder are not listed.",
+        (
+            C("archive", "VARCHAR NOT NULL", "Archive source (archives.archive)."),
+            C("path", "VARCHAR NOT NULL", "Path of the folder inside the archive."),
+            C("reason", "VARCHAR", "invalid_run_id (a run-id-like name whose date or time is not valid) | not_run_id (holds a runner's file, name not a run id, not under a runs root) | no_runner_files (run-id name, no runner file, not under a runs root) | unrecognised (under a runs root, neither) (forensics.archive.discover SKIP_REASONS)."),
+            C("detail", "VARCHAR", "What was wrong with it, in words (the invalid date and time, the runner files it holds)."),
+        ),
+        primary_key=("archive", "path"),
+        owner="store.ingest",
+    ),
+    Table(
         "runs",
         "One row per run folder: identity parsed from the run id, the archived result.json, and what the logs say.",
         (
