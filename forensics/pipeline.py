@@ -55,6 +55,7 @@ import orjson
 from forensics import verdict as V
 from forensics.analyze import registry as R
 from forensics.engine.base import AUTO_MAX_JOBS, AUTO_MIN_RUNS
+from forensics.store.chunks import chunk_stores_above
 from forensics.store.db import Store
 
 # (name, module, cross_run): analyzers in pipeline order (forensics.analyze.registry declares them,
@@ -109,9 +110,10 @@ def annotation_digests(store: Store, run_ids: Sequence[str], annotations: str | 
         return out
     ann_dir = Path(annotations)
     want = set(run_ids)
+    listings: dict[str, list[str]] = {}
     for r in store.query("select run_id, run_name from runs"):
         if r["run_id"] in want:
-            p = V.find_annotation(r["run_name"] or r["run_id"], [ann_dir])
+            p = V.find_annotation(r["run_name"] or r["run_id"], [ann_dir], listings)
             if p is not None:
                 out[r["run_id"]] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
@@ -270,21 +272,31 @@ def run_analyzers(store: Store, run_ids: list[str], replay: bool, jobs: int, pro
                 ok = [r for r in chunk if r not in errs]
                 if ok and tables:
                     R.apply_chunk_rows(store, ok, tables)
-        else:
+        elif cross:  # a cross-run analysis of a subset would be silently incomplete: all or none
             for c in chunks:
-                if cross:  # a cross-run analysis of a subset would be silently incomplete: all or none
+                try:
+                    fn(store, list(c))
+                except Exception as e:  # noqa: BLE001 - an analyzer crash fails its fields closed
                     try:
-                        fn(store, list(c))
-                    except Exception as e:  # noqa: BLE001 - an analyzer crash fails its fields closed
-                        try:
-                            store.con.execute("ROLLBACK")
-                        except Exception:  # noqa: BLE001
-                            pass
-                        for rid in c:
-                            failed.setdefault(name, {})[rid] = R.describe_error(e)
-                else:
-                    for rid, err in R.run_isolated(fn, store, list(c)).items():
-                        failed.setdefault(name, {})[rid] = err
+                        store.con.execute("ROLLBACK")
+                    except Exception:  # noqa: BLE001
+                        pass
+                    for rid in c:
+                        failed.setdefault(name, {})[rid] = R.describe_error(e)
+                if bar:
+                    bar.update(len(c))
+        elif store.scalar("select count(*) from runs") > chunk_stores_above():
+            # here, each chunk of runs in a store of its own rows: the analyzer's per-run queries do
+            # not scan the whole archive's rows (forensics.store.chunks)
+            from forensics.store.chunks import chunks as cut
+            errs = R.analyze_chunk_here(store, module, cut(store, todo), spec.writes or R.output_tables(),
+                                        (lambda c, _e: bar.update(len(c))) if bar else None, fn=fn)
+            for rid, err in errs.items():
+                failed.setdefault(name, {})[rid] = err
+        else:   # a store no larger than a chunk: the analyzer runs on it directly
+            for c in chunks:
+                for rid, err in R.run_isolated(fn, store, list(c)).items():
+                    failed.setdefault(name, {})[rid] = err
                 if bar:
                     bar.update(len(c))
         if bar:
@@ -461,18 +473,17 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
             # a run some worker never finished (died, timed out) keeps no fingerprint: the next scan redoes it
             lost = eng.unfinished()
             vdone = {r: None if r in lost else vfps[r] for r in todo}
-            store.con.executemany("update verdicts set input_fingerprint = ?, adjudicated_at = ? where run_id = ?",
-                                  [[vdone[r], datetime.now(timezone.utc), r] for r in todo])
+            now = datetime.now(timezone.utc)
+            store.update_runs("verdicts", ["input_fingerprint", "adjudicated_at"], [(r, vdone[r], now) for r in todo])
             resume.record(store, R.VERDICT, vdone)
         timings["adjudicate"] = round(time.perf_counter() - t0, 3)
         touched = set(todo).union(*cov["todo"].values()) if cov["todo"] else set(todo)
         analyzed = [r for r in run_ids if r in touched]
         skipped = [r for r in run_ids if r not in touched]
 
-        ph = ",".join("?" * len(run_ids)) or "''"
         vrows = [V.verdict_dict(r) for r in store.query(
-            f"select v.*, r.problem, r.harness, r.run_name from verdicts v join runs r using (run_id) "
-            f"where run_id in ({ph}) order by run_id", run_ids)] if run_ids else []
+            "select v.*, r.problem, r.harness, r.run_name from verdicts v join runs r using (run_id) "
+            "where run_id in (select unnest(?::VARCHAR[])) order by run_id", [run_ids])] if run_ids else []
         flagged = [v["run_id"] for v in vrows if v["verdict"] in V.FLAG_VERDICTS]
         disagree = [v["run_id"] for v in vrows if (v.get("archived") or {}).get("counts", {}).get("disagree")]
         res = ScanResult(archive=str(apath), out=outp if reports else None, db=db_path, run_ids=run_ids,
@@ -527,7 +538,7 @@ def unreadable(store: Store, run_ids: Sequence[str], truncated: dict[str, Any] |
     rows = store.query(
         "select run_id, source, line, reason, detail, count(*) over (partition by run_id) as n, "
         "row_number() over (partition by run_id order by source, line nulls first, reason) as k "
-        "from parse_errors where list_contains(?, run_id) qualify k <= ? order by n desc, run_id, k",
+        "from parse_errors where run_id in (select unnest(?::VARCHAR[])) qualify k <= ? order by n desc, run_id, k",
         [list(run_ids), per_run]) if run_ids else []
     runs: dict[str, dict[str, Any]] = {}
     for r in rows:
@@ -560,10 +571,22 @@ def unreadable_lines(u: dict[str, Any], db: str, shown: int = 5) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 def key_findings(store: Store, run_id: str, limit: int = 3) -> str:
-    rows = store.query("select rule, min(case severity when 'critical' then 0 when 'high' then 1 else 2 end) as s "
-                       "from findings where run_id = ? and analyzer <> 'pipeline' "
-                       "and severity in ('critical', 'high', 'medium') group by rule order by s, rule limit ?", [run_id, limit])
-    return ", ".join(r["rule"] for r in rows)
+    return key_findings_of(store, [run_id], limit).get(run_id, "")
+
+
+def key_findings_of(store: Store, run_ids: Sequence[str], limit: int = 3) -> dict[str, str]:
+    """{run_id: its `limit` most severe finding rules (critical, high, medium; by severity, then
+    rule), comma-separated}, in one query for all the runs (one per run scanned the findings once a run)."""
+    rows = store.query(
+        "select run_id, rule, row_number() over (partition by run_id order by s, rule) as k from ("
+        " select run_id, rule, min(case severity when 'critical' then 0 when 'high' then 1 else 2 end) as s "
+        " from findings where analyzer <> 'pipeline' and severity in ('critical', 'high', 'medium') "
+        " and run_id in (select unnest(?::VARCHAR[])) group by run_id, rule) qualify k <= ? order by run_id, k",
+        [list(run_ids), limit])
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        out.setdefault(r["run_id"], []).append(r["rule"])
+    return {rid: ", ".join(rules) for rid, rules in out.items()}
 
 
 VERDICT_STYLE = {"clean": {"fg": "green"}, "unknown": {"fg": "yellow"}}
@@ -578,8 +601,9 @@ def summary_table(res: ScanResult, colour: bool = False) -> str:
     rows = [("run", "problem", "harness", "verdict", "publish", "key findings")]
     store = Store(res.db, read_only=True) if res.db != ":memory:" else None
     try:
+        kfs = key_findings_of(store, [v["run_id"] for v in res.verdicts]) if store else {}
         for v in res.verdicts:
-            kf = key_findings(store, v["run_id"]) if store else ""
+            kf = kfs.get(v["run_id"], "")
             rows.append((v.get("run_name") or v["run_id"], v.get("problem") or "", v.get("harness") or "",
                          v["verdict"], V._fmt(v["publish_grade"]), kf))
     finally:

@@ -39,8 +39,8 @@ import orjson
 
 from forensics.analyze.findings import SEV_RANK, norm_probe
 from forensics.store.archived import (  # noqa: F401 - re-exported: the pipeline, the tests
-    DECK_PROBLEM_YAML, annotation_from_run, find_annotation, glob_escape, gpu_key, parse_annotation_text, parse_probe_log,
-    read_run_text,
+    DECK_PROBLEM_YAML, annotation_from_run, annotation_paths, find_annotation, glob_escape, gpu_key,
+    parse_annotation_text, parse_probe_log, read_run_text,
 )
 from forensics.store.db import Store, loads_json
 from forensics.vocab import (ALTERNATE_CACHE, BUILD, CHECK, DETERMINISM, DISTRIBUTION, FRESH_INPUTS, FRESH_STATE,
@@ -1117,10 +1117,12 @@ def adjudicate(store: Store, run_ids: Sequence[str] | None = None, annotations: 
     """Decide every verdict field for `run_ids` (all runs if None), write `verdicts`; return #runs."""
     ids = list(run_ids) if run_ids is not None else store.run_ids()
     ann_dir = Path(annotations) if annotations else None
+    listings: dict[str, list[str]] = {}    # the annotations folder, listed once for all the runs
     n = 0
     for i in range(0, len(ids), batch):
         chunk = ids[i:i + batch]
         facts = load_facts(store, chunk)
+        ann_paths = annotation_paths(store, chunk)   # one query for the batch, not one per run
         rows = []
         for rid in chunk:
             F = facts.get(rid)
@@ -1129,13 +1131,13 @@ def adjudicate(store: Store, run_ids: Sequence[str] | None = None, annotations: 
             d = decide(F)
             ann, src, err = None, None, None
             if ann_dir is not None:
-                p = find_annotation(F.run.get("run_name") or rid, [ann_dir])
+                p = find_annotation(F.run.get("run_name") or rid, [ann_dir], listings)
                 if p is not None:
                     text = p.read_bytes().decode("utf-8", "replace")
                     ann, err = parse_annotation_text(text)
                     src = str(p)
             if ann is None:
-                ann, src, err = annotation_from_run(store, F.run)
+                ann, src, err = annotation_from_run(store, F.run, ann_paths.get(rid, []))
             rows.append(verdict_row(F, d, compare_archived(d, ann, src, err, F)))
         with store.transaction():
             if rows:

@@ -6,6 +6,12 @@ scan's verdict fields with the archive's labels.
     forensics bench scan --archive corpus/fixtures/archive --agreement   # agreement on the fixture
     forensics bench scan --runs 200 --engine ray --workers 1,2   # Ray engine vs local, 1 and 2 workers
     forensics bench scan --archive corpus/fixtures/archive --rescan 5 --baseline /tmp/main   # resume cost
+    forensics bench scan --runs 5000,20000 --tiny --jobs 1   # the curve: per-run time, peak RSS, store size by N
+
+With several ``--runs`` (or ``--tiny``) the bench measures how the tool scales in runs: a bare parse
+of the files, the ingest only and the scan at each size, each in a fresh process, with the time per
+run against the smallest size's, peak RSS and store size (devkit/bench/scale.py; ``--baseline DIR``
+measures other code beside it).
 
 With ``--rescan ROUNDS`` the bench measures what a resume costs: per round, a full scan of the
 archive into a fresh folder, then ``--rescans`` scans of the unchanged archive into it (each a new
@@ -290,7 +296,15 @@ def render(o: dict[str, Any]) -> str:
 
 
 @click.command("scan")
-@click.option("--runs", default=1000, show_default=True, help="Runs to generate.")
+@click.option("--runs", default="1000", show_default=True,
+              help="Runs to generate; a comma-separated list (5000,20000) measures the curve: bare parse, ingest "
+                   "only and scan at each size, per-run time against the smallest (devkit/bench/scale.py).")
+@click.option("--tiny", is_flag=True, help="Generate tiny runs (corpus generate --tiny) and measure the curve.")
+@click.option("--no-reports", is_flag=True, help="Curve: scan without writing the reports.")
+@click.option("--stages", default="bare,ingest,scan", show_default=True, help="Curve: what to measure.")
+@click.option("--profile", "profile_dir", default=None, type=click.Path(file_okay=False),
+              help="Curve: write a cProfile of every ingest and scan here.")
+@click.option("--clean", is_flag=True, help="Curve: remove each generated archive once measured.")
 @click.option("--seed", default=1, show_default=True, help="Generator seed.")
 @click.option("--jobs", "-j", default=2, show_default=True, help="Worker processes for ingest and scan.")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Where the generated archive (cached) and the stores go.")
@@ -307,14 +321,31 @@ def render(o: dict[str, Any]) -> str:
               help="Rounds of (full scan, --rescans scans of the unchanged archive), each scan a new process.")
 @click.option("--rescans", default=3, show_default=True, help="With --rescan: rescans per round.")
 @click.option("--baseline", default=None, type=click.Path(exists=True, file_okay=False),
-              help="With --rescan: a checkout of other code (e.g. `git archive main`) measured alternately.")
+              help="With --rescan or a curve: a checkout of other code (e.g. `git archive main`) measured alternately.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
-def bench_scan(runs, seed, jobs, workdir, archive_opt, labels, agreement, no_ingest_baseline, engine, workers, rounds,
-               rescan_rounds, rescans, baseline, as_json):
+def bench_scan(runs, tiny, no_reports, stages, profile_dir, clean, seed, jobs, workdir, archive_opt, labels, agreement,
+               no_ingest_baseline, engine, workers, rounds, rescan_rounds, rescans, baseline, as_json):
     """Scan (no replay) of a generated N-run archive, beside the ingest-only time (same run); with
-    --engine ray, the Ray engine's throughput and per-run overhead against the local engine."""
+    several N or --tiny, the curve (time per run, peak RSS, store size by N); with --engine ray, the
+    Ray engine's throughput and per-run overhead against the local engine."""
     work = Path(workdir) if workdir else Path(tempfile.gettempdir()) / "forensics-bench-scan"
     work.mkdir(parents=True, exist_ok=True)
+    try:
+        sizes = [int(x.replace("_", "")) for x in str(runs).split(",") if x.strip()]
+    except ValueError as e:
+        raise click.BadParameter(f"--runs: {runs!r} is not a count or a comma-separated list of counts") from e
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter("--runs: counts of at least 1")
+    if (len(sizes) > 1 or tiny) and not archive_opt:
+        from devkit.bench.scale import render_curve, run_curve
+        what = tuple(x.strip() for x in stages.split(",") if x.strip())
+        if not set(what) <= {"bare", "ingest", "scan"}:
+            raise click.BadParameter("--stages: a list of bare, ingest, scan")
+        o = run_curve(sizes, seed, tiny, work, jobs, not no_reports, Path(baseline) if baseline else None,
+                      Path(profile_dir) if profile_dir else None, what, clean)
+        click.echo(orjson.dumps(o, default=str, option=orjson.OPT_INDENT_2).decode() if as_json else render_curve(o))
+        return
+    runs = sizes[0]
     gen_s = None
     if archive_opt:
         archive = Path(archive_opt)

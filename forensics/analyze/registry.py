@@ -615,39 +615,53 @@ def analyze_chunk(args) -> tuple[str, list[str], dict[str, Any], dict[str, str]]
         return args[1], list(args[2]), {}, {rid: describe_error(e) for rid in args[2]}
 
 
+def _chunk_others(module: str) -> tuple[Rows, ...]:
+    """What the analyzer run by `module` reads of every run besides its chunk's (its ``reads_all``);
+    every run's whole `runs` row for a module not declared here."""
+    spec = next((a for a in ANALYZERS if a.module == module), None)
+    return spec.reads_all if spec is not None else (Rows("runs"),)
+
+
 def _analyze_chunk(args) -> tuple[str, list[str], dict[str, Any], dict[str, str]]:
     db_path, module, chunk = args
     import pyarrow as pa
 
-    from forensics.store import schema as S
-    mem = Store(":memory:")
-    try:
-        mem.con.execute(f"ATTACH '{db_path}' AS src (READ_ONLY)")
-        ph = ",".join("?" * len(chunk))
-        for t in S.TABLES:
-            cols = ", ".join(f'"{c}"' for c in t.column_names())
-            if t.name in ("runs", "archives"):
-                mem.con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM src.{t.name}")
-            elif "run_id" in t.column_names():
-                mem.con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM src.{t.name} WHERE run_id IN ({ph})",
-                                list(chunk))
-            else:
-                mem.con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM src.{t.name}")
-        mem.con.execute("DETACH src")
+    from forensics.store.chunks import ChunkStore
+    with ChunkStore.reading(db_path) as cs:
+        mem = cs.load(chunk, _chunk_others(module))
+        cs.con.execute("DETACH src")
         errs = run_isolated(import_analyzer(module), mem, list(chunk))
         ok = [r for r in chunk if r not in errs]  # a failed run's partial rows are not handed back
         out: dict[str, bytes] = {}
         for t in output_tables():
-            ids = ", ".join("'" + r.replace("'", "''") + "'" for r in ok) or "NULL"
-            rel = mem.con.sql(f"select * from {t} where run_id in ({ids})")
-            tbl = (getattr(rel, "to_arrow_table", None) or getattr(rel, "arrow"))()
+            res = mem.con.execute(f"select * from {t} where run_id in (select unnest(?::VARCHAR[]))", [ok])
+            tbl = (getattr(res, "to_arrow_table", None) or res.fetch_arrow_table)()   # duckdb 2 / 1.x
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, tbl.schema) as w:
                 w.write_table(tbl)
             out[t] = sink.getvalue().to_pybytes()
         return module, list(chunk), out, errs
-    finally:
-        mem.close()
+
+
+def analyze_chunk_here(store: Store, module: str, chunks: Sequence[Sequence[str]], writes: Sequence[str],
+                       on_chunk: Callable[[Sequence[str], dict[str, str]], None] | None = None,
+                       fn: Callable[[Store, list[str]], Any] | None = None) -> dict[str, str]:
+    """Run a per-run analyzer in this process over each chunk of runs, each in a store of the
+    chunk's own rows (forensics.store.chunks: its queries cost the same whatever the archive's
+    size), its rows of `writes` then replacing the chunk's in `store`; a failed run's rows are
+    left as they were.  Returns {run_id: error} of the runs it failed on."""
+    from forensics.store.chunks import ChunkStore
+    fn = fn or import_analyzer(module)
+    failed: dict[str, str] = {}
+    with ChunkStore.beside(store) as cs:
+        for c in chunks:
+            mem = cs.load(c, _chunk_others(module))
+            errs = run_isolated(fn, mem, list(c))
+            cs.apply(store, [r for r in c if r not in errs], writes)
+            failed.update(errs)
+            if on_chunk is not None:
+                on_chunk(c, errs)
+    return failed
 
 
 def apply_chunk_rows(store: Store, chunk: Sequence[str], tables: dict[str, bytes]) -> None:
@@ -662,6 +676,6 @@ def apply_chunk_rows(store: Store, chunk: Sequence[str], tables: dict[str, bytes
 
 
 __all__ = ["ANALYZERS", "Analyzer", "BY_NAME", "EXTERNAL", "INGEST", "REPORT", "Rows", "STAGES", "STAGE_BY_NAME", "Stage",
-           "VERDICT", "analyze_chunk", "apply_chunk_rows", "arrow_digest", "code_digest", "code_digests", "code_files",
+           "VERDICT", "analyze_chunk", "analyze_chunk_here", "apply_chunk_rows", "arrow_digest", "code_digest", "code_digests", "code_files",
            "describe_error", "import_analyzer", "order", "output_digests", "output_tables", "reads_all_digest",
            "run_isolated", "stage_fingerprints", "tree_stamp"]

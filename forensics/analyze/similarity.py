@@ -646,15 +646,27 @@ def external_docs(dirs: Iterable[str], default_problem: str | None = None, ids_r
 
 # ------------------------------------------------------------------------------ analyzer
 
+#: the files of a run the similarity reads (its solution, sidecars and templates; registry's reads_all)
+CODE_FILES_SQL = ("path = 'solution.py' or path like 'scratch/%' or path like 'template_files/%' "
+                  "or path like 'repo/problems/%'")
+
+
 def _store_docs(store: Any, run_ids: Sequence[str] | None) -> tuple[list[Doc], dict[str | None, np.ndarray]]:
-    from forensics.archive import RunFiles
-    rows = store.query("select run_id, problem from runs order by run_id")
+    from forensics.archive import RunFiles, get_source
+    from forensics.archive.source import Entry
+    rows = store.query("select run_id, problem, archive, run_path from runs order by run_id")
+    # every run's code files in one query (two queries a run, each scanning the store's tables, made
+    # the similarity's reading quadratic in runs)
+    entries: dict[str, list[Entry]] = defaultdict(list)
+    for rid, path, size, mtime, link, target in store.con.execute(
+            f"select run_id, path, size, mtime, is_symlink, link_target from files where {CODE_FILES_SQL}").fetchall():
+        entries[rid].append(Entry(path, size or 0, mtime, False, bool(link), target))
     docs: list[Doc] = []
     templ_text: dict[str | None, list[str]] = defaultdict(list)
     seen_templ: set[tuple[str | None, str]] = set()
     for r in rows:
         try:
-            rf = RunFiles.from_store(store, r["run_id"])
+            rf = RunFiles(get_source(r["archive"]), r["run_path"] or "", entries.pop(r["run_id"], []))
         except Exception:  # noqa: BLE001 - archive moved or unreadable: the run has no document
             continue
         files = read_run_solution(rf)
@@ -696,9 +708,8 @@ def analyze(store: Any, run_ids: Sequence[str] | None = None, against: Sequence[
         if run_ids is None:
             store.con.execute("DELETE FROM similarity_pairs")
         else:
-            ph = ",".join("?" * len(targets)) or "NULL"
-            store.con.execute(f"DELETE FROM similarity_pairs WHERE a_id IN ({ph}) OR b_id IN ({ph})",
-                              list(targets) + list(targets))
+            store.con.execute("DELETE FROM similarity_pairs WHERE a_id IN (SELECT unnest(?::VARCHAR[])) "
+                              "OR b_id IN (SELECT unnest(?::VARCHAR[]))", [list(targets), list(targets)])
         store.insert_rows("similarity_pairs", [r for r in rows if run_ids is None or r["a_id"] in tset or r["b_id"] in tset])
     findings = chain_findings(store, docs, pairs, tset)
     return write_findings(store, "similarity", targets, findings)

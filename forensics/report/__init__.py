@@ -82,18 +82,26 @@ def plot_runs(store: Store, run_ids: Sequence[str], max_png: int = MAX_PNG_PLOTS
 _WS: dict[str, Any] = {}
 
 
-def _worker_open(db_path: str) -> None:
-    _WS["store"] = Store(db_path, read_only=True)
+def _worker_open(db_path: str, out: str | None = None, page_names: dict[str, str] | None = None) -> None:
+    """A report worker: its store of one chunk of runs at a time (the store file attached
+    read-only), and what every task of the scan shares (the folder, the page names), sent once."""
+    from forensics.store.chunks import ChunkStore
+    _WS["chunks"] = ChunkStore.reading(db_path)
+    _WS["out"], _WS["page_names"] = out, page_names
 
 
-def _worker_render(args) -> tuple[str, str | None]:
-    """In a worker: gather the run's data from the read-only store, then render it."""
+def _worker_render(args) -> list[tuple[str, str | None]]:
+    """In a worker: load a chunk of runs into the worker's chunk store, gather each run's data from
+    it and render the run."""
+    from forensics.analyze.registry import REPORT
+    chunk, png = args
+    mem = _WS["chunks"].load(chunk, REPORT.reads_all)
+    return [render_run(_gather(mem, rid, _WS["out"], _WS["page_names"], rid in png)) for rid in chunk]
+
+
+def _gather(store: Store, rid: str, out: str, page_names: dict[str, str], png: bool) -> tuple:
     from forensics.report.data import run_report
-    rid, out, page_name, page_names, png = args
-    st = _WS["store"]
-    rep = run_report(st, rid)
-    tl = _timeline_data(st, rid) if png else None
-    return render_run((rep, out, page_name, page_names, tl))
+    return (run_report(store, rid), out, page_names[rid], page_names, _timeline_data(store, rid) if png else None)
 
 
 def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerender: Iterable[str] | None = None,
@@ -104,9 +112,15 @@ def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerende
     missing) and the index for all `run_ids`.  PNG timeline plots go to the runs of `png` (default
     `plot_runs`: at most `max_png` of all the runs, suspicious ones); a re-rendered page without one
     loses a stale PNG.  The inline SVG trajectory is on every page.  `rendered` gets the runs whose
-    page and annotation were written."""
-    from forensics.report.data import run_report, runs_overview
-    from forensics.report.html import index_html, run_page_names, verdict_html
+    page and annotation were written.
+
+    Pages are gathered and rendered chunk by chunk (forensics.store.chunks: each chunk's rows in a
+    store of their own, so a page's queries cost the same in an archive of any size, and what is held
+    is one chunk's), in `jobs` worker processes when there are enough of them."""
+    from forensics.analyze.registry import REPORT
+    from forensics.report.data import iter_runs_overview
+    from forensics.report.html import run_page_names, verdict_html, write_index
+    from forensics.store.chunks import CHUNK_RUNS, ChunkStore, chunk_stores_above, chunks
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "annotations").mkdir(parents=True, exist_ok=True)
@@ -128,45 +142,56 @@ def write_reports(store: Store, out: str | Path, run_ids: Sequence[str], rerende
         from tqdm import tqdm
         bar = tqdm(total=len(todo), unit="run", desc="report", file=sys.stderr, leave=False)
 
-    def tasks():
-        for rid in todo:
-            rep = run_report(store, rid)
-            tl = _timeline_data(store, rid) if rid in png else None
-            yield (rep, str(out), page_names[rid], page_names, tl)
+    def done(res: tuple[str, str | None]) -> None:
+        if rendered is not None:
+            rendered.append(res[0])
+        if bar:
+            bar.update(1)
 
     if jobs > 1 and len(todo) > 4 and store.path != ":memory:":
         # DuckDB has one writer: release ours, let the workers read the file, then reopen.
         import duckdb
         from forensics.pool import pmap
+        # chunks small enough that every worker gets several (a chunk is one task)
+        size = max(1, min(CHUNK_RUNS, -(-len(todo) // (4 * jobs))))
+        work = [c for c in chunks(store, todo, max_runs=size)]
         store.con.execute("CHECKPOINT")
         store.con.close()
         try:
-            args = [(rid, str(out), page_names[rid], page_names, rid in png) for rid in todo]
+            lost_runs: list[str] = []
+
             def lost(a, reason):
-                print(f"report: the page of run {a[0]} was not written: {reason}", file=sys.stderr)
-            for res in pmap(_worker_render, args, jobs, initializer=_worker_open, initargs=(store.path,),
-                            ordered=False, chunksize=4, lost=lost):
-                if res is not None and rendered is not None:
-                    rendered.append(res[0])
-                if bar:
-                    bar.update(1)
+                if len(a[0]) > 1:       # which page killed the worker is unknown: each again alone
+                    lost_runs.extend(a[0])
+                else:
+                    print(f"report: the page of run {a[0][0]} was not written: {reason}", file=sys.stderr)
+                return None
+            init = (store.path, str(out), page_names)
+            for batch in ([(c, png & set(c)) for c in work], [([rid], png & {rid}) for rid in lost_runs]):
+                for res in pmap(_worker_render, batch, jobs, initializer=_worker_open, initargs=init,
+                                ordered=False, lost=lost):
+                    for r in res or ():
+                        done(r)
         finally:
             store.con = duckdb.connect(store.path)
-    else:
-        for t in tasks():
-            res = render_run(t)
-            if rendered is not None:
-                rendered.append(res[0])
-            if bar:
-                bar.update(1)
+    elif store.scalar("select count(*) from runs") > chunk_stores_above():
+        with ChunkStore.beside(store) as cs:
+            for c in chunks(store, todo):
+                mem = cs.load(c, REPORT.reads_all)
+                for rid in c:
+                    done(render_run(_gather(mem, rid, str(out), page_names, rid in png)))
+    else:   # a store no larger than a chunk: its pages gathered from it directly
+        for rid in todo:
+            done(render_run(_gather(store, rid, str(out), page_names, rid in png)))
     if bar:
         bar.close()
-    overview = runs_overview(store, run_ids)
     want = set(run_ids)
-    foreign = [f for f in store.query("select * from foreign_refs order by run_id, call_seq") if f["run_id"] in want]
+    # (the links the index lists: deliberate reads and copies, not every reference)
+    foreign = [f for f in store.query("select * from foreign_refs where classification in ('deliberate_read', 'copy') "
+                                      "order by run_id, call_seq") if f["run_id"] in want]
     pairs = [p for p in store.query("select a_id, b_id, jaccard, jaccard_est from similarity_pairs")
              if p["a_id"] in want or p["b_id"] in want]
-    (out / "index.html").write_text(index_html(overview, foreign, pairs, scan_info or {}, page_names), encoding="utf-8")
+    write_index(out, iter_runs_overview(store, run_ids), len(run_ids), foreign, pairs, scan_info or {}, page_names)
     (out / "verdict.html").write_text(verdict_html(), encoding="utf-8")   # the decision table the pages link to
     return {"index": str(out / "index.html"), "verdict": str(out / "verdict.html"), "runs": str(out / "runs"), "annotations": str(out / "annotations"),
             "scan_json": str(out / "scan.json")}

@@ -9,7 +9,7 @@ cannot be read the quote is left out rather than reconstructed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from forensics import verdict as V
@@ -210,17 +210,37 @@ def run_report(store: Store, run_id: str, with_quotes: bool = True) -> dict[str,
             "trajectory": trajectory(store, run_id), "result": loads_json(run.get("result_json")) or {}}
 
 
+_OVERVIEW = ("select r.run_id, r.run_name, r.problem, r.harness, r.model, r.bench, r.peak_fraction, "
+             "r.n_tool_calls, r.transcript_bytes, v.verdict, v.reward_hack, v.contamination, v.correct, "
+             "v.failure_reason, v.measurement_status, v.publish_grade, v.empirical_recompute_required, "
+             "v.exclude_from_denominator, v.archived, coalesce(h.n, 0) as n_high "
+             "from runs r left join verdicts v using (run_id) "
+             "left join (select run_id, count(*) as n from findings where analyzer <> 'pipeline' and "
+             " severity in ('high','critical') group by run_id) h using (run_id) ")
+
+
 def runs_overview(store: Store, run_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    rows = store.query("select r.run_id, r.run_name, r.problem, r.harness, r.model, r.bench, r.peak_fraction, "
-                       "r.n_tool_calls, r.transcript_bytes, v.verdict, v.reward_hack, v.contamination, v.correct, "
-                       "v.failure_reason, v.measurement_status, v.publish_grade, v.empirical_recompute_required, "
-                       "v.exclude_from_denominator, v.archived, "
-                       "(select count(*) from findings f where f.run_id = r.run_id and f.analyzer <> 'pipeline' and "
-                       " f.severity in ('high','critical')) as n_high "
-                       "from runs r left join verdicts v using (run_id) order by r.run_id")
-    if run_ids is not None:
-        want = set(run_ids)
-        rows = [r for r in rows if r["run_id"] in want]
-    for r in rows:
-        r["archived"] = loads_json(r.get("archived"))
-    return rows
+    return list(iter_runs_overview(store, run_ids))
+
+
+def iter_runs_overview(store: Store, run_ids: Sequence[str] | None = None, batch: int = 1000
+                       ) -> Iterator[dict[str, Any]]:
+    """The index's row of each run (of `run_ids`, all if None), in run id order, read `batch` rows
+    at a time (a cursor of its own: the index of a large archive never holds every row)."""
+    cur = store.con.cursor()
+    try:
+        if run_ids is None:
+            cur.execute(_OVERVIEW + "order by r.run_id")
+        else:
+            cur.execute(_OVERVIEW + "where r.run_id in (select unnest(?::VARCHAR[])) order by r.run_id", [list(run_ids)])
+        names = [d[0] for d in cur.description]
+        while True:
+            got = cur.fetchmany(batch)
+            if not got:
+                break
+            for row in got:
+                r = dict(zip(names, row))
+                r["archived"] = loads_json(r.get("archived"))
+                yield r
+    finally:
+        cur.close()

@@ -150,7 +150,7 @@ def _remove_own(out: Path | None, db_path: str, marker: dict[str, Any] | None, s
             _unlink(p, removed)
     if out is not None:
         _unlink(out / MARKER, removed)
-        for d in ("runs", "annotations"):
+        for d in ("runs", "annotations", "pages"):
             try:
                 (out / d).rmdir()             # only if empty: files the tool did not write stay
             except OSError:
@@ -159,11 +159,13 @@ def _remove_own(out: Path | None, db_path: str, marker: dict[str, Any] | None, s
 
 
 def report_files(out: Path, page_names: dict[str, str]) -> list[str]:
-    """The per-run files of a report with these page names (relative to OUT)."""
+    """The per-run files of a report with these page names, and the index's pages past the first
+    (relative to OUT)."""
+    from forensics.report.html import index_files
     files = []
     for pn in page_names.values():
         files += [f"runs/{pn}.html", f"runs/{pn}.timeline.png", f"annotations/{pn}.yaml"]
-    return files
+    return files + index_files(len(page_names))      # the runs table's further pages, the search index
 
 
 def expect(out: Path, ident: dict[str, Any], page_names: dict[str, str]) -> None:

@@ -8,6 +8,7 @@ from disk, offline.
 from __future__ import annotations
 
 import html
+import os
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -275,11 +276,56 @@ RUNS_COLUMNS = ("run", "verdict", "publish", "peak fraction", "high findings", "
                 "reward hack", "failure reason", "measurement", "problem", "harness", "archived agree / disagree / ?")
 
 
-def _legend(overview: list[dict[str, Any]], agree: Counter, n_compared_runs: int, n_fields: int) -> str:
+class IndexStats:
+    """What the index says of all the runs (verdict counts, publishable, excluded, the archived
+    verdicts compared, why clean runs are not publishable), gathered run by run: the index of a
+    large archive is written from rows read a page at a time, never all held at once."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.counts: Counter = Counter()
+        self.publish = 0
+        self.excluded = 0
+        self.agree: Counter = Counter()
+        self.fields: set[str] = set()
+        self.compared = 0
+        self.clean = 0
+        self.clean_not_publishable = 0
+        self.why: Counter = Counter()
+
+    def add(self, r: dict[str, Any]) -> None:
+        from forensics.report.prose import publish_blockers
+        self.n += 1
+        self.counts[fmt(r.get("verdict"))] += 1
+        self.publish += r.get("publish_grade") == "true"
+        self.excluded += bool(r.get("exclude_from_denominator"))
+        fs = (r.get("archived") or {}).get("fields") or {}
+        self.compared += bool(fs)
+        self.fields |= set(fs)
+        for e in fs.values():
+            self.agree[e["status"]] += 1
+        if r.get("verdict") == "clean":
+            self.clean += 1
+            if r.get("publish_grade") != "true":
+                self.clean_not_publishable += 1
+                v = V.verdict_dict(r)
+                b = publish_blockers(v, r) if v.get("publish_grade") is False else []
+                for x in b or (["undecided (publish_grade=unknown)"] if v.get("publish_grade") == V.UNKNOWN
+                               else ["publish_grade=false"]):
+                    self.why[x] += 1
+
+    @classmethod
+    def of(cls, overview: Sequence[dict[str, Any]]) -> "IndexStats":
+        st = cls()
+        for r in overview:
+            st.add(r)
+        return st
+
+
+def _legend(stats: IndexStats) -> str:
     """The verdict vocabulary, what publish means and why the clean runs here are not publishable,
     and what the archived agree / disagree / cannot tell counts count."""
-    from forensics.report.prose import publish_blockers
-    present = Counter(fmt(r.get("verdict")) for r in overview)
+    present = stats.counts
     items = []
     for k, (rules, text) in VERDICT_LEGEND.items():
         rl = ", ".join(f'<a href="verdict.html#rule-{E(r)}">{E(r)}</a>' for r in rules)
@@ -294,97 +340,90 @@ def _legend(overview: list[dict[str, Any]], agree: Counter, n_compared_runs: int
            '<a href="verdict.html#rule-PG1">PG1-PG3</a>). A clean run is therefore often not publishable: '
            "its kernel is fine but its number was measured while other agents shared the GPU, on another GPU "
            "model, or not at all.</p>"]
-    clean = [r for r in overview if r.get("verdict") == "clean" and r.get("publish_grade") != "true"]
-    if clean:
-        why: Counter = Counter()
-        for r in clean:
-            v = V.verdict_dict(r)
-            b = publish_blockers(v, r) if v.get("publish_grade") is False else []
-            for x in b or (["undecided (publish_grade=unknown)"] if v.get("publish_grade") == V.UNKNOWN
-                           else ["publish_grade=false"]):
-                why[x] += 1
-        out.append(f'<p id="clean-not-publishable">Here {len(clean)} of the '
-                   f'{sum(1 for r in overview if r.get("verdict") == "clean")} clean runs are not publishable: '
-                   + E("; ".join(f"{n} {t}" for t, n in why.most_common())) + ".</p>")
+    if stats.clean_not_publishable:
+        out.append(f'<p id="clean-not-publishable">Here {stats.clean_not_publishable} of the '
+                   f'{stats.clean} clean runs are not publishable: '
+                   + E("; ".join(f"{n} {t}" for t, n in stats.why.most_common())) + ".</p>")
     out.append("<p><b>high findings</b>: findings of severity high or critical (each run page lists them with "
                "the file and line they cite). <b>archived agree / disagree / ?</b>: this run's verdict fields "
                "compared with the verdict archived beside it (an annotation YAML in the run folder or in "
                "<code>--annotations</code>, and result.json's grade): fields that agree, disagree (ours differs; "
                "the run page shows both and the evidence), and cannot tell (either side is unknown or absent - "
                "most runs carry no annotation, so most fields cannot be compared).</p>")
-    if agree:
-        total = sum(agree.values())
+    if stats.agree:
+        total = sum(stats.agree.values())
         out.append(f'<p id="archived-counts-meaning">The counts above the table count fields, not runs: {total} '
-                   f"comparisons, {n_compared_runs} runs &times; {n_fields} verdict fields.</p>")
+                   f"comparisons, {stats.compared} runs &times; {len(stats.fields)} verdict fields.</p>")
     return "\n".join(out)
 
 
-def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pairs: list[dict[str, Any]],
-               scan_info: dict[str, Any], page_names: dict[str, str]) -> str:
-    counts = Counter(fmt(r.get("verdict")) for r in overview)
-    cards = "".join(f'<div class="card">{badge(k)}<b>{n}</b></div>' for k, n in sorted(counts.items()))
-    publish = sum(1 for r in overview if r.get("publish_grade") == "true")
-    excluded = sum(1 for r in overview if r.get("exclude_from_denominator"))
-    agree = Counter()
-    fields: set[str] = set()
-    compared = 0
-    for r in overview:
-        fs = (r.get("archived") or {}).get("fields") or {}
-        compared += bool(fs)
-        fields |= set(fs)
-        for e in fs.values():
-            agree[e["status"]] += 1
+def _run_row(r: dict[str, Any], page_names: dict[str, str], base: str = "") -> list:
+    """One row of the runs table (`base`: the path from the page to the report folder)."""
+    name = r.get("run_name") or r["run_id"]
+    link = f'<a class="run" href="{base}runs/{href(page_names[r["run_id"]] + ".html")}">{breakable(name)}</a>'
+    arch = (r.get("archived") or {}).get("counts") or {}
+    arch_s = (f'<span class="agree">{arch.get("agree", 0)}</span>/<span class="disagree">{arch.get("disagree", 0)}</span>'
+              f'/<span class="cannot_tell">{arch.get("cannot_tell", 0)}</span>') if arch else "-"
+    cells = {
+        "run": (link, name),
+        "verdict": (badge(r.get("verdict"), wrap=True), fmt(r.get("verdict"))),
+        "publish": E(fmt(r.get("publish_grade"))),
+        "peak fraction": (E(fmt(r.get("peak_fraction"))),
+                          r.get("peak_fraction") if r.get("peak_fraction") is not None else -1),
+        "high findings": (str(r.get("n_high") or 0), r.get("n_high") or 0),
+        "correct": E(fmt(r.get("correct"))),
+        "contamination": breakable(fmt(r.get("contamination"))),
+        "reward hack": E(fmt(r.get("reward_hack"))),
+        "failure reason": breakable(fmt(r.get("failure_reason"))),
+        "measurement": breakable(fmt(r.get("measurement_status"))),
+        "problem": breakable(fmt(r.get("problem"))),
+        "harness": breakable(fmt(r.get("harness"))),
+        "archived agree / disagree / ?": (arch_s, arch.get("disagree", 0)),
+    }
+    return [cells[c] for c in RUNS_COLUMNS]
+
+
+def _head(stats: IndexStats, scan_info: dict[str, Any]) -> list[str]:
+    cards = "".join(f'<div class="card">{badge(k)}<b>{n}</b></div>' for k, n in sorted(stats.counts.items()))
     body = [f"<h1>forensics scan</h1><p class=\"muted\">{E(str(scan_info.get('archive', '')))} - "
-            f"{len(overview)} runs, {publish} publishable, {excluded} excluded from pass-rate denominators. "
+            f"{stats.n} runs, {stats.publish} publishable, {stats.excluded} excluded from pass-rate denominators. "
             f'Decision table: <a href="verdict.html">verdict.html</a>.</p>',
             f'<h2>Verdicts</h2><div class="cards" id="verdict-counts">{cards}</div>']
+    agree = stats.agree
     if agree:
         body.append(f'<p id="archived-counts">Archived verdict fields: <span class="agree">{agree["agree"]} agree</span>, '
                     f'<span class="disagree">{agree["disagree"]} disagree</span>, '
                     f'<span class="cannot_tell">{agree["cannot_tell"]} cannot tell</span> '
-                    f'<span class="muted">(fields of {compared} runs: <a href="#legend">what these count</a>)</span>.</p>')
+                    f'<span class="muted">(fields of {stats.compared} runs: <a href="#legend">what these count</a>)</span>.</p>')
     cov = scan_info.get("coverage") or {}
     if cov.get("missing") or cov.get("failed"):
         body.append('<p class="disagree">Analyzers missing or failed: '
                     + E(", ".join(list(cov.get("missing") or {}) + [f"{a} ({n} runs)" for a, n in (cov.get("failed") or {}).items()]))
                     + " - the fields they decide are unknown (fail closed).</p>")
-    rows = []
-    for r in overview:
-        name = r.get("run_name") or r["run_id"]
-        link = f'<a class="run" href="runs/{href(page_names[r["run_id"]] + ".html")}">{breakable(name)}</a>'
-        arch = (r.get("archived") or {}).get("counts") or {}
-        arch_s = (f'<span class="agree">{arch.get("agree", 0)}</span>/<span class="disagree">{arch.get("disagree", 0)}</span>'
-                  f'/<span class="cannot_tell">{arch.get("cannot_tell", 0)}</span>') if arch else "-"
-        cells = {
-            "run": (link, name),
-            "verdict": (badge(r.get("verdict"), wrap=True), fmt(r.get("verdict"))),
-            "publish": E(fmt(r.get("publish_grade"))),
-            "peak fraction": (E(fmt(r.get("peak_fraction"))),
-                              r.get("peak_fraction") if r.get("peak_fraction") is not None else -1),
-            "high findings": (str(r.get("n_high") or 0), r.get("n_high") or 0),
-            "correct": E(fmt(r.get("correct"))),
-            "contamination": breakable(fmt(r.get("contamination"))),
-            "reward hack": E(fmt(r.get("reward_hack"))),
-            "failure reason": breakable(fmt(r.get("failure_reason"))),
-            "measurement": breakable(fmt(r.get("measurement_status"))),
-            "problem": breakable(fmt(r.get("problem"))),
-            "harness": breakable(fmt(r.get("harness"))),
-            "archived agree / disagree / ?": (arch_s, arch.get("disagree", 0)),
-        }
-        rows.append([cells[c] for c in RUNS_COLUMNS])
-    body.append('<h2>Runs</h2><input id="filter" placeholder="filter runs (any column)">')
-    body.append('<div class="wide">' + table(RUNS_COLUMNS, rows, cls="sortable", id_="runs", attrs='data-default-sort="run"')
-                + "</div>")
-    body.append(_legend(overview, agree, compared, len(fields)))
+    return body
+
+
+#: contamination links listed on the index at most (`forensics query foreign-reads` lists every one)
+INDEX_MAX_LINKS = 1000
+
+
+def _tail(stats: IndexStats, foreign: list[dict[str, Any]], pairs: list[dict[str, Any]], scan_info: dict[str, Any],
+          page_names: dict[str, str], names: dict[str, str]) -> list[str]:
+    body = [_legend(stats)]
     # contamination links
     links = [f for f in foreign if f.get("classification") in ("deliberate_read", "copy")]
-    body.append(f'<h2>Contamination links</h2>')
+    body.append('<h2>Contamination links</h2>')
     if links:
+        # the foreign run's page: the run of that id, else the first of that name under some root
+        # (one dict, not a walk over every run per link)
+        target: dict[str, str] = {}
+        for rid in page_names:
+            target.setdefault(rid, rid)
+            target.setdefault(rid.split("@")[0], rid)
         lrows = []
-        for f in links:
+        for f in links[:INDEX_MAX_LINKS]:
             src = page_names.get(f["run_id"])
-            dst_id = next((rid for rid, pn in page_names.items() if rid == f.get("foreign_run_id")
-                           or rid.split("@")[0] == f.get("foreign_run_id")), None)
+            dst_id = target.get(f.get("foreign_run_id"))
             # ids, files and reasons (which quote paths) wrap between their words, so a 1400 px window
             # shows the whole row (tests/test_report_html.py measures it in a browser)
             a = f'<a class="run" href="runs/{href(src + ".html")}">{breakable(f["run_id"])}</a>' if src else breakable(f["run_id"])
@@ -392,16 +431,164 @@ def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pa
                  if dst_id else breakable(f.get("foreign_run_id") or "") + ' <span class="muted">(not in archive)</span>')
             lrows.append([a, E(f.get("classification") or ""), b, E(fmt(f.get("foreign_file") or f.get("artifact"))).replace("/", "/<wbr>"),
                           E(fmt(f.get("same_problem"))), E(fmt(f.get("call_seq"))), breakable(fmt(f.get("reason")))])
+        if len(links) > INDEX_MAX_LINKS:
+            body.append(f'<p class="muted" id="links-shown">The first {INDEX_MAX_LINKS} of {len(links)} links; '
+                        "<code>forensics query foreign-reads</code> lists every one.</p>")
         body.append('<div class="wide">' + table(["run", "classification", "foreign run", "file", "same problem", "call", "why"],
                                                  lrows, cls="sortable", id_="contamination") + "</div>")
     else:
         body.append('<p class="muted">No deliberate reads or copies of another run were found.</p>')
     body.append("<h2>Solution similarity</h2>")
-    body.append(heatmap_svg(pairs, {r["run_id"]: (r.get("run_name") or r["run_id"]) for r in overview}))
+    body.append(heatmap_svg(pairs, names))
     t = scan_info.get("timings") or {}
     if t:
         body.append('<p class="muted">Timings (s): ' + E(", ".join(f"{k} {v}" for k, v in t.items())) + "</p>")
+    return body
+
+
+def index_html(overview: list[dict[str, Any]], foreign: list[dict[str, Any]], pairs: list[dict[str, Any]],
+               scan_info: dict[str, Any], page_names: dict[str, str]) -> str:
+    """The index of a report whose runs fit one table (every run a row)."""
+    stats = IndexStats.of(overview)
+    body = _head(stats, scan_info)
+    rows = [_run_row(r, page_names) for r in overview]
+    body.append('<h2>Runs</h2><input id="filter" placeholder="filter runs (any column)">')
+    body.append('<div class="wide">' + table(RUNS_COLUMNS, rows, cls="sortable", id_="runs", attrs='data-default-sort="run"')
+                + "</div>")
+    body += _tail(stats, foreign, pairs, scan_info, page_names,
+                  {r["run_id"]: (r.get("run_name") or r["run_id"]) for r in overview})
     return page("forensics scan", "\n".join(body))
+
+
+# ---------------------------------------------------------------------------------------------
+# The index of a large archive: the runs table in pages of INDEX_PAGE_RUNS runs (pages/runs-K.html,
+# the first on index.html) and a search over every run (pages/runs-index.js, loaded when the search
+# box is first used), so neither the page nor the memory that writes it grows with the archive.
+INDEX_PAGE_RUNS = int(os.environ.get("FORENSICS_INDEX_PAGE_RUNS", 1000))
+INDEX_DIR = "pages"
+SEARCH_JS = f"{INDEX_DIR}/runs-index.js"
+SEARCH_SHOWN = 200
+
+_SEARCH_JS = """
+(function(){var box=document.getElementById('search');if(!box)return;var out=document.getElementById('search-results');
+var base=box.getAttribute('data-base')||'';function show(){var q=box.value.toLowerCase().trim();if(q.length<2){out.innerHTML='';return;}
+var hits=[],n=0;for(var i=0;i<FX_RUNS.length;i++){var r=FX_RUNS[i];if((r[0]+' '+r[2]+' '+r[3]+' '+r[4]).toLowerCase().indexOf(q)>=0){
+n++;if(hits.length<%d)hits.push(r);}}var h='<p class="muted">'+n+' run(s) match'+(n>hits.length?', the first '+hits.length+' shown':'')+'</p><ul>';
+hits.forEach(function(r){var e=function(s){return String(s).replace(/[&<>"]/g,function(c){return{'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c];});};
+h+='<li><a class="run" href="'+base+'runs/'+encodeURIComponent(r[1])+'.html">'+e(r[0])+'</a> <span class="v v-'+e(r[2])+'">'+e(r[2])+'</span> '
++'<span class="muted">'+e(r[3])+' '+e(r[4])+' (page <a href="'+base+(r[5]===1?'index.html':'%s/runs-'+r[5]+'.html')+'">'+r[5]+'</a>)</span></li>';});
+out.innerHTML=h+'</ul>';}box.addEventListener('input',function(){if(typeof FX_RUNS==='undefined'){if(!box.getAttribute('data-loading')){
+box.setAttribute('data-loading','1');var sc=document.createElement('script');sc.src=base+'%s';sc.onload=show;document.body.appendChild(sc);}return;}show();});})();
+""" % (SEARCH_SHOWN, INDEX_DIR, SEARCH_JS)
+
+
+def index_pages(n_runs: int) -> int:
+    """Pages of the runs table an index of `n_runs` runs has (1: all on index.html)."""
+    return max(1, -(-n_runs // INDEX_PAGE_RUNS))
+
+
+def index_files(n_runs: int) -> list[str]:
+    """The files of the index besides index.html (relative to the report folder)."""
+    k = index_pages(n_runs)
+    if k == 1:
+        return []
+    return [f"{INDEX_DIR}/runs-{i}.html" for i in range(2, k + 1)] + [SEARCH_JS]
+
+
+def _page_link(i: int, base: str) -> str:
+    return f"{base}index.html" if i == 1 else f"{base}{INDEX_DIR}/runs-{i}.html"
+
+
+def _pager(i: int, k: int, n: int, base: str) -> str:
+    """Runs a-b of n, and links to the first, previous, next, last and nearby pages."""
+    a, b = (i - 1) * INDEX_PAGE_RUNS + 1, min(n, i * INDEX_PAGE_RUNS)
+    near = sorted({1, k, *range(max(1, i - 3), min(k, i + 3) + 1)})
+    bits, last = [], 0
+    for j in near:
+        if j - last > 1:
+            bits.append("&hellip;")
+        bits.append(f"<b>{j}</b>" if j == i else f'<a href="{_page_link(j, base)}">{j}</a>')
+        last = j
+    nav = []
+    if i > 1:
+        nav.append(f'<a rel="prev" href="{_page_link(i - 1, base)}">&larr; previous</a>')
+    if i < k:
+        nav.append(f'<a rel="next" href="{_page_link(i + 1, base)}">next &rarr;</a>')
+    return (f'<p class="pager" id="pager">Runs {a:,}-{b:,} of {n:,} (page {i} of {k}): ' + " ".join(bits)
+            + (" &middot; " + " ".join(nav) if nav else "") + "</p>")
+
+
+def _search_box(n: int, base: str) -> str:
+    return (f'<p><input id="search" data-base="{base}" placeholder="search all {n:,} runs (name, verdict, problem, '
+            f'harness)"></p><div id="search-results"></div>')
+
+
+def write_index(out, rows, n_runs: int, foreign: list[dict[str, Any]], pairs: list[dict[str, Any]],
+                scan_info: dict[str, Any], page_names: dict[str, str]) -> list[str]:
+    """Write index.html (and, past INDEX_PAGE_RUNS runs, the runs table's other pages and the search
+    index) from `rows` (runs_overview's rows, in the table's order, any iterable: read as they come,
+    a page at a time); returns the files written."""
+    import orjson
+    from pathlib import Path
+    out = Path(out)
+    k = index_pages(n_runs)
+    if k == 1:
+        overview = list(rows)
+        (out / "index.html").write_text(index_html(overview, foreign, pairs, scan_info, page_names), encoding="utf-8")
+        return ["index.html"]
+    (out / INDEX_DIR).mkdir(parents=True, exist_ok=True)
+    stats = IndexStats()
+    first: list[list] = []
+    names: dict[str, str] = {}
+    written = []
+    in_pairs = {p["a_id"] for p in pairs} | {p["b_id"] for p in pairs}    # the heat map's labels
+    with open(out / f"{SEARCH_JS}.tmp", "wb") as js:
+        js.write(b"var FX_RUNS=[\n")
+        page_rows: list[list] = []
+        i = 1
+
+        def flush(i: int, page_rows: list[list]) -> None:
+            if i == 1:
+                first.extend(page_rows)
+                return
+            body = ['<p><a href="../index.html">&larr; the archive\'s overview</a></p>',
+                    f"<h1>forensics scan: runs, page {i} of {k}</h1>",
+                    _pager(i, k, n_runs, "../"), _search_box(n_runs, "../"),
+                    '<input id="filter" placeholder="filter this page (any column)">',
+                    '<div class="wide">' + table(RUNS_COLUMNS, page_rows, cls="sortable", id_="runs") + "</div>",
+                    _pager(i, k, n_runs, "../"), f"<script>{_SEARCH_JS}</script>"]
+            name = f"{INDEX_DIR}/runs-{i}.html"
+            (out / name).write_text(page(f"forensics scan: runs, page {i}", "\n".join(body)), encoding="utf-8")
+            written.append(name)
+
+        for n, r in enumerate(rows):
+            stats.add(r)
+            if r["run_id"] in in_pairs:
+                names[r["run_id"]] = r.get("run_name") or r["run_id"]
+            i = n // INDEX_PAGE_RUNS + 1
+            base = "" if i == 1 else "../"
+            page_rows.append(_run_row(r, page_names, base))
+            js.write(orjson.dumps([r.get("run_name") or r["run_id"], page_names[r["run_id"]], fmt(r.get("verdict")),
+                                   fmt(r.get("problem")), fmt(r.get("harness")), i]) + b",\n")
+            if len(page_rows) == INDEX_PAGE_RUNS:
+                flush(i, page_rows)
+                page_rows = []
+        if page_rows:
+            flush(i, page_rows)
+        js.write(b"];\n")
+    (out / f"{SEARCH_JS}.tmp").replace(out / SEARCH_JS)
+    written.append(SEARCH_JS)
+    body = _head(stats, scan_info)
+    body.append(f'<h2>Runs</h2><p class="muted">{n_runs:,} runs, {INDEX_PAGE_RUNS:,} a page, in run order: '
+                "this page shows the first; search finds any run.</p>")
+    body += [_search_box(n_runs, ""), _pager(1, k, n_runs, ""),
+             '<input id="filter" placeholder="filter this page (any column)">',
+             '<div class="wide">' + table(RUNS_COLUMNS, first, cls="sortable", id_="runs") + "</div>",
+             _pager(1, k, n_runs, "")]
+    body += _tail(stats, foreign, pairs, scan_info, page_names, names)
+    body.append(f"<script>{_SEARCH_JS}</script>")
+    (out / "index.html").write_text(page("forensics scan", "\n".join(body)), encoding="utf-8")
+    return ["index.html", *written]
 
 
 def _inline_md(text: str) -> str:

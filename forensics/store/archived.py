@@ -25,6 +25,7 @@ values (YAML dates, nested quotes) are compared as YAML gives them, which a JSON
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -221,8 +222,12 @@ def parse_annotation_text(text: str) -> tuple[dict[str, Any], str | None]:
     return out, err
 
 
-def find_annotation(run_name: str, dirs: Sequence[Path]) -> Path | None:
-    """`<run_name>.yaml` or `<run_name>_<suffix>.yaml` (also .yml) in any of `dirs`."""
+def find_annotation(run_name: str, dirs: Sequence[Path], listings: dict[str, list[str]] | None = None) -> Path | None:
+    """`<run_name>.yaml` or `<run_name>_<suffix>.yaml` (also .yml) in any of `dirs`.  `listings`: a
+    dict the caller keeps across the runs it looks up, which then holds each folder's sorted names,
+    listed once (a glob per run listed the folder once a run: quadratic in runs)."""
+    import bisect
+    import fnmatch
     for d in dirs:
         if not d or not d.is_dir():
             continue
@@ -230,7 +235,20 @@ def find_annotation(run_name: str, dirs: Sequence[Path]) -> Path | None:
             p = d / f"{run_name}{ext}"
             if p.is_file():
                 return p
-        cands = sorted(p for p in d.glob(f"{glob_escape(run_name)}_*.y*ml") if p.is_file())
+        pat = f"{glob_escape(run_name)}_*.y*ml"
+        if listings is None:
+            cands = sorted(p for p in d.glob(pat) if p.is_file())
+        else:
+            names = listings.get(str(d))
+            if names is None:
+                names = listings[str(d)] = sorted(os.listdir(d))
+            pre = f"{run_name}_"
+            i = bisect.bisect_left(names, pre)
+            cands = []
+            while i < len(names) and names[i].startswith(pre):
+                if fnmatch.fnmatchcase(names[i], pat) and (d / names[i]).is_file():
+                    cands.append(d / names[i])
+                i += 1
         if cands:
             return cands[0]
     return None
@@ -240,11 +258,27 @@ def glob_escape(s: str) -> str:
     return re.sub(r"([\[\]*?])", r"[\1]", s)
 
 
-def annotation_from_run(store: Store, run: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None, str | None]:
-    """An annotation YAML inside the run folder (files table category 'annotation' or a .yaml at the root)."""
-    rows = store.query("select path from files where run_id = ? and (category = 'annotation' or "
-                       "((path like '%.yaml' or path like '%.yml') and path not like '%/%'))", [run["run_id"]])
-    paths = sorted(r["path"] for r in rows if not r["path"].endswith("problem.yaml"))
+_ANNOTATION_FILES = ("(category = 'annotation' or ((path like '%.yaml' or path like '%.yml') and path not like '%/%')) "
+                     "and path not like '%problem.yaml'")
+
+
+def annotation_paths(store: Store, run_ids: Sequence[str]) -> dict[str, list[str]]:
+    """{run_id: the paths of the annotation YAML files inside the run folder, sorted} for many runs
+    in one query (`annotation_from_run`'s candidates; runs with none are absent)."""
+    out: dict[str, list[str]] = {}
+    for r in store.query(f"select run_id, path from files where run_id in (select unnest(?::VARCHAR[])) and "
+                         f"{_ANNOTATION_FILES} order by run_id, path", [list(run_ids)]):
+        out.setdefault(r["run_id"], []).append(r["path"])
+    return out
+
+
+def annotation_from_run(store: Store, run: dict[str, Any], paths: Sequence[str] | None = None
+                        ) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """An annotation YAML inside the run folder (files table category 'annotation' or a .yaml at the
+    root).  `paths`: its candidates when the caller has them (annotation_paths), else asked here."""
+    if paths is None:
+        paths = annotation_paths(store, [run["run_id"]]).get(run["run_id"], [])
+    paths = sorted(paths)
     if not paths:
         return None, None, None
     text = read_run_text(store, run["run_id"], paths[0], run)
@@ -254,6 +288,6 @@ def annotation_from_run(store: Store, run: dict[str, Any]) -> tuple[dict[str, An
     return data, paths[0], err
 
 
-__all__ = ["ARCHIVED_PROBE_LOG", "DECK_PROBLEM_YAML", "annotation_from_run", "archived_rows", "decode_record",
+__all__ = ["ARCHIVED_PROBE_LOG", "DECK_PROBLEM_YAML", "annotation_from_run", "annotation_paths", "archived_rows", "decode_record",
            "find_annotation", "glob_escape", "gpu_key", "parse_annotation_text", "parse_deck_hardware",
            "parse_probe_log", "read_probe_log", "read_run_text"]

@@ -391,6 +391,15 @@ class Store:
         if not read_only:
             self.init_schema()
 
+    @classmethod
+    def on_connection(cls, con: duckdb.DuckDBPyConnection, path: str = ":memory:") -> "Store":
+        """A Store over a connection made elsewhere whose current database already has the schema
+        (forensics.store.chunks: a chunk of runs' in-memory database)."""
+        self = cls.__new__(cls)
+        self.path = path
+        self.con = con
+        return self
+
     # -- lifecycle -------------------------------------------------------------------------
     def init_schema(self) -> None:
         """Create missing tables, add columns added since the file was made, rename tables renamed
@@ -488,6 +497,22 @@ class Store:
             self.con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _fx_batch")
         finally:
             self.con.unregister("_fx_batch")
+
+    def update_runs(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Set `columns` of `table` per run: each row is (run_id, *values), in one statement (an
+        UPDATE per run scans the table once a run: quadratic in runs)."""
+        if not rows:
+            return
+        schema = arrow_schema(table)
+        cols = ["run_id", *columns]
+        data = pa.Table.from_arrays([pa.array([r[i] for r in rows], type=schema.field(c).type) for i, c in enumerate(cols)],
+                                    names=cols)
+        sets = ", ".join(f'"{c}" = _fx_upd."{c}"' for c in columns)
+        self.con.register("_fx_upd", data)
+        try:
+            self.con.execute(f"UPDATE {table} SET {sets} FROM _fx_upd WHERE {table}.run_id = _fx_upd.run_id")
+        finally:
+            self.con.unregister("_fx_upd")
 
     def insert_rows(self, table: str, rows: Iterable[Mapping[str, Any]]) -> int:
         buf = RowBuffer(table)

@@ -229,6 +229,14 @@ class IngestContext:
             out.__dict__["_kd"] = self.__dict__["_kd"]
         return out
 
+    def with_previous(self, run_id: str, fingerprint: str | None) -> "IngestContext":
+        """This context for one run whose stored fingerprint is `fingerprint` (None: none stored)."""
+        out = IngestContext(self.known, {run_id: fingerprint} if fingerprint is not None else {}, self.force,
+                            self.key, self.limits)
+        if "_kd" in self.__dict__:
+            out.__dict__["_kd"] = self.__dict__["_kd"]
+        return out
+
     def known_digest(self) -> str:
         d = self.__dict__.get("_kd")
         if d is None:
@@ -1027,11 +1035,13 @@ class _Writer:
     GROUP_RUNS = int(os.environ.get("FORENSICS_INGEST_GROUP_RUNS", 128))
     GROUP_BYTES = int(os.environ.get("FORENSICS_INGEST_GROUP_BYTES", 128 << 20))
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, present: set[str] | None = None):
         self.store = store
         self.pending: list[RunRows] = []
         self.rows = 0
         self.nbytes = 0
+        # run ids that have a runs row (None: asked of the store per group, a scan of `runs` each)
+        self.present = present
 
     def add(self, rows: RunRows) -> None:
         self.pending.append(rows)
@@ -1078,8 +1088,11 @@ class _Writer:
                                            pa.array([getattr(r, col) for r in pending], pa.string()))
         # A run's rows are only ever committed together with its runs row, so a run absent from
         # `runs` has no rows anywhere: skip the (table-scanning) deletes for new runs.
-        old = [r[0] for r in self.store.con.execute(
-            "SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()]
+        if self.present is not None:
+            old = [i for i in ids if i in self.present]
+        else:
+            old = [r[0] for r in self.store.con.execute(
+                "SELECT run_id FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()]
         with self.store.transaction():
             if old:
                 for t in S.INGEST_TABLES:
@@ -1087,6 +1100,8 @@ class _Writer:
             for t, batches in per_table.items():
                 self.store.insert_arrow(t, pa.concat_tables(batches) if len(batches) > 1 else batches[0])
             self.store.insert_arrow("runs", runs_tbl)  # last: a runs row marks its run complete
+        if self.present is not None:
+            self.present.update(ids)
 
 
 def _refused_rows(rows: RunRows, err: Exception) -> RunRows:
@@ -1251,14 +1266,18 @@ def parse_one(src: Any, run: Any, location: str, known: "IngestContext | dict[st
 _W: dict[str, Any] = {}
 
 
-def _worker_init(location: str) -> None:
+def _worker_init(location: str, base: "IngestContext | None" = None) -> None:
     from forensics.archive.source import open_source
     _W["src"] = open_source(location)
+    _W["ctx"] = base
 
 
 def _worker_parse(args) -> tuple[RunRows, float, dict[str, Any]]:
     run, location, known, fault = args
     maybe_fault(fault, "ingest", [run.run_id])
+    if isinstance(known, tuple):    # ("prev", fingerprint or None): the worker's context, this run's stored fingerprint
+        base = _W["ctx"]
+        known = base.with_previous(run.run_id, known[1])
     t0 = time.perf_counter()
     rows = parse_one(_W["src"], run, location, known)
     return rows, time.perf_counter() - t0, here()
@@ -1283,10 +1302,18 @@ def parse_local(src: Any, location: str, runs: Sequence[DiscoveredRun], known: A
         if lost is not None:
             lost(args[0], reason)
         return failed_rows(args[0], reason), 0.0, {}
-    # in order: a tar archive's members are read forwards
-    per_run = (lambda r: known.for_run(r.run_id)) if isinstance(known, IngestContext) else (lambda r: known)
-    yield from pmap(_worker_parse, [(r, location, per_run(r), fault) for r in runs], jobs,
-                    initializer=_worker_init, initargs=(location,), lost=on_lost)
+    # in order: a tar archive's members are read forwards.  The other runs' names go to each worker
+    # once (its initializer), a task carries its run and that run's stored fingerprint only: handing
+    # every task the whole context pickled the archive's names once per run (quadratic in runs)
+    if isinstance(known, IngestContext):
+        base = known.for_run("")
+        base.known_digest()
+        tasks = ((r, location, ("prev", known.previous.get(r.run_id)), fault) for r in runs)
+        init: tuple = (location, base)
+    else:
+        tasks = ((r, location, known, fault) for r in runs)
+        init = (location,)
+    yield from pmap(_worker_parse, tasks, jobs, initializer=_worker_init, initargs=init, lost=on_lost)
 
 
 def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, progress: bool = False,
@@ -1317,13 +1344,15 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
     existing = {k: v[0] for k, v in stored.items()}
     gone = sorted(set(existing) - set(rep.run_ids))
     if gone:
-        with store.transaction():
-            for rid in gone:
-                for t in S.INGEST_TABLES:
-                    store.con.execute(f"DELETE FROM {t} WHERE run_id = ?", [rid])
+        with store.transaction():   # one statement per table, not one per run and table (each scans it)
+            for t in S.INGEST_TABLES:
+                store.con.execute(f"DELETE FROM {t} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [gone])
         rep.removed = gone
 
-    known: dict[str, str | None] = {r[0]: r[1] for r in store.con.execute("select run_name, problem from runs").fetchall()}
+    everyone = store.con.execute("select run_id, run_name, problem from runs").fetchall()
+    present = {r[0] for r in everyone}
+    known: dict[str, str | None] = {r[1]: r[2] for r in everyone}
+    del everyone
     known.update({r.name: (r.parsed.problem if r.parsed else None) for r in runs})
     ctx = IngestContext(known=known, previous={k: v for k, v in existing.items() if v}, force=force,
                         key=ingest_key(code), limits={lim.env: lim.value() for lim in LIM.LIMITS})
@@ -1348,7 +1377,7 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
         from tqdm import tqdm
         bar = tqdm(total=len(todo), unit="run", desc="ingest", file=sys.stderr, leave=False)
 
-    writer = _Writer(store)
+    writer = _Writer(store, present - set(gone))
 
     def commit(rows: RunRows, run: DiscoveredRun) -> None:
         st = stamps.get(rows.run_id)
@@ -1385,7 +1414,7 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
         commit(rows, by_id[rows.run_id])
     writer.flush()
     if restamp:
-        store.con.executemany("update runs set stamp = ? where run_id = ?", restamp)
+        store.update_runs("runs", ["stamp"], [(rid, stamp) for stamp, rid in restamp])
     if bar:
         bar.close()
 

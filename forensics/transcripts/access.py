@@ -121,7 +121,8 @@ class RunContext:
                           an E0 source-tree problem dir); paths under them are ``self``;
     session_cwd           cwd of the agent session (Claude init cwd / the calls' cwd);
     home                  $HOME of the agent (``/home/agent`` in container mode);
-    known_runs            run_name -> problem of every run in the archive (for glob matching and
+    known_runs            run_name -> problem of every run in the archive, shared, never copied or
+                          changed here (a copy per run made the ingest quadratic in runs) (for glob matching and
                           ``foreign_in_archive``);
     persistent_shell      True / False forces whether ``cd`` persists across exec calls; None decides
                           by tool name (Claude ``Bash`` persists; codex/opencode/gemini pass a workdir).
@@ -222,7 +223,7 @@ class RunContext:
                     break
         return cls(run_id=run_id, run_name=name, problem=problem, run_ts=run_ts, root=root,
                    workspace_candidates=cands, session_cwd=session_cwd, home=home,
-                   known_runs=dict(known_runs or {}), run_dir_abs=None)
+                   known_runs=known_runs if known_runs is not None else {}, run_dir_abs=None)
 
     # ------------------------------------------------------------------ resolution
     def expand(self, text: str, cwd: str | None, env: dict[str, Any]) -> list[str]:
