@@ -133,7 +133,8 @@ def _measure(tree: Path, what: str, archive: Path, dest: Path, jobs: int, report
 
 def ensure_archive(work: Path, runs: int, seed: int, tiny: bool) -> tuple[Path, float | None]:
     """The generated archive of `runs` runs (cached: a marker beside it says it is complete)."""
-    name = f"{'tiny' if tiny else 'archive'}-{runs}-{seed}"
+    from devkit.generator.tiny import VERSION
+    name = f"tiny{VERSION}-{runs}-{seed}" if tiny else f"archive-{runs}-{seed}"
     arch, marker = work / name, work / f"{name}.complete"      # the marker outside: the archive is evidence
     if marker.exists() and arch.exists():
         return arch, None

@@ -8,8 +8,9 @@ writes a solution, runs check.py (PASS) and benchmark.py, and ends.  About 10-40
 * Run ids are valid and distinct: the start times strictly increase (a few seconds to a minute
   apart), whatever the number of runs.
 * Every harness format takes its turn (the first eight runs cover all of them).
-* Solutions are small programs drawn at random (a Triton kernel whose body is a random expression,
-  a module that calls it), so two runs' solutions share little beyond the scaffolding, as
+* Solutions are small programs drawn at random (two to four Triton kernels of random statements
+  over random expression trees, a module that calls them), so two runs' solutions share little
+  beyond the scaffolding, as
   independent agents' solutions do; `COPY_RATE` of the runs copy an earlier run's solution of the
   same problem (after reading it from that run's folder: a deliberate read and a copy, labelled),
   so the cross-run analyses have something to find.
@@ -22,6 +23,7 @@ Same (runs, seed) -> byte-identical tree.
 from __future__ import annotations
 
 import random
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -33,51 +35,72 @@ from .labels import SCHEMA_VERSION
 from .run import RunBuilder
 from .session import ForeignRef
 
+#: bumped whenever the runs it writes change (benches cache generated archives under it)
+VERSION = 2
 COPY_RATE = 0.02
 KEEP = 8
 START = datetime(2026, 4, 1, 8, 0, 0)
 
-_UNARY = ("tl.exp({})", "tl.abs({})", "tl.sqrt(tl.abs({}) + {c})", "tl.maximum({}, {c})", "tl.minimum({}, {c})",
-          "tl.sigmoid({})", "tl.log(tl.abs({}) + 1.0)", "tl.where({} > {c}, {}, 0.0)", "({} * {c})", "({} + {c})",
-          "tl.cos({})", "tl.sin({})", "({} * {})", "tl.math.rsqrt(tl.abs({}) + {c})")
-_BINARY = ("({} + {})", "({} - {})", "({} * {})", "tl.maximum({}, {})", "tl.minimum({}, {})", "({} / (tl.abs({}) + {c}))")
+_UNARY = ("tl.exp({})", "tl.exp2({})", "tl.abs({})", "tl.sqrt(tl.abs({}) + {c})", "tl.rsqrt(tl.abs({}) + {c})",
+          "tl.maximum({}, {c})", "tl.minimum({}, {c})", "tl.sigmoid({})", "tl.log(tl.abs({}) + 1.0)",
+          "tl.log2(tl.abs({}) + {c})", "tl.where({} > {c}, {}, 0.0)", "tl.where({} < {c}, {c}, {})", "({} * {c})",
+          "({} + {c})", "({} - {c})", "({} / {c})", "(-{})", "({} * {})", "({} ** 2)", "tl.cos({})", "tl.sin({})",
+          "tl.math.tanh({})", "tl.math.erf({})", "tl.floor({})", "tl.ceil({})", "({}).to(tl.float16).to(tl.float32)",
+          "tl.clamp({}, -{c}, {c})", "tl.math.fma({}, {c}, {c})", "tl.where(mask, {}, {c})", "tl.fdiv({}, {c})")
+_BINARY = ("({} + {})", "({} - {})", "({} * {})", "tl.maximum({}, {})", "tl.minimum({}, {})",
+           "({} / (tl.abs({}) + {c}))", "tl.where({} > {}, {}, {})", "tl.math.fma({}, {}, {c})", "({} % {c} + {})",
+           "tl.where(({} < {c}) & ({} > -{c}), {}, {})", "tl.atan2({}, {})", "tl.math.pow(tl.abs({}) + {c}, {})")
+_STMTS = ("    {v} = {e}", "    {v} += {e}", "    {v} -= {e}", "    {v} *= {e}",
+          "    {v} = tl.where(mask, {e}, {v})", "    if {c} > 0.5:\n        {v} = {e}",
+          "    for _i in range({n}):\n        {v} = {e}", "    {v} = tl.sum({e}, axis=0) + {v}",
+          "    {v} = tl.max({e}, axis=0) * 0.0 + {v}", "    {v} = tl.cumsum({e}, axis=0)")
 
 
 def _expr(rng: random.Random, leaves: list[str], depth: int) -> str:
-    if depth <= 0 or rng.random() < 0.2:
-        return rng.choice(leaves) if rng.random() < 0.8 else f"{rng.uniform(-4, 4):.{rng.randint(1, 4)}f}"
-    c = f"{rng.uniform(0.01, 8):.{rng.randint(1, 4)}f}"
-    if rng.random() < 0.5:
+    if depth <= 0 or rng.random() < 0.15:
+        return rng.choice(leaves) if rng.random() < 0.75 else f"{rng.uniform(-4, 4):.{rng.randint(1, 4)}f}"
+    if rng.random() < 0.55:
         t = rng.choice(_UNARY)
-        a = _expr(rng, leaves, depth - 1)
-        return t.replace("{c}", c).format(*([a] * t.count("{}")))
-    t = rng.choice(_BINARY)
-    return t.replace("{c}", c).format(_expr(rng, leaves, depth - 1), _expr(rng, leaves, depth - 1))
+    else:
+        t = rng.choice(_BINARY)
+    t = re.sub(r"\{c\}", lambda _m: f"{rng.uniform(0.01, 8):.{rng.randint(1, 4)}f}", t)
+    return t.format(*[_expr(rng, leaves, depth - 1) for _ in range(t.count("{}"))])
 
 
 def tiny_solution(problem: str, rng: random.Random) -> str:
-    """A small, syntactically valid Triton solution whose kernel body is random."""
-    k = f"_{rng.choice(('fused', 'tile', 'row', 'blk', 'kern', 'op'))}_{rng.choice(('fwd', 'main', 'step', 'apply'))}_{rng.randrange(100)}"
-    leaves = ["x", "y", "acc", "s"]
-    n_lines = rng.randint(2, 6)
-    body = [f"    s = {_expr(rng, ['x', 'y'], 2)}", "    acc = x"]
-    for _ in range(n_lines):
-        body.append(f"    {rng.choice(('acc', 'y', 's'))} = {_expr(rng, leaves, rng.randint(2, 4))}")
-    body.append(f"    acc = {_expr(rng, leaves, 3)}")
+    """A small, syntactically valid Triton solution whose kernel bodies are random (statements drawn
+    from a few dozen forms over random expression trees): two such solutions share little beyond
+    the scaffolding, as independent agents' solutions do."""
     block = rng.choice((128, 256, 512, 1024, 2048))
     warps = rng.choice((1, 2, 4, 8))
+    leaves = ["x", "y", "acc", "s"]
+    kernels = []
+    launches = []
+    for k_i in range(rng.randint(2, 4)):
+        k = f"_{rng.choice(('fused', 'tile', 'row', 'blk', 'kern', 'op', 'stage', 'pass'))}_" \
+            f"{rng.choice(('fwd', 'main', 'step', 'apply', 'reduce', 'scale', 'mix'))}_{k_i}{rng.randrange(100)}"
+        body = [f"    s = {_expr(rng, ['x', 'y'], 3)}", "    acc = x"]
+        for _ in range(rng.randint(12, 30)):
+            st = rng.choice(_STMTS)
+            body.append(st.format(v=rng.choice(("acc", "y", "s")), e=_expr(rng, leaves, rng.randint(2, 5)),
+                                  c=f"{rng.random():.3f}", n=rng.randint(2, 4)))
+        body.append(f"    acc = {_expr(rng, leaves, 4)}")
+        kernels.append(
+            "@triton.jit\n"
+            f"def {k}(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):\n"
+            "    pid = tl.program_id(0)\n"
+            "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
+            "    mask = offs < n\n"
+            "    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)\n"
+            "    y = tl.load(y_ptr + offs, mask=mask, other=0.0).to(tl.float32)\n"
+            + "\n".join(body) + "\n"
+            "    tl.store(o_ptr + offs, acc.to(o_ptr.dtype.element_ty), mask=mask)\n")
+        launches.append(f"        {k}[(triton.cdiv(n, {block}),)](x, y, out, n, BLOCK={block}, num_warps={warps})\n"
+                        + ("        x = out.clone()\n" if k_i else ""))
     return (
-        f'"""{problem}: fused elementwise kernel (block {block})."""\n'
+        f'"""{problem}: fused elementwise kernels (block {block})."""\n'
         "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"
-        "@triton.jit\n"
-        f"def {k}(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):\n"
-        "    pid = tl.program_id(0)\n"
-        "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
-        "    mask = offs < n\n"
-        "    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)\n"
-        "    y = tl.load(y_ptr + offs, mask=mask, other=0.0).to(tl.float32)\n"
-        + "\n".join(body) + "\n"
-        "    tl.store(o_ptr + offs, acc.to(o_ptr.dtype.element_ty), mask=mask)\n\n\n"
+        + "\n\n".join(kernels) + "\n\n"
         "class Model(nn.Module):\n"
         "    def __init__(self, *args, **kwargs):\n"
         "        super().__init__()\n\n"
@@ -85,7 +108,7 @@ def tiny_solution(problem: str, rng: random.Random) -> str:
         "        y = x if y is None else y\n"
         "        out = torch.empty_like(x)\n"
         "        n = x.numel()\n"
-        f"        {k}[(triton.cdiv(n, {block}),)](x, y, out, n, BLOCK={block}, num_warps={warps})\n"
+        + "".join(launches) +
         "        return out\n"
     )
 
@@ -149,7 +172,7 @@ def generate_tiny(out: str | Path, runs: int, seed: int, progress_bar: bool = Fa
         it = tqdm(it, desc="runs", unit="run")
     first = last = None
     head = orjson.dumps({"schema_version": SCHEMA_VERSION,
-                         "generator": {"kind": "tiny", "runs": runs, "seed": seed}}, option=orjson.OPT_SORT_KEYS)
+                         "generator": {"kind": "tiny", "version": VERSION, "runs": runs, "seed": seed}}, option=orjson.OPT_SORT_KEYS)
     with open(out / "labels.json", "wb") as f:
         f.write(head[:-1] + b',"runs":{')
         for i in it:
