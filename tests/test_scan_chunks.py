@@ -124,3 +124,20 @@ def test_chunks_are_bounded_in_runs_and_bytes(whole):
         assert sum(got, []) == ids
         for c in got:
             assert len(c) == 1 or sum(sizes[r] for r in c) <= cap
+
+
+@pytest.mark.parametrize("batch", [3, 1000])
+def test_scan_json_written_in_batches_is_the_whole_document(whole, tmp_path, batch):
+    import orjson
+
+    from forensics.report.jsonout import scan_json, write_scan_json
+    info = {"archive": "/x", "timings": {"total": 1.5}, "when": __import__("datetime").datetime(2026, 1, 1)}
+    with Store(whole / "audit.duckdb", read_only=True) as st:
+        ids = st.run_ids()
+        for sel in (ids, ids[:1], []):
+            p = write_scan_json(st, tmp_path / "s.json", list(reversed(sel)), info, batch=batch)
+            want = orjson.dumps(scan_json(st, sel, info), default=str, option=orjson.OPT_INDENT_2)
+            assert p.read_bytes() == want
+            doc = orjson.loads(want)
+            assert [r["run_id"] for r in doc["runs"]] == sorted(sel)
+            assert sum(doc["verdict_counts"].values()) == len(sel)

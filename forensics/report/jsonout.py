@@ -1,4 +1,4 @@
-"""scan.json: the machine-readable result of a scan, for scripts.
+"""scan.json: the machine-readable result of a scan, for scripts (written a batch of runs at a time).
 
     {"scan": {archive, db, runs, analyzed, skipped_unchanged, coverage, timings, exit_code, ...},
      "verdict_counts": {verdict: n},
@@ -24,24 +24,27 @@ from forensics.report.prose import implication, reader_summary
 from forensics.store.db import Store, loads_json
 
 
-def scan_json(store: Store, run_ids: Sequence[str], scan_info: dict[str, Any]) -> dict[str, Any]:
-    want = set(run_ids)
+_IDS = "(select unnest(?::VARCHAR[]))"
+
+
+def _run_rows(store: Store, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The scan.json rows of the runs `ids` (sorted), from three queries over those runs only."""
     runs = {r["run_id"]: r for r in store.query(
-        "select run_id, run_name, problem, harness, model, bench, peak_fraction, has_solution from runs")
-        if r["run_id"] in want}
-    verdicts = {r["run_id"]: V.verdict_dict(r) for r in store.query("select * from verdicts") if r["run_id"] in want}
+        "select run_id, run_name, problem, harness, model, bench, peak_fraction, has_solution from runs "
+        f"where run_id in {_IDS}", [list(ids)])}
+    verdicts = {r["run_id"]: V.verdict_dict(r) for r in store.query(f"select * from verdicts where run_id in {_IDS}",
+                                                                    [list(ids)])}
     finds: dict[str, list[dict[str, Any]]] = {}
     prose_finds: dict[str, list[dict[str, Any]]] = {}   # what the plain-language summary reads
     for f in store.query("select run_id, finding_id, analyzer, rule, category, severity, message, probe, data from "
-                         "findings where analyzer <> 'pipeline' order by run_id, severity, rule"):
-        if f["run_id"] in want:
-            finds.setdefault(f["run_id"], []).append(
-                {"id": f["finding_id"], "analyzer": f["analyzer"], "rule": f["rule"], "category": f["category"],
-                 "severity": f["severity"], "message": f["message"], "probe": f["probe"]})
-            prose_finds.setdefault(f["run_id"], []).append({**f, "data": loads_json(f["data"])})
+                         f"findings where analyzer <> 'pipeline' and run_id in {_IDS} "
+                         "order by run_id, severity, rule, finding_id", [list(ids)]):
+        finds.setdefault(f["run_id"], []).append(
+            {"id": f["finding_id"], "analyzer": f["analyzer"], "rule": f["rule"], "category": f["category"],
+             "severity": f["severity"], "message": f["message"], "probe": f["probe"]})
+        prose_finds.setdefault(f["run_id"], []).append({**f, "data": loads_json(f["data"])})
     out_runs = []
-    counts: dict[str, int] = {}
-    for rid in sorted(want):
+    for rid in ids:
         r = runs.get(rid, {"run_id": rid})
         v = verdicts.get(rid) or {}
         row = dict(r)
@@ -55,16 +58,48 @@ def scan_json(store: Store, run_ids: Sequence[str], scan_info: dict[str, Any]) -
         row["implication"] = implication(v or None, r)
         row["rule_trace"] = v.get("summary")
         row["findings"] = finds.get(rid, [])
-        counts[str(row["verdict"])] = counts.get(str(row["verdict"]), 0) + 1
         out_runs.append(row)
-    return {"scan": scan_info, "verdict_counts": dict(sorted(counts.items())), "runs": out_runs}
+    return out_runs
 
 
-def write_scan_json(store: Store, path: Path, run_ids: Sequence[str], scan_info: dict[str, Any]) -> Path:
+def _verdict_counts(store: Store, ids: Sequence[str]) -> dict[str, int]:
+    # (a run without a verdicts row counts as unknown; a row whose verdict is NULL as "None", as str() says it)
+    got = store.con.execute(f"select case when v.run_id is null then ? else coalesce(v.verdict, 'None') end, count(*) "
+                            f"from {_IDS} i(run_id) left join verdicts v using (run_id) group by 1",
+                            [V.UNKNOWN, list(ids)]).fetchall()
+    return dict(sorted((str(k), n) for k, n in got))
+
+
+def scan_json(store: Store, run_ids: Sequence[str], scan_info: dict[str, Any]) -> dict[str, Any]:
+    ids = sorted(set(run_ids))
+    return {"scan": scan_info, "verdict_counts": _verdict_counts(store, ids), "runs": _run_rows(store, ids)}
+
+
+def write_scan_json(store: Store, path: Path, run_ids: Sequence[str], scan_info: dict[str, Any],
+                    batch: int = 1000) -> Path:
+    """scan.json, as `orjson.dumps(scan_json(...), OPT_INDENT_2)` writes it, written `batch` runs at
+    a time: what it holds is one batch's rows, whatever the archive's size."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = scan_json(store, run_ids, scan_info)
+    ids = sorted(set(run_ids))
+    opt = orjson.OPT_INDENT_2
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2))
+    with open(tmp, "wb") as f:
+        def member(key: str, value: Any, last: bool = False) -> None:
+            body = orjson.dumps(value, default=str, option=opt).replace(b"\n", b"\n  ")
+            f.write(b"  " + orjson.dumps(key) + b": " + body + (b"\n" if last else b",\n"))
+        f.write(b"{\n")
+        member("scan", scan_info)
+        member("verdict_counts", _verdict_counts(store, ids))
+        if not ids:
+            f.write(b'  "runs": []\n}')
+        else:
+            f.write(b'  "runs": [\n')
+            for i in range(0, len(ids), batch):
+                rows = _run_rows(store, ids[i:i + batch])
+                for k, row in enumerate(rows):
+                    body = orjson.dumps(row, default=str, option=opt).replace(b"\n", b"\n    ")
+                    f.write(b"    " + body + (b"\n" if i + k == len(ids) - 1 else b",\n"))
+            f.write(b"  ]\n}")
     tmp.replace(path)
     return path
 
