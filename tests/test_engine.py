@@ -71,7 +71,8 @@ def test_get_engine():
 
 def test_local_engine_chunks_and_report():
     eng = LocalEngine(2)
-    assert eng.chunk_size("timeline", 49) == 13 and eng.chunk_size("timeline", 1000) == 100
+    assert eng.chunk_size("timeline", 49) == 13 and eng.chunk_size("timeline", 1000) == 250
+    assert eng.chunk_size("timeline", 100_000) == 256      # a chunk store's worth at most (forensics.store.chunks)
     assert not eng.parallel(4, ":memory:") and not LocalEngine(1).parallel(4, "x.duckdb") and eng.parallel(4, "x.duckdb")
     eng.record("ingest", ["a"], 0.5, {"node": "n1", "gpu": None})
     eng.record("timeline", ["a", "b"], 1.0, {"node": "n2", "gpu": "0"})

@@ -8,9 +8,9 @@ writes a solution, runs check.py (PASS) and benchmark.py, and ends.  About 10-40
 * Run ids are valid and distinct: the start times strictly increase (a few seconds to a minute
   apart), whatever the number of runs.
 * Every harness format takes its turn (the first eight runs cover all of them).
-* Solutions are small programs drawn at random (two to four Triton kernels of random statements
-  over random expression trees, a module that calls them), so two runs' solutions share little
-  beyond the scaffolding, as
+* Solutions are small programs drawn at random (2-4 kB: a Triton kernel of flat random statements
+  over names the similarity's lexer keeps, a module that calls it), so two runs' solutions share
+  little beyond the scaffolding, as
   independent agents' solutions do; `COPY_RATE` of the runs copy an earlier run's solution of the
   same problem (after reading it from that run's folder: a deliberate read and a copy, labelled),
   so the cross-run analyses have something to find.
@@ -23,7 +23,6 @@ Same (runs, seed) -> byte-identical tree.
 from __future__ import annotations
 
 import random
-import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -36,71 +35,84 @@ from .run import RunBuilder
 from .session import ForeignRef
 
 #: bumped whenever the runs it writes change (benches cache generated archives under it)
-VERSION = 2
+VERSION = 4
 COPY_RATE = 0.02
 KEEP = 8
 START = datetime(2026, 4, 1, 8, 0, 0)
 
-_UNARY = ("tl.exp({})", "tl.exp2({})", "tl.abs({})", "tl.sqrt(tl.abs({}) + {c})", "tl.rsqrt(tl.abs({}) + {c})",
-          "tl.maximum({}, {c})", "tl.minimum({}, {c})", "tl.sigmoid({})", "tl.log(tl.abs({}) + 1.0)",
-          "tl.log2(tl.abs({}) + {c})", "tl.where({} > {c}, {}, 0.0)", "tl.where({} < {c}, {c}, {})", "({} * {c})",
-          "({} + {c})", "({} - {c})", "({} / {c})", "(-{})", "({} * {})", "({} ** 2)", "tl.cos({})", "tl.sin({})",
-          "tl.math.tanh({})", "tl.math.erf({})", "tl.floor({})", "tl.ceil({})", "({}).to(tl.float16).to(tl.float32)",
-          "tl.clamp({}, -{c}, {c})", "tl.math.fma({}, {c}, {c})", "tl.where(mask, {}, {c})", "tl.fdiv({}, {c})")
-_BINARY = ("({} + {})", "({} - {})", "({} * {})", "tl.maximum({}, {})", "tl.minimum({}, {})",
-           "({} / (tl.abs({}) + {c}))", "tl.where({} > {}, {}, {})", "tl.math.fma({}, {}, {c})", "({} % {c} + {})",
-           "tl.where(({} < {c}) & ({} > -{c}), {}, {})", "tl.atan2({}, {})", "tl.math.pow(tl.abs({}) + {c}, {})")
-_STMTS = ("    {v} = {e}", "    {v} += {e}", "    {v} -= {e}", "    {v} *= {e}",
-          "    {v} = tl.where(mask, {e}, {v})", "    if {c} > 0.5:\n        {v} = {e}",
-          "    for _i in range({n}):\n        {v} = {e}", "    {v} = tl.sum({e}, axis=0) + {v}",
-          "    {v} = tl.max({e}, axis=0) * 0.0 + {v}", "    {v} = tl.cumsum({e}, axis=0)")
+# Names the similarity's lexer keeps as themselves (forensics/text/code.py PY_KEEP; every other
+# identifier and every number reads as one token), so that the statements drawn from them differ
+# from run to run as token sequences, not only in their names and numbers.
+_TL_FNS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "maximum", "minimum", "where", "sum", "max",
+           "argmax", "abs", "reshape", "trans", "broadcast_to", "dot", "zeros_like", "full", "atomic_add",
+           "atomic_max", "reduce", "softmax", "cdiv", "view", "permute", "load", "store", "arange")
+_TORCH_FNS = ("softmax", "topk", "sort", "cat", "stack", "matmul", "mm", "bmm", "clone", "zeros_like", "empty_like",
+              "where", "split", "chunk", "unsqueeze", "squeeze", "expand", "sum", "max", "min", "abs", "exp", "log",
+              "sqrt", "rsqrt", "sigmoid")
+_OPS = ("+", "-", "*", "/", "%", "**", "//", "&", "|", "^", "<<", ">>", "<", ">", "<=", ">=", "==", "!=")
+_DTYPES = ("float16", "bfloat16", "float32", "int8", "int32", "int64", "uint8", "float8e4nv")
 
 
-def _expr(rng: random.Random, leaves: list[str], depth: int) -> str:
-    if depth <= 0 or rng.random() < 0.15:
-        return rng.choice(leaves) if rng.random() < 0.75 else f"{rng.uniform(-4, 4):.{rng.randint(1, 4)}f}"
-    if rng.random() < 0.55:
-        t = rng.choice(_UNARY)
-    else:
-        t = rng.choice(_BINARY)
-    t = re.sub(r"\{c\}", lambda _m: f"{rng.uniform(0.01, 8):.{rng.randint(1, 4)}f}", t)
-    return t.format(*[_expr(rng, leaves, depth - 1) for _ in range(t.count("{}"))])
+def _stmt(rng: random.Random, names: list[str], indent: str = "    ") -> str:
+    """One flat statement (an assignment of a call of a kept name, an operator, a cast or a mask)
+    with constants of its own, no 12 tokens without one: the lexer keeps numbers, so no 12-token
+    shingle of the body recurs from run to run but by chance."""
+    a, b, v = rng.choice(names), rng.choice(names), rng.choice(names)
+    c, c2 = (f"{rng.uniform(0.01, 64):.3f}" for _ in range(2))
+    f, g, op = rng.choice(_TL_FNS), rng.choice(_TL_FNS), rng.choice(_OPS)
+    form = rng.randrange(8)
+    if form == 0:
+        return f"{indent}{v} = tl.{f}({a} {op} {b}) * {c}"
+    if form == 1:
+        return f"{indent}{v} = tl.{f}({a}) {op} {c}"
+    if form == 2:
+        return f"{indent}{v} = ({a} {op} {c}).to(tl.{rng.choice(_DTYPES)}) * {c2}"
+    if form == 3:
+        return f"{indent}{v} = tl.where({a} {rng.choice(_OPS[12:])} {c}, tl.{f}({b}), {a}) * {c2}"
+    if form == 4:
+        return f"{indent}{v} {rng.choice(('+', '-', '*'))}= tl.{f}({a}, {c}) * {c2}"
+    if form == 5:
+        return f"{indent}if {a} {rng.choice(_OPS[12:])} {c}:\n{indent}    {v} = tl.{f}({b}) * {c2}"
+    if form == 6:
+        return f"{indent}while {a} < {c}:\n{indent}    {v} = tl.{f}({v} {op} {c2})"
+    return f"{indent}{v} = tl.{f}(tl.{g}({a}) {op} {c})"
+
+
+def _c(rng: random.Random) -> str:
+    return f"{rng.uniform(0.01, 64):.3f}"
 
 
 def tiny_solution(problem: str, rng: random.Random) -> str:
-    """A small, syntactically valid Triton solution whose kernel bodies are random (statements drawn
-    from a few dozen forms over random expression trees): two such solutions share little beyond
+    """A small (2-4 kB), syntactically valid Triton solution whose kernel body and forward are flat
+    random statements over names the similarity's lexer keeps: two such solutions share little but
     the scaffolding, as independent agents' solutions do."""
-    block = rng.choice((128, 256, 512, 1024, 2048))
-    warps = rng.choice((1, 2, 4, 8))
-    leaves = ["x", "y", "acc", "s"]
-    kernels = []
-    launches = []
-    for k_i in range(rng.randint(2, 4)):
-        k = f"_{rng.choice(('fused', 'tile', 'row', 'blk', 'kern', 'op', 'stage', 'pass'))}_" \
-            f"{rng.choice(('fwd', 'main', 'step', 'apply', 'reduce', 'scale', 'mix'))}_{k_i}{rng.randrange(100)}"
-        body = [f"    s = {_expr(rng, ['x', 'y'], 3)}", "    acc = x"]
-        for _ in range(rng.randint(12, 30)):
-            st = rng.choice(_STMTS)
-            body.append(st.format(v=rng.choice(("acc", "y", "s")), e=_expr(rng, leaves, rng.randint(2, 5)),
-                                  c=f"{rng.random():.3f}", n=rng.randint(2, 4)))
-        body.append(f"    acc = {_expr(rng, leaves, 4)}")
-        kernels.append(
-            "@triton.jit\n"
-            f"def {k}(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):\n"
-            "    pid = tl.program_id(0)\n"
-            "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
-            "    mask = offs < n\n"
-            "    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)\n"
-            "    y = tl.load(y_ptr + offs, mask=mask, other=0.0).to(tl.float32)\n"
-            + "\n".join(body) + "\n"
-            "    tl.store(o_ptr + offs, acc.to(o_ptr.dtype.element_ty), mask=mask)\n")
-        launches.append(f"        {k}[(triton.cdiv(n, {block}),)](x, y, out, n, BLOCK={block}, num_warps={warps})\n"
-                        + ("        x = out.clone()\n" if k_i else ""))
+    # one launch configuration for all: a choice among a few would be an idiom a fixed share of the
+    # runs share, which pairs every run with that share of the others (quadratic in runs)
+    block, warps = 1024, 4
+    names = ["x", "y", "acc", "s", "t"]
+    k = f"_{rng.choice(('fused', 'tile', 'row', 'blk', 'kern', 'op', 'stage', 'pass'))}_" \
+        f"{rng.choice(('fwd', 'main', 'step', 'apply', 'reduce', 'scale', 'mix'))}_{rng.randrange(100)}"
+    # (a constant first and last: the shingles across the fixed prologue and epilogue are the run's own)
+    body = [f"    acc = x * {_c(rng)}"] + [_stmt(rng, names) for _ in range(rng.randint(10, 25))] + \
+        [f"    acc = acc * {_c(rng)}"]
+    fwd = [f"        out = out * {_c(rng)}"]
+    for _ in range(rng.randint(3, 8)):
+        f, a = rng.choice(_TORCH_FNS), rng.choice(("x", "y", "out"))
+        fwd.append(f"        {rng.choice(('x', 'y'))} = {_c(rng)} * torch.{f}({a}{rng.choice(('', ', -1', ', 0', '.float()'))})")
+    fwd.append(f"        out = out * {_c(rng)}")
     return (
-        f'"""{problem}: fused elementwise kernels (block {block})."""\n'
+        f'"""{problem}: fused kernel (block {block})."""\n'
         "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"
-        + "\n\n".join(kernels) + "\n\n"
+        "@triton.jit\n"
+        f"def {k}(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):\n"
+        "    pid = tl.program_id(0)\n"
+        "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
+        "    mask = offs < n\n"
+        "    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)\n"
+        "    y = tl.load(y_ptr + offs, mask=mask, other=0.0).to(tl.float32)\n"
+        "    acc = x\n    s = y\n    t = x\n"
+        + "\n".join(body) + "\n"
+        "    tl.store(o_ptr + offs, acc.to(o_ptr.dtype.element_ty), mask=mask)\n\n\n"
         "class Model(nn.Module):\n"
         "    def __init__(self, *args, **kwargs):\n"
         "        super().__init__()\n\n"
@@ -108,7 +120,8 @@ def tiny_solution(problem: str, rng: random.Random) -> str:
         "        y = x if y is None else y\n"
         "        out = torch.empty_like(x)\n"
         "        n = x.numel()\n"
-        + "".join(launches) +
+        f"        {k}[(triton.cdiv(n, {block}),)](x, y, out, n, BLOCK={block}, num_warps={warps})\n"
+        + "\n".join(fwd) + "\n"
         "        return out\n"
     )
 

@@ -80,7 +80,10 @@ class LocalEngine(Engine):
             yield rows
 
     def chunk_size(self, analyzer, n_runs):
-        return max(1, min(100, -(-n_runs // (2 * self.jobs))))
+        # at most a chunk store's worth (each chunk is copied out of the store once: fewer, larger
+        # chunks copy less), at least two chunks a worker
+        from forensics.store.chunks import CHUNK_RUNS
+        return max(1, min(CHUNK_RUNS, -(-n_runs // (2 * self.jobs))))
 
     def parallel(self, n_chunks, db_path):
         return bool(self.jobs > 1 and n_chunks > 1 and db_path and db_path != ":memory:")

@@ -134,6 +134,7 @@ class ChunkStore:
         """Empty the chunk store and copy in the rows of `chunk`'s runs (see the module's doc) and,
         of every other run, the columns `others` declares (registry.Rows of the table ``runs``)."""
         ids = list(chunk)
+        lo, hi = (min(ids), max(ids)) if ids else ("", "")
         con, src = self.con, self.source
         for t in S.TABLES:
             con.execute(f"DELETE FROM {t.name}")
@@ -143,8 +144,9 @@ class ChunkStore:
             cols = _cols(t)
             names = t.column_names()
             if "run_id" in names:
+                # (the range lets the scan skip row groups by their min/max, rows being stored in run order)
                 con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM {src}.main.{t.name} "
-                            f"WHERE run_id IN {_IDS}", [ids])
+                            f"WHERE run_id BETWEEN ? AND ? AND run_id IN {_IDS}", [lo, hi, ids])
             elif t.name == "similarity_pairs":
                 con.execute(f"INSERT INTO {t.name} ({cols}) SELECT {cols} FROM {src}.main.{t.name} "
                             f"WHERE a_id IN {_IDS} OR b_id IN {_IDS}", [ids, ids])
