@@ -100,17 +100,53 @@ def _ts_of(row: dict[str, Any] | None, name: str | None) -> datetime | None:
     return parse_ts(name or "") if name else None
 
 
+_FACTS = ("run_id, run_name, problem, run_ts, started_at, peak_fraction, transcript_format, harness, tool_source")
+
+
 class _RunInfo:
-    def __init__(self, store):
-        self.rows = {r["run_id"]: r for r in store.query(
-            "select run_id, run_name, problem, run_ts, started_at, peak_fraction, transcript_format, harness, "
-            "tool_source from runs")}
-        self.by_name: dict[str, dict[str, Any]] = {}
-        for r in self.rows.values():
-            self.by_name.setdefault(r["run_name"] or r["run_id"].split("@")[0], r)
+    """The facts of the runs analysed and of the runs they reference, read as they are needed: the
+    runs of the chunk at once, another run when a reference names it, the earlier same-problem runs
+    of a quoted score by that score.  (Every run's facts read for every chunk, and every run
+    visited for every run whose stream was searched for scores, made provenance quadratic in runs.)"""
+
+    def __init__(self, store, run_ids: Sequence[str] | None = None):
+        self.store = store
+        where, args = ("where run_id in (select unnest(?::VARCHAR[]))", [list(run_ids)]) if run_ids is not None \
+            else ("", [])
+        self.rows = {r["run_id"]: r for r in store.query(f"select {_FACTS} from runs {where}", args)}
+        self._foreign: dict[str, dict[str, Any] | None] = {}
+        self._known: dict[str, str | None] | None = None
+        self._scored: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
 
     def foreign(self, frid: str) -> dict[str, Any] | None:
-        return self.rows.get(frid) or self.by_name.get(frid.split("@", 1)[0])
+        """The run of that id, else the first (in the store's order) of that name."""
+        if frid in self.rows:
+            return self.rows[frid]
+        if frid not in self._foreign:
+            got = self.store.query(f"select {_FACTS} from runs where run_id = ?", [frid])
+            if not got:
+                got = self.store.query(f"select {_FACTS} from runs where coalesce(nullif(run_name, ''), "
+                                       "split_part(run_id, '@', 1)) = ? order by rowid limit 1", [frid.split("@", 1)[0]])
+            self._foreign[frid] = got[0] if got else None
+        return self._foreign[frid]
+
+    def known(self) -> dict[str, str | None]:
+        """run name -> problem of every run (what the access resolver matches globs against)."""
+        if self._known is None:
+            self._known = {(r[0] or r[1]): r[2] for r in self.store.con.execute(
+                "select nullif(run_name, ''), run_id, problem from runs order by rowid").fetchall()}
+        return self._known
+
+    def scored(self, problem: str | None, score: str) -> list[dict[str, Any]]:
+        """The runs of `problem` whose peak_fraction reads `score` (4 decimals), in the store's order."""
+        key = (problem, score)
+        if key not in self._scored:
+            v = float(score)      # (every value that reads `score` lies within half a unit of it)
+            self._scored[key] = [r for r in self.store.query(
+                f"select {_FACTS} from runs where problem is not distinct from ? and peak_fraction <> 0 and "
+                "peak_fraction between ? and ? order by rowid", [problem, v - 0.0001, v + 0.0001])
+                if f"{r['peak_fraction']:.4f}" == score]
+        return self._scored[key]
 
 
 def _started_before(me: dict[str, Any], other: dict[str, Any] | None, other_name: str) -> bool | None:
@@ -197,7 +233,7 @@ def _accesses(store, rid, me, info, calls, results) -> list[dict[str, Any]]:
     tc = [ToolCall(c["source"], c["line"], None, c["tool"], c["kind"], loads_json(c["args"]) or {}, c["command"],
                    list(c["paths"] or []), c["cwd"], call_seq=c["call_seq"]) for c in calls]
     tr = [ToolResult(r["source"], r["line"], None, r["text"] or "", call_seq=r["call_seq"]) for r in results]
-    known = {(r["run_name"] or k): r["problem"] for k, r in info.rows.items()}
+    known = info.known()
     ctx = RunContext.for_run(run_id=rid, run_name=me.get("run_name"), problem=me.get("problem"),
                              run_ts=me.get("run_ts"), calls=tc, known_runs=known)
     return extract_accesses(ctx, tc, tr)
@@ -413,15 +449,11 @@ def _stream(store, rid, me, info, calls) -> tuple[list[dict[str, Any]], list[Fin
     by_src: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in recs:
         by_src[r["source"]].append(r)
-    earlier = []
-    for o in info.rows.values():
-        if o["run_id"] == rid or o.get("problem") != my_problem or o.get("peak_fraction") in (None, 0):
-            continue
-        if _started_before(me, o, o.get("run_name") or o["run_id"]):
-            earlier.append(o)
-    scores: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for o in earlier:
-        scores[f"{o['peak_fraction']:.4f}"].append(o)
+
+    def scores_of(v: str) -> list[dict[str, Any]]:
+        """The earlier same-problem runs whose archived score reads `v`."""
+        return [o for o in info.scored(my_problem, v)
+                if o["run_id"] != rid and _started_before(me, o, o.get("run_name") or o["run_id"])]
     for src, rs in by_src.items():
         parts, starts = [], []
         pos = 0
@@ -475,9 +507,9 @@ def _stream(store, rid, me, info, calls) -> tuple[list[dict[str, Any]], list[Fin
                          "where": "stream", "excerpt": text[max(0, m.start() - 60):m.end() + 80].replace("\n", " ")})
         for m in _PEAK4.finditer(text):
             v = m.group(1)
-            if v not in scores or float(v) == 0:
+            if float(v) == 0:
                 continue
-            for o in scores[v]:
+            for o in scores_of(v):
                 ln = line_at(m.start())
                 oname = o.get("run_name") or o["run_id"]
                 findings.append(Finding(
@@ -564,8 +596,8 @@ def _findings(rid: str, me: dict[str, Any], refs: list[dict[str, Any]]) -> list[
 
 def analyze(store, run_ids: Sequence[str] | None = None) -> int:
     """Write foreign_refs and provenance findings for run_ids (all runs if None)."""
-    info = _RunInfo(store)
     targets = list(run_ids) if run_ids is not None else store.run_ids()
+    info = _RunInfo(store, targets)
     all_findings: list[Finding] = []
     for rid in targets:
         if rid not in info.rows:
