@@ -21,7 +21,7 @@ RUN_MARKERS = frozenset({
 })
 
 
-@dataclass
+@dataclass(slots=True)
 class DiscoveredRun:
     run_id: str                    # unique key in the store
     name: str                      # directory basename

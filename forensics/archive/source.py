@@ -62,7 +62,7 @@ def open_regular(full: str, shown: str) -> BinaryIO:
         raise
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)     # (slots: an archive listing holds one per file)
 class Entry:
     path: str               # posix path relative to the archive root
     size: int
