@@ -3,8 +3,9 @@
 For each archive size N (generated: `forensics corpus generate [--tiny]`, cached under --workdir),
 in the same run and on the same files:
 
-* bare parse: every file of the archive read, every line of a ``*.jsonl`` file and every ``*.json``
-  file given to `orjson.loads` (os.walk, no discovery, no store): the floor;
+* bare parse: every file of the archive's runs read (those under ``outputs/`` where it has one), every
+  line of a ``*.jsonl`` file and every ``*.json`` file given to `orjson.loads` (os.walk, no discovery,
+  no store): the floor;
 * ingest only: `ingest_archive` into a fresh store;
 * scan (no replay): `forensics.pipeline.scan` into a fresh folder, reports included unless
   ``--no-reports``.
@@ -59,7 +60,9 @@ t0 = time.perf_counter()
 if what == "bare":
     import orjson
     files = lines = nbytes = 0
-    for d, dirs, fs in os.walk(archive):
+    # the runs' files: under outputs/ where the archive has one (labels.json beside it is no run's)
+    top = os.path.join(archive, "outputs") if os.path.isdir(os.path.join(archive, "outputs")) else archive
+    for d, dirs, fs in os.walk(top):
         dirs.sort()
         for f in sorted(fs):
             p = os.path.join(d, f)
