@@ -128,3 +128,29 @@ def test_key_findings_in_one_query_as_per_run(tmp_path: Path):
     new = P.key_findings_of(store, [f"r{i}" for i in range(7)])
     assert {k: new.get(k, "") for k in old} == old
     assert old["r5"] == "z-rule, b-rule, a-rule" and old["r6"] == ""
+
+
+def test_a_released_listing_vouches_for_nothing_and_lists_again(tmp_path: Path):
+    from forensics.archive.source import DirSource
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f.txt").write_text("x")
+    import time
+    time.sleep(2.1)          # older than STAMP_SETTLE_NS: its stat can vouch for it
+    src = DirSource(tmp_path)
+    assert [e.path for e in src.entries() if not e.is_dir] == ["a/f.txt"] and src.stamp("a/f.txt")
+    src.release_listing()
+    assert src.stamp("a/f.txt") is None                      # its content is hashed, not trusted
+    assert [e.path for e in src.entries() if not e.is_dir] == ["a/f.txt"]
+
+
+def test_a_store_files_duckdb_memory_is_bounded(tmp_path: Path, monkeypatch):
+    import pytest
+    from forensics.store import db as D
+    with Store(tmp_path / "a.duckdb") as st:
+        assert st.scalar("select current_setting('memory_limit')").startswith("953")     # 1GB (1000^3 B)
+    monkeypatch.setenv("FORENSICS_DUCKDB_MEMORY_LIMIT", "512MB")
+    with Store(tmp_path / "b.duckdb") as st:
+        assert st.scalar("select current_setting('memory_limit')").startswith("488")
+    monkeypatch.setenv("FORENSICS_DUCKDB_MEMORY_LIMIT", "lots")
+    with pytest.raises(ValueError, match="FORENSICS_DUCKDB_MEMORY_LIMIT"):
+        D.memory_limit()

@@ -180,6 +180,10 @@ class ArchiveSource:
                                                      if os.path.isfile(self.location) else None)
         return got
 
+    def release_listing(self) -> None:
+        """Forget the archive's listing (`entries`, the change stamps) once the caller has what it
+        needs of it: an archive of many runs lists millions of files.  Listed again if asked."""
+
     def close(self) -> None:
         pass
 
@@ -230,6 +234,7 @@ class DirSource(ArchiveSource):
         self._raw_paths: dict[str, str] = {}       # shown path -> path on disk (names not UTF-8)
         self._dir_maps: dict[str, dict[str, str]] = {}
         self._stamps: dict[str, str | None] = {}   # path on disk -> change stamp (listing time)
+        self._released = False
         self.raw_names = {}
 
     def entries(self) -> list[Entry]:
@@ -252,9 +257,16 @@ class DirSource(ArchiveSource):
         return out
 
     def stamp(self, path: str) -> str | None:
+        if self._released:
+            return None      # (no listing vouches for it any more: its content is hashed)
         if self._entries is None:
             self.entries()
         return self._stamps.get(self._raw_paths.get(path, path))
+
+    def release_listing(self) -> None:
+        self._entries = None
+        self._stamps = {}
+        self._released = True
 
     def _walk(self) -> list[Entry]:
         out: list[Entry] = []

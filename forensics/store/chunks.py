@@ -110,7 +110,11 @@ class ChunkStore:
     def reading(cls, db_path: str) -> "ChunkStore":
         """A chunk store in a process that does not hold the store: an in-memory database with
         the store file attached read-only."""
+        from forensics.store.db import memory_limit
         con = duckdb.connect(":memory:")
+        if memory_limit():     # (spilling, if ever, beside the store: never into the working folder)
+            con.execute(f"SET memory_limit = '{memory_limit()}'")
+            con.execute("SET temp_directory = '" + (str(db_path) + ".tmp").replace("'", "''") + "'")
         con.execute("ATTACH ? AS src (READ_ONLY)", [str(db_path)])
         return cls(con, "memory", "src", owns=True)
 

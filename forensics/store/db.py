@@ -375,6 +375,19 @@ LOCKED_CONFIG = {"enable_external_access": False, "allow_community_extensions": 
                  "autoload_known_extensions": False, "lock_configuration": True}
 
 
+#: DuckDB's memory for a store (its buffer pool keeps the blocks it wrote and read, up to 80% of the
+#: machine's memory by default: a scan's resident memory then grew with the store); past it DuckDB
+#: evicts and spills.  FORENSICS_DUCKDB_MEMORY_LIMIT overrides it ("" keeps DuckDB's default).
+DEFAULT_MEMORY_LIMIT = "1GB"
+
+
+def memory_limit() -> str:
+    v = os.environ.get("FORENSICS_DUCKDB_MEMORY_LIMIT", DEFAULT_MEMORY_LIMIT).strip()
+    if v and not re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]?i?B", v, re.I):
+        raise ValueError(f"FORENSICS_DUCKDB_MEMORY_LIMIT={v!r}: a size such as 1GB or 512MB")
+    return v
+
+
 class Store:
     """A DuckDB file (or ':memory:') holding the schema of `forensics.store.schema`."""
 
@@ -388,6 +401,11 @@ class Store:
         if self.path != ":memory:" and not read_only:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(self.path, read_only=read_only, config=dict(LOCKED_CONFIG) if locked else {})
+        limit = memory_limit()
+        # (a file's store only: an in-memory one would spill into the working folder; set, not a connect
+        # option, so other connections to the file stay compatible)
+        if limit and not locked and self.path != ":memory:":
+            self.con.execute(f"SET memory_limit = '{limit}'")
         if not read_only:
             self.init_schema()
 

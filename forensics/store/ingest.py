@@ -1371,6 +1371,8 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
     # stream tar members forward: process runs in archive order
     if hasattr(src, "member_offset"):
         todo.sort(key=lambda r: min((src.member_offset(f"{r.run_path}/{e.path}") for e in r.entries if not e.is_dir), default=0))
+    else:
+        src.release_listing()    # each run holds its own entries now; the whole listing is not read again
 
     bar = None
     if progress:
@@ -1398,6 +1400,7 @@ def ingest_archive(store: Store, archive: str | os.PathLike, jobs: int = 1, prog
             rows.stamp = None           # the archive ends inside it: its listing vouches for nothing
             rows.output = _output_digest(rows)
         writer.add(rows)
+        run.entries = []      # (its rows are written or pending: its listing is not read again)
         rep.ingested.append(rows.run_id)
         rep.counts.update(rows.counts)
         rep.bytes_read += rows.bytes_read
