@@ -154,3 +154,21 @@ def test_a_store_files_duckdb_memory_is_bounded(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("FORENSICS_DUCKDB_MEMORY_LIMIT", "lots")
     with pytest.raises(ValueError, match="FORENSICS_DUCKDB_MEMORY_LIMIT"):
         D.memory_limit()
+
+
+def test_similarity_keeps_no_tokens_yet_aligns_spans_and_bounds_the_lexer_caches(monkeypatch):
+    import random
+
+    from devkit.generator.tiny import tiny_solution
+    from forensics.text import code as C
+    rng = random.Random(4)
+    a = tiny_solution("01_fp8_gemm", rng)
+    b = a.replace("acc = x", "acc = y + x", 1)
+    full = C.aligned_spans(C.build_doc("a", {"solution.py": a}), C.build_doc("b", {"solution.py": b}))
+    lean_a, lean_b = C.build_doc("a", {"solution.py": a}, keep_where=False), C.build_doc("b", {"solution.py": b}, keep_where=False)
+    assert not lean_a.tokens and full and C.aligned_spans(lean_a, lean_b) == full
+    monkeypatch.setattr(C, "TOKEN_CACHE_MAX", 500)
+    ids = [C.lex_file_ids("solution.py", tiny_solution("01_fp8_gemm", random.Random(i)))[0] for i in range(40)]
+    assert len(C._PY_IDS) + len(C._CPP_IDS) + len(C._TOKEN_ID) < 500 + 2000      # emptied past the bound
+    again = [C.lex_file_ids("solution.py", tiny_solution("01_fp8_gemm", random.Random(i)))[0] for i in range(40)]
+    assert all((x == y).all() for x, y in zip(ids, again))                      # the same ids after a refill

@@ -664,9 +664,13 @@ def _store_docs(store: Any, run_ids: Sequence[str] | None) -> tuple[list[Doc], d
     docs: list[Doc] = []
     templ_text: dict[str | None, list[str]] = defaultdict(list)
     seen_templ: set[tuple[str | None, str]] = set()
+    listed = {r[0] for r in store.con.execute("select distinct run_id from files").fetchall()}
     for r in rows:
         try:
-            rf = RunFiles(get_source(r["archive"]), r["run_path"] or "", entries.pop(r["run_id"], []))
+            if r["run_id"] in listed:
+                rf = RunFiles(get_source(r["archive"]), r["run_path"] or "", entries.pop(r["run_id"], []))
+            else:       # no files rows at all (a store not written by the ingest): the archive's listing
+                rf = RunFiles.from_store(store, r["run_id"])
         except Exception:  # noqa: BLE001 - archive moved or unreadable: the run has no document
             continue
         files = read_run_solution(rf)
@@ -676,8 +680,8 @@ def _store_docs(store: Any, run_ids: Sequence[str] | None) -> tuple[list[Doc], d
             if key not in seen_templ:
                 seen_templ.add(key)
                 templ_text[prob].append(t)
-        if files:
-            docs.append(build_doc(r["run_id"], files, prob))
+        if files:   # (no tokens kept: a pair's are lexed again for its spans; every run's held grew with runs)
+            docs.append(build_doc(r["run_id"], files, prob, keep_where=False))
     templates = {p: _unique(np.concatenate([shingle_set_of_text({"t.py": t}) for t in ts]))
                  for p, ts in templ_text.items() if ts}
     return docs, templates

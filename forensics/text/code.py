@@ -262,7 +262,22 @@ def lex_python_ids(src: str) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(ids_parts), np.concatenate(line_parts)
 
 
+#: distinct raw tokens the lexers' caches hold at most (numbers are kept tokens, and raw identifiers
+#: are cached too: over an archive's solutions the caches grew with the archive); past it they are
+#: emptied and refill (a token's id is its text's crc32 and length: the same after a refill)
+TOKEN_CACHE_MAX = 200_000
+
+
+def _bound_token_caches() -> None:
+    if len(_PY_IDS) + len(_CPP_IDS) + len(_TOKEN_ID) > TOKEN_CACHE_MAX:
+        _PY_IDS.clear()
+        _CPP_IDS.clear()
+        _TOKEN_ID.clear()
+        _ID_TEXT.clear()
+
+
 def lex_file_ids(name: str, text: str) -> tuple[np.ndarray, np.ndarray]:
+    _bound_token_caches()
     return lex_cpp_ids(text) if name.endswith(SIDE_EXT) else lex_python_ids(text)
 
 
@@ -579,6 +594,15 @@ def _file_pair_spans(A: _Lines, B: _Lines, min_lines: int, min_tokens: int,
     return out
 
 
+def _tokens_of(d: Doc) -> dict[str, FileToks]:
+    """A document's tokens per file: kept ones, else lexed again from its text (a document built
+    without them, `keep_where=False`, as the archive's similarity builds every run's: the tokens of
+    every solution held at once grew with the archive)."""
+    if d.tokens or not d.files:
+        return d.tokens
+    return {name: FileToks(*lex_file_ids(name, text)) for name, text in d.files.items()}
+
+
 def aligned_spans(a: Doc, b: Doc, min_lines: int = 3, min_tokens: int = 20,
                   skip_lines: set[str] | None = None) -> list[dict[str, Any]]:
     """Greedy tiling of normalized token lines: maximal runs of identical normalized lines in both
@@ -589,9 +613,10 @@ def aligned_spans(a: Doc, b: Doc, min_lines: int = 3, min_tokens: int = 20,
         skip = np.array([_line_keys(np.array([_tid(x) for x in s.split(" ")], np.int64), np.zeros(1, np.int64))[0]
                          for s in skip_lines if s], dtype=np.uint64)
     spans: list[dict[str, Any]] = []
-    for fa, ta in a.tokens.items():
+    b_toks = _tokens_of(b)
+    for fa, ta in _tokens_of(a).items():
         A = _lines_of_toks(ta)
-        for fb, tb in b.tokens.items():
+        for fb, tb in b_toks.items():
             B = _lines_of_toks(tb)
             na, nb = A.nums_list, B.nums_list
             for tok, i, j, L in _file_pair_spans(A, B, min_lines, min_tokens, skip):
