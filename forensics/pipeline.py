@@ -69,6 +69,27 @@ class ScanError(Exception):
     """Usage or input error (exit code 2)."""
 
 
+class VerdictRows(Sequence):
+    """The scan's verdicts, one dict per run (`forensics.verdict.verdict_dict`), held as the store's
+    rows (their JSON columns as text) and decoded when read: every run's decoded verdict held at once
+    was most of a large scan's memory (about 17 kB a run)."""
+
+    def __init__(self, names: Sequence[str], rows: list[tuple]):
+        self._names = tuple(names)
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return V.verdict_dict(dict(zip(self._names, self._rows[i])))
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} verdicts>"
+
+
 @dataclass
 class ScanResult:
     archive: str
@@ -77,7 +98,7 @@ class ScanResult:
     run_ids: list[str]
     analyzed: list[str]
     skipped: list[str]
-    verdicts: list[dict[str, Any]]
+    verdicts: Sequence[dict[str, Any]]    # (VerdictRows: decoded as read)
     coverage: dict[str, Any]
     ingest: dict[str, Any]
     timings: dict[str, float]
@@ -131,13 +152,23 @@ class Resume:
     @classmethod
     def load(cls, store: Store, codes: dict[str, str] | None = None) -> "Resume":
         st = cls(codes if codes is not None else R.code_digests())
-        for r in store.query("select run_id, stage, fingerprint, output from stage_runs"):
-            st.stored[(r["run_id"], r["stage"])] = (r["fingerprint"], r["output"])
-            if r["output"] is not None:
-                st.outputs.setdefault(r["stage"], {})[r["run_id"]] = r["output"]
+        # (rows as tuples, each run id and stage name one object however many stages name it: a dict
+        # per row and a string per mention made this a large scan's second largest holding)
+        ids: dict[str, str] = {}
+        cur = store.con.execute("select run_id, fingerprint, output from runs")
         # the ingest's output: the hash of its rows (a store written before it had one: its fingerprint)
-        st.outputs["ingest"] = {r["run_id"]: r["output"] or r["fingerprint"] or ""
-                                for r in store.query("select run_id, fingerprint, output from runs")}
+        ingest = {ids.setdefault(rid, rid): out or fp or "" for rid, fp, out in cur.fetchall()}
+        cur = store.con.execute("select run_id, stage, fingerprint, output from stage_runs")
+        while True:
+            got = cur.fetchmany(10_000)
+            if not got:
+                break
+            for rid, stage, fp, out in got:
+                rid, stage = ids.setdefault(rid, rid), ids.setdefault(stage, stage)
+                st.stored[(rid, stage)] = (fp, out)
+                if out is not None:
+                    st.outputs.setdefault(stage, {})[rid] = out
+        st.outputs["ingest"] = ingest
         return st
 
     def todo(self, stage: str, fps: dict[str, str], force: bool) -> list[str]:
@@ -481,9 +512,9 @@ def scan(archive: str | os.PathLike, out: str | os.PathLike | None = None, db: s
         analyzed = [r for r in run_ids if r in touched]
         skipped = [r for r in run_ids if r not in touched]
 
-        vrows = [V.verdict_dict(r) for r in store.query(
-            "select v.*, r.problem, r.harness, r.run_name from verdicts v join runs r using (run_id) "
-            "where run_id in (select unnest(?::VARCHAR[])) order by run_id", [run_ids])] if run_ids else []
+        cur = store.con.execute("select v.*, r.problem, r.harness, r.run_name from verdicts v join runs r using (run_id) "
+                                "where run_id in (select unnest(?::VARCHAR[])) order by run_id", [run_ids])
+        vrows = VerdictRows([d[0] for d in cur.description], cur.fetchall())
         flagged = [v["run_id"] for v in vrows if v["verdict"] in V.FLAG_VERDICTS]
         disagree = [v["run_id"] for v in vrows if (v.get("archived") or {}).get("counts", {}).get("disagree")]
         res = ScanResult(archive=str(apath), out=outp if reports else None, db=db_path, run_ids=run_ids,
