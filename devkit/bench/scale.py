@@ -16,7 +16,9 @@ seconds, runs/s, milliseconds per run, peak RSS, store size (and report size), a
 the time per run at N to the time per run at the smallest N: 1.0 is linear.  With ``--baseline
 DIR`` (a checkout of other code, e.g. ``git archive main | tar -x -C DIR``) the ingest and the scan
 are measured with that code too, the two trees taking turns going first.  ``--profile DIR`` writes
-a cProfile of every ingest and scan in CPU seconds of the process (``<tree>-<what>-<N>.prof``); ``--clean`` removes each generated
+a cProfile of every ingest and scan in CPU seconds of the process (``<tree>-<what>-<N>.prof``; it
+slows them several times), ``--py-spy DIR`` py-spy's samples of each (``<tree>-<what>-<N>.txt``, the
+collapsed stacks; ``pip install py-spy``; a few percent); ``--clean`` removes each generated
 archive once measured (they are cached otherwise).
 """
 
@@ -121,12 +123,14 @@ print("RESULT " + json.dumps(out))
 
 
 def _measure(tree: Path, what: str, archive: Path, dest: Path, jobs: int, reports: bool,
-             prof: Path | None) -> dict[str, Any]:
+             prof: Path | None, spy: Path | None = None) -> dict[str, Any]:
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    p = subprocess.run([sys.executable, "-c", _CHILD, what, str(archive), str(dest), str(jobs), "1" if reports else "0",
-                        str(prof or "")], cwd=str(tree), env=env, capture_output=True, text=True)
+    cmd = [sys.executable, "-c", _CHILD, what, str(archive), str(dest), str(jobs), "1" if reports else "0", str(prof or "")]
+    if spy is not None:       # sampled (20 Hz, CPU only, the workers too): a few percent of overhead
+        cmd = ["py-spy", "record", "-r", "20", "--subprocesses", "--format", "raw", "-o", str(spy), "--", *cmd]
+    p = subprocess.run(cmd, cwd=str(tree), env=env, capture_output=True, text=True)
     shutil.rmtree(dest, ignore_errors=True)
     if p.returncode != 0:
         raise click.ClickException(f"{what} with the code of {tree} failed: {p.stderr[-2000:]}")
@@ -153,13 +157,14 @@ def ensure_archive(work: Path, runs: int, seed: int, tiny: bool) -> tuple[Path, 
 
 def run_curve(sizes: list[int], seed: int, tiny: bool, work: Path, jobs: int, reports: bool,
               baseline: Path | None = None, profile: Path | None = None, stages: tuple[str, ...] = ("bare", "ingest", "scan"),
-              clean: bool = False) -> dict[str, Any]:
+              clean: bool = False, spy: Path | None = None) -> dict[str, Any]:
     from devkit.paths import REPO
     trees = {"current": REPO}
     if baseline is not None:
         trees["baseline"] = baseline.resolve()
-    if profile is not None:
-        profile.mkdir(parents=True, exist_ok=True)
+    for d in (profile, spy):
+        if d is not None:
+            d.mkdir(parents=True, exist_ok=True)
     o: dict[str, Any] = {"sizes": sizes, "seed": seed, "tiny": tiny, "jobs": jobs, "reports": reports,
                          "trees": {k: str(v) for k, v in trees.items()}, "rows": []}
     for i, n in enumerate(sizes):
@@ -173,7 +178,8 @@ def run_curve(sizes: list[int], seed: int, tiny: bool, work: Path, jobs: int, re
                 continue
             for name, tree in order:
                 prof = profile / f"{name}-{what}-{n}.prof" if profile else None
-                row[f"{what}.{name}"] = _measure(tree, what, arch, work / f"m-{what}-{name}", jobs, reports, prof)
+                sp = spy / f"{name}-{what}-{n}.txt" if spy else None
+                row[f"{what}.{name}"] = _measure(tree, what, arch, work / f"m-{what}-{name}", jobs, reports, prof, sp)
         o["rows"].append(row)
         if clean and n not in sizes[i + 1:]:
             shutil.rmtree(arch, ignore_errors=True)
@@ -220,3 +226,42 @@ def render_curve(o: dict[str, Any]) -> str:
     for name, t in o["trees"].items():
         lines.append(f"  {name}: {t}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+def spy_inclusive(path: Path) -> tuple[dict[str, int], int]:
+    """{function (file): samples in which it is on the stack} and the total, from py-spy's raw
+    (collapsed) output."""
+    incl: dict[str, int] = {}
+    total = 0
+    for line in Path(path).read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        total += int(n)
+        seen = set()
+        for fr in stack.split(";"):
+            name = fr.split(" (")[0]
+            where = fr.rsplit(" (", 1)[-1].split(":")[0].rsplit("/", 1)[-1] if " (" in fr else ""
+            key = f"{name} ({where})" if where else name
+            if key not in seen:
+                seen.add(key)
+                incl[key] = incl.get(key, 0) + int(n)
+    return incl, total
+
+
+def spy_compare(small: Path, n_small: int, big: Path, n_big: int, top: int = 25) -> str:
+    """The functions whose samples per run grew most from the small archive to the big one."""
+    a, ta = spy_inclusive(small)
+    b, tb = spy_inclusive(big)
+    lines = [f"samples per run: {ta / n_small:.2f} at {n_small:,} runs, {tb / n_big:.2f} at {n_big:,} "
+             f"({(tb / n_big) / max(ta / n_small, 1e-9):.2f}x)",
+             f"  {'at ' + format(n_small, ','):>10}  {'at ' + format(n_big, ','):>10}  function (inclusive samples per run, 20 Hz)"]
+    for k in sorted(b, key=lambda k: -(b[k] / n_big - a.get(k, 0) / n_small))[:top]:
+        lines.append(f"  {a.get(k, 0) / n_small:>10.3f}  {b[k] / n_big:>10.3f}  {k}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":     # python -m devkit.bench.scale SMALL.txt N_SMALL BIG.txt N_BIG [TOP]
+    print(spy_compare(Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]),
+                      int(sys.argv[5]) if len(sys.argv) > 5 else 25))

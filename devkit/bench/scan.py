@@ -305,6 +305,8 @@ def render(o: dict[str, Any]) -> str:
 @click.option("--profile", "profile_dir", default=None, type=click.Path(file_okay=False),
               help="Curve: write a cProfile of every ingest and scan here.")
 @click.option("--clean", is_flag=True, help="Curve: remove each generated archive once measured.")
+@click.option("--py-spy", "spy_dir", default=None, type=click.Path(file_okay=False),
+              help="Curve: py-spy's sampled stacks of every ingest and scan here (pip install py-spy).")
 @click.option("--seed", default=1, show_default=True, help="Generator seed.")
 @click.option("--jobs", "-j", default=2, show_default=True, help="Worker processes for ingest and scan.")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Where the generated archive (cached) and the stores go.")
@@ -323,7 +325,7 @@ def render(o: dict[str, Any]) -> str:
 @click.option("--baseline", default=None, type=click.Path(exists=True, file_okay=False),
               help="With --rescan or a curve: a checkout of other code (e.g. `git archive main`) measured alternately.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
-def bench_scan(runs, tiny, no_reports, stages, profile_dir, clean, seed, jobs, workdir, archive_opt, labels, agreement,
+def bench_scan(runs, tiny, no_reports, stages, profile_dir, clean, spy_dir, seed, jobs, workdir, archive_opt, labels, agreement,
                no_ingest_baseline, engine, workers, rounds, rescan_rounds, rescans, baseline, as_json):
     """Scan (no replay) of a generated N-run archive, beside the ingest-only time (same run); with
     several N or --tiny, the curve (time per run, peak RSS, store size by N); with --engine ray, the
@@ -342,7 +344,7 @@ def bench_scan(runs, tiny, no_reports, stages, profile_dir, clean, seed, jobs, w
         if not set(what) <= {"bare", "ingest", "scan"}:
             raise click.BadParameter("--stages: a list of bare, ingest, scan")
         o = run_curve(sizes, seed, tiny, work, jobs, not no_reports, Path(baseline) if baseline else None,
-                      Path(profile_dir) if profile_dir else None, what, clean)
+                      Path(profile_dir) if profile_dir else None, what, clean, Path(spy_dir) if spy_dir else None)
         click.echo(orjson.dumps(o, default=str, option=orjson.OPT_INDENT_2).decode() if as_json else render_curve(o))
         return
     runs = sizes[0]
