@@ -114,6 +114,11 @@ else:
     if pr:
         pr.dump_stats(prof)
 out["wall_s"] = time.perf_counter() - t0
+try:    # the workers come from a forkserver, which reaps them: stopped and reaped, their CPU is counted
+    import multiprocessing.forkserver as _fs
+    _fs._forkserver._stop()
+except Exception:
+    pass
 out["cpu_s"] = cpu(resource.RUSAGE_SELF) + cpu(resource.RUSAGE_CHILDREN)
 out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 out["workers_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -135,7 +140,11 @@ def _measure(tree: Path, what: str, archive: Path, dest: Path, jobs: int, report
     if p.returncode != 0:
         raise click.ClickException(f"{what} with the code of {tree} failed: {p.stderr[-2000:]}")
     line = next(ln for ln in reversed(p.stdout.splitlines()) if ln.startswith("RESULT "))
-    return orjson.loads(line[len("RESULT "):])
+    r = orjson.loads(line[len("RESULT "):])
+    # each measurement as it ends (a curve takes hours; what was measured survives an interruption)
+    print(f"[{time.strftime('%H:%M:%S')}] {what} {tree.name} {archive.name}: " + orjson.dumps(r).decode(),
+          file=sys.stderr, flush=True)
+    return r
 
 
 def ensure_archive(work: Path, runs: int, seed: int, tiny: bool) -> tuple[Path, float | None]:
@@ -232,12 +241,20 @@ def render_curve(o: dict[str, Any]) -> str:
 def spy_inclusive(path: Path) -> tuple[dict[str, int], int]:
     """{function (file): samples in which it is on the stack} and the total, from py-spy's raw
     (collapsed) output."""
+    import re
     incl: dict[str, int] = {}
     total = 0
-    for line in Path(path).read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
+    text = Path(path).read_text()
+    # with --subprocesses every stack starts with its process ("process PID:\"COMMAND LINE\""), and
+    # a command line may hold newlines (`python -c SCRIPT`): a stack runs to the next "process "
+    records = re.split(r"\n(?=process \d+:)", text) if text.startswith("process ") else text.splitlines()
+    for rec in records:
+        stack, _, n = rec.strip().rpartition(" ")
         if not stack or not n.isdigit():
             continue
+        if stack.startswith("process "):       # the process frame: its pid and the command's first line
+            head, sep, rest = stack.partition('";')
+            stack = re.sub(r"^process \d+:", "process:", head.split("\n", 1)[0]) + '"' + (";" + rest if sep else "")
         total += int(n)
         seen = set()
         for fr in stack.split(";"):
