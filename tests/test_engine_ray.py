@@ -216,3 +216,24 @@ def test_replay_on_ray_one_run_per_task(cluster, tmp_path):
     for rid in rres.run_ids:
         rep = e["runs"][rid]["replay"]
         assert "chunk_runs" not in rep and rep["gpu"] is None and rep["seconds"] > 0
+
+
+def test_tiny_generated_archive_ray_matches_chunked_local(cluster, tmp_path, monkeypatch):
+    """The scale input (corpus generate --tiny) scanned by the local engine working chunk by chunk
+    (chunk stores forced, chunks of 8 runs: the path an archive above CHUNK_RUNS takes) and by the
+    Ray engine: every table the same, the planted copies found by both."""
+    from click.testing import CliRunner
+
+    from devkit.generator.cli import corpus_cmd
+    from forensics.store import chunks as C
+    arch = tmp_path / "tiny"
+    r = CliRunner().invoke(corpus_cmd, ["generate", str(arch), "--runs", "60", "--seed", "5", "--tiny"])
+    assert r.exit_code == 0, r.output
+    monkeypatch.setenv("FORENSICS_CHUNK_STORES_ABOVE", "0")
+    monkeypatch.setattr(C, "CHUNK_RUNS", 8)
+    local = P.scan(arch, out=tmp_path / "local", jobs=1, progress=False, reports=False)
+    rres = P.scan(arch, out=tmp_path / "ray", jobs=2, progress=False, reports=False, engine="ray")
+    assert len(local.run_ids) == 60 and set(rres.run_ids) == set(local.run_ids)
+    assert diff_stores(local.db, rres.db) == {}
+    assert len(table_rows(rres.db, "verdicts")) == 60 and len(table_rows(rres.db, "findings")) > 0
+    assert rres.engine["failures"] == []

@@ -201,7 +201,7 @@ def run_engine_bench(archive: Path, work: Path, workers: list[int], rounds: int 
 
     from forensics.pipeline import scan
     out: dict[str, Any] = {"archive": str(archive), "bytes": _du(archive), "workers": workers, "rounds": rounds,
-                           "what": "scan without reports or replay", "rows": []}
+                           "what": "scan without reports or replay", "rows": [], "identical": {}}
     samples: dict[tuple[str, int], list[dict[str, Any]]] = {}
     if ray.is_initialized():
         raise click.ClickException("bench scan --engine ray starts its own local Ray: run it outside one")
@@ -222,7 +222,14 @@ def run_engine_bench(archive: Path, work: Path, workers: list[int], rounds: int 
                 finally:
                     if engine == "ray":
                         ray.shutdown()
-                shutil.rmtree(dest, ignore_errors=True)
+                if engine == "ray" and str(k) not in out["identical"]:
+                    # the first round's two stores, table by table (timing columns left out)
+                    from forensics.engine.compare import diff_stores
+                    out["identical"][str(k)] = {t: list(v) for t, v in
+                                                diff_stores(work / f"engine-local-{k}" / "audit.duckdb", dest / "audit.duckdb").items()}
+                if engine == "ray" or str(k) in out["identical"]:
+                    shutil.rmtree(work / f"engine-local-{k}", ignore_errors=True)
+                    shutil.rmtree(dest, ignore_errors=True)
                 n = len(res.run_ids)
                 samples.setdefault((engine, k), []).append({
                     "scan_s": secs, "runs": n, "start_s": start_s, "ingest_s": res.timings.get("ingest"),
@@ -266,6 +273,10 @@ def render_engine(o: dict[str, Any]) -> str:
     if "scaling" in o:
         sc = o["scaling"]
         lines.append(f"  scaling {sc['from']} -> {sc['to']} workers: local {sc['local']:.2f}x, ray {sc['ray']:.2f}x")
+    for k, d in o.get("identical", {}).items():
+        lines.append(f"  stores, local and Ray engine, {k} worker(s): "
+                     + ("identical (every table, timing columns left out)" if not d else
+                        "DIFFER: " + ", ".join(f"{t} {a} vs {b} rows" for t, (a, b) in d.items())))
     if any(r["failures"] for r in o["rows"]):
         lines.append("  task failures: " + ", ".join(f"{r['engine']}/{r['workers']}: {r['failures']}" for r in o["rows"]))
     return "\n".join(lines)
