@@ -252,9 +252,9 @@ def spy_inclusive(path: Path) -> tuple[dict[str, int], int]:
         stack, _, n = rec.strip().rpartition(" ")
         if not stack or not n.isdigit():
             continue
-        if stack.startswith("process "):       # the process frame: its pid and the command's first line
-            head, sep, rest = stack.partition('";')
-            stack = re.sub(r"^process \d+:", "process:", head.split("\n", 1)[0]) + '"' + (";" + rest if sep else "")
+        # a process frame (the measured one first, its workers further down) without its pid, and of
+        # its command line the first line
+        stack = re.sub(r'process \d+:("[^"\n]*)[^"]*"', r'process:\1"', stack)
         total += int(n)
         seen = set()
         for fr in stack.split(";"):
@@ -275,7 +275,7 @@ def spy_compare(small: Path, n_small: int, big: Path, n_big: int, top: int = 25)
              f"({(tb / n_big) / max(ta / n_small, 1e-9):.2f}x)",
              f"  {'at ' + format(n_small, ','):>10}  {'at ' + format(n_big, ','):>10}  function (inclusive samples per run, 20 Hz)"]
     for k in sorted(b, key=lambda k: -(b[k] / n_big - a.get(k, 0) / n_small))[:top]:
-        lines.append(f"  {a.get(k, 0) / n_small:>10.3f}  {b[k] / n_big:>10.3f}  {k}")
+        lines.append(f"  {a.get(k, 0) / n_small:>10.3f}  {b[k] / n_big:>10.3f}  {k.splitlines()[0][:120]}")
     return "\n".join(lines)
 
 
