@@ -172,3 +172,29 @@ def test_similarity_keeps_no_tokens_yet_aligns_spans_and_bounds_the_lexer_caches
     assert len(C._PY_IDS) + len(C._CPP_IDS) + len(C._TOKEN_ID) < 500 + 2000      # emptied past the bound
     again = [C.lex_file_ids("solution.py", tiny_solution("01_fp8_gemm", random.Random(i)))[0] for i in range(40)]
     assert all((x == y).all() for x, y in zip(ids, again))                      # the same ids after a refill
+
+
+def test_verdict_and_scan_json_batches_read_their_run_range():
+    """Adjudication (500 runs a batch) and scan.json (1,000 a page) read each table by the batch's
+    run-id range as well as its ids: DuckDB then reads the row groups of that range, where an id
+    list alone scanned every table whole for every batch (quadratic in runs).  The rows are those
+    of the batch's runs, in a batch given out of order too."""
+    from forensics import verdict as V
+    from forensics.report import jsonout as J
+    store = Store(":memory:")
+    ids = [f"2026{i:04d}_r" for i in range(60)]
+    store.insert_rows("runs", [{"run_id": r, "run_name": r, "problem": "p"} for r in ids])
+    store.insert_rows("findings", [{"run_id": r, "finding_id": f"f{k}", "analyzer": "static", "rule": f"R{k}",
+                                    "severity": "low", "message": r} for r in ids for k in range(2)])
+    store.insert_rows("check_runs", [{"run_id": r, "call_seq": 1, "outcome": "pass"} for r in ids])
+    store.insert_rows("verdicts", [{"run_id": r, "verdict": "clean"} for r in ids])
+    batch = [ids[31], ids[12], ids[40], ids[25]]          # out of order, gaps between them
+    store.con = _Counting(store.con)
+    facts = V.load_facts(store, batch)
+    rows = J._run_rows(store, sorted(batch))
+    reads = [s for s in store.con.sql if "run_id in" in s]
+    assert reads and all("run_id between ? and ?" in s for s in reads), [s for s in reads if "between" not in s]
+    assert set(facts) == set(batch)
+    assert {f["message"] for rid in batch for f in facts[rid].findings} == set(batch)
+    assert all(len(facts[rid].check_runs) == 1 for rid in batch)
+    assert [r["run_id"] for r in rows] == sorted(batch) and all(len(r["findings"]) == 2 for r in rows)

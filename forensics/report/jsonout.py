@@ -28,17 +28,20 @@ _IDS = "(select unnest(?::VARCHAR[]))"
 
 
 def _run_rows(store: Store, ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The scan.json rows of the runs `ids` (sorted), from three queries over those runs only."""
+    """The scan.json rows of the runs `ids` (sorted), from three queries over those runs only (their
+    range first: the tables are in run order, so a page of runs reads the row groups of its range,
+    not every table whole per page)."""
+    where = f"run_id between ? and ? and run_id in {_IDS}"
+    params = [min(ids), max(ids), list(ids)] if ids else ["", "", []]
     runs = {r["run_id"]: r for r in store.query(
         "select run_id, run_name, problem, harness, model, bench, peak_fraction, has_solution from runs "
-        f"where run_id in {_IDS}", [list(ids)])}
-    verdicts = {r["run_id"]: V.verdict_dict(r) for r in store.query(f"select * from verdicts where run_id in {_IDS}",
-                                                                    [list(ids)])}
+        f"where {where}", params)}
+    verdicts = {r["run_id"]: V.verdict_dict(r) for r in store.query(f"select * from verdicts where {where}", params)}
     finds: dict[str, list[dict[str, Any]]] = {}
     prose_finds: dict[str, list[dict[str, Any]]] = {}   # what the plain-language summary reads
     for f in store.query("select run_id, finding_id, analyzer, rule, category, severity, message, probe, data from "
-                         f"findings where analyzer <> 'pipeline' and run_id in {_IDS} "
-                         "order by run_id, severity, rule, finding_id", [list(ids)]):
+                         f"findings where analyzer <> 'pipeline' and {where} "
+                         "order by run_id, severity, rule, finding_id", params):
         finds.setdefault(f["run_id"], []).append(
             {"id": f["finding_id"], "analyzer": f["analyzer"], "rule": f["rule"], "category": f["category"],
              "severity": f["severity"], "message": f["message"], "probe": f["probe"]})
