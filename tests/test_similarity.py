@@ -307,3 +307,32 @@ def test_similar_on_a_flat_folder(tmp_path):
     assert all("01_fp8_gemm" not in (x["a_id"] + x["b_id"]) for x in rows)
     rows = orjson.loads(_run_similar([str(flat), "--cross-problem"]).output)
     assert any("01_fp8_gemm" in (x["a_id"] + x["b_id"]) and x["score"] > 0.9 for x in rows)
+
+
+def test_pairs_under_the_floor_are_dropped_before_they_are_scored_one_by_one(monkeypatch):
+    """A problem's documents that share a shingle or two pairwise (candidates of the exact sparse
+    product, all far under PAIR_FLOOR) are dropped as arrays: only the pairs over the floor reach
+    the per-pair scoring (a Python tuple for each candidate held gigabytes at 40,000 tiny runs),
+    and the pairs found are the same."""
+    import numpy as np
+
+    from forensics.text.code import Doc
+    n, own = 300, 60
+    docs = []
+    for k in range(n):
+        mine = np.arange(own, dtype=np.uint64) + np.uint64(1_000_000 + k * 1000)
+        links = np.array([10 + k, 10 + (k + 1) % n], dtype=np.uint64)     # one shingle with each neighbour
+        docs.append(Doc(f"r{k:04d}", "p", {"solution.py": ""}, shingles=np.unique(np.concatenate([mine, links]))))
+    docs[200].shingles = docs[100].shingles.copy()                          # one planted copy
+    calls = []
+    orig = SIM.score_of
+
+    def score_of(*a):
+        calls.append(a)
+        return orig(*a)
+    monkeypatch.setattr(SIM, "score_of", score_of)
+    pairs, stats = SIM.find_pairs(docs, {}, with_spans=False)
+    assert stats["candidates"] >= n                       # every neighbour pair was a candidate ...
+    assert len(calls) == len(pairs) == 1                  # ... and only the copy was scored
+    p = pairs[0]
+    assert {docs[p.a].doc_id, docs[p.b].doc_id} == {"r0100", "r0200"} and p.score == 1.0

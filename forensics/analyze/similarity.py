@@ -416,6 +416,15 @@ def find_pairs(docs: Sequence[Doc], templates: dict[str | None, np.ndarray] | No
         n_exact += 1
         i, j, inter = ov
         n_cand += len(i)
+        # the pairs under the floor dropped here, as arrays (score_of's arithmetic, vectorised): a
+        # group within the budget can share a shingle or two across millions of pairs, and a Python
+        # tuple for each held gigabytes at 40,000 tiny runs (the score is computed again below)
+        na, nb = sizes[i], sizes[j]
+        jac = inter / np.maximum(na + nb - inter, 1)
+        cont = np.where(na <= nb, inter / np.maximum(na, 1), inter / np.maximum(nb, 1))
+        cont = np.where(np.minimum(na, nb) >= MIN_SET, cont, 0.0)
+        keep = (inter > 0) & (np.maximum(jac, cont) >= floor)
+        i, j, inter = i[keep], j[keep], inter[keep]
         found += zip(i.tolist(), j.tolist(), inter.tolist(), [None] * len(i))
     used_params = None
     if len(lsh_docs) > 1:
