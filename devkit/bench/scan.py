@@ -24,7 +24,9 @@ With ``--engine ray`` the bench scans the archive (no reports, no replay) with t
 and with a local Ray of the same number of worker CPUs, for each ``--workers`` count, alternating,
 in the same run: throughput (runs/s), the Ray engine's overhead per run against the local engine
 (wall-clock difference / runs) and the scaling from the fewest to the most workers.  Ray's own
-start-up is measured apart (it is paid once per scan, not per run).
+start-up is measured apart (it is paid once per scan, not per run).  The two engines' stores of the
+first round are compared table by table (`forensics.engine.compare.diff_stores`): identical, or the
+tables that differ.
 
 The generated archive is cached under --workdir keyed by (runs, seed), so a second bench does
 not regenerate.  Both measurements start from an empty store.
