@@ -56,6 +56,7 @@ def diff_stores(a: str | Path, b: str | Path, where: str = "", tables=None) -> d
         return {}
     con = duckdb.connect(":memory:")
     try:
+        con.execute("SET enable_progress_bar = false")
         con.execute("ATTACH ? AS sa (READ_ONLY)", [str(a)])
         con.execute("ATTACH ? AS sb (READ_ONLY)", [str(b)])
         have = {(d, t) for d, t in con.execute(
