@@ -54,3 +54,21 @@ def test_a_claim_is_confirmed_or_flagged_on_the_same_gpu_model(slow, gpu, rule):
     data = rp.found[0][2]
     assert data["peak_fraction_hardened"] < data["peak_fraction_here"]
     assert data["same_gpu_model"] == (gpu == H100)
+
+
+@pytest.mark.parametrize("device_slow,rule,words", [
+    (1.0, "replay-number", "Within this host's launch latency"),   # kernels alone reach the claim
+    (NUMBER_TOLERANCE * 1.2, "replay-number-unconfirmed", "even the device time of its kernels alone"),
+])
+def test_the_hosts_launch_latency_is_told_from_a_number_that_does_not_reproduce(device_slow, rule, words):
+    """H100: the deck's events start on an idle GPU, so they include the host's launch latency; small
+    shapes timed 3x the archive's here while their kernels' device time was a third of the event time.
+    A claim the solution's kernels reach on their own (device time, no host) is shown, not judged; one
+    they do not reach is not reproduced whatever the host."""
+    rp = _Rp()
+    slow = NUMBER_TOLERANCE * 2
+    measured = {0: {"timing": 0.10 * slow, "device": 0.10 * device_slow},
+                1: {"timing": 0.20 * slow, "device": 0.20 * device_slow}}
+    confirm_number(rp, measured, _archived(), H100)
+    assert [r for r, _, _ in rp.found] == [rule] and words in rp.found[0][1]
+    assert rp.found[0][2]["peak_fraction_device_bound"] is not None

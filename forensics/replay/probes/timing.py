@@ -28,7 +28,8 @@ from forensics.vocab import TIMING, TIMING_L2_RESET
 from .. import clockcheck
 from ..registry import DECODE, KINDS, ROLLOUT, STEP, api_kind, probe
 from ..session import Session, shape_label
-from ..timing import L2_DEPENDENT_MIN_MS, L2_DEPENDENT_RATIO, confirm_number, flush_bytes, judge, measure_ceilings
+from ..timing import (DEVICE_BOUND, DEVICE_ITERS, L2_DEPENDENT_MIN_MS, L2_DEPENDENT_RATIO, confirm_number, flush_bytes,
+                      judge, measure_ceilings)
 from . import step as step_api
 
 @probe(TIMING, *KINDS)
@@ -98,6 +99,13 @@ def timing(s: Session) -> None:
                 data["note"] = "CPU wall clock: exercises the path only, not a measurement"
             s.row(probe, status, shape, 2026, "median", ms=ms, tflops=j.get("tflops"), gbps=j.get("gbps"), data=data,
                   detail=f"median of {iters} after {warm} warm-up, L2 flush {fb} B" + (", persisting L2 reset" if reset else ""))
+        if cuda and TIMING in results:
+            # the host-independent bound: the device time of the solution's kernels per call (profiler),
+            # without the host's launch latency that the deck's events include (timing.confirm_number)
+            tr = s.trace(ch, {"obj": "t", "method": meth}, args, warmup=1, iters=DEVICE_ITERS)
+            dev_us = sum(float(k.get("us") or 0) for k in (tr.get("kernels") or [])) if tr.ok else 0.0
+            if dev_us > 0:
+                results[DEVICE_BOUND] = dev_us / DEVICE_ITERS / 1e3
         measured[si] = dict(results)
         if si == 0 and TIMING in results:   # once: the child's clock against the replay's (clockcheck.py)
             crosscheck(
