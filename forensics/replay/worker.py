@@ -872,12 +872,26 @@ class Store:
                 "unexpected": list(getattr(res, "unexpected_keys", []))}
 
     def op_delete(self, req):
-        for k in req.get("slots", []):
-            self.slots.pop(k, None)
+        """Drop slots and objects; a full collection only where one of them outlived the drop (held in
+        a cycle, or not weak-referenceable to tell), so a dead object's memory and id() are free when
+        the reply goes (fresh-state builds on them), without a collection per delete where nothing
+        needs one."""
+        import weakref
+        gone = [self.slots.pop(k, None) for k in req.get("slots", [])]
         for k in req.get("objs", []):
             for name in [n for n in self.objs if n == k or n.startswith(k + "/")]:
-                self.objs.pop(name, None)
-        gc.collect()
+                gone.append(self.objs.pop(name, None))
+        refs, unknown = [], False
+        for v in gone:
+            if v is None:
+                continue
+            try:
+                refs.append(weakref.ref(v))
+            except TypeError:
+                unknown = True
+        del gone, v
+        if unknown or any(r() is not None for r in refs):
+            gc.collect()
         return {}
 
     def op_state(self, req):
