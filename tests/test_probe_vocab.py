@@ -126,6 +126,7 @@ CHILD_SIDE = {"replay/worker.py", "replay/childaudit.py"}
 NOT_PROBE_NAMES = {
     ("replay/capabilities.py", "check"): 1,    # the deck's check.py module among the names a solution may shadow
     ("replay/capabilities.py", "build"): 3,    # the route of an audit event from the build tools
+    ("replay/account.py", "build"): 1,         # the account's kind for the solution's build (BUILD_KIND)
     ("replay/cli.py", "check"): 3,             # `forensics kernels check`, and its --shapes check (the check's shapes)
     ("replay/cli.py", "stress"): 1,            # `forensics kernels list`: a deck version's stress cases
     ("replay/cli.py", "property"): 2,          # ... and its property cases

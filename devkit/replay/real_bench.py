@@ -34,7 +34,8 @@ Per run, one JSON line is appended to `--out` as soon as the run ends:
     auditors left it null, its verdict family: clean expects a passing check), reason, findings
     (high/critical rule ids of every probe), extra (the medium ones: state drift, ...), wall_s
     (the run's process), replay_s, solution_s, build_s, overhead_s (replay_s - solution_s -
-    build_s), probe_s, sidecars, caught_by (a labelled bug or hack: `check` when the deck's check
+    build_s: the replay's `info.account`, where build_s is its build and construct, each second
+    counted once), account (that record whole), probe_s, sidecars, caught_by (a labelled bug or hack: `check` when the deck's check
     fails here, else the probes' high/critical rules that caught it; vs_label judges the check
     alone), status (every probe's worst), false_fail (a labelled-clean run
     whose check here is neither pass nor not_replayable), deck_check and replay_outcome (below)
@@ -222,11 +223,13 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
     if not reason:
         bad = next((r for r in off_rows if r.get("status") not in ("pass", "skipped")), None)
         reason = ((bad.get("detail") or "").splitlines() or [""])[0][:300] if bad else ""
-    phase = info.get("phase_s") or {}
-    replay_s = float(info.get("total_s") or 0.0)
-    solution_s = float(phase.get("solution") or 0.0)
-    build_s = sum(float(s.get("import_solution") or 0.0) for s in info.get("start_steps_s") or []) + \
-        sum(max(0.0, float(f.get("s") or 0.0)) for f in info.get("first_run_s") or [])
+    # the replay's own account (forensics/replay/account.py): each second charged once, the first call
+    # of a child to the build and never to the solution's calls too (it was both: 7 rows read 0.0)
+    acct = info.get("account") or {}
+    replay_s = float(acct.get("total_s") or info.get("total_s") or 0.0)
+    solution_s = float(acct.get("solution_s") or 0.0)
+    build_s = float(acct.get("build_s") or 0.0) + float(acct.get("construct_s") or 0.0)
+    overhead_s = float(acct.get("overhead_s") or 0.0) if acct else max(0.0, replay_s - solution_s - build_s)
     fam = label.get("verdict_family")
     high = sorted({f["rule"] for f in findings if f.get("severity") in ("high", "critical")})
     return {"run_id": run["run_id"], "problem": run["problem"], "label_verdict": fam,
@@ -237,7 +240,7 @@ def summarize_run(run: dict, events: list[dict], wall_s: float, why_partial: str
             "extra": sorted({f["rule"] for f in findings if f.get("severity") == "medium"}),
             "false_fail": fam in ("clean", "clean_interesting") and outcome not in ("pass", "not_replayable"),
             "wall_s": round(wall_s, 2), "replay_s": round(replay_s, 2), "solution_s": round(solution_s, 2),
-            "build_s": round(build_s, 2), "overhead_s": round(max(0.0, replay_s - solution_s - build_s), 2),
+            "build_s": round(build_s, 2), "overhead_s": round(overhead_s, 2), "account": acct or None,
             "probe_s": info.get("probe_s"), "sidecars": [s.get("name") for s in info.get("sidecars_split") or []],
             "deck_version": info.get("deck_version"), "partial": res is None,
             "replay_outcome": replay_outcome,

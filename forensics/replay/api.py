@@ -113,12 +113,13 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
                     cache_root: Path | None = None, keep_scratch: bool = False, archived: dict | None = None,
                     seeds: Iterable[int] | None = None, ref_impl: str = "reference", on_event=None,
                     shape_list: list[dict] | None = None, python: str | None = None,
-                    hide: Iterable[str | Path] = ()) -> Outcome:
+                    hide: Iterable[str | Path] = (), reuse: bool = True) -> Outcome:
     """Replay one solution against the bundled reference.  Never raises for the solution's sake; a
     problem without a bundled reference is an Outcome `not_replayable` too.
 
     `python`: the child's interpreter (default this one); `hide`: paths the child's sandbox must
-    keep out of its view even where a bound tree holds them (the run folder, the archive)."""
+    keep out of its view even where a bound tree holds them (the run folder, the archive); `reuse`
+    False: no reference model or output shared between probes (the path before, for measuring it)."""
     try:
         spec, how, notes = choose_spec(problem, archive_date, template_files, deck_version)
     except KeyError as e:
@@ -137,7 +138,7 @@ def replay_solution(problem: str, solution: bytes, sidecars: dict[str, bytes] | 
         spec_tiny = shape_list
     rp = Session(spec, scratch, device=device, shapes=shapes, limits=limits, archive_date=archive_date,
                  seeds=seeds, ref_impl=ref_impl, python=python, archived=archived, on_event=on_event,
-                 shape_list=spec_tiny)
+                 shape_list=spec_tiny, reuse=reuse)
     if split:
         rp.emit({"event": "sidecars", "split": split})
     try:

@@ -30,6 +30,9 @@ def _print_outcome(out, as_json: bool) -> None:
     click.echo(f"{info.get('problem')} deck {info.get('deck_version')} ({info.get('version_choice')}) on "
                f"{(info.get('hello') or {}).get('gpu') or info.get('device')}  shapes={info.get('shapes')}  "
                f"status={info.get('status')}  {info.get('total_s')} s")
+    if info.get("account"):
+        from .account import line
+        click.echo("  " + line(info["account"]))
     for r in out.rows:
         nums = ""
         if r.get("max_abs") is not None:
@@ -91,9 +94,12 @@ def _print_outcome(out, as_json: bool) -> None:
               help="Append each finished probe's rows and findings as a JSON line to PATH ('-': stdout), then "
                    "the whole result as the last line.")
 @click.option("--keep-scratch", is_flag=True, help="Keep the scratch copy (path in the JSON info).")
+@click.option("--no-reuse", is_flag=True,
+              help="Share no reference model or output between probes (each computes its own, as before the "
+                   "reuse): for measuring what the reuse saves.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_timeout, call_timeout, cutlass_include,
-               cuda_include, nvidia_file, jsonl, keep_scratch, as_json):
+               cuda_include, nvidia_file, jsonl, keep_scratch, no_reuse, as_json):
     """Replay RUN_DIR's solution.py against the bundled reference (read-only; no store needed).
     Needs the 'replay' extra (torch).
 
@@ -118,7 +124,7 @@ def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_tim
         supplied = buildenv.supply(cutlass=cutlass_include, cuda_include=cuda_include, nvidia_file=nvidia_file)
         device = device or _default_device()
         out = replay_run_dir(run_dir, problem=problem, device=device, probes=list(probes) or None, shapes=shapes,
-                             deck_version=deck_version, keep_scratch=keep_scratch, on_event=on_event,
+                             deck_version=deck_version, keep_scratch=keep_scratch, on_event=on_event, reuse=not no_reuse,
                              limits=Limits(build_s=build_timeout, call_s=call_timeout))
         if supplied:
             out.info["build_env_supplied"] = supplied

@@ -17,6 +17,7 @@ import torch
 
 from forensics.vocab import BUILD
 
+from .account import BUILD_KIND, request_kind
 from .outcome import Limits
 from .record import Record, classify_error
 from .runner import Child, Reply
@@ -77,12 +78,18 @@ class Link:
             return None
         if self.child is not None and self.child.alive():
             return self.child
+        with rec.account.span("process"):   # the start's requests are charged by their own kinds
+            return self._start()
+
+    def _start(self) -> Child | None:
+        rec = self.rec
         if self.child is not None:
             self.child.kill()
         t0 = time.monotonic()
         ch, self._booting = self._booting, None
         if ch is None or ch.proc.poll() is not None:   # (a booted child: only the wait left counts)
             ch = Child(self.scratch, self.device, self.python)
+        self._account_requests(ch)
         if self.on_new_child is not None:
             self.on_new_child(ch)
         ch.deadline = self.probe_deadline
@@ -129,6 +136,27 @@ class Link:
         self._arm_first_run(ch)
         self.child = ch
         return ch
+
+    def _account_requests(self, ch: Child) -> None:
+        """Charge every request of `ch` to its kind in the replay's account (account.py), as this
+        process measures it (the round trip): the solution's import and the first request of the child
+        that runs its code are its build (a lazy build happens there), never its calls too."""
+        orig = ch.request
+        first = [True]
+
+        def request(op: str, timeout: float, **fields: Any) -> Reply:
+            kind = request_kind(op, fields)
+            if kind == "solution" and first[0]:
+                first[0] = False
+                kind = BUILD_KIND
+            t0 = time.perf_counter()
+            try:
+                with self.rec.account.span(kind):
+                    return orig(op, timeout, **fields)
+            finally:
+                self.rec.account.request(op, time.perf_counter() - t0)
+
+        ch.request = request  # type: ignore[method-assign]
 
     def _arm_first_run(self, ch: Child) -> None:
         """Lazy builds: many solutions compile inside their first forward (a JIT extension, Triton

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import gc
 import json
+from contextlib import contextmanager
 from typing import Any, Iterable
 
 import torch
@@ -23,10 +24,16 @@ class Oracle:
     """The reference of one replay: inputs, reference outputs, comparisons."""
 
     MEMO_MAX = 16   # (shape, seed) input sets kept: a deck's whole check (<= 2 GiB prefetched)
+    #: reference models kept at once: one (two GLM references are ~26 GB of weights); the check builds
+    #: one per shape in its order, the probes share the probe shape's
+    MODELS_MAX = 1
+    #: bytes of reference outputs kept besides the pinned ones (the probe inputs' and a repeated check
+    #: shape's), least recently used dropped first
+    OUTPUTS_BYTES = 512 * 2**20
 
     def __init__(self, spec: Any, rec: Record, device: str = "cpu", shapes: str = "canonical",
                  archive_date: str | None = None, ref_impl: str = "reference", seeds: Iterable[int] | None = None,
-                 shape_list: list[dict] | None = None) -> None:
+                 shape_list: list[dict] | None = None, reuse: bool = True) -> None:
         self.spec = spec
         self.rec = rec
         self.device = device
@@ -36,10 +43,23 @@ class Oracle:
         self.seeds = tuple(seeds) if seeds is not None else tuple(spec.seeds)
         #: the caller's check shapes (a CPU run of a solution that only takes some sizes)
         self.shape_list = [dict(s) for s in shape_list] if shape_list is not None else None
-        self._inputs_memo: dict = {}   # (shape, seed) -> the deck's inputs, the last MEMO_MAX
+        self._inputs_memo: dict = {}   # (shape, seed) -> the deck's inputs, the MEMO_MAX used last
         #: what probe families keep for the replay (`memo`); the names in _memo_keep survive `free`
         self._memos: dict[str, dict] = {}
         self._memo_keep: set[str] = set()
+        #: reuse across probes (the reference models and outputs below); False: every probe builds its own
+        #: reference model and computes its own outputs, as before (`forensics bench replay-overhead`)
+        self.reuse = reuse
+        #: shape key -> the replay's reference model of that shape (its weights seeded by the shape), the
+        #: last MODELS_MAX used; `other_weights` lends one out with other weights and puts them back
+        self._models: dict[str, Any] = {}
+        self._lent: set[int] = set()
+        #: shape key -> a reference model a probe family builds itself and shares for the replay (`share`)
+        self._adopted: dict[str, Any] = {}
+        #: (shape key, seed, case) -> the reference's output on the deck's inputs of (shape, seed) under
+        #: `case`, from that shape's shared model; the pinned keys are kept for the whole replay
+        self._outputs: dict[tuple, Any] = {}
+        self._outputs_bytes = 0
 
     # ---------------------------------------------------------------- shapes and inputs
     def check_shapes(self) -> list[dict]:
@@ -61,12 +81,24 @@ class Oracle:
         last few are kept (the probes ask again for the check's first shape and seed); callers get
         clones, so nothing they do in place reaches the kept copy."""
         key = (shape_key(shape), seed)
+        acct = self.rec.account
         with self.rec.timed("inputs"):
             if key not in self._inputs_memo:
+                acct.count("inputs_generated")
                 self._inputs_memo[key] = self.spec.make_inputs(shape, seed, "cpu")
                 while len(self._inputs_memo) > self.MEMO_MAX:
-                    self._inputs_memo.pop(next(iter(self._inputs_memo)))
+                    # the least recently used goes; the probes' own inputs stay (asked for by most probes)
+                    old = next((k for k in self._inputs_memo if k != self._probe_inputs_key()), None)
+                    self._inputs_memo.pop(old if old is not None else next(iter(self._inputs_memo)))
+            else:
+                acct.count("inputs_reused")
+                self._inputs_memo[key] = self._inputs_memo.pop(key)   # most recently used last
             return [x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in self._inputs_memo[key]]
+
+    def _probe_inputs_key(self) -> tuple | None:
+        """(shape key, seed) of the inputs most probes start from: the first check shape, the first seed."""
+        shapes = self.check_shapes()
+        return (shape_key(shapes[0]), self.seeds[0]) if shapes and self.seeds else None
 
     def prefetch(self) -> None:
         """Generate the check's inputs ahead (kept by make_inputs, up to MEMO_MAX sets and 2 GiB),
@@ -116,30 +148,133 @@ class Oracle:
             return [{"call_ref": "get_init_inputs", "index": i} for i in range(len(args))]
 
     # ---------------------------------------------------------------- the reference
-    def ref_model(self, shape: dict):
+    def _build_model(self, shape: dict):
+        self.rec.account.count("reference_model_built")
         with self.rec.timed("reference-model"):
             return self.spec.build_reference(shape, self.device)
+
+    def ref_model(self, shape: dict):
+        """The replay's reference model of `shape`, shared by the check and every probe (its weights
+        drawn from a seed of the shape, `check_reference`), built once while it is the one kept
+        (MODELS_MAX).  Shared: a probe that needs other weights takes them through `other_weights`,
+        which puts the model's own back.  Without reuse, a new model of unseeded weights each time."""
+        if not self.reuse:
+            return self._build_model(shape)
+        return self.check_reference(shape, shape_key(shape))
 
     def check_reference(self, shape: dict, key: str):
         """The reference model of one check row, its weights drawn from a seed of its shape.
 
         check.py draws new random weights for every row; so did this, unseeded.  But a repeated
-        shape's reference outputs are memoised (probes/check.py) and its slow solution model kept
-        (REBUILD_SLOW_S), so the rows of one shape must share their weights: cuda 01's rows are
-        T=256, 256, 1, 256, 256, 256, and the reference rebuilt for the fourth drew new weights
-        while its outputs came from the first's (every later row compared against another model's
-        output).  The global generators are restored after the draw."""
+        shape's reference outputs are memoised and its slow solution model kept (REBUILD_SLOW_S), so
+        the rows of one shape must share their weights: cuda 01's rows are T=256, 256, 1, 256, 256,
+        256, and the reference rebuilt for the fourth drew new weights while its outputs came from
+        the first's (every later row compared against another model's output).  The global
+        generators are restored after the draw.  With reuse the model is the shared one (`ref_model`)."""
+        if self.reuse and key == shape_key(shape):
+            have = self._models.get(key)
+            if have is not None:
+                self.rec.account.count("reference_model_reused")
+                self._models[key] = self._models.pop(key)
+                return have
+            while len(self._models) >= self.MODELS_MAX:   # the last shape's model goes before this one is built
+                self._drop_model(next(iter(self._models)))
         devs = [torch.device(self.device).index or 0] if str(self.device).startswith("cuda") else []
         with torch.random.fork_rng(devices=devs):
             torch.manual_seed(key_seed(key))
-            return self.ref_model(shape)
+            model = self._build_model(shape)
+        if self.reuse and key == shape_key(shape):
+            self._models[key] = model
+        return model
 
-    def reference(self, model, inputs):
+    def _drop_model(self, key: str) -> None:
+        """A kept model goes.  Its outputs stay valid: a model of that shape built again draws the same
+        weights (seeded by the shape)."""
+        self._models.pop(key, None)
+        if str(self.device).startswith("cuda") and torch.cuda.is_available():   # its device memory, now
+            gc.collect()
+            torch.cuda.empty_cache()
+
+    @contextmanager
+    def other_weights(self, model, state: dict):
+        """`model` with the weights in `state` (name -> tensor, a subset of its state dict) inside the
+        block, its own copied back after it, also on an exception (`copy_` of a saved clone: the same
+        bits); no output computed inside is kept for reuse."""
+        named = dict(model.named_parameters())
+        named.update(dict(model.named_buffers()))
+        saved = {k: named[k].detach().clone() for k in state}
+        self._lent.add(id(model))
+        try:
+            with torch.no_grad():
+                for k, v in state.items():
+                    named[k].data.copy_(v.to(named[k].device, named[k].dtype))
+            yield model
+        finally:
+            with torch.no_grad():
+                for k, v in saved.items():
+                    named[k].data.copy_(v)
+            self._lent.discard(id(model))
+
+    def share(self, shape: dict, model) -> None:
+        """`model` is the reference of `shape` for the rest of the replay (a model a probe family builds
+        itself, e.g. the Kimi `Model(Config)`): its outputs under `ref_key`s of that shape are kept as
+        the shared models' are.  The same rule holds: its weights change only through `other_weights`,
+        or with no key passed while they differ."""
+        self._adopted[shape_key(shape)] = model
+
+    def ref_key(self, shape: dict, seed: int, case: str = "nominal") -> tuple:
+        """The name of a reference output: the deck's inputs of (shape, seed) under `case`."""
+        return (shape_key(shape), seed, case)
+
+    def _pinned(self, key: tuple) -> bool:
+        """Outputs asked for again: the probes' own inputs (first check shape, first seed, nominal) and
+        every output of a check shape listed more than once (cuda 01: T=256 five times)."""
+        keys = [shape_key(sh) for sh in self.check_shapes()]
+        if keys.count(key[0]) > 1:
+            return True
+        return self.reuse and key[1:] == (self.seeds[0] if self.seeds else None, "nominal") and bool(keys) \
+            and key[0] == keys[0]
+
+    def reference(self, model, inputs, key: tuple | None = None):
+        """The reference's output for `inputs`.  With `key` (`ref_key`: the inputs are the deck's of
+        that shape and seed under that case) and `model` the replay's shared model of that shape, it
+        is computed once per replay and kept on this side (never sent anywhere the solution can
+        write: callers get the kept tensors and must not change them in place)."""
+        acct = self.rec.account
+        memo = key is not None and id(model) not in self._lent and (
+            self._models.get(key[0]) is model or (self.reuse and self._adopted.get(key[0]) is model)
+            or (not self.reuse and self._pinned(key)))
+        if memo and key in self._outputs:
+            acct.count("reference_reused")
+            self._outputs[key] = self._outputs.pop(key)
+            return self._outputs[key]
+        acct.count("reference_computed")
         with self.rec.timed("reference"):
             out = self._reference(model, inputs)
             if str(self.device).startswith("cuda"):
                 torch.cuda.synchronize()
-            return out
+        if memo:
+            self._keep_output(key, out)
+        return out
+
+    def _keep_output(self, key: tuple, out) -> None:
+        pinned = self._pinned(key)
+        n = sum(t.numel() * t.element_size() for t in tensors(out))
+        if not pinned and n > self.OUTPUTS_BYTES:
+            return
+        self._outputs[key] = out
+        if not pinned:
+            self._outputs_bytes += n
+        while self._outputs_bytes > self.OUTPUTS_BYTES:
+            old = next((k for k in self._outputs if not self._pinned(k)), None)
+            if old is None:
+                break
+            self._drop_output(old)
+
+    def _drop_output(self, key: tuple) -> None:
+        out = self._outputs.pop(key, None)
+        if out is not None and not self._pinned(key):
+            self._outputs_bytes -= sum(t.numel() * t.element_size() for t in tensors(out))
 
     def _reference(self, model, inputs):
         if self.ref_impl == "triton" and getattr(self.spec, "has_triton", False):
@@ -202,4 +337,8 @@ class Oracle:
         self._inputs_memo.clear()
         for k in [k for k in self._memos if k not in self._memo_keep]:
             del self._memos[k]
+        self._models.clear()
+        self._adopted.clear()
+        self._outputs.clear()
+        self._outputs_bytes = 0
         gc.collect()

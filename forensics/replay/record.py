@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from forensics.vocab import BUILD_ENV, CHECK, PROPERTY, STRESS
 
+from .account import PHASE_KIND, Account
 from .outcome import Outcome
 from .runner import Reply, ScratchTampered
 from .rules import FINDING_RULES
@@ -98,6 +99,8 @@ class Record:
         self.probe_name: str | None = None
         #: where the replay's own time goes (out.info['phase_s'])
         self.phase_s: dict[str, float] = {}
+        #: the same timeline charged exclusively to kinds and probes (account.py; out.info['account'])
+        self.account = Account()
         #: called with each probe's partial result as it finishes (`emit`): a replay stopped from
         #: outside leaves what it had
         self.on_event = on_event
@@ -107,12 +110,15 @@ class Record:
     def timed(self, phase: str):
         t0 = time.perf_counter()
         try:
-            yield
+            with self.account.span(PHASE_KIND.get(phase, "other")):
+                yield
         finally:
             self.phase_s[phase] = self.phase_s.get(phase, 0.0) + time.perf_counter() - t0
 
     def add_phase(self, phase: str, seconds: float) -> None:
         self.phase_s[phase] = self.phase_s.get(phase, 0.0) + seconds
+        if phase == "solution":   # the child's own count (its clock): beside the account, never in it
+            self.account.claimed_solution_s += seconds
 
     # ---------------------------------------------------------------- rows and findings
     def row(self, probe: str, status: str, shape: dict | None = None, seed: int | None = None,

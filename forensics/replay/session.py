@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from .account import AFTER_PROBES, KINDS
 from .exchange import Exchange
 from .link import Link
 from .oracle import Oracle
@@ -83,7 +84,8 @@ class Session:
     def __init__(self, spec: Any, scratch: Any, device: str = "cpu", shapes: str = "canonical",
                  limits: Limits | None = None, archive_date: str | None = None, ref_impl: str = "reference",
                  python: str | None = None, seeds: Iterable[int] | None = None, archived: dict | None = None,
-                 on_event: Callable[[dict], None] | None = None, shape_list: list[dict] | None = None) -> None:
+                 on_event: Callable[[dict], None] | None = None, shape_list: list[dict] | None = None,
+                 reuse: bool = True) -> None:
         self._scratch = scratch
         self._limits = limits or Limits()
         self._archived = archived or {}
@@ -92,7 +94,7 @@ class Session:
         self._ex = Exchange(scratch, device, self._link, self._rec)
         self._link.on_new_child = self._ex.child_started
         self._oracle = Oracle(spec, self._rec, device=device, shapes=shapes, archive_date=archive_date,
-                              ref_impl=ref_impl, seeds=seeds, shape_list=shape_list)
+                              ref_impl=ref_impl, seeds=seeds, shape_list=shape_list, reuse=reuse)
         #: the path tracer's record of the last model built (`new_model`)
         self._last_build_path: dict = {}
 
@@ -399,15 +401,40 @@ class Session:
         return self._oracle.stress_cases()
 
     def ref_model(self, shape: dict) -> Any:
+        """The replay's reference model of `shape`, shared by the check and the probes: never change
+        its weights but through `other_weights`."""
         return self._oracle.ref_model(shape)
 
     def check_reference(self, shape: dict, key: str) -> Any:
         """The reference model of a check row, its weights drawn from a seed of its shape."""
         return self._oracle.check_reference(shape, key)
 
-    def reference(self, model: Any, inputs: Any) -> Any:
-        """The reference's output (the implementation chosen for this replay)."""
-        return self._oracle.reference(model, inputs)
+    def other_weights(self, model: Any, state: dict):
+        """Context manager: `model` (a shared reference model) with the weights in `state` inside the
+        block, its own put back after it; outputs computed inside are not kept for reuse."""
+        return self._oracle.other_weights(model, state)
+
+    def share_reference(self, shape: dict, model: Any) -> None:
+        """A reference model a probe family builds itself, shared for the replay as `ref_model`'s are:
+        `reference` keeps its outputs under `ref_key`s of `shape` (its weights change only through
+        `other_weights`, or with no key passed while they differ)."""
+        self._oracle.share(shape, model)
+
+    @property
+    def reuse(self) -> bool:
+        """Whether reference models and outputs are shared between probes (False: each its own, the
+        path measured against)."""
+        return self._oracle.reuse
+
+    def ref_key(self, shape: dict, seed: int, case: str = "nominal") -> tuple:
+        """The name of the reference output on the deck's inputs of (shape, seed) under `case` (`reference`)."""
+        return self._oracle.ref_key(shape, seed, case)
+
+    def reference(self, model: Any, inputs: Any, key: tuple | None = None) -> Any:
+        """The reference's output (the implementation chosen for this replay).  With `key`
+        (`ref_key`: `inputs` are the deck's inputs it names) and the shared model of that shape, it is
+        computed once per replay and kept on this side; the tensors returned are the kept ones (read only)."""
+        return self._oracle.reference(model, inputs, key=key)
 
     def reference_module(self) -> Any:
         """The problem's reference module (kept for the session)."""
@@ -459,6 +486,15 @@ class Session:
         """`replay-exchange-tampered` where `e` is the exchange reader refusing a swapped file."""
         return self._rec.note_exchange(e)
 
+    def charged(self, kind: str):
+        """Context manager: the time inside goes to `kind` of the replay's account (account.KINDS), for
+        reference-side work a probe family does itself (building its own reference model, its inputs)."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown account kind {kind!r}; have {', '.join(KINDS)}")
+        if kind == "reference_model":
+            self._rec.account.count("reference_model_built")
+        return self._rec.account.span(kind)
+
     def progress(self, what: str) -> None:
         """Stream the step the probe is entering."""
         self._rec.progress(what)
@@ -494,6 +530,7 @@ class Session:
     def begin_probe(self, name: str, deadline: float | None) -> None:
         """`name` runs now (findings cite it); every request of it ends by `deadline`."""
         self._rec.probe_name = name
+        self._rec.account.label = name
         self._link.set_deadline(deadline)
 
     def end_probe(self) -> None:
@@ -521,6 +558,7 @@ class Session:
 
     def close(self) -> None:
         """End the child (its goodbye: last tamper report, GPU peak)."""
+        self._rec.account.label = AFTER_PROBES
         self._link.close()
 
     def finish(self, total_s: float) -> Outcome:
@@ -529,6 +567,7 @@ class Session:
         info["total_s"] = round(total_s, 3)
         info["phase_s"] = {k: round(v, 3) for k, v in sorted(self._rec.phase_s.items())}
         info["hello"] = self._rec.hello
+        info["account"] = self._rec.account.record(total_s, info.get("probe_s"))
         return self._rec.out
 
 

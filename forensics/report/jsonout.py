@@ -6,7 +6,8 @@
                correct, failure_reason, measurement_status, publish_grade, empirical_recompute_required,
                exclude_from_denominator, summary (plain language), implication, rule_trace,
                rules: {field: rule}, decided_by: {...}, archived: {...},
-               findings: [{id, analyzer, rule, category, severity, message}]}]}
+               findings: [{id, analyzer, rule, category, severity, message}],
+               replay_account: {...} (replayed runs: where the replay's time went)}]}
 
 Booleans are JSON booleans; an undecided field is the string "unknown" (reason in decided_by).
 """
@@ -27,12 +28,17 @@ from forensics.store.db import Store, loads_json
 _IDS = "(select unnest(?::VARCHAR[]))"
 
 
+def _only(ids: Sequence[str]) -> tuple[str, list]:
+    """A where clause (and its parameters) selecting the runs `ids` (sorted), their range first."""
+    return (f"run_id between ? and ? and run_id in {_IDS}",
+            [min(ids), max(ids), list(ids)] if ids else ["", "", []])
+
+
 def _run_rows(store: Store, ids: Sequence[str]) -> list[dict[str, Any]]:
     """The scan.json rows of the runs `ids` (sorted), from three queries over those runs only (their
     range first: the tables are in run order, so a page of runs reads the row groups of its range,
     not every table whole per page)."""
-    where = f"run_id between ? and ? and run_id in {_IDS}"
-    params = [min(ids), max(ids), list(ids)] if ids else ["", "", []]
+    where, params = _only(ids)
     runs = {r["run_id"]: r for r in store.query(
         "select run_id, run_name, problem, harness, model, bench, peak_fraction, has_solution from runs "
         f"where {where}", params)}
@@ -46,6 +52,7 @@ def _run_rows(store: Store, ids: Sequence[str]) -> list[dict[str, Any]]:
             {"id": f["finding_id"], "analyzer": f["analyzer"], "rule": f["rule"], "category": f["category"],
              "severity": f["severity"], "message": f["message"], "probe": f["probe"]})
         prose_finds.setdefault(f["run_id"], []).append({**f, "data": loads_json(f["data"])})
+    accounts = replay_accounts(store, ids)
     out_runs = []
     for rid in ids:
         r = runs.get(rid, {"run_id": rid})
@@ -61,8 +68,24 @@ def _run_rows(store: Store, ids: Sequence[str]) -> list[dict[str, Any]]:
         row["implication"] = implication(v or None, r)
         row["rule_trace"] = v.get("summary")
         row["findings"] = finds.get(rid, [])
+        if rid in accounts:
+            row["replay_account"] = accounts[rid]
         out_runs.append(row)
     return out_runs
+
+
+def replay_accounts(store: Store, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """run_id -> where its replay's wall time went (forensics/replay/account.py), from the replay
+    summary row `analyze` writes (probe `build`, data.info.account), for the runs `ids` (sorted);
+    runs not replayed are absent."""
+    where, params = _only(ids)
+    out: dict[str, dict[str, Any]] = {}
+    for r in store.query(f"select run_id, data from replay_results where detail like 'replay summary:%' and {where}",
+                         params):
+        acct = ((loads_json(r["data"]) or {}).get("info") or {}).get("account")
+        if isinstance(acct, dict):
+            out[r["run_id"]] = acct
+    return out
 
 
 def _verdict_counts(store: Store, ids: Sequence[str]) -> dict[str, int]:

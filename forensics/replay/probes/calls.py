@@ -12,18 +12,16 @@ from forensics.vocab import DETERMINISM, OUTPUT_ALIAS
 
 from ..registry import MODULE, probe
 from ..session import Session, maxdiff, same, shape_label
-from .common import warm
+from .common import prepare
 
 
 @probe(OUTPUT_ALIAS, MODULE)
 def output_alias(s: Session) -> None:
     probe = OUTPUT_ALIAS
-    shape = s.probe_shape()
-    seed = s.seeds[0]
-    w = warm(s, probe, shape, seed, n_warm=1, obj="a")
+    w = prepare(s, probe, "a", n_warm=1)
     if w is None:
         return
-    ch, ref, base, args, names = w
+    ch, base, args, shape, seed = w.ch, w.base, w.args, w.shape, w.seed
     r, first = s.call(ch, "a", args, out_slot="o1")
     if not r.ok:
         s.failed_reply(probe, r, shape, seed)
@@ -62,19 +60,16 @@ def output_alias(s: Session) -> None:
 @probe(DETERMINISM, MODULE)
 def determinism(s: Session) -> None:
     probe = DETERMINISM
-    shape = s.probe_shape()
-    seed = s.seeds[0]
-    w = warm(s, probe, shape, seed, n_warm=1, obj="d")
+    w = prepare(s, probe, "d", n_warm=1)
     if w is None:
         return
-    ch, ref, base, args, names = w
+    shape, seed = w.shape, w.seed
     outs = []
     for _ in range(3):
-        r, payload = s.call(ch, "d", args)
-        if not r.ok:
-            s.failed_reply(probe, r, shape, seed)
+        got = w.call()
+        if got is None:
             return
-        outs.append(payload["out"])
+        outs.append(got[1]["out"])
     d = max(maxdiff(outs[0], o) for o in outs[1:])
     agree = all(same(outs[0], o) for o in outs[1:])
     if agree:
@@ -84,4 +79,4 @@ def determinism(s: Session) -> None:
         s.finding("replay-nondeterministic",
                   f"Three calls on the same inputs returned different outputs (max difference {d:.4g}) on "
                   f"{shape_label(shape)}.", {"max_abs": d})
-    s.delete(ch, objs=["d"], slots=names)
+    w.drop()

@@ -13,7 +13,7 @@ from forensics.vocab import CHECK, PROPERTY, STRESS
 
 from ..registry import MODULE, probe
 from ..session import Session, shape_key, shape_label, stats, to_dev
-from .common import warm
+from .common import prepare
 
 #: The check builds a new solution model for every row of the deck's shape list, as check.py does,
 #: also where a shape repeats (cuda 01 caps five of its six shapes to T=256: 256, 256, 1, 256, 256,
@@ -33,8 +33,7 @@ def check(s: Session) -> None:
     shapes = s.check_shapes()
     keys = [shape_key(sh) for sh in shapes]
     # a check shape listed again (cuda 01 caps five of six to T=256): the same reference model
-    # and reference outputs; the solution is still called for every row
-    repeated = {k for k in keys if keys.count(k) > 1}
+    # and reference outputs (kept by the session); the solution is still called for every row
     last: tuple = (None, None)   # (shape key, reference model)
     kept: dict = {}   # shape key -> (object name, child, build seconds): slow models kept for later rows
     for si, shape in enumerate(shapes):
@@ -81,7 +80,7 @@ def check(s: Session) -> None:
                     s.row(probe, "skipped", shape, seed, case.name,
                           detail="not run: the solution's process ended or hung earlier in this check")
                     continue
-                _check_case(s, ch, probe, shape, seed, case, ref, base, name, repeated)
+                _check_case(s, ch, probe, shape, seed, case, ref, base, name)
         if s.alive(ch) and keys[si] in keys[si + 1:] and build_s > REBUILD_SLOW_S:
             kept[keys[si]] = (name, ch, build_s)
         elif s.alive(ch):
@@ -91,18 +90,13 @@ def check(s: Session) -> None:
             return
 
 
-def _check_case(s: Session, ch, probe: str, shape, seed, case, ref, base, model: str, repeated: set) -> None:
+def _check_case(s: Session, ch, probe: str, shape, seed, case, ref, base, model: str) -> None:
     dev_inputs = to_dev(base, s.device)
-    ref_memo = s.memo("check_reference_outputs")
     try:
         with s.spec.apply_stress(ref, None, dev_inputs, case) as x:
-            mk = (shape_key(shape), seed, case.name)
-            ref_out = ref_memo.get(mk)
-            if ref_out is None:
-                s.progress(f"{probe}: the reference on {shape_label(shape)} seed {seed} case {case.name}")
-                ref_out = s.reference(ref, x)
-                if mk[0] in repeated:
-                    ref_memo[mk] = ref_out
+            # named: kept for a repeated shape's rows and for the probes that start from these inputs
+            s.progress(f"{probe}: the reference on {shape_label(shape)} seed {seed} case {case.name}")
+            ref_out = s.reference(ref, x, key=s.ref_key(shape, seed, case.name))
             scaled_ref_state = {k: v for k, v in ref.state_dict().items() if k in case.state_scales}
             # the same state scaling written into the solution's own parameters, in place
             if case.state_scales:
@@ -158,10 +152,10 @@ def property_cases(s: Session) -> None:
             except Exception as e:  # noqa: BLE001
                 s.row(PROPERTY, "skipped", shape, None, case.name, detail=f"case needs its own shape: {e}")
                 continue
-        w = warm(s, PROPERTY, shape, case.base_seed, obj="p")
+        w = prepare(s, PROPERTY, "p", n_warm=11, shape=shape, seed=case.base_seed)
         if w is None:
             return
-        ch, ref, base, args, names = w
+        ch, ref, base, args, names = w.ch, w.ref, w.base, w.args, w.names
         tens_idx = [i for i, x in enumerate(base) if isinstance(x, torch.Tensor)]
         same_layout = all(isinstance(pin[i], torch.Tensor) and pin[i].shape == base[i].shape
                           and pin[i].dtype == base[i].dtype for i in tens_idx)

@@ -1,46 +1,84 @@
-"""Steps the plain-module probes share: a model built on the check's inputs and warmed up, and the
-judgement of an output after the probe changed something the solution should follow."""
+"""Steps the plain-module probes share: the preamble every probe starts with (`prepare`: its shape and
+seed, the solution's model built with the shared reference's weights, the deck's inputs in its
+slots, warm-up calls) and the judgement of an output after the probe changed something the solution
+should follow."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..session import Session, shape_label, stats
+from ..session import Session, shape_label, stats, to_dev
 
 
-def model_on_inputs(s: Session, probe: str, shape: dict, seed: int, obj: str):
-    """A working child, the solution's model `obj` built with the reference's state, and the
-    inputs of (shape, seed) in its slots. -> (ch, ref, inputs, args), or None after a row that
-    says which step failed."""
-    ch = s.child()
-    if ch is None:
+@dataclass
+class Prepared:
+    """What `prepare` set up for one probe: `shape` and `seed`, the child `ch`, the replay's shared
+    reference model `ref` of the shape, the solution's model `obj`, and (with inputs) the deck's
+    inputs `base` of (shape, seed) in the slots the call arguments `args` name."""
+    s: Session
+    probe: str
+    shape: dict
+    seed: int
+    obj: str
+    ch: Any = None
+    ref: Any = None
+    base: list = field(default_factory=list)
+    args: list = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        """The input slots `args` name."""
+        return [a["slot"] for a in self.args if "slot" in a]
+
+    def ref_out(self) -> Any:
+        """The reference's output on `base` (the deck's inputs of shape and seed): computed once per
+        replay, shared with the check and the other probes that ask for the same inputs."""
+        return self.s.reference(self.ref, to_dev(self.base, self.s.device), key=self.s.ref_key(self.shape, self.seed))
+
+    def call(self, args: list | None = None, what: str = "call", variant: str | None = None, **kw: Any):
+        """Call the solution's model on `args` (default: the base inputs) -> (reply, payload), or None
+        after the failed reply's row."""
+        r, payload = self.s.call(self.ch, self.obj, self.args if args is None else args, **kw)
+        if not r.ok:
+            self.s.failed_reply(self.probe, r, self.shape, self.seed, variant, what=what)
+            return None
+        return r, payload
+
+    def drop(self, slots: list[str] | None = None) -> None:
+        """Delete the solution's model and the input slots (and `slots`) in the child."""
+        self.s.delete(self.ch, objs=[self.obj], slots=self.names + list(slots or []))
+
+
+def prepare(s: Session, probe: str, obj: str, *, n_warm: int = 0, inputs: bool = True, multi_row: bool = False,
+            shape: dict | None = None, seed: int | None = None) -> Prepared | None:
+    """The preamble of a plain-module probe: its shape (default the probe shape, `multi_row` as
+    `Session.probe_shape`) and seed (default the check's first), a working child, the shared
+    reference model of the shape, the solution's model `obj` built with its weights, and with
+    `inputs` the deck's inputs of (shape, seed) put into slots `<obj>x<i>` and called `n_warm`
+    times.  None after a row that says which step failed."""
+    shape = s.probe_shape(multi_row=multi_row) if shape is None else shape
+    seed = s.seeds[0] if seed is None else seed
+    p = Prepared(s, probe, shape, seed, obj)
+    p.ch = s.child()
+    if p.ch is None:
         s.row(probe, "skipped", shape, seed, detail="no working child (build failed)")
         return None
-    ref = s.ref_model(shape)
-    r = s.new_model(ch, obj, shape, s.state_file(shape, ref))
+    p.ref = s.ref_model(shape)
+    r = s.new_model(p.ch, obj, shape, s.state_file(shape, p.ref))
     if not r.ok:
         s.failed_reply(probe, r, shape, seed, what="Model construction")
         return None
-    inputs = s.make_inputs(shape, seed)
-    pr, args = s.put(ch, inputs, prefix=obj + "x")
+    if not inputs:
+        return p
+    p.base = s.make_inputs(shape, seed)
+    pr, p.args = s.put(p.ch, p.base, prefix=obj + "x")
     if not pr.ok:
         s.failed_reply(probe, pr, shape, seed, what="input transfer")
         return None
-    return ch, ref, inputs, args
-
-
-def warm(s: Session, probe: str, shape: dict, seed: int, n_warm: int = 11, obj: str = "w"):
-    """New model `obj` + inputs A in slots, called n_warm times. -> (ch, ref, base, args, names) or None."""
-    got = model_on_inputs(s, probe, shape, seed, obj)
-    if got is None:
+    if n_warm and p.call(repeat=n_warm, what=f"{n_warm} warm-up calls") is None:
         return None
-    ch, ref, base, args = got
-    names = [a["slot"] for a in args if "slot" in a]
-    r, _ = s.call(ch, obj, args, repeat=n_warm)
-    if not r.ok:
-        s.failed_reply(probe, r, shape, seed, what=f"{n_warm} warm-up calls")
-        return None
-    return ch, ref, base, args, names
+    return p
 
 
 def judge(s: Session, probe: str, rule: str, variant: str, shape, seed, ref_out: Any, sol_payload: Any, inputs: Any,

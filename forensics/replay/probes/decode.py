@@ -28,9 +28,10 @@ from .generic import Driver
 
 
 def _ref_model(s: Session, shape: dict, seed: int):
-    ref = s.spec.build_reference(shape, s.device)
-    if hasattr(ref, "reset_parameters"):
-        ref.reset_parameters(seed)
+    with s.charged("reference_model"):
+        ref = s.spec.build_reference(shape, s.device)
+        if hasattr(ref, "reset_parameters"):
+            ref.reset_parameters(seed)
     return ref
 
 
@@ -48,7 +49,8 @@ def _run_sol(s: Session, ch, obj: str, ctx: int, dec: int, seed: int):
 
 
 def _ref_run(s: Session, ref, ctx: int, dec: int, seed: int):
-    return s.spec.reference_forward(ref, [ctx, dec, seed])
+    with s.charged("reference"):   # the deck's run() itself, whatever reference this replay times
+        return s.spec.reference_forward(ref, [ctx, dec, seed])
 
 
 def _has_split(s: Session) -> bool:

@@ -39,7 +39,7 @@ from forensics.vocab import CHECK, DISTRIBUTION, STRESS, TIMED_OUTPUTS
 from ..registry import MODULE, probe
 from ..session import Session, shape_label, stats, to_dev, unwrap
 from ..timing import flush_bytes
-from .common import model_on_inputs
+from .common import prepare
 
 BENCH_SEED = 2026        # the hard and cuda decks' benchmark.py: torch.manual_seed(2026) before get_inputs
 OTHER_SEED = 7           # the distribution variants: a seed none of the checks uses
@@ -73,12 +73,10 @@ def _check_passed(s: Session) -> bool | None:
 @probe(TIMED_OUTPUTS, MODULE)
 def timed_outputs(s: Session) -> None:
     probe, rule = TIMED_OUTPUTS, "replay-timed-output-wrong"
-    shape = s.bench_shapes()[0]
-    seed = BENCH_SEED
-    got = model_on_inputs(s, probe, shape, seed, "bo")
-    if got is None:
+    w = prepare(s, probe, "bo", shape=s.bench_shapes()[0], seed=BENCH_SEED)
+    if w is None:
         return
-    ch, ref, inputs, args = got
+    ch, inputs, args, shape, seed = w.ch, w.base, w.args, w.shape, w.seed
     cuda = str(s.device).startswith("cuda")
     iters = int(getattr(s.spec, "n_trials", 30) or 30)
     capture = sorted({0, iters // 2, iters - 1})
@@ -100,7 +98,7 @@ def timed_outputs(s: Session) -> None:
         s.finding("replay-input-mutated",
                   f"The solution changed its input tensor(s) in place during the benchmark's calling pattern on "
                   f"{shape_label(shape)} (slots {', '.join(changed)}).", {"slots": changed, "probe": probe})
-    ref_out = s.reference(ref, to_dev(inputs, s.device))
+    ref_out = w.ref_out()   # the benchmark seed's: distribution's bench-seed variant shares it
     checked = _check_passed(s)
     how = (f"{WARMUP} warm-up and {iters} timed calls of the module on the same inputs (seed {seed}), called from "
            "benchmark.py main() -> src/eval/timing.py time_variant/time_fn"
@@ -209,18 +207,13 @@ def plan(s: Session, out_dtype: torch.dtype) -> tuple[list[int], list[tuple[str,
 def distribution(s: Session) -> None:
     from forensics.kernels.common import StressCase
     probe, rule = DISTRIBUTION, "replay-distribution-failed"
-    shape = s.probe_shape()
-    ch = s.child()
-    if ch is None:
-        s.row(probe, "skipped", shape, detail="no working child (build failed)")
+    w = prepare(s, probe, "q", inputs=False, seed=BENCH_SEED)
+    if w is None:
         return
-    ref = s.ref_model(shape)
-    r = s.new_model(ch, "q", shape, s.state_file(shape, ref))
-    if not r.ok:
-        s.failed_reply(probe, r, shape, what="Model construction")
-        return
-    base = s.make_inputs(shape, OTHER_SEED)
-    t0 = _first_float(s.reference(ref, to_dev(base, s.device)))
+    ch, ref, shape = w.ch, w.ref, w.shape
+    # the output dtype from the benchmark seed's output, which its variant below compares against
+    t0 = _first_float(s.reference(ref, to_dev(s.make_inputs(shape, BENCH_SEED), s.device),
+                                  key=s.ref_key(shape, BENCH_SEED)))
     out_dtype = t0.dtype if t0 is not None else torch.float32
     idx, variants = plan(s, out_dtype)
     if not idx:
@@ -255,7 +248,8 @@ def distribution(s: Session) -> None:
         if not r.ok:
             s.failed_reply(probe, r, shape, seed, variant)
             return
-        ref_out = s.reference(ref, to_dev(x, s.device))
+        # the unscaled benchmark seed's output is named (kept: timed-outputs and the dtype above share it)
+        ref_out = s.reference(ref, to_dev(x, s.device), key=s.ref_key(shape, seed) if tf is None else None)
         case = StressCase(f"distribution:{variant}", atol=atol, rtol=rtol,
                           dtype_key=str(out_dtype).replace("torch.", ""))
         res = s.compare(ref_out, s.sol_out(payload), case=case, inputs=x)

@@ -41,7 +41,7 @@ from forensics.vocab import BUILD_ENV, KERNEL_TRACE
 
 from ..registry import MODULE, probe
 from ..session import Session, shape_label
-from .common import model_on_inputs
+from .common import prepare
 
 BENCH_SEED = 2026
 LIBRARY_SHARE = 0.8     # of the computing time (authored + library kernels)
@@ -202,12 +202,11 @@ def cpu_judgement(spec, kernels: list[dict], paths: dict[str, dict], traced: boo
 @probe(KERNEL_TRACE, MODULE)
 def kernel_trace(s: Session) -> None:
     probe = KERNEL_TRACE
-    shape = s.bench_shapes()[0]
-    got = model_on_inputs(s, probe, shape, BENCH_SEED, "kt")
-    if got is None:
+    w = prepare(s, probe, "kt", shape=s.bench_shapes()[0], seed=BENCH_SEED)
+    if w is None:
         return
     built = dict(s.last_build_path)
-    ch, _ref, _inputs, args = got
+    ch, args, shape = w.ch, w.args, w.shape
     t = s.trace(ch, {"obj": "kt"}, args, warmup=1, iters=3)
     s.note_tamper(t, "the kernel-name trace")
     slots = [a["slot"] for a in args if "slot" in a]

@@ -33,7 +33,8 @@ import torch
 from forensics.vocab import NAN_POISON
 
 from ..registry import MODULE, probe
-from ..session import Session, shape_label, stats, tensors, to_dev
+from ..session import Session, shape_label, stats, tensors
+from .common import prepare
 
 UNWRITTEN_ALL = 0.99
 
@@ -71,28 +72,16 @@ def unwritten(sol: Any, ref: Any, how: str) -> list[dict]:
 @probe(NAN_POISON, MODULE)
 def nan_poison(s: Session) -> None:
     probe = NAN_POISON
-    shape = s.probe_shape()
-    seed = s.seeds[0]
-    ch = s.child()
-    if ch is None:
-        s.row(probe, "skipped", shape, seed, detail="no working child (build failed)")
+    w = prepare(s, probe, "n")
+    if w is None:
         return
-    ref = s.ref_model(shape)
-    r = s.new_model(ch, "n", shape, s.state_file(shape, ref))
-    if not r.ok:
-        s.failed_reply(probe, r, shape, seed, what="Model construction")
-        return
-    base = s.make_inputs(shape, seed)
-    ref_out = s.reference(ref, to_dev(base, s.device))
+    ch, base, args, shape, seed = w.ch, w.base, w.args, w.shape, w.seed
+    ref_out = w.ref_out()   # the check's, kept: the probe inputs are the check's first
     sizes = [t.numel() * t.element_size() for t in tensors(ref_out)] + [64 * 2**20]
-    pr, args = s.put(ch, base, prefix="nx")
-    if not pr.ok:
-        s.failed_reply(probe, pr, shape, seed, what="input transfer")
+    got = w.call(poison=sizes)
+    if got is None:
         return
-    r, payload = s.call(ch, "n", args, poison=sizes)
-    if not r.ok:
-        s.failed_reply(probe, r, shape, seed)
-        return
+    r, payload = got
     pz = r.get("poison") or {}
     if not pz.get("poisoned"):
         s.row(probe, "skipped", shape, seed, detail=f"memory could not be poisoned here: {pz.get('reason', '?')}")

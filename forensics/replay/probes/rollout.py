@@ -56,9 +56,10 @@ def part_shape(s: Session, part: str) -> dict:
 
 
 def _ref(s: Session, seed: int | None):
-    ref = s.spec.build_reference(part_shape(s, "policy_forward"), s.device)
-    if seed is not None:
-        ref.reset_parameters(seed)
+    with s.charged("reference_model"):
+        ref = s.spec.build_reference(part_shape(s, "policy_forward"), s.device)
+        if seed is not None:
+            ref.reset_parameters(seed)
     return ref
 
 
@@ -140,7 +141,8 @@ def check(s: Session) -> None:
             continue
         # 1. policy_forward under the stress cases
         # drawn on the replay device, as the deck draws them on its GPU (same generator, same numbers)
-        base = [t.cpu() for t in s.spec.make_inputs(P, seed, s.device)]
+        with s.charged("inputs"):
+            base = [t.cpu() for t in s.spec.make_inputs(P, seed, s.device)]
         for case in s.stress_cases():
             probe = CHECK if case.name == "nominal" else STRESS
             with s.spec.apply_stress(ref, None, to_dev(base, s.device), case) as x:
@@ -196,8 +198,9 @@ def same_buffer(s: Session) -> None:
     if not r.ok:
         s.failed_reply(probe, r, P, seed, what="Model() construction")
         return
-    base = s.spec.make_inputs(P, seed, "cpu")
-    other = s.spec.make_inputs(P, seed + 7919, "cpu")
+    with s.charged("inputs"):
+        base = s.spec.make_inputs(P, seed, "cpu")
+        other = s.spec.make_inputs(P, seed + 7919, "cpu")
     pr, args = s.put(ch, base, prefix="gbx")
     if not pr.ok:
         s.failed_reply(probe, pr, P, seed, what="input transfer")

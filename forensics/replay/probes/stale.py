@@ -19,7 +19,7 @@ from forensics.vocab import FRESH_INPUTS, FRESH_STATE, SAME_BUFFER, UNSAMPLED_RE
 
 from ..registry import MODULE, probe
 from ..session import Session, perturb_state, region_mutate, reuse, shape_label, stats, to_dev
-from .common import judge, put_other, warm
+from .common import judge, prepare, put_other
 
 
 @probe(SAME_BUFFER, MODULE)
@@ -35,12 +35,10 @@ def unsampled_region(s: Session) -> None:
 def _same_buffer(s: Session, regions: bool) -> None:
     probe = UNSAMPLED_REGION if regions else SAME_BUFFER
     rule = "replay-stale-unsampled-region" if regions else "replay-stale-same-buffer"
-    shape = s.probe_shape(multi_row=regions)
-    seed = s.seeds[0]
-    w = warm(s, probe, shape, seed)
+    w = prepare(s, probe, "w", n_warm=11, multi_row=regions)
     if w is None:
         return
-    ch, ref, base, args, names = w
+    ch, ref, base, args, shape, seed = w.ch, w.ref, w.base, w.args, w.shape, w.seed
     other = s.make_inputs(shape, seed + 7919)
     gen = torch.Generator().manual_seed(1234)
     tens_idx = [i for i, x in enumerate(base) if isinstance(x, torch.Tensor)]
@@ -94,66 +92,54 @@ def _same_buffer_params(s: Session, ch, ref, shape, seed, base, args, gen) -> No
     if not floats:
         return
     label = "parameters:" + ",".join(floats)[:80]
-    named = dict(ref.named_parameters())
-    named.update(dict(ref.named_buffers()))
-    saved = {k: sd[k].detach().clone() for k in floats}
-    try:
-        for variant, version in (("", "bump"), ("-version-kept", "keep")):
-            new_sd = perturb_state({k: saved[k].cpu() for k in floats}, gen, signs=True)
-            wr = s.write(ch, {f"w::{k}": v for k, v in new_sd.items()}, version=version)
-            if not wr.ok:
-                s.failed_reply(SAME_BUFFER, wr, shape, seed, "parameters" + variant,
-                               what="in-place parameter overwrite")
+    saved = {k: sd[k].detach().cpu().clone() for k in floats}
+    for variant, version in (("", "bump"), ("-version-kept", "keep")):
+        new_sd = perturb_state(saved, gen, signs=True)
+        wr = s.write(ch, {f"w::{k}": v for k, v in new_sd.items()}, version=version)
+        if not wr.ok:
+            s.failed_reply(SAME_BUFFER, wr, shape, seed, "parameters" + variant,
+                           what="in-place parameter overwrite")
+            return
+        with s.other_weights(ref, new_sd), torch.no_grad():   # the shared reference's own come back after
+            ref_out = s.reference(ref, to_dev(base, s.device))
+        r, payload = s.call(ch, "w", args)
+        if not r.ok:
+            s.failed_reply(SAME_BUFFER, r, shape, seed, "parameters" + variant)
+            return
+        bumped = all(w["version"] != w["version_before"] for w in wr["written"].values())
+        if version == "bump":
+            if not judge(s, SAME_BUFFER, "replay-stale-same-buffer", label, shape, seed, ref_out, payload,
+                         base, extra=" (parameters overwritten in place with copy_, as the deck's "
+                                     "small_weight case does: data_ptr kept, _version "
+                                     + ("bumped)" if bumped else "unchanged)")):
                 return
-            with torch.no_grad():
-                for k in floats:
-                    named[k].data.copy_(new_sd[k].to(named[k].device))
-                ref_out = s.reference(ref, to_dev(base, s.device))
-            r, payload = s.call(ch, "w", args)
-            if not r.ok:
-                s.failed_reply(SAME_BUFFER, r, shape, seed, "parameters" + variant)
-                return
-            bumped = all(w["version"] != w["version_before"] for w in wr["written"].values())
-            if version == "bump":
-                if not judge(s, SAME_BUFFER, "replay-stale-same-buffer", label, shape, seed, ref_out, payload,
-                             base, extra=" (parameters overwritten in place with copy_, as the deck's "
-                                         "small_weight case does: data_ptr kept, _version "
-                                         + ("bumped)" if bumped else "unchanged)")):
-                    return
-                continue
-            res = s.compare(ref_out, s.sol_out(payload), inputs=base)
-            if res.get("ok"):
-                s.row(SAME_BUFFER, "pass", shape, seed, label + variant, res)
-            else:
-                s.row(SAME_BUFFER, "pass", shape, seed, label + variant, res,
-                      detail="weights cached by _version: a write that keeps _version (which the deck never "
-                             "makes) is not followed; allowed")
-                s.finding("replay-version-keyed-cache",
-                          f"The solution follows in-place weight writes that bump _version (the deck's copy_) "
-                          f"but not a write through a .data alias that keeps it ({shape_label(shape)}): a "
-                          "weight cache keyed on Tensor._version. Allowed by the contract; reported.",
-                          stats(res))
-    finally:
-        with torch.no_grad():
-            for k in floats:
-                named[k].data.copy_(saved[k])
+            continue
+        res = s.compare(ref_out, s.sol_out(payload), inputs=base)
+        if res.get("ok"):
+            s.row(SAME_BUFFER, "pass", shape, seed, label + variant, res)
+        else:
+            s.row(SAME_BUFFER, "pass", shape, seed, label + variant, res,
+                  detail="weights cached by _version: a write that keeps _version (which the deck never "
+                         "makes) is not followed; allowed")
+            s.finding("replay-version-keyed-cache",
+                      f"The solution follows in-place weight writes that bump _version (the deck's copy_) "
+                      f"but not a write through a .data alias that keeps it ({shape_label(shape)}): a "
+                      "weight cache keyed on Tensor._version. Allowed by the contract; reported.",
+                      stats(res))
 
 
 @probe(FRESH_STATE, MODULE)
 def fresh_state(s: Session) -> None:
     probe = FRESH_STATE
-    shape = s.probe_shape()
-    seed = s.seeds[0]
-    w = warm(s, probe, shape, seed, n_warm=3, obj="f")
+    w = prepare(s, probe, "f", n_warm=3)
     if w is None:
         return
-    ch, ref, base, args, names = w
+    ch, ref, base, names, shape, seed = w.ch, w.ref, w.base, w.names, w.shape, w.seed
     meta0 = s.meta(ch, objs=["f"], slots=names)
     names2 = [f"fx{i}" for i, x in enumerate(base) if isinstance(x, torch.Tensor)]
-    s.delete(ch, objs=["f"], slots=names)
+    w.drop()
     gen = torch.Generator().manual_seed(4321)
     sd2 = perturb_state({k: v.detach().cpu() for k, v in ref.state_dict().items()}, gen)
-    ref.load_state_dict({k: v.to(s.device) for k, v in sd2.items()})
     r = s.new_model(ch, "f", shape, s.save_state(sd2))
     if not r.ok:
         s.failed_reply(probe, r, shape, seed, what="second Model construction")
@@ -167,7 +153,8 @@ def fresh_state(s: Session) -> None:
     if not r.ok:
         s.failed_reply(probe, r, shape, seed)
         return
-    ref_out = s.reference(ref, to_dev(other, s.device))
+    with s.other_weights(ref, sd2):   # the new model's weights; the shared reference's own come back after
+        ref_out = s.reference(ref, to_dev(other, s.device))
     judge(s, probe, "replay-stale-fresh-state", "new-model-new-inputs", shape, seed, ref_out, payload, other,
           extra=f" (new objects; reused: {reused or 'none'})")
     s.delete(ch, objs=["f"], slots=names2)
@@ -176,12 +163,10 @@ def fresh_state(s: Session) -> None:
 @probe(FRESH_INPUTS, MODULE)
 def fresh_inputs(s: Session) -> None:
     probe, rule = FRESH_INPUTS, "replay-stale-fresh-inputs"
-    shape = s.probe_shape()
-    seed = s.seeds[0]
-    w = warm(s, probe, shape, seed, n_warm=3, obj="i")
+    w = prepare(s, probe, "i", n_warm=3)
     if w is None:
         return
-    ch, ref, base, args, names = w
+    ch, base, args, names, shape, seed = w.ch, w.base, w.args, w.names, w.shape, w.seed
     other, args2 = put_other(s, ch, probe, shape, seed, 27449, "iy")  # the first stay alive
     if other is None:
         return
@@ -191,11 +176,12 @@ def fresh_inputs(s: Session) -> None:
     shared = sorted({ptrs.get(k) for k in names} & {ptrs.get(k) for k in names2} - {None})
     where = "new storage" if not shared else f"{len(shared)} address(es) shared with the first inputs"
     for variant, a, x in (("new-inputs-new-storage", args2, other), ("first-inputs-again", args, base)):
-        r, payload = s.call(ch, "i", a)
-        if not r.ok:
-            s.failed_reply(probe, r, shape, seed, variant)
+        got = w.call(a, variant=variant)
+        if got is None:
             return
-        ref_out = s.reference(ref, to_dev(x, s.device))
+        payload = got[1]
+        # the first inputs' reference output is the check's (kept); the new ones' is computed here
+        ref_out = w.ref_out() if x is base else s.reference(w.ref, to_dev(x, s.device))
         if not judge(s, probe, rule, variant, shape, seed, ref_out, payload, x, extra=f" ({where})"):
             break
     s.delete(ch, objs=["i"], slots=names + names2)

@@ -38,13 +38,12 @@ same trajectory in a new model (new storage), so its drift is not read as stalen
 Every comparison row carries max_abs / max_rel / n_bad / worst_index: element statistics against
 bf16's A1 bound (atol = rtol = 1e-2) over all compared tensors, reported beside the cosine verdict
 (the deck judges by cosine, not elementwise).
+
+The step API's machinery (config, the shared reference model and its chains, the solution's chain,
+the comparisons) is in stepcore.py; this file holds the probes.
 """
 
 from __future__ import annotations
-
-import dataclasses
-import math
-from typing import Any
 
 import torch
 
@@ -54,194 +53,24 @@ from ..registry import STEP, probe
 from ..session import Session, perturb_state, shape_label, stats, to_dev
 from . import generic
 from .generic import Driver
+from .stepcore import (AFTER_STEPS, CHAIN_STEPS, PROBE_STEPS, cfg_kwargs, chain_compare, clone_args, fed_state,
+                       new_model, one_step_compare, ref_chain, reference_model, setup, sol_chain, state_items)
 
-CHAIN_STEPS = 8      # steps of the chained check
-PROBE_STEPS = 3      # steps of a trajectory before a probe switches state / model
-AFTER_STEPS = 3      # steps after the switch
 FRESH_ROUNDS = 4
 
 
-# ------------------------------------------------------------------------------ config and reference
-def cfg_kwargs(s: Session, shape: dict) -> dict:
-    """Config fields given by the shape: n_experts (the deck's build_config), and for tiny shapes
-    the rest of a small config (same code, small sizes)."""
-    names = {f.name for f in dataclasses.fields(s.reference_module().Config)}
-    return {k: v for k, v in shape.items() if k in names}
-
-
-def config(s: Session, shape: dict):
-    return s.reference_module().Config(**cfg_kwargs(s, shape))
-
-
-def reference_model(s: Session, shape: dict):
-    """(reference model on s.device, path of its state-dict file), cached per config."""
-    key = tuple(sorted(cfg_kwargs(s, shape).items()))
-    cache = s.memo("kimi_ref")
-    if key not in cache:
-        dev = torch.device(s.device)
-        with dev:
-            model = s.reference_module().Model(config(s, shape))   # weights drawn on the CPU generator, copied
-        model = model.to(dev).eval()
-        cache[key] = (model, s.state_file(shape, model, key="-kimi"))
-    return cache[key]
-
-
-def _inputs(s: Session, shape: dict, seed: int):
-    """(hidden, state) as the deck's init_token / init_state draw them, on s.device."""
-    mod, cfg = s.reference_module(), config(s, shape)
-    return mod.init_token(cfg, seed, s.device), mod.init_state(cfg, shape["ctx"], seed, s.device)
-
-
-def _ref_chain(s: Session, ref, hidden, state, n: int):
-    """-> (hiddens of every step, state after step 1, final state)."""
-    hs, first = [], None
-    for i in range(n):
-        hidden, state = s.reference(ref, [hidden, state])
-        hs.append(hidden)
-        if i == 0:
-            first = state
-    return hs, first, state
-
-
-def _config_arg(s: Session, shape: dict) -> list:
-    return [{"call_ref": "Config", "kwargs": cfg_kwargs(s, shape)}]
-
-
-def new_model(s: Session, ch, obj: str, shape: dict, state_path: str, replace: bool = True, reuse_attempts: int = 0,
-              strict: bool = True):
-    """solution.Model(reference.Config(...)) in the child, the given weights loaded strictly."""
-    return s.build(ch, obj, "solution:Model", args=_config_arg(s, shape), state_path=state_path, strict=strict,
-                   replace=replace, reuse_attempts=reuse_attempts)
-
-
-# ------------------------------------------------------------------------------ comparison
-def _split(out: Any) -> tuple[Any, Any]:
-    if isinstance(out, (tuple, list)) and len(out) == 2:
-        return out[0], out[1]
-    return out, None
-
-
-def _state_items(state: Any):
-    """(label, layer, key, tensor) of every tensor of a reference-layout state."""
-    for li, st in enumerate(state):
-        for k, t in st.items():
-            yield f"state[{li}].{k}", li, k, t
-
-
-def chain_compare(s: Session, ref_hs: list, ref_state: Any, sol_hs: list, sol_state: Any) -> dict:
-    """Deck rule per tensor (shape equal, finite, cosine >= 0.98) over every hidden and every tensor of
-    the final state; element statistics against bf16's A1 bound."""
-    from forensics.kernels.common import check_tensor, cosine
-    from forensics.kernels.problems.mega_02_kimi import COSINE_MIN
-    atol, rtol = s.spec.tolerance_for(torch.bfloat16)
-    parts: dict[str, dict] = {}
-
-    def part(label: str, r: torch.Tensor, got: Any) -> None:
-        if isinstance(got, dict) and ("__subclass__" in got or "__opaque__" in got):
-            parts[label] = {"ok": False, "cos": None, "msg": f"{label}: not a plain tensor ({got.get('type') or got.get('__subclass__')})"}
-            return
-        st = check_tensor(r, got, atol, rtol, label)
-        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(r.shape):
-            parts[label] = dict(st, ok=False, cos=None)
-            return
-        finite = bool(torch.isfinite(got.float()).all())
-        cos = cosine(r, got) if finite else float("nan")
-        ok = finite and cos >= COSINE_MIN
-        parts[label] = dict(st, ok=ok, cos=cos, msg=f"{label}: cosine {cos:.4f}" + ("" if ok else f" < {COSINE_MIN}")
-                            if finite else f"{label}: not finite")
-
-    if len(sol_hs) != len(ref_hs):
-        return {"ok": False, "msg": f"{len(sol_hs)} of {len(ref_hs)} steps returned", "parts": {}}
-    for i, (r, h) in enumerate(zip(ref_hs, sol_hs)):
-        part(f"step{i + 1}.hidden", r, h)
-    if not isinstance(sol_state, (list, tuple)) or len(sol_state) != len(ref_state):
-        parts["state"] = {"ok": False, "cos": None,
-                          "msg": f"state: expected a list of {len(ref_state)} layer dicts, got {type(sol_state).__name__}"}
-    else:
-        for label, li, k, r in _state_items(ref_state):
-            sd = sol_state[li]
-            part(label, r, sd.get(k) if isinstance(sd, dict) else None)
-    bad = [k for k, p in parts.items() if not p["ok"]]
-    cos = {k: p.get("cos") for k, p in parts.items()}
-    if bad:   # the failing tensor furthest from the rule (no cosine at all first: shape, NaN)
-        worst = min(bad, key=lambda k: (parts[k].get("cos") is not None, parts[k].get("cos") or 0.0))
-    else:     # all pass: where the largest element error is
-        worst = max(parts, key=lambda k: parts[k].get("max_abs") or 0.0) if parts else None
-    w = parts.get(worst, {})
-    out = {"ok": not bad, "max_abs": max((p.get("max_abs") or 0.0) for p in parts.values()) if parts else None,
-           "max_rel": max((p.get("max_rel") or 0.0) for p in parts.values()) if parts else None,
-           "n_bad": sum((p.get("n_bad") or 0) for p in parts.values()),
-           "n_total": sum((p.get("n_total") or 0) for p in parts.values()),
-           "worst_index": (f"{worst}{w.get('worst_index')}" if w.get("worst_index") is not None else worst),
-           "worst_part": worst, "cosines": cos, "cosine_min": COSINE_MIN, "atol": atol, "rtol": rtol,
-           "parts": {k: {"ok": p["ok"], "cos": p.get("cos"), "msg": p.get("msg")} for k, p in parts.items()}}
-    finite_cos = [c for c in cos.values() if c is not None and not math.isnan(c)]
-    lowest = f"lowest cosine {min(finite_cos):.4f}" if finite_cos else "no cosine"
-    out["msg"] = (f"{len(ref_hs)} steps, {len(parts)} tensors: " + ("all cosines >= %s" % COSINE_MIN if not bad else
-                  "; ".join(parts[k]["msg"] for k in bad[:6]) + (f" (+{len(bad) - 6} more)" if len(bad) > 6 else ""))
-                  + f"; {lowest}; {out['n_bad']}/{out['n_total']} elements outside bf16 atol={atol} rtol={rtol}")
-    return out
-
-
-def _nominal(s: Session, ref_h, ref_state1, sol_first) -> dict:
-    """The deck's one-step rule, plus element statistics of the hidden."""
-    from forensics.kernels.common import check_tensor
-    res = s.compare((ref_h, ref_state1), sol_first)
-    h = _split(sol_first)[0]
-    if isinstance(h, torch.Tensor) and tuple(h.shape) == tuple(ref_h.shape):
-        atol, rtol = s.spec.tolerance_for(torch.bfloat16)
-        st = check_tensor(ref_h, h, atol, rtol, "out")
-        for k in ("max_abs", "max_rel", "n_bad", "n_total", "worst_index"):
-            res[k] = st[k]
-    return res
-
-
-# ------------------------------------------------------------------------------ the solution's chain
-def sol_chain(s: Session, ch, obj: str, first_args: list, n: int, slot: str):
-    """Chain n steps in the child, each fed what the previous returned (out_slot `slot`).
-    -> (reply, hiddens, first step's full output, final state).  The first and last steps are
-    exported whole, the others only their hidden."""
-    hs: list = []
-    first = final = None
-    args = first_args
-    r = None
-    for i in range(n):
-        whole = i == 0 or i == n - 1
-        r, payload = s.call(ch, None, args, fn={"obj": obj, "method": "step"}, save_inputs=[], out_slot=slot,
-                            export_index=None if whole else [0])
-        if not r.ok:
-            return r, hs, first, final
-        out = payload["out"]
-        h, st = _split(out) if whole else (out, None)
-        if whole and st is None:
-            r.ok, r.status = False, "error"
-            r.error = (f"step() must return (hidden, state); got {type(out).__name__}"
-                       + (f" of length {len(out)}" if isinstance(out, (list, tuple)) else ""))
-            return r, hs + [h], out if i == 0 else first, None
-        hs.append(h)
-        if i == 0:
-            first = out
-        if i == n - 1:
-            final = st
-        args = [{"slot": slot, "index": [0]}, {"slot": slot, "index": [1]}]
-    return r, hs, first, final
-
-
+# ------------------------------------------------------------------------------ helpers of the probes
 def _drift_fallback(s: Session, shape: dict, res: dict, want_h1, want_st1, sol_first) -> dict:
     """A chain that fails the reference, from a solution whose own clean chain drifts (state-drift):
     judge the first step after the switch by the deck's one-step rule instead (the rule the solution
     is held to from a fed state), so its drift is not read as staleness.  Otherwise `res` as is."""
     if res.get("ok") or sol_first is None or not drifting(s, shape):
         return res
-    one = _nominal(s, want_h1, want_st1, to_dev(sol_first, s.device))
+    one = one_step_compare(s, want_h1, want_st1, to_dev(sol_first, s.device))
     one["msg"] = ("the solution's own chain drifts from the reference (state-drift), so the first step after the "
                   "switch is judged by the deck's one-step rule: " + str(one.get("msg", "")))
     one["drift_fallback"] = True
     return one
-
-
-def _clone_args(h_slot: str, s_slot: str) -> list:
-    return [{"slot": h_slot, "clone": True}, {"slot": s_slot, "clone": True}]
 
 
 def _judge(s: Session, probe: str, rule: str, shape, seed, variant: str, res: dict, what: str, extra: dict | None = None):
@@ -252,19 +81,6 @@ def _judge(s: Session, probe: str, rule: str, shape, seed, variant: str, res: di
     s.finding(rule, f"{what} ({shape_label(shape)}, seed {seed}, {variant}): {res.get('msg', '')}"[:700],
               stats(res) | {"variant": variant, "worst_part": res.get("worst_part")} | (extra or {}), probe=probe)
     return False
-
-
-def _setup(s: Session, probe: str, shape: dict, seed: int | None, obj: str):
-    ch = s.child()
-    if ch is None or s.early_exit or s.hung:
-        s.row(probe, "skipped", shape, seed, detail="no working child")
-        return None
-    ref, sd_path = reference_model(s, shape)
-    r = new_model(s, ch, obj, shape, sd_path)
-    if not r.ok:
-        s.failed_reply(probe, r, shape, seed, what="Model(cfg) construction / load_state_dict(strict=True)")
-        return None
-    return ch, ref
 
 
 # ------------------------------------------------------------------------------ check
@@ -291,17 +107,17 @@ def check(s: Session) -> None:
                                what="Model(cfg) construction / load_state_dict(strict=True)")
                 return
             built_key = key
-        h0, st0 = _inputs(s, shape, seed)
+        h0, st0 = fed_state(s, shape, seed)
         pr = s.put_state(ch, {"ck_h": h0, "ck_s": st0})
         if not pr.ok:
             s.failed_reply(CHECK, pr, shape, seed, "nominal", what="state transfer")
             continue
-        r, hs, first, final = sol_chain(s, ch, "k", _clone_args("ck_h", "ck_s"), 1, "cko")
+        r, hs, first, final = sol_chain(s, ch, "k", clone_args("ck_h", "ck_s"), 1, "cko")
         if first is None:   # the step itself failed
             s.failed_reply(CHECK, r, shape, seed, "nominal", what="step()")
             continue
-        ref_hs, ref_st1, _ = _ref_chain(s, ref, h0, st0, 1)
-        res = _nominal(s, ref_hs[0], ref_st1, to_dev(first, s.device))
+        ref_hs, ref_st1, _ = ref_chain(s, ref, h0, st0, 1, shape, seed)
+        res = one_step_compare(s, ref_hs[0], ref_st1, to_dev(first, s.device))
         ok = bool(res.get("ok"))
         s.row(CHECK, "pass" if ok else "fail", shape, seed, "nominal", res,
               detail="the deck's rule (one step; cosines of out, state[0].S, state[3].c_kv >= 0.98): "
@@ -333,23 +149,23 @@ def drifting(s: Session, shape: dict) -> bool:
 def _drift_run(s: Session, shape: dict, seed: int, emit: bool) -> None:
     probe = STATE_DRIFT
     memo = s.memo("kimi_drift", keep=True)
-    got = _setup(s, probe, shape, seed, "kc") if emit else _setup_quiet(s, shape, "kc")
+    got = setup(s, probe, shape, seed, "kc") if emit else _setup_quiet(s, shape, "kc")
     if got is None:
         return
     ch, ref = got
-    h0, st0 = _inputs(s, shape, seed)
+    h0, st0 = fed_state(s, shape, seed)
     pr = s.put_state(ch, {"cd_h": h0, "cd_s": st0})
     if not pr.ok:
         if emit:
             s.failed_reply(probe, pr, shape, seed, what="state transfer")
         return
     n = CHAIN_STEPS
-    r, hs, first, final = sol_chain(s, ch, "kc", _clone_args("cd_h", "cd_s"), n, "cdo")
+    r, hs, first, final = sol_chain(s, ch, "kc", clone_args("cd_h", "cd_s"), n, "cdo")
     if not r.ok:
         if emit:
             s.failed_reply(probe, r, shape, seed, f"chain-{n}", what=f"step() {len(hs) + 1} of {n}")
         return
-    ref_hs, _, ref_final = _ref_chain(s, ref, h0, st0, n)
+    ref_hs, _, ref_final = ref_chain(s, ref, h0, st0, n, shape, seed)
     res = chain_compare(s, ref_hs, ref_final, to_dev(hs, s.device), to_dev(final, s.device))
     memo[_drift_key(s, shape)] = not res.get("ok")
     if emit:
@@ -428,26 +244,26 @@ def same_buffer(s: Session) -> None:
     probe = SAME_BUFFER
     shape, seed = s.check_shapes()[0], s.seeds[0]
     drifting(s, shape)   # before this probe's models exist (it builds and frees one of its own)
-    got = _setup(s, probe, shape, seed, "kb")
+    got = setup(s, probe, shape, seed, "kb")
     if got is None:
         return
     ch, ref = got
     sa, sb = seed, seed + 7919
-    hA, stA = _inputs(s, shape, sa)
-    hB, stB = _inputs(s, shape, sb)
+    hA, stA = fed_state(s, shape, sa)
+    hB, stB = fed_state(s, shape, sb)
     pr = s.put_state(ch, {"sb_h": hA, "sb_s": stA})
     if not pr.ok:
         s.failed_reply(probe, pr, shape, seed, what="state transfer")
         return
-    refA_hs, _, refA = _ref_chain(s, ref, hA, stA, PROBE_STEPS)
-    refB_hs, _, refB = _ref_chain(s, ref, hB, stB, PROBE_STEPS)
+    refA_hs, _, refA = ref_chain(s, ref, hA, stA, PROBE_STEPS, shape, sa)
+    refB_hs, _, refB = ref_chain(s, ref, hB, stB, PROBE_STEPS, shape, sb)
     for variant, new_h in (("state+hidden", refB_hs[-1]), ("state", None)):
-        r, hs, _, final = sol_chain(s, ch, "kb", _clone_args("sb_h", "sb_s"), PROBE_STEPS, "sbo")
+        r, hs, _, final = sol_chain(s, ch, "kb", clone_args("sb_h", "sb_s"), PROBE_STEPS, "sbo")
         if not r.ok:
             s.failed_reply(probe, r, shape, seed, variant, what=f"step() chain of {PROBE_STEPS}")
             return
         values, targets, missing = {}, {}, []
-        for label, li, k, t in _state_items(refB):
+        for label, li, k, t in state_items(refB):
             sd = final[li] if isinstance(final, (list, tuple)) and li < len(final) else None
             st = sd.get(k) if isinstance(sd, dict) else None
             if not isinstance(st, torch.Tensor) or tuple(st.shape) != tuple(t.shape):
@@ -478,7 +294,7 @@ def same_buffer(s: Session) -> None:
             return
         # the hidden the solution continues from: B's (written) or its own from trajectory A
         start_h = refB_hs[-1] if new_h is not None else to_dev(hs[-1], s.device)
-        want_hs, want1, want = _ref_chain(s, ref, start_h, refB, AFTER_STEPS)
+        want_hs, want1, want = ref_chain(s, ref, start_h, refB, AFTER_STEPS)
         res = chain_compare(s, want_hs, want, to_dev(hs2, s.device), to_dev(final2, s.device))
         res = _drift_fallback(s, shape, res, want_hs[0], want1, first2)
         _judge(s, probe, "replay-stale-same-buffer", shape, seed, variant, res,
@@ -494,24 +310,24 @@ def alternate_state(s: Session) -> None:
     probe = ALTERNATE_CACHE
     shape, seed = s.check_shapes()[0], s.seeds[0]
     drifting(s, shape)   # before this probe's models exist (it builds and frees one of its own)
-    got = _setup(s, probe, shape, seed, "ka")
+    got = setup(s, probe, shape, seed, "ka")
     if got is None:
         return
     ch, ref = got
     sa, sb = seed, seed + 1000
-    (hA, stA), (hB, stB) = _inputs(s, shape, sa), _inputs(s, shape, sb)
+    (hA, stA), (hB, stB) = fed_state(s, shape, sa), fed_state(s, shape, sb)
     pr = s.put_state(ch, {"al_hA": hA, "al_sA": stA, "al_hB": hB, "al_sB": stB})
     if not pr.ok:
         s.failed_reply(probe, pr, shape, seed, what="state transfer")
         return
     for name, hs_, ss_ in (("B", "al_hB", "al_sB"), ("A", "al_hA", "al_sA")):   # B first: A is the last one run
-        r, _, _, _ = sol_chain(s, ch, "ka", _clone_args(hs_, ss_), PROBE_STEPS, f"al{name}")
+        r, _, _, _ = sol_chain(s, ch, "ka", clone_args(hs_, ss_), PROBE_STEPS, f"al{name}")
         if not r.ok:
             s.failed_reply(probe, r, shape, seed, f"trajectory-{name}", what=f"step() chain of {PROBE_STEPS}")
             return
     n = PROBE_STEPS + AFTER_STEPS
-    wantB_hs, _, wantB = _ref_chain(s, ref, hB, stB, n)
-    wantA_hs, _, wantA = _ref_chain(s, ref, hA, stA, n)
+    wantB_hs, _, wantB = ref_chain(s, ref, hB, stB, n, shape, sb)
+    wantA_hs, _, wantA = ref_chain(s, ref, hA, stA, n, shape, sa)
     variants = [("continue-earlier-trajectory", "alB", False, sb, wantB_hs, wantB,
                  f"continuing trajectory B (seed {sb}) from the state it returned, after trajectory A (seed {sa}) ran"),
                 ("copied-state", "alA", True, sa, wantA_hs, wantA,
@@ -545,11 +361,11 @@ def _own_control(s: Session, ch, shape: dict, seed: int, n: int, sol_hs: list, s
     r = new_model(s, ch, "kx", shape, sd_path)
     if not r.ok:
         return None
-    h0, st0 = _inputs(s, shape, seed)
+    h0, st0 = fed_state(s, shape, seed)
     pr = s.put_state(ch, {"cx_h": h0, "cx_s": st0})
     if not pr.ok:
         return None
-    r, hs, _, final = sol_chain(s, ch, "kx", _clone_args("cx_h", "cx_s"), n, "cxo")
+    r, hs, _, final = sol_chain(s, ch, "kx", clone_args("cx_h", "cx_s"), n, "cxo")
     s.delete(ch, objs=["kx"], slots=["cx_h", "cx_s", "cxo"])
     if not r.ok or final is None:
         return None
@@ -594,7 +410,7 @@ def fresh_state(s: Session, rounds: int = FRESH_ROUNDS) -> None:
             s.failed_reply(probe, r, shape, seed, what="Model(cfg) construction")
             return None
         obj_id = r.get("obj_id")
-        h0, st0 = _inputs(s, shape, seed)
+        h0, st0 = fed_state(s, shape, seed)
         pr = s.put_state(ch, {"fr_h": h0, "fr_s": st0})
         if not pr.ok:
             s.failed_reply(probe, pr, shape, seed, what="state transfer")
@@ -609,7 +425,7 @@ def fresh_state(s: Session, rounds: int = FRESH_ROUNDS) -> None:
             return None
         res = None
         if rnd:
-            want_hs, want1, want = _ref_chain(s, ref, h0, st0, n)
+            want_hs, want1, want = ref_chain(s, ref, h0, st0, n)
             res = chain_compare(s, want_hs, want, to_dev(hs, s.device), to_dev(final, s.device))
             res = _drift_fallback(s, shape, res, want_hs[0], want1, first)
         return obj_id, res, {"variant": "-reused-ptr" if ptr_reused else "",
@@ -656,7 +472,7 @@ def state_on_dead_id(s: Session) -> None:
         if not r.ok:
             s.failed_reply(probe, r, big, s1, case, what="Model(cfg) construction")
             return
-        h1, st1 = _inputs(s, big, s1)
+        h1, st1 = fed_state(s, big, s1)
         pr = s.put_state(ch, {"dd_h": h1, "dd_s": st1})
         dead = (pr.get("slots") or {}).get("dd_s") or {} if pr.ok else {}
         if not pr.ok or dead.get("type") != "list":
@@ -667,13 +483,13 @@ def state_on_dead_id(s: Session) -> None:
         if not r.ok or first is None:
             s.failed_reply(probe, r, big, s1, case, what="step() from state A")
             return
-        ref_hs, ref_s, _ = _ref_chain(s, ref, h1, st1, 1)
-        if not _nominal(s, ref_hs[0], ref_s, to_dev(first, s.device)).get("ok"):
+        ref_hs, ref_s, _ = ref_chain(s, ref, h1, st1, 1, big, s1)
+        if not one_step_compare(s, ref_hs[0], ref_s, to_dev(first, s.device)).get("ok"):
             s.row(probe, "skipped", big, s1, case, detail="state A's own step already fails the deck's rule "
                   "(the check reports it): no stale state to tell apart")
             return
         s.delete(ch, slots=["dd_h", "ddo"])   # A is held by its slot alone now
-        h2, st2 = _inputs(s, small, s2)
+        h2, st2 = fed_state(s, small, s2)
         pr = s.put_state(ch, {"de_h": h2, "de_s": st2})
         pl = s.recycle(ch, slot="de_s", dead="dd_s") if pr.ok else pr
         if not pl.ok or not pl.get("recycled") or (pl.get("meta") or {}).get("id") != dead.get("id"):
@@ -684,8 +500,8 @@ def state_on_dead_id(s: Session) -> None:
         if not r.ok or first is None:
             s.failed_reply(probe, r, small, s2, case, what="step() from state B on A's id()")
             return
-        ref_hs, ref_s, _ = _ref_chain(s, reference_model(s, small)[0], h2, st2, 1)
-        res = _nominal(s, ref_hs[0], ref_s, to_dev(first, s.device))
+        ref_hs, ref_s, _ = ref_chain(s, reference_model(s, small)[0], h2, st2, 1, small, s2)
+        res = one_step_compare(s, ref_hs[0], ref_s, to_dev(first, s.device))
         where = (f"ctx {big.get('ctx')} seed {s1}, then ctx {small.get('ctx')} seed {s2} on its id() "
                  f"({pl.get('items_reused')} of {len(st2)} layer dicts on theirs too)")
         ok = bool(res.get("ok"))
@@ -714,11 +530,11 @@ class StepDriver(Driver):
     steps = PROBE_STEPS + AFTER_STEPS
 
     def prepare(self, s: Session, probe: str, shape: dict, seed: int):
-        got = _setup(s, probe, shape, seed, self.objs[probe])
+        got = setup(s, probe, shape, seed, self.objs[probe])
         if got is None:
             return None
         ch, _ = got
-        h0, st0 = _inputs(s, shape, seed)
+        h0, st0 = fed_state(s, shape, seed)
         pr = s.put_state(ch, {"de_h": h0, "de_s": st0})
         if not pr.ok:
             s.failed_reply(probe, pr, shape, seed, what="state transfer")
@@ -727,7 +543,7 @@ class StepDriver(Driver):
 
     def repeat(self, s: Session, ch, shape: dict, seed: int, i: int):
         """A chain from copies of the fed hidden and state."""
-        r, hs, _, final = sol_chain(s, ch, self.objs[DETERMINISM], _clone_args("de_h", "de_s"), self.steps, f"deo{i}")
+        r, hs, _, final = sol_chain(s, ch, self.objs[DETERMINISM], clone_args("de_h", "de_s"), self.steps, f"deo{i}")
         return r, (hs, final)
 
     def same_detail(self, shape: dict) -> str:

@@ -65,7 +65,7 @@ def timing(s: Session) -> None:
         if not r.ok:
             s.failed_reply(TIMING, r, shape, what="Model construction")
             continue
-        inputs = spec.make_inputs(shape, 2026, "cpu")
+        inputs = s.make_inputs(shape, 2026)
         pr, args = s.put(ch, inputs, prefix="tx")
         if not pr.ok:
             s.failed_reply(TIMING, pr, shape, what="input transfer")

@@ -1,0 +1,202 @@
+"""A replay's overhead (issue 40, item 4): where its wall time went (the account, measured on the
+replay's side), and the reference computed once per replay where probes ask for the same output.
+
+CPU, tiny shapes, the planted solutions of corpus/replay/ and two written here."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from forensics.replay.account import KINDS, SOLUTION_SHARE, line  # noqa: E402
+from forensics.replay.api import replay_solution  # noqa: E402
+from forensics.replay.outcome import Limits  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "corpus" / "replay"
+FAST = Limits(build_s=300, call_s=240, probe_s=300, time_s=120)
+KIMI_SIDE = {"kimi_core.py": (CORPUS / "kimi_core.py").read_bytes()}
+
+#: a top-k whose first forward waits LAZY_S (a lazy build: an extension compiled in the first call)
+LAZY_S = 1.5
+LAZY = f"""import time
+import torch
+import torch.nn as nn
+
+_built = []
+
+
+class Model(nn.Module):
+    def __init__(self, batch, n, k):
+        super().__init__()
+        self.k = k
+        self.register_buffer("_dummy", torch.zeros(1))
+
+    def forward(self, x):
+        if not _built:
+            time.sleep({LAZY_S})
+            _built.append(1)
+        v, i = x.sort(dim=-1, descending=True, stable=True)
+        return v[:, : self.k].contiguous(), i[:, : self.k].contiguous()
+""".encode()
+
+
+def _replay(sol: bytes, problem="05_topk_bitonic", probes=None, seeds=(42,), tmp_path=None, side=None, **kw):
+    return replay_solution(problem, sol, side, device="cpu", shapes="tiny", probes=probes, limits=FAST, seeds=seeds,
+                           cache_root=tmp_path / "cache", **kw)
+
+
+def _digest(x) -> str:
+    from forensics.replay.values import tensors
+    h = hashlib.sha256()
+    for t in tensors(x):
+        t = t.detach().cpu().contiguous()
+        h.update(str((t.dtype, tuple(t.shape))).encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def _count_references(monkeypatch) -> dict:
+    """Every reference output the replay computes (Oracle._reference: the forward itself), as
+    (digest of the model's weights, digest of its inputs, whether a probe had lent the model other
+    weights), and every reference model built."""
+    from forensics.replay.oracle import Oracle
+    seen: dict = {"computed": [], "models": 0}
+    ref_fn, build_fn = Oracle._reference, Oracle._build_model
+
+    def counting_reference(self, model, inputs):
+        lent = id(model) in self._lent   # other weights a probe lent it (same-buffer's writes): its own outputs
+        seen["computed"].append((_digest(list(model.state_dict().values())) if hasattr(model, "state_dict") else "",
+                                 _digest(inputs), lent))
+        return ref_fn(self, model, inputs)
+
+    def counting_build(self, shape):
+        seen["models"] += 1
+        return build_fn(self, shape)
+    monkeypatch.setattr(Oracle, "_reference", counting_reference)
+    monkeypatch.setattr(Oracle, "_build_model", counting_build)
+    return seen
+
+
+# ------------------------------------------------------------------------------ the account
+def test_the_account_adds_up_and_counts_a_lazy_build_once(tmp_path):
+    """Every second of the replay is charged once: the kinds add up to the total, the overhead is the
+    total less the solution's share, and the first call of the child (a lazy build, LAZY_S in its
+    first forward) is build, never the solution's calls too.  The devkit bench reads the same
+    account: its build_s holds the wait, its solution_s does not (7 rows of the H100 bench read 0.0
+    overhead when the first call was counted as both)."""
+    from devkit.replay import real_bench
+    out = _replay(LAZY, probes=["check", "determinism"], tmp_path=tmp_path)
+    assert out.status() == "pass", out.rows
+    a = out.info["account"]
+    total = a["total_s"]
+    assert abs(sum(a[f"{k}_s"] for k in KINDS) - total) < 0.01
+    share = sum(a[f"{k}_s"] for k in SOLUTION_SHARE)
+    assert abs(a["overhead_s"] - (total - share)) < 0.01
+    assert a["build_s"] >= LAZY_S and a["solution_s"] < LAZY_S
+    assert a["solution_in_child_s"] <= a["solution_s"]
+    assert set(a["probes"]) >= {"(start)", "check", "determinism"}
+    assert a["probes"]["check"]["build_s"] >= LAZY_S and a["probes"]["determinism"].get("build_s", 0.0) < 0.5
+    assert a["requests"]["call"]["n"] >= 4 and "hello" in a["requests"]
+    assert line(a).startswith(f"account: total {total} s")
+    run = {"run_id": "20260801_000001_a_b_05_topk_bitonic", "problem": "05_topk_bitonic",
+           "label": {"verdict_family": "clean", "correct": True}}
+    row = real_bench.summarize_run(run, [{"event": "result", "info": out.info, "rows": out.rows,
+                                          "findings": out.findings}], total + 1.0, None)
+    assert row["build_s"] >= LAZY_S and row["solution_s"] < LAZY_S
+    assert row["overhead_s"] > 0
+    assert abs(row["replay_s"] - row["solution_s"] - row["build_s"] - row["overhead_s"]) <= 0.02
+
+
+def test_the_account_is_in_the_store_and_the_scan_json(tmp_path):
+    """`forensics scan --replay`'s rows: the replay summary row's data holds the account, and scan.json
+    gives it per replayed run (`replay_account`)."""
+    pytest.importorskip("duckdb")
+    import json
+
+    from forensics.replay import analyze
+    from forensics.report.jsonout import replay_accounts, scan_json
+    from forensics.store.db import Store
+    from forensics.store.ingest import ingest_path
+    run = tmp_path / "outputs" / "runs" / "20260810_101010_claude_opus_05_topk_bitonic"
+    run.mkdir(parents=True)
+    (run / "solution.py").write_bytes((CORPUS / "topk_honest.py").read_bytes())
+    (run / "result.json").write_text(json.dumps({"problem": "05_topk_bitonic", "has_solution": True, "correct": True}))
+    store = Store(str(tmp_path / "a.duckdb"))
+    ingest_path(store, tmp_path / "outputs")
+    rid = store.query("select run_id from runs")[0]["run_id"]
+    assert replay_accounts(store, [rid]) == {}
+    analyze(store, probes=["check"], device="cpu", limits=FAST)
+    acc = replay_accounts(store, [rid])[rid]
+    assert acc["total_s"] > 0 and acc["overhead_s"] <= acc["total_s"] and acc["counts"]["reference_computed"] >= 1
+    assert scan_json(store, [rid], {})["runs"][0]["replay_account"] == acc
+
+
+# ------------------------------------------------------------------------------ reuse
+def test_each_reference_output_is_computed_once_per_replay(tmp_path, monkeypatch):
+    """Every probe of a module API on the CPU: one reference model per shape for the whole replay
+    (each probe built its own: 12 for one shape), and no reference output computed twice for the
+    same weights and inputs (the check's first inputs were computed again by fresh-inputs and
+    nan-poison, the benchmark seed's by timed-outputs and distribution, one output only for its
+    dtype).  The rows are those of the replay without reuse, which still computes more."""
+    seen = _count_references(monkeypatch)
+    out = _replay((CORPUS / "topk_honest.py").read_bytes(), tmp_path=tmp_path)
+    assert out.status() == "pass"
+    computed, models = list(seen["computed"]), seen["models"]
+    assert models == 1
+    own = [k for k in computed if not k[2]]
+    dupes = {k for k in own if own.count(k) > 1}
+    assert not dupes, f"{len(dupes)} reference output(s) computed more than once"
+    c = out.info["account"]["counts"]
+    assert c["reference_computed"] == len(computed) and c["reference_reused"] >= 4
+    seen["computed"].clear()
+    seen["models"] = 0
+    before = _replay((CORPUS / "topk_honest.py").read_bytes(), tmp_path=tmp_path, reuse=False)
+    assert before.status() == "pass"
+    assert len(seen["computed"]) > len(computed) and seen["models"] > models
+    assert [(r["probe"], r["status"], r["case_name"]) for r in before.rows] == \
+        [(r["probe"], r["status"], r["case_name"]) for r in out.rows]
+
+
+def test_a_probe_that_lends_the_shared_reference_other_weights_gives_them_back(tmp_path):
+    """same-buffer (its parameter writes) and fresh-state (other weights) run the shared reference with
+    weights of their own: after them it holds its seeded weights again, bit for bit, and a later probe
+    on the check's first inputs gets the check's own output back."""
+    from forensics.kernels import registry
+    from forensics.replay.oracle import Oracle
+    from forensics.replay.record import Record
+    from forensics.replay.values import shape_key
+    o = Oracle(registry.get("01_fp8_gemm"), Record(None, "cpu"), device="cpu", shapes="tiny")
+    shape = o.check_shapes()[0]
+    ref = o.ref_model(shape)
+    before = {k: v.clone() for k, v in ref.state_dict().items()}
+    x = o.make_inputs(shape, o.seeds[0])
+    key = o.ref_key(shape, o.seeds[0])
+    y0 = o.reference(ref, x, key=key)
+    other = {k: torch.randn_like(v.float()).to(v.dtype) for k, v in before.items() if v.is_floating_point()}
+    with pytest.raises(RuntimeError):
+        with o.other_weights(ref, other):
+            y1 = o.reference(ref, x, key=key)      # not the kept output: other weights
+            assert not torch.equal(y1, y0)
+            raise RuntimeError("a probe failing inside")
+    assert all(torch.equal(before[k], v) for k, v in ref.state_dict().items())
+    assert o.reference(ref, x, key=key) is y0
+    assert o.ref_model(shape) is ref and shape_key(shape) == key[0]
+    assert o.rec.account.counts == {"inputs_generated": 1, "reference_computed": 2, "reference_reused": 1,
+                                    "reference_model_built": 1, "reference_model_reused": 1}
+
+
+def test_the_kimi_chains_from_the_first_seed_are_computed_once(tmp_path, monkeypatch):
+    """mega 02 `step`: the check's step and state-drift's chain start from the same fed state; the
+    chain's steps are computed once (the check's one step was computed again as the chain's first)."""
+    seen = _count_references(monkeypatch)
+    out = _replay((CORPUS / "kimi_honest.py").read_bytes(), "02_kimi_linear_decode", ["check", "state-drift"], (0,),
+                  tmp_path, side=KIMI_SIDE)
+    assert out.status() == "pass", [(r["probe"], r["status"], r["detail"]) for r in out.rows]
+    own = [k for k in seen["computed"] if not k[2]]
+    assert not {k for k in own if own.count(k) > 1}
+    assert out.info["account"]["counts"]["reference_reused"] >= 1
