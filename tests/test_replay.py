@@ -381,7 +381,7 @@ def test_repeated_check_shape_reuses_the_reference_not_the_solution_call(tmp_pat
     tiny = dict(batch=4, n=512, k=8)
     monkeypatch.setitem(api.TINY_SHAPES, "05_topk_bitonic", [dict(tiny), dict(tiny), dict(tiny, n=256)])
     calls = {"reference": 0, "model": 0}
-    ref_fn, model_fn = Oracle.reference, Oracle.ref_model
+    ref_fn, model_fn = Oracle._reference, Oracle._build_model   # the forward and the build themselves
 
     def counting_reference(self, model, inputs):
         calls["reference"] += 1
@@ -390,8 +390,8 @@ def test_repeated_check_shape_reuses_the_reference_not_the_solution_call(tmp_pat
     def counting_model(self, shape):
         calls["model"] += 1
         return model_fn(self, shape)
-    monkeypatch.setattr(Oracle, "reference", counting_reference)
-    monkeypatch.setattr(Oracle, "ref_model", counting_model)
+    monkeypatch.setattr(Oracle, "_reference", counting_reference)
+    monkeypatch.setattr(Oracle, "_build_model", counting_model)
     out = _replay("topk_honest.py", probes=["check"], tmp_path=tmp_path)
     rows = _rows(out, "check") + _rows(out, "stress")
     n_cases = len(rows) // 3

@@ -200,3 +200,25 @@ def test_the_kimi_chains_from_the_first_seed_are_computed_once(tmp_path, monkeyp
     own = [k for k in seen["computed"] if not k[2]]
     assert not {k for k in own if own.count(k) > 1}
     assert out.info["account"]["counts"]["reference_reused"] >= 1
+
+
+def test_the_cli_prints_the_account_in_one_line(tmp_path):
+    """`forensics replay RUN_DIR` (text): one line says where the time went; --no-reuse runs the old path."""
+    import json
+    import os
+    import subprocess
+    import sys
+    run = tmp_path / "runs" / "20260801_101010_claude_opus_05_topk_bitonic"
+    run.mkdir(parents=True)
+    (run / "solution.py").write_bytes((CORPUS / "topk_honest.py").read_bytes())
+    (run / "result.json").write_text(json.dumps({"problem": "05_topk_bitonic", "correct": True}))
+    env = dict(os.environ, PYTHONPATH=str(REPO), FORENSICS_REPLAY_CACHE=str(tmp_path / "c"))
+    for extra in ([], ["--no-reuse"]):
+        p = subprocess.run([sys.executable, "-m", "forensics.cli", "replay", str(run), "--device", "cpu", "--shapes",
+                            "tiny", "--probe", "check", "--probe", "nan-poison", *extra], cwd=str(REPO), env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        acct = [ln for ln in p.stdout.splitlines() if ln.startswith("  account: total ")]
+        assert len(acct) == 1 and " overhead " in acct[0] and "reference calls " in acct[0]
+        # nan-poison asks for the check's first output again: kept with the reuse, computed again without
+        assert (" 0 reused" in acct[0]) == bool(extra), acct[0]

@@ -198,11 +198,13 @@ class Oracle:
     @contextmanager
     def other_weights(self, model, state: dict):
         """`model` with the weights in `state` (name -> tensor, a subset of its state dict) inside the
-        block, its own copied back after it, also on an exception (`copy_` of a saved clone: the same
-        bits); no output computed inside is kept for reuse."""
+        block, its own copied back after it, also on an exception (`copy_` of a copy saved on the host:
+        the same bits); no output computed inside is kept for reuse."""
         named = dict(model.named_parameters())
         named.update(dict(model.named_buffers()))
-        saved = {k: named[k].detach().clone() for k in state}
+        # saved in host memory: a GLM reference is 13 GB, a device copy of it beside the model and the
+        # solution's did not fit an H100 (round 8)
+        saved = {k: named[k].detach().to("cpu", copy=True) for k in state}
         self._lent.add(id(model))
         try:
             with torch.no_grad():

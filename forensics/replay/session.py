@@ -27,7 +27,12 @@ is not ok is turned into rows and findings by `failed_reply`; torch patches the 
 
 Judging (this process only): `make_inputs`, `ref_model` / `check_reference` / `reference` /
 `reference_module`, `compare` / `check_compare`, `stress_cases`, the shapes (`check_shapes`,
-`bench_shapes`, `probe_shape`), and the results: `row`, `finding`, `rows`, `info`.
+`bench_shapes`, `probe_shape`), and the results: `row`, `finding`, `rows`, `info`.  What is computed
+once per replay and kept here: the reference models (`ref_model`, shared by the check and every
+probe; `other_weights` lends one other weights and puts its own back; `share_reference` for a model
+a probe family builds) and the reference outputs named by `ref_key` (`reference(..., key=)`).  Where
+the time goes: the replay's account (account.py, `info["account"]`; `charged` for reference-side
+work a probe family does itself).
 
 The child handle `ch` that `child()` returns is opaque to a probe: it names the process a request
 goes to (a child restarted after a crash is another one) and is passed back to the methods above;

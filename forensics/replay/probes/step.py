@@ -397,11 +397,11 @@ def fresh_state(s: Session, rounds: int = FRESH_ROUNDS) -> None:
 
     def one_round(rnd: int, seed: int):
         s.delete(ch, slots=["fr_h", "fr_s", "fro"])   # dead state first
+        sd = None
         if rnd == 0:
             path = base_path
         else:
             sd = perturb_state(base, torch.Generator().manual_seed(9000 + rnd))
-            ref.load_state_dict({k: v.to(s.device) for k, v in sd.items()})
             path = s.save_state(sd)
         r = new_model(s, ch, "kf", shape, path, replace=True, reuse_attempts=8)
         if path != base_path:
@@ -425,7 +425,8 @@ def fresh_state(s: Session, rounds: int = FRESH_ROUNDS) -> None:
             return None
         res = None
         if rnd:
-            want_hs, want1, want = ref_chain(s, ref, h0, st0, n)
+            with s.other_weights(ref, sd):   # the round's weights; the shared reference's own come back after
+                want_hs, want1, want = ref_chain(s, ref, h0, st0, n)
             res = chain_compare(s, want_hs, want, to_dev(hs, s.device), to_dev(final, s.device))
             res = _drift_fallback(s, shape, res, want_hs[0], want1, first)
         return obj_id, res, {"variant": "-reused-ptr" if ptr_reused else "",
@@ -435,7 +436,6 @@ def fresh_state(s: Session, rounds: int = FRESH_ROUNDS) -> None:
     try:
         generic.rebuild_rounds(s, probe, shape, rounds, one_round, f"results of an old one over {n} steps")
     finally:
-        ref.load_state_dict({k: v.to(s.device) for k, v in base.items()})
         if s.alive(ch):
             s.delete(ch, objs=["kf"], slots=["fr_h", "fr_s", "fro"])
     state_on_dead_id(s)

@@ -30,7 +30,7 @@ from ..registry import DECODE, KINDS, ROLLOUT, STEP, api_kind, probe
 from ..session import Session, shape_label
 from ..timing import (DEVICE_BOUND, DEVICE_ITERS, L2_DEPENDENT_MIN_MS, L2_DEPENDENT_RATIO, confirm_number, flush_bytes,
                       judge, measure_ceilings)
-from . import step as step_api
+from . import stepcore as step_api
 
 @probe(TIMING, *KINDS)
 def timing(s: Session) -> None:
