@@ -143,9 +143,19 @@ def test_each_reference_output_is_computed_once_per_replay(tmp_path, monkeypatch
     same weights and inputs (the check's first inputs were computed again by fresh-inputs and
     nan-poison, the benchmark seed's by timed-outputs and distribution, one output only for its
     dtype).  The rows are those of the replay without reuse, which still computes more."""
+    from forensics.kernels.registry import ProblemSpec
+    from forensics.replay.values import shape_key
     seen = _count_references(monkeypatch)
+    made: list = []
+    mk = ProblemSpec.make_inputs
+
+    def counting_inputs(self, shape, seed, *a, **kw):
+        made.append((shape_key(shape), seed))
+        return mk(self, shape, seed, *a, **kw)
+    monkeypatch.setattr(ProblemSpec, "make_inputs", counting_inputs)
     out = _replay((CORPUS / "topk_honest.py").read_bytes(), tmp_path=tmp_path)
     assert out.status() == "pass"
+    assert made and len(made) == len(set(made)), "an input set generated twice"   # once per (shape, seed)
     computed, models = list(seen["computed"]), seen["models"]
     assert models == 1
     own = [k for k in computed if not k[2]]
