@@ -23,6 +23,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "fuzz": ("devkit.bench.fuzz:bench_fuzz", "Mutate every field of every transcript format; ingest+scan lose nothing."),
     "bombs": ("devkit.bench.bombs:bench_bombs", "Resource bombs beside ordinary runs: peak memory and time of the scan."),
     "kernels": ("devkit.bench.kernels:bench_kernels", "Triton references vs the best library op (GPU)."),
+    "replay-overhead": ("devkit.bench.replay_overhead:bench_replay_overhead",
+                        "A replay's overhead with the reference shared between probes vs without (same run)."),
 }
 
 
