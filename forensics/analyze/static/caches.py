@@ -25,6 +25,7 @@ from .model import (
     _entry_params,
     _names,
     _names_in_target,
+    _tensor_text,
     walk,
 )
 
@@ -44,6 +45,7 @@ class CacheSite:
     hit_launches: bool = False
     graph: bool = False
     unversioned: set[str] = field(default_factory=set)   # tensors keyed by pointer/id without _version
+    versioned: set[str] = field(default_factory=set)     # tensors whose _version the key reads (source text)
 
     def to_dict(self, mod: Module) -> dict[str, Any]:
         return {"function": self.func.qualname, "container": self.container, "style": self.style,
@@ -249,7 +251,7 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
                         site.hit_launches = True
                 elif seen_launch or launches([st]):
                     site.hit_launches = True
-                continue
+                break       # what follows a return in its block never runs
             if isinstance(st, ast.If):
                 pol = _hit_polarity(mod, st.test, fi, container, lookup_vars)
                 if pol == "hit":
@@ -275,6 +277,8 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
             if on_hit and launches([st]):
                 seen_launch = True
                 site.hit_launches = True
+            if isinstance(st, (ast.Return, ast.Raise)):
+                break
 
     scan(fi.node.body, True, False)
     del launches, hit_stmts, scan   # recursive closures are reference cycles: drop them now
@@ -315,12 +319,82 @@ def _calls_with_live_inputs(e: ast.AST, fi: FuncInfo) -> bool:
 
 
 def find_cache_sites(mod: Module) -> list[CacheSite]:
+    """The identity-keyed cache sites (data_ptr, _version, id, `is`): the state inventory."""
+    return [s for s in _all_sites(mod) if s.kinds & set(IDENT_KINDS)]
+
+
+def blind_sites(mod: Module) -> list[CacheSite]:
+    """Sites keyed by nothing that reads the inputs' contents (shape, dtype, device, a constant-free
+    tuple of those): a hit is the same for any values of the same shape."""
+    return [s for s in _all_sites(mod) if not s.kinds & set(IDENT_KINDS)]
+
+
+def _all_sites(mod: Module) -> list[CacheSite]:
     if mod._sites is None:
         for r in RO.bind(mod).values():     # owners known to persistent() before any site is read
             if r.via != "entry":            # a helper's live names: those carrying the entry's inputs
                 r.fi.__dict__["_fx_role_inputs"] = frozenset(r.inputs)
         mod._sites = _find_cache_sites(mod)
     return mod._sites
+
+
+#: the kind of a key read from the inputs' metadata only (shape, dtype, device, sizes)
+BLIND = "blind"
+#: what reading a tensor's metadata gives (never its values)
+_META_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "layout", "is_cuda", "requires_grad", "is_contiguous",
+                         "size", "stride", "dim", "numel", "nelement", "element_size", "ndimension", "get_device",
+                         "storage_offset", "itemsize", "nbytes"})
+#: builtins that combine keys without reading a tensor's values
+_KEY_BUILTINS = frozenset({"tuple", "len", "str", "int", "repr", "type", "frozenset", "bool"})
+
+
+def content_blind(mod: Module, key: ast.AST, fi: FuncInfo, depth: int = 0) -> bool:
+    """Does a cache key read nothing of the inputs' values: built only from metadata (`x.shape`,
+    `x.size(0)`, `x.dtype`, `str(x.device)`), constants and locals built the same way?  A key that
+    calls anything else (`x.sum().item()`, a hash of the bytes, a helper), or is a bare parameter
+    (an int argument is its own value), may read contents: not blind."""
+    if depth > 4:
+        return False
+    seen_meta = False
+    for n in walk(key):
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Attribute) and f.attr in _META_ATTRS:
+                continue
+            if isinstance(f, ast.Name) and f.id in _KEY_BUILTINS and f.id not in mod.aliases and f.id not in mod.by_name:
+                continue
+            if isinstance(f, ast.Name) and f.id == "getattr" and len(n.args) >= 2 and mod.const_str(n.args[1]) in _META_ATTRS:
+                seen_meta = True
+                continue
+            return False
+        if isinstance(n, ast.Attribute) and n.attr in _META_ATTRS:
+            seen_meta = True
+        elif isinstance(n, ast.Attribute) and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")) \
+                and not (isinstance(mod.parent.get(n), ast.Attribute) and mod.parent[n].attr in _META_ATTRS
+                         and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")):
+            return False        # x.T, x.data, t.grad: a value, not metadata
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            parent = mod.parent.get(n)
+            if isinstance(parent, ast.Attribute) or (isinstance(parent, ast.Call) and parent.func is n):
+                continue        # x in x.shape; tuple in tuple(...)
+            vals = fi.assigns.get(n.id, [])
+            if n.id in fi.params or not vals or n.id in fi.globals_:
+                return False
+            if not all(content_blind(mod, v, fi, depth + 1) for v in vals):
+                return False
+            seen_meta = True
+        elif isinstance(n, (ast.Subscript, ast.Starred, ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield)) \
+                and not (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and n.value.attr in _META_ATTRS):
+            if isinstance(n, ast.Subscript) and _subscript_of_meta(mod, n, fi, depth):
+                continue
+            return False
+    return seen_meta
+
+
+def _subscript_of_meta(mod: Module, n: ast.Subscript, fi: FuncInfo, depth: int) -> bool:
+    """`shape[0]` where `shape = x.shape`: an element of metadata."""
+    return isinstance(n.value, ast.Name) and bool(fi.assigns.get(n.value.id)) and n.value.id not in fi.params \
+        and all(content_blind(mod, v, fi, depth + 1) for v in fi.assigns[n.value.id])
 
 
 def _find_cache_sites(mod: Module) -> list[CacheSite]:
@@ -343,12 +417,16 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
                     continue
                 k = k | {"is"}
             if not (k & set(IDENT_KINDS)) and op != "store":
-                continue
+                if op == "is" or isinstance(key, ast.Constant) or not content_blind(mod, key, fi):
+                    continue
+                k = k | {BLIND}     # keyed by what the inputs are shaped like, never by what they hold
             s = sites.get((fi.qualname, container))
             if s is None:
                 s = sites[(fi.qualname, container)] = CacheSite(fi, container, set())
             s.kinds |= k
             s.unversioned |= mod.unversioned(key, fi)
+            if "version" in k:
+                s.versioned |= mod._key_tensors(key, fi, 0)[1]
             s.lookup_nodes.append(n)
             if op in ("eq", "is"):
                 s.style = "saved-key" if op == "eq" else "identity"
@@ -362,7 +440,7 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
                             sites[(fi.qualname, c)].store_values.append(n.value)
     out = []
     for s in sites.values():
-        if not (s.kinds & set(IDENT_KINDS)):
+        if not (s.kinds & set(IDENT_KINDS + (BLIND,))):
             continue
         fi = s.func
         if s.style in ("saved-key", "identity"):
@@ -371,7 +449,8 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
                 if isinstance(n, ast.Assign):
                     for t in n.targets:
                         c = mod.persistent(t, fi) if isinstance(t, ast.Attribute) else None
-                        if c and c != s.container and not mod.kinds(n.value, fi) & set(IDENT_KINDS):
+                        if c and c != s.container and not mod.kinds(n.value, fi) & set(IDENT_KINDS) \
+                                and not (BLIND in s.kinds and content_blind(mod, n.value, fi)):
                             s.store_values.append(n.value)
                             s.aux.add(c)
         for v in s.store_values:
@@ -475,6 +554,20 @@ def _result_functions(mod: Module) -> set[str]:
 def check_caches(mod: Module) -> list[Hit]:
     hits: list[Hit] = check_memoized_calls(mod)
     result_funcs = _result_functions(mod)
+    for s in blind_sites(mod):
+        # keyed by the inputs' shape (or nothing of theirs): a hit that launches nothing returns what an
+        # earlier call computed from other values - stale by construction.  A shape-keyed plan, tile
+        # config or output buffer the kernel then writes launches work on the hit path: not this.
+        if s.returns_stored is None or s.hit_launches or s.graph or s.func.qualname not in result_funcs:
+            continue
+        if not (s.stored - {"graph"}) and not s.aux:
+            continue
+        hits.append(mod.hit("CACHED-OUTPUT-RETURN", s.returns_stored,
+                            f"{s.func.qualname} returns the value stored in {s.container} when the inputs' shape "
+                            "matches an earlier call's, without launching work: the key reads none of the inputs' "
+                            "values, so any new values of that shape get the old result",
+                            data={"function": s.func.qualname, "container": s.container, "key_kinds": ["shape"],
+                                  "stores": sorted(s.stored), "hit_launches_work": False, "hit_returns_stored": True}))
     for s in find_cache_sites(mod):
         node = min(s.lookup_nodes, key=lambda n: getattr(n, "lineno", 0))
         kinds = s.kinds
@@ -510,14 +603,41 @@ def check_caches(mod: Module) -> list[Hit]:
                                 f"a hit {'re-launches work' if s.hit_launches else 'does not re-launch work'}",
                                 severity=sev, data=base))
         elif "version" in kinds:
-            # a launch on the hit path still consumes the stored derived data: like a pointer key
+            # a launch on the hit path still consumes the stored derived data: like a pointer key.  Kept data
+            # derived only from the module's own tensors, keyed by the _version of each, is the prepacked-
+            # weight pattern: the decks write weights in place (load_state_dict, the numeric-stress scaling:
+            # `tensor.copy_` under no_grad), which bumps _version, so the key sees every write (low)
             sev = "medium" if content or s.returns_stored is not None else "low"
+            if sev == "medium" and _own_state_versioned(mod, s):
+                sev = "low"
+                base["own_state_versioned"] = sorted(s.versioned)
             hits.append(mod.hit("VERSION-KEYED-CACHE", node,
                                 f"{s.func.qualname} keys {s.container} on "
                                 f"{'data_ptr() and ' if 'ptr' in kinds else ''}_version and stores "
                                 f"{', '.join(sorted(s.stored)) or 'derived state'} (writes through .data keep _version)",
                                 severity=sev, data=base))
     return hits
+
+
+def _own_state_versioned(mod: Module, s: CacheSite) -> bool:
+    """A _version key over the module's own tensors only (`self.weight._version`), guarding data derived
+    from those tensors alone: nothing of the call's inputs is kept, no hit returns the kept value, and
+    every tensor the kept values read is one whose _version the key reads."""
+    if s.returns_stored is not None or s.kinds & {"ptr", "id", "is", BLIND} or s.unversioned or not s.versioned:
+        return False
+    if not all(t.startswith("self.") for t in s.versioned):
+        return False
+    if s.stored & {"input-copy", "input-ref", "content-plan"}:
+        return False        # ("output" may only say `self` is in a returned expression: the reads below decide)
+    params = set(_entry_params(s.func))
+    for v in s.store_values:
+        if _names(v) & (set(s.func.params) | set(s.func.assigns)) - {"self"}:
+            return False    # a local or a parameter: something other than the versioned state itself
+        read = {_tensor_text(n) for n in walk(v) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                and n.value.id == "self"}
+        if read - s.versioned:
+            return False
+    return bool(s.store_values)
 
 
 def _ptr_call(e: ast.AST) -> bool:
