@@ -51,6 +51,15 @@ VIEW = frozenset({"view", "view_as", "reshape", "reshape_as", "t", "T", "mT", "t
                   "chunk", "split", "unbind"})
 MAYBE_VIEW = frozenset({"contiguous", "to", "float", "half", "bfloat16", "double", "cuda", "type_as", "int", "long"})
 _VIEW_ATTRS = frozenset({"data", "T", "mT", "real", "imag"})
+#: a tensor's storage is its memory: what is written through it is written into the tensor
+STORAGE = frozenset({"untyped_storage", "storage", "_typed_storage", "_storage"})
+#: a dunder call is its operator: `x.__setitem__(i, v)` is `x[i] = v`, `x.__iadd__(y)` is `x += y`
+DUNDER_WRITES = frozenset({"__setitem__", "__delitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
+                           "__ifloordiv__", "__imod__", "__ipow__", "__imatmul__", "__iand__", "__ior__", "__ixor__",
+                           "__ilshift__", "__irshift__"})
+#: the operator module's in-place forms: operator.setitem(x, i, v), operator.iadd(x, y), ...
+OPERATOR_WRITES = frozenset({"setitem", "delitem", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",
+                             "imatmul", "iand", "ior", "ixor", "ilshift", "irshift"})
 #: methods that read only metadata: calling one writes nothing and is no use of an allocation
 _METADATA = frozenset({"size", "dim", "numel", "stride", "element_size", "nelement", "ndimension", "is_contiguous",
                        "get_device", "is_cuda", "storage_offset", "nbytes", "itemsize"})
@@ -739,7 +748,7 @@ class EntryFlow:
             return set()
         if name in ("append", "extend", "insert", "add", "update"):
             return set()      # container growth: handled where the receiver is a name (below, _grow)
-        if _WRITES.match(name) and name not in _NOT_INPLACE:
+        if (_WRITES.match(name) and name not in _NOT_INPLACE) or name in DUNDER_WRITES:
             self._write(recv, at, f"`.{name}()` writes into it")
             if name in ("copy_",) and args:
                 pass
@@ -750,7 +759,7 @@ class EntryFlow:
             if call is not None and _zero_size(call):
                 return set()
             return {self._alloc(call)}
-        if name in VIEW:
+        if name in VIEW or name in STORAGE:
             for a in args:
                 self._use(a)
             return {v for v in recv if v[0] in ("in", "alloc")}
@@ -854,6 +863,11 @@ class EntryFlow:
             return set()
         if q.startswith("torch.Tensor.") and args:
             return self._method(args[0], last, args[1:], kws, call, fi, depth)
+        if q.startswith("operator.") and last.strip("_") in OPERATOR_WRITES and args:
+            self._write(args[0], call, f"`{q}()` writes into it")
+            for a in args[1:]:
+                self._use(a)
+            return {v for v in args[0] if v[0] in ("in", "alloc")}
         for a in args:
             self._use(a)
         for v in kws.values():
