@@ -36,14 +36,21 @@ def language_gate(problem: str | None) -> bool:
     return bool(p and p.language_gate)
 
 
+# host (or other array) libraries' own compute calls: the main operation done by numpy, scipy's BLAS or
+# cupy is a library doing the work as torch's would be (`np.matmul(x.cpu().numpy(), w)` then from_numpy)
+HOST_GEMM = tuple(f"{lib}.{op}" for lib in ("numpy", "cupy") for op in (
+    "matmul", "dot", "einsum", "tensordot", "inner", "vdot", "linalg.multi_dot")) + tuple(
+    f"scipy.linalg.blas.{p}gemm" for p in "sdcz") + ("scipy.linalg.blas.gemm", "cupy.cublas.gemm", "cupyx.scipy.linalg.blas.gemm")
+HOST_SORT = tuple(f"{lib}.{op}" for lib in ("numpy", "cupy") for op in ("sort", "argsort", "partition", "argpartition"))
+
 # the problem's core op, for LIBRARY-DOES-WORK: which library calls would do the whole job
 CORE_LIBRARY_OPS: dict[str, tuple[str, ...]] = {
     "gemm": ("torch.mm", "torch.matmul", "torch.bmm", "torch.addmm", "torch.einsum", "torch.nn.functional.linear",
              "torch._scaled_mm", "torch.ops.aten._scaled_mm", "torch._grouped_mm", "torch.baddbmm",
-             "torch.tensordot", "torch.ops.aten.mm", "torch.ops.aten.matmul", "torch.inner", "@"),
+             "torch.tensordot", "torch.ops.aten.mm", "torch.ops.aten.matmul", "torch.inner", "@") + HOST_GEMM,
     "attention": ("torch.nn.functional.scaled_dot_product_attention", "torch.ops.aten._scaled_dot_product_flash_attention",
                   "torch.ops.aten._scaled_dot_product_efficient_attention"),
-    "sort": ("torch.topk", "torch.sort", "torch.argsort", "torch.kthvalue", ".topk", ".sort", ".argsort"),
+    "sort": ("torch.topk", "torch.sort", "torch.argsort", "torch.kthvalue", ".topk", ".sort", ".argsort") + HOST_SORT,
     "compile": ("torch.compile", "torch._dynamo.optimize", "torch.jit.script", "torch.jit.trace"),
 }
 

@@ -42,6 +42,7 @@ from forensics.text.cuda import global_kernel_names
 
 from .base import Hit
 from .capabilities import evaluator, resolve_call, walk_expr
+from . import problems as P
 from .cuda import Blob, outline, strip_c_comments
 from .forbidden import off_main_path
 from .model import GRADED_CLASSES, unparse
@@ -52,12 +53,13 @@ from .python import (FORWARD_NAMES, walk, NON_WORK_TORCH, Module, _deco_func, _e
 GEMM = {"torch.mm", "torch.matmul", "torch.bmm", "torch.addmm", "torch.baddbmm", "torch.einsum", "torch.tensordot",
         "torch.nn.functional.linear", "torch._scaled_mm", "torch.ops.aten._scaled_mm", "torch._grouped_mm",
         "torch.ops.aten.mm", "torch.ops.aten.matmul", "torch.ops.aten.bmm", "torch.ops.aten.addmm", "torch.inner",
-        "torch.linalg.matmul", "torch.chain_matmul", "torch.linalg.multi_dot"}
+        "torch.linalg.matmul", "torch.chain_matmul", "torch.linalg.multi_dot"} | set(P.HOST_GEMM)
 GEMM_METHODS = {"mm", "matmul", "bmm", "addmm", "baddbmm", "__matmul__"}
 ATTENTION = {"torch.nn.functional.scaled_dot_product_attention", "torch.ops.aten._scaled_dot_product_flash_attention",
              "torch.ops.aten._scaled_dot_product_efficient_attention", "flash_attn.flash_attn_func",
              "flash_attn.flash_attn_with_kvcache", "flashinfer.single_decode_with_kv_cache"}
-SORT = {"torch.topk", "torch.sort", "torch.argsort", "torch.kthvalue", "torch.ops.aten.topk", "torch.ops.aten.sort"}
+SORT = {"torch.topk", "torch.sort", "torch.argsort", "torch.kthvalue", "torch.ops.aten.topk", "torch.ops.aten.sort"} \
+    | set(P.HOST_SORT)
 SORT_METHODS = {"topk", "sort", "argsort", "kthvalue"}
 COMPILE = {"torch.compile", "torch._dynamo.optimize", "torch.jit.script", "torch.jit.trace"}
 
