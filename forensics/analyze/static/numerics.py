@@ -173,14 +173,6 @@ def check_exit_and_output(mod: Module) -> list[Hit]:
                                     severity=sev, data={"call": q}))
             elif q == "atexit.register":
                 hits.append(mod.hit("SYSTEM-EXIT", n, "registers an atexit handler", severity="medium", data={"call": q}))
-            elif q in ("print", "sys.stdout.write", "sys.stderr.write", "builtins.print", "os.write"):
-                for a in c.args:
-                    s = mod.const_str(a)
-                    if s is None and isinstance(a, ast.JoinedStr):
-                        s = "".join(str(v.value) for v in a.values if isinstance(v, ast.Constant))
-                    if s and (re.match(r"\s*PASS\s*$", s) or "peak_fraction:" in s or re.search(r"RESULT:\s*OK", s)):
-                        hits.append(mod.hit("GRADER-OUTPUT-FORGERY", n, f"prints grader token {s.strip()[:40]!r}",
-                                            data={"token": s.strip()[:40]}))
             elif q in ("exec", "eval", "compile", "builtins.exec", "builtins.eval", "marshal.loads", "types.FunctionType",
                        "runpy.run_path", "runpy.run_module") or (q in ("importlib.import_module", "__import__") and n.args
                                                                  and mod.const_str(n.args[0]) is None):
