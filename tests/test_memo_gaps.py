@@ -183,6 +183,7 @@ WRITES = {
     "operator_setitem": "import operator\noperator.setitem(x, Ellipsis, 0)",
     "operator_alias": "import operator as _op\n_op.isub(x, x)",
     "helper_function": "_scrub(x)",
+    "exec_helper": "_wipe(x)",
 }
 WRITE_LOOKALIKES = {
     "copy_storage": "z = x.clone()\nz.untyped_storage().fill_(0)",
@@ -194,7 +195,8 @@ WRITE_LOOKALIKES = {
 
 @pytest.mark.parametrize("name", sorted(WRITES))
 def test_input_write_through_storage(name):
-    pre = "def _scrub(t):\n    t.untyped_storage().fill_(0)" if name == "helper_function" else ""
+    pre = {"helper_function": "def _scrub(t):\n    t.untyped_storage().fill_(0)",
+           "exec_helper": "exec('def _wipe(t):\\n    t.__setitem__(Ellipsis, 0)\\n')"}.get(name, "")
     got = worst_rules(solution(pre=pre, body=WRITES[name]))
     assert got.get("INPUT-WRITE") == "high", got
 
@@ -213,6 +215,7 @@ L2 = {
     "in_forward": ("import ctypes", "lib = ctypes.CDLL('libcudart.so')\nlib.cudaDeviceSetLimit(6, 1 << 24)"),
     "driver_getattr": ("import ctypes\n_drv = ctypes.cdll.LoadLibrary('libcuda.so.1')\n_set = getattr(_drv, 'cuCtxSetLimit')\n_set(6, 1 << 24)", ""),
     "class_attribute": ("import ctypes\nclass _Rt:\n    lib = ctypes.CDLL('libcudart.so')", "_Rt.lib.cudaStreamSetAttribute(torch.cuda.current_stream().cuda_stream, 1, None)"),
+    "exec_string": ("import ctypes\nexec(\"_h = ctypes.CDLL('libcudart.so')\\n_h.cudaDeviceSetLimit(6, 1 << 24)\\n\")", ""),
     "alias_of_function": ("import ctypes\n_rt = ctypes.CDLL('libcudart.so')\n_lim = _rt.cudaDeviceSetLimit\n_lim(6, 1 << 25)", ""),
 }
 NATIVE_OTHER = {
@@ -287,6 +290,7 @@ LOADED = {
     "numpy_load_method": ("import numpy as np", "self._ref = np.load('out.npy')\nreturn torch.from_numpy(self._ref).cuda()"),
     "pickle_with_block": ("import pickle\nwith open('cache.pkl', 'rb') as fh:\n    _OUT = pickle.load(fh)",
                           "y = _OUT[x.shape[0]]\nreturn y.clone()"),
+    "exec_helper": ("exec(\"def _answer(t):\\n    return torch.load('ans.pt')[t.shape[0]]\\n\")", "return _answer(x)"),
     "json_values": ("import json\n_J = json.load(open('vals.json'))", "return torch.tensor(_J['y'], device=x.device)"),
 }
 

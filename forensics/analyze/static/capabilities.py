@@ -454,6 +454,7 @@ class Evaluator:
         self._kept: list[ast.AST] = []              # calls made up here, kept alive while their ids are keys
         self._exec_dead: set[int] = set()           # nodes of exec'd strings import never runs (a __main__ test)
         self._exec_trees: list[ast.AST] = []        # the exec'd trees, kept alive while their ids are keys
+        self.exec_sites: list[tuple[ast.AST, ast.AST]] = []     # (exec'd tree, the module line that runs it)
         self.imported_roots = {v.split(".")[0] for v in mod.aliases.values()} | set(mod.aliases)
         self._build()
 
@@ -1821,6 +1822,7 @@ class Auditor(Evaluator):
             return
         c2 = Ctx(None, None, ctx.depth + 1)
         self._exec_trees.append(tree)
+        self.exec_sites.append((tree, at))
         if self._exec_in_module(call):     # run in the module's globals: its `__name__` tests are the module's
             self._exec_dead |= import_dead(tree, self.mod.name_rebound or name_rebound(ast.walk(tree)))
         skip = self._exec_dead     # code under the string's own `if __name__ == "__main__":` (run in the module's globals)
@@ -3083,12 +3085,13 @@ def _reference_files() -> dict[str, tuple[Path, ...]]:
 def check_capabilities(mod: Any, problem: str | None, blobs: Iterable[Any] = ()) -> list:
     """The capability findings of one module (and the C/C++ sources it builds) as Hits."""
     try:
-        caps = Auditor(mod, problem, blobs).run()
+        aud = Auditor(mod, problem, blobs)
+        caps = aud.run()
     except RecursionError:
         return [mod.hit("CAP-INTROSPECTION", mod.tree.body[0] if mod.tree.body else mod.tree,
                         "the capability audit could not finish (nesting too deep): capabilities unknown",
                         severity="medium", data={"capability": "unknown"})]
-    hits = loaded_answers(mod)
+    hits = loaded_answers(mod, aud.exec_sites)
     for c in caps:
         data = {"capability": c.capability, "target": c.target, **c.data}
         if c.via:
@@ -3170,6 +3173,22 @@ def _load_call(mod: Any, c: ast.Call) -> str | None:
     return None
 
 
+class _Scope:
+    """The locals of a function of an exec'd string, read as a FuncInfo's are (assigns, params)."""
+
+    def __init__(self, fn: ast.AST) -> None:
+        self.params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+        self.assigns: dict[str, list[ast.AST]] = {}
+        self.globals_: set[str] = set()
+        for st in ast.walk(fn):
+            if isinstance(st, ast.Assign):
+                for t in st.targets:
+                    if isinstance(t, ast.Name):
+                        self.assigns.setdefault(t.id, []).append(st.value)
+            elif isinstance(st, ast.Global):
+                self.globals_.update(st.names)
+
+
 def _loaded_root(mod: Any, e: ast.AST, fi: Any, depth: int = 0) -> tuple[str, ast.AST] | None:
     """Where a value comes from when it is loaded data carried unchanged (an element, a conversion, a
     move to the device): ("load", call) for a loader called here, ("state", name) for a module global or
@@ -3207,7 +3226,7 @@ def _loaded_root(mod: Any, e: ast.AST, fi: Any, depth: int = 0) -> tuple[str, as
     return None
 
 
-def loaded_answers(mod: Any) -> list:
+def loaded_answers(mod: Any, exec_sites: list[tuple[ast.AST, ast.AST]] = ()) -> list:
     """Data loaded from a file (CAP-FILES, medium), and a graded entry that returns such data without
     computing it (CAP-FILES, high: the answers were stored, not computed).  A module global or an
     attribute of self assigned a loaded value holds it; the entry's return is followed through elements,
@@ -3237,6 +3256,38 @@ def loaded_answers(mod: Any) -> list:
                     holders[t.id] = (q, c)
                 elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in ("self", "cls"):
                     holders[f"self.{t.attr}"] = (q, c)
+    # code run from an exec'd string: its loads are the module's, cited at the line that runs the string;
+    # a function it defines that returns loaded data is the entry's when the entry calls it by name
+    exec_loads: list[tuple[ast.Call, str, ast.AST]] = []
+    exec_returning: dict[str, tuple[str, ast.Call, ast.AST]] = {}
+    for tree, at in exec_sites:
+        for c in ast.walk(tree):
+            if isinstance(c, ast.Call) and (q := _load_call(mod, c)):
+                exec_loads.append((c, q, at))
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                sc = _Scope(fn)
+                for r in ast.walk(fn):
+                    if isinstance(r, ast.Return) and r.value is not None:
+                        got = _loaded_root(mod, r.value, sc)
+                        if got is not None and got[0] == "load":
+                            exec_returning[fn.name] = (_load_call(mod, got[1]), got[1], at)
+    for c, q, at in exec_loads:
+        if q in DATA_LOADS:
+            hits.append(mod.hit("CAP-FILES", at, f"code this line runs with exec calls {q}(): loads stored data from a "
+                                "file; a kernel solution's data are its inputs and the weights the grader gives it",
+                                severity="medium", data={"capability": "files", "target": q, "loader": q, "via": "exec"}))
+    if exec_returning:
+        for fi in _entries(mod):
+            called = {n.func.id for n in fi.of(ast.Call) if isinstance(n.func, ast.Name)}
+            for name in sorted(called & exec_returning.keys()):
+                lq, _lc, at = exec_returning[name]
+                hits.append(mod.hit("CAP-FILES", at, f"{fi.qualname} calls {name}, defined by exec at this line, which "
+                                    f"returns data loaded by {lq}() without computing it: the answers were stored, not "
+                                    "computed", severity="high",
+                                    data={"capability": "files", "target": lq, "function": fi.qualname, "via": "exec",
+                                          "entry_returns_loaded": True}))
+                break
     for c, q in loads:
         if q in DATA_LOADS:
             path = mod.const_str(c.args[0]) if c.args else None
