@@ -370,3 +370,12 @@ def test_weight_version_cache_mixing_input_stays_medium():
             self._wv = wv
             self._mix = self.weight.float() * x.float().amax()"""
     assert worst_rules(solution(body=body)).get("VERSION-KEYED-CACHE") == "medium"
+
+
+def test_handle_l2_one_finding_a_line():
+    """The text reading of the function's name and the handle reading cite the same line once."""
+    from forensics.analyze.static import lint_source
+    pre, body = L2["module_level"]
+    lines = [h.line_start for h in lint_source(solution(pre=pre, body=body), problem="01_fp8_gemm").hits
+             if h.rule == "L2-PERSISTING-WINDOW"]
+    assert len(lines) == len(set(lines)) == 1, lines
