@@ -379,3 +379,11 @@ def test_handle_l2_one_finding_a_line():
     lines = [h.line_start for h in lint_source(solution(pre=pre, body=body), problem="01_fp8_gemm").hits
              if h.rule == "L2-PERSISTING-WINDOW"]
     assert len(lines) == len(set(lines)) == 1, lines
+
+
+def test_shape_memo_needs_no_probe():
+    """Stale by construction: the finding names no recompute probe, so the verdict decides it."""
+    from forensics.analyze.static import lint_source
+    hits = [h for h in lint_source(solution(**MEMO["module_dict_in"]), problem="01_fp8_gemm").hits
+            if h.rule == "CACHED-OUTPUT-RETURN"]
+    assert hits and all(h.probe is None for h in hits)

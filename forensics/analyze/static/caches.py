@@ -566,6 +566,7 @@ def check_caches(mod: Module) -> list[Hit]:
                             f"{s.func.qualname} returns the value stored in {s.container} when the inputs' shape "
                             "matches an earlier call's, without launching work: the key reads none of the inputs' "
                             "values, so any new values of that shape get the old result",
+                            probe=None,     # stale by construction: no probe can show the key reads the values
                             data={"function": s.func.qualname, "container": s.container, "key_kinds": ["shape"],
                                   "stores": sorted(s.stored), "hit_launches_work": False, "hit_returns_stored": True}))
     for s in find_cache_sites(mod):
