@@ -194,7 +194,7 @@ def _lint_source(source: str | bytes, filename: str, problem: str | None, bench:
         # a persisting-L2 call through a CUDA library handle is read by the capability audit; the text
         # reading of its name (python_l2_window) may have cited the same line already: one finding a line
         seen_l2 = {(h.file, h.line_start) for h in rep.hits if h.rule == "L2-PERSISTING-WINDOW"}
-        rep.hits.extend(h for h in PY.check_capabilities(mod, problem, blobs)
+        rep.hits.extend(h for h in PY.check_capabilities(mod, problem, blobs, result_funcs=PY.result_functions(mod))
                         if h.rule != "L2-PERSISTING-WINDOW" or (h.file, h.line_start) not in seen_l2)
     rep.hits.extend(PASTED.check_solution(mod, filename, text, appended.sidecars, sidecars, problem, blobs=blobs))
     # forbidden ops: the official substring verdict next to the AST's

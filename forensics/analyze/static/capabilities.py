@@ -3082,8 +3082,10 @@ def _reference_files() -> dict[str, tuple[Path, ...]]:
 
 
 # ----------------------------------------------------------------------------------------- driver
-def check_capabilities(mod: Any, problem: str | None, blobs: Iterable[Any] = ()) -> list:
-    """The capability findings of one module (and the C/C++ sources it builds) as Hits."""
+def check_capabilities(mod: Any, problem: str | None, blobs: Iterable[Any] = (),
+                       result_funcs: Iterable[str] = ()) -> list:
+    """The capability findings of one module (and the C/C++ sources it builds) as Hits (`result_funcs`:
+    the functions whose return value is a graded entry's, read for loaded answers beside the entries)."""
     try:
         aud = Auditor(mod, problem, blobs)
         caps = aud.run()
@@ -3091,7 +3093,7 @@ def check_capabilities(mod: Any, problem: str | None, blobs: Iterable[Any] = ())
         return [mod.hit("CAP-INTROSPECTION", mod.tree.body[0] if mod.tree.body else mod.tree,
                         "the capability audit could not finish (nesting too deep): capabilities unknown",
                         severity="medium", data={"capability": "unknown"})]
-    hits = loaded_answers(mod, aud.exec_sites)
+    hits = loaded_answers(mod, aud.exec_sites, result_funcs)
     for c in caps:
         data = {"capability": c.capability, "target": c.target, **c.data}
         if c.via:
@@ -3226,7 +3228,7 @@ def _loaded_root(mod: Any, e: ast.AST, fi: Any, depth: int = 0) -> tuple[str, as
     return None
 
 
-def loaded_answers(mod: Any, exec_sites: list[tuple[ast.AST, ast.AST]] = ()) -> list:
+def loaded_answers(mod: Any, exec_sites: list[tuple[ast.AST, ast.AST]] = (), result_funcs: Iterable[str] = ()) -> list:
     """Data loaded from a file (CAP-FILES, medium), and a graded entry that returns such data without
     computing it (CAP-FILES, high: the answers were stored, not computed).  A module global or an
     attribute of self assigned a loaded value holds it; the entry's return is followed through elements,
@@ -3297,7 +3299,9 @@ def loaded_answers(mod: Any, exec_sites: list[tuple[ast.AST, ast.AST]] = ()) -> 
                                 severity="medium", data={"capability": "files", "target": path or q, "loader": q}))
     if not loads:
         return hits
-    for fi in _entries(mod):
+    entries = list(_entries(mod))
+    wanted = set(result_funcs) - {fi.qualname for fi in entries}
+    for fi in entries + [g for g in mod.funcs.values() if g.qualname in wanted]:
         for r in fi.of(ast.Return):
             if not (isinstance(r, ast.Return) and r.value is not None):
                 continue

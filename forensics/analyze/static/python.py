@@ -17,6 +17,7 @@ from __future__ import annotations
 from .base import Hit
 from .capabilities import check_capabilities  # noqa: F401 - registers the capability rules
 from .behaviour import check_arg_ignored, check_call_counter, check_input_dispatch
+from .caches import _result_functions as result_functions  # noqa: F401 - the entries' result functions (roles)
 from .caches import (
     check_caches,
     check_graphs,
