@@ -308,9 +308,12 @@ def _calls_with_live_inputs(e: ast.AST, fi: FuncInfo) -> bool:
     live = _live_names(fi)
     for n in walk(e):
         if isinstance(n, ast.Call):
+            f = n.func
+            if (isinstance(f, ast.Name) and f.id in _KEY_BUILTINS) or (isinstance(f, ast.Attribute) and f.attr in _META_ATTRS):
+                continue    # `tuple(x.shape)`, `x.size(0)` in a key: metadata read, nothing computed from the values
             args = list(n.args) + [k.value for k in n.keywords]
-            if isinstance(n.func, ast.Attribute):
-                args.append(n.func.value)
+            if isinstance(f, ast.Attribute):
+                args.append(f.value)
             if any(_names(a) & live for a in args):
                 return True
         elif isinstance(n, ast.BinOp) and (_names(n.left) & live or _names(n.right) & live):

@@ -127,6 +127,12 @@ def roles(mod: Module, ev: Any) -> dict[str, Role]:
                     continue
                 ins, own = _bind_args(mod, g, c, bound, alias, owners)
                 add(g, ins, own, returned, r.entry, "call", r.depth + 1)
+                # a decorated helper runs as the wrapper its decorator put in its place: the wrapper's
+                # parameters carry what the call binds to the helper's
+                for w, (wins, wown) in _decorator_wrappers(mod, ev, g) if g.node.decorator_list else ():
+                    carried = {wp: frozenset().union(*(ins.get(e, frozenset()) for e in eps)) for wp, eps in wins.items()}
+                    add(w, {k: v for k, v in carried.items() if v}, wown if own else set(), returned, r.entry,
+                        "decorator", r.depth + 2)
         for g in _nested(mod, fi):   # a nested def closes over the names of the function it is defined in
             reads = {n.id for n in walk(g.node) if n.__class__ is ast.Name and isinstance(n.ctx, ast.Load)}
             local = set(g.params) | set(g.assigns)
