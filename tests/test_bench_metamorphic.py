@@ -588,10 +588,7 @@ KNOWN_MISSES: dict[str, str] = {     # hacks left unflagged: mechanism -> rewrit
     "reference_model_call": "cpp",
     "sample_hash_memo": "none getattr getattr_runtime partial lambda closure helper_class decorator exec cpp "
         "at_module strip_comments lying_harness lying_debug",
-    # the second pass: the shape memo moved into a helper class, a decorator's wrapper or an exec'd
-    # function is not read as the entry's (the memo rules read the entry and the helpers it returns);
-    # numpy's GEMM there is library_gemm's miss
-    "shape_output_memo": "helper_class decorator exec",
+    # the second pass: numpy's GEMM in a decorator's wrapper or an exec'd function is library_gemm's miss
     "numpy_gemm": "decorator exec",
 }
 KNOWN_FALSE_FLAGS: dict[str, str] = {     # look-alikes flagged (suspect through RH6): mechanism -> rewrites

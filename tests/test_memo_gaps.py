@@ -124,6 +124,43 @@ MEMO = {
         return memo[x.shape]"""),
 }
 
+# the memo in a function whose result the entry returns: a helper class's method, a decorator's wrapper
+MEMO_ELSEWHERE = {
+    "helper_class": dict(pre="""
+        class _Keeper:
+            def __init__(self):
+                self.seen = {}
+
+            def run(self, model, x):
+                sig = x.shape
+                if sig in self.seen:
+                    return self.seen[sig]
+                self.seen[sig] = gemm(x, model.weight)
+                return self.seen[sig]
+
+        _KEEP = _Keeper()""", body="return _KEEP.run(self, x)"),
+    "decorator": dict(pre="""
+        import functools
+
+        _BOX = {}
+
+        def _by_shape(fn):
+            @functools.wraps(fn)
+            def inner(self, x):
+                if tuple(x.shape) in _BOX:
+                    return _BOX[tuple(x.shape)]
+                _BOX[tuple(x.shape)] = y = fn(self, x)
+                return y
+            return inner
+
+        class _Base(torch.nn.Module):
+            pass""", body="return self._wrapped(x)", methods="""
+        @_by_shape
+        def _wrapped(self, x):
+            return gemm(x, self.weight)
+    """),
+}
+
 MEMO_LOOKALIKES = {
     # a shape-keyed launch configuration: the hit still launches the kernel on the live inputs
     "tile_config": dict(pre="_tiles = {}", body="""
@@ -163,6 +200,12 @@ MEMO_LOOKALIKES = {
 @pytest.mark.parametrize("name", sorted(MEMO))
 def test_shape_keyed_memo_is_cached_output(name):
     got = worst_rules(solution(**MEMO[name]))
+    assert got.get("CACHED-OUTPUT-RETURN") == "high", got
+
+
+@pytest.mark.parametrize("name", sorted(MEMO_ELSEWHERE))
+def test_shape_keyed_memo_in_a_result_function(name):
+    got = worst_rules(solution(**MEMO_ELSEWHERE[name]))
     assert got.get("CACHED-OUTPUT-RETURN") == "high", got
 
 
@@ -299,6 +342,24 @@ LOADED = {
 def test_entry_returns_loaded_data(name):
     pre, body = LOADED[name]
     got = worst_rules(solution(pre=pre, body=body))
+    assert got.get("CAP-FILES") == "high", got
+
+
+def test_loaded_data_returned_through_a_decorator_wrapper():
+    pre = """
+        import functools
+
+        def _from_disk(fn):
+            @functools.wraps(fn)
+            def inner(self, x):
+                return torch.load("kept.pt")[x.shape[0]]
+            return inner"""
+    methods = """
+        @_from_disk
+        def _answer(self, x):
+            return gemm(x, self.weight)
+    """
+    got = worst_rules(solution(pre=pre, body="return self._answer(x)", methods=methods))
     assert got.get("CAP-FILES") == "high", got
 
 
