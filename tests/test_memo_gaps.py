@@ -448,3 +448,19 @@ def test_shape_memo_needs_no_probe():
     hits = [h for h in lint_source(solution(**MEMO["module_dict_in"]), problem="01_fp8_gemm").hits
             if h.rule == "CACHED-OUTPUT-RETURN"]
     assert hits and all(h.probe is None for h in hits)
+
+
+def test_weight_version_cache_in_a_helper_class_is_low():
+    """The model handed to a helper (roles' owner) is the module's own object, as `self` is."""
+    pre = """
+        class _Packer:
+            def refresh(self, model):
+                ver = model.weight._version
+                if getattr(self, "_ver", None) != ver:
+                    self._ver = ver
+                    self._wt = model.weight.t().contiguous()
+                return self._wt
+
+        _PACK = _Packer()"""
+    got = worst_rules(solution(pre=pre, body="wt = _PACK.refresh(self)"))
+    assert "VERSION-KEYED-CACHE" not in got, got

@@ -627,18 +627,21 @@ def _own_state_versioned(mod: Module, s: CacheSite) -> bool:
     """A _version key over the module's own tensors only (`self.weight._version`), guarding data derived
     from those tensors alone: nothing of the call's inputs is kept, no hit returns the kept value, and
     every tensor the kept values read is one whose _version the key reads."""
-    if s.returns_stored is not None or s.kinds & {"ptr", "id", "is", BLIND} or s.unversioned or not s.versioned:
+    if s.kinds & {"ptr", "id", "is", BLIND} or s.unversioned or not s.versioned:
         return False
-    if not all(t.startswith("self.") for t in s.versioned):
+    if s.returns_stored is not None and s.func.qualname in _result_functions(mod):
+        return False        # the kept value is what the entry returns (a packer's getter returning it is not)
+    # the module's own object: `self`, or a parameter given it (a helper's `model`, roles' owners)
+    own = {"self"} | set(mod.owner_params.get(s.func.qualname, ()))
+    if not all(t.split(".", 1)[0] in own and "." in t for t in s.versioned):
         return False
-    if s.stored & {"input-copy", "input-ref", "content-plan"}:
-        return False        # ("output" may only say `self` is in a returned expression: the reads below decide)
-    params = set(_entry_params(s.func))
+    if s.stored & {"content-plan"}:
+        return False        # ("output", "input-*" may only say an owner is read: the reads below decide)
     for v in s.store_values:
-        if _names(v) & (set(s.func.params) | set(s.func.assigns)) - {"self"}:
+        if _names(v) & (set(s.func.params) | set(s.func.assigns)) - own:
             return False    # a local or a parameter: something other than the versioned state itself
         read = {_tensor_text(n) for n in walk(v) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                and n.value.id == "self"}
+                and n.value.id in own}
         if read - s.versioned:
             return False
     return bool(s.store_values)
