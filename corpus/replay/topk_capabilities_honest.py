@@ -2,7 +2,9 @@
 forward that is not a capability.  It reads a tuning file of its own folder, writes a cache under its
 home, runs the C++ compiler itself (`c++ --version`), reads the interpreter's own files, warns and
 logs (both read the call stack for their own bookkeeping), prints an exception's traceback, defines a
-namedtuple and a dataclass (generated code), and reads its environment.  No `replay-capability`."""
+namedtuple and a dataclass (generated code), reads its environment, and loads a shared library it put in
+its own folder through ctypes and looks a symbol up in it (a kernel library it built, called through
+ctypes instead of a Python extension).  No `replay-capability`."""
 import collections
 import dataclasses
 import logging
@@ -36,6 +38,14 @@ try:
     raise ValueError("probe")
 except ValueError:
     traceback.print_exc(file=sys.stderr)
+import _ctypes  # noqa: E402 - any shared object stands for the library a solution builds with nvcc --shared
+import ctypes  # noqa: E402
+import shutil  # noqa: E402
+
+_own_lib = os.path.join(_HERE, "libtopk_own.so")
+shutil.copyfile(_ctypes.__file__, _own_lib)
+_lib = ctypes.CDLL(_own_lib)
+_entry = _lib.PyInit__ctypes                                  # a symbol of its own library
 Plan = collections.namedtuple("Plan", "block warps")
 
 

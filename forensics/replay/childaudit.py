@@ -54,6 +54,11 @@ import os
 import sys
 import types
 
+import ctypes as _ctypes
+
+#: ctypes' own library classes, taken before the solution runs (it may replace the module's names)
+_CTYPES_LIBRARIES = (_ctypes.CDLL, _ctypes.PyDLL)
+
 #: audit events the hook looks at (everything else returns after one set lookup)
 INTERESTING = frozenset({
     "open", "os.listdir", "os.scandir", "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown",
@@ -110,7 +115,24 @@ def _safe(x) -> str:
         return ("[" + ", ".join(_safe(v) for v in x[:8]) + "]")[:MAX_ARG]
     if t is types.FrameType:
         return f"<frame {x.f_code.co_name} {x.f_code.co_filename}:{x.f_lineno}>"[:MAX_ARG]
+    lib = _ctypes_library_path(x, t)
+    if lib is not None:
+        return f"<ctypes.{t.__name__} '{lib}'>"[:MAX_ARG]
     return f"<{t.__module__}.{t.__qualname__}>"[:MAX_ARG]
+
+
+def _ctypes_library_path(x, t) -> str | None:
+    """The path a library object of ctypes itself (CDLL, PyDLL: the classes as this module found them
+    before the solution was imported, not a subclass whose __dict__ descriptor the solution could own)
+    was loaded from, read from its instance dict without running any of the solution's code; None for
+    anything else."""
+    if t is not _CTYPES_LIBRARIES[0] and t is not _CTYPES_LIBRARIES[1]:   # identity: no metaclass __eq__
+        return None
+    try:
+        name = dict.get(object.__getattribute__(x, "__dict__"), "_name")
+    except Exception:  # noqa: BLE001 - an odd object: described by its type only
+        return None
+    return name if type(name) is str else None
 
 
 class Channel:
