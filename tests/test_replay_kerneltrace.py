@@ -102,6 +102,26 @@ def test_a_torch_fallback_behind_a_failed_cuda_build_stays_pending_for_the_gpu(t
     assert "replay-capability" not in rules
 
 
+def test_a_lazy_build_that_failed_in_an_earlier_probes_first_call_keeps_the_trace_pending(tmp_path):
+    """The extension is built on the module's first call and its failure remembered: the check's first
+    call raises and catches it, the kernel trace's calls take the torch path without raising.  The
+    worker keeps what went through the solution's code in each object's first call (an H100 run of a
+    w4a16 solution read as a 15x slower number this way), so the trace stays pending."""
+    out = replay_solution("05_topk_bitonic", (CORPUS / "topk_cuda_lazy_fallback.py").read_bytes(), None,
+                          device="cpu", shapes="tiny", probes=["check", "kernel-trace"], seeds=(42,), limits=FAST,
+                          cache_root=tmp_path / "cache")
+    assert "replay-work-by-library" not in {f["rule"] for f in out.findings}
+    f = next(f for f in out.findings if f["rule"] == "replay-kernel-trace")
+    assert f["data"]["judgement"] == "pending-gpu"
+    assert any(d.startswith("first calls: an exception") and "solution.py" in d for d in f["data"]["doubts"]), \
+        f["data"]["doubts"]
+    # and on a GPU the same records say the graded path never ran
+    from forensics.replay.probes.kerneltrace import fell_back_to_another_path
+    first = {"exceptions": [{"type": "OSError", "site": "solution.py:30"}]}
+    assert fell_back_to_another_path({"topk_lazy_kernel"}, [], {"first calls": first, "call": {}}) == [
+        "first calls: OSError at solution.py:30"]
+
+
 def test_a_device_query_makes_the_cpu_path_pending():
     """Unit: the judgement from the path tracer's records (no replay)."""
     from types import SimpleNamespace

@@ -1066,7 +1066,7 @@ class Timing:
         rows.sort(key=lambda r: -r["us"])
         return {"kernels": rows[:200], "iters": iters, "clock": "device" if cuda else "cpu",
                 "tamper": diff_snapshots(before, snapshot()), "path": path, "warmup_path": warm_path,
-                "traced": _TRACER is not None}
+                "first_calls_path": {"exceptions": list(_EARLY)}, "traced": _TRACER is not None}
 
     def op_time(self, req):
         target = self.store.call_target(req["fn"])
@@ -1336,10 +1336,16 @@ class Worker:
         try:
             before = snapshot()
             result = None
+            first = _first_call(target)
             t0 = _perf()
             with _no_grad():
-                for _ in range(int(req.get("repeat", 1))):
-                    result = target(*args, **kwargs)
+                for i in range(int(req.get("repeat", 1))):
+                    if first and i == 0:
+                        with _traced() as path:      # lazy builds happen here: their failures are kept
+                            result = target(*args, **kwargs)
+                        _keep_early(path)
+                    else:
+                        result = target(*args, **kwargs)
             self.store.sync()
             elapsed = _perf() - t0
             changes = diff_snapshots(before, snapshot())
@@ -1647,6 +1653,31 @@ def _heartbeat(rid) -> None:
     """One record per request on the evidence pipe (the parent expects one per reply it reads)."""
     if _AUDIT is not None:
         _AUDIT[0].send({"k": "hb", "req": rid})
+
+
+#: ids of the objects whose first call the path tracer watched (bounded), and the exceptions that went
+#: through the solution's code in those first calls: a lazy extension build that failed and was caught
+#: in one probe's first call leaves nothing to see in a later probe's calls, which take the fallback
+_FIRST_SEEN: set[int] = set()
+_EARLY: list[dict] = []
+EARLY_MAX = 20
+
+
+def _first_call(target) -> bool:
+    """Whether this is the worker's first call of `target`'s object (a bound method's module)."""
+    if _TRACER is None or len(_FIRST_SEEN) >= 4096:
+        return False
+    key = id(getattr(target, "__self__", target))
+    if key in _FIRST_SEEN:
+        return False
+    _FIRST_SEEN.add(key)
+    return True
+
+
+def _keep_early(path: dict) -> None:
+    for e in path.get("exceptions") or []:
+        if len(_EARLY) < EARLY_MAX and e not in _EARLY:
+            _EARLY.append(e)
 
 
 @contextlib.contextmanager

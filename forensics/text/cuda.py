@@ -6,7 +6,8 @@ import re
 
 from forensics.text import rx as RX
 
-_GLOBAL = re.compile(r"\b__global__\b")
+#: `__global__` as a word, or right after an escape in a one-line Python literal ('...\\n__global__ void k(')
+_GLOBAL = re.compile(r"(?:(?<=\\[ntr])|(?<![A-Za-z0-9_]))__global__\b")
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^()]*(?:\([^()]*\)[^()]*)*\)")
 _NAME_CALL = re.compile(r"([A-Za-z_]\w*)\s*\(")
 

@@ -59,6 +59,10 @@ CPU_LIBRARY_OP = re.compile(r"^aten::(mm|matmul|bmm|addmm|baddbmm|linear|einsum|
                             r"scaled_dot_product|_scaled_dot_product|topk|sort|argsort|kthvalue)")
 
 
+#: a CUDA source that composes CUTLASS's GEMM/conv kernels (their names are CUTLASS's, the work the solution's)
+CUTLASS_USE = re.compile(r"\bcutlass::(gemm|conv|epilogue)\b|\bCollectiveBuilder\b")
+
+
 def authored_kernels(sources: Iterable[tuple[str, bytes]]) -> tuple[set[str], bool]:
     """(kernel names the solution defines, whether it composes CUTLASS) from its source files
     ((relative path, bytes), as `Session.solution_sources` reads them from the scratch copy while the
@@ -68,7 +72,7 @@ def authored_kernels(sources: Iterable[tuple[str, bytes]]) -> tuple[set[str], bo
     for rel, data in sources:
         text = data.decode("utf-8", errors="replace")
         names.update(global_kernel_names(text))
-        cutlass = cutlass or bool(re.search(r"\bcutlass::(gemm|conv|epilogue)\b|\bCollectiveBuilder\b", text))
+        cutlass = cutlass or bool(CUTLASS_USE.search(text))
         if rel.endswith(".py"):
             try:
                 tree = ast.parse(text)
@@ -78,6 +82,11 @@ def authored_kernels(sources: Iterable[tuple[str, bytes]]) -> tuple[set[str], bo
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                         "jit" in ast.unparse(d) or "autotune" in ast.unparse(d) for d in n.decorator_list):
                     names.add(n.name)
+                elif isinstance(n, ast.Constant) and isinstance(n.value, str) and "__global__" in n.value:
+                    # CUDA source in a one-line literal ('...\n__global__ void k(...'): in the file's text
+                    # the escape's `n` runs into `__global__`, so the decoded string is read as well
+                    names.update(global_kernel_names(n.value))
+                    cutlass = cutlass or bool(CUTLASS_USE.search(n.value))
     return {n for n in names if len(n) > 2}, cutlass
 
 
@@ -222,8 +231,8 @@ def kernel_trace(s: Session) -> None:
     bins = {c: sorted({k["name"][:80] for k in kernels if classify(k["name"], authored, cutlass, att["clock"]) == c})
             for c in ("authored", "library", "other")}
     named = "; ".join(f"{c}: {', '.join(n[:5]) + (' ...' if len(n) > 5 else '') if n else 'none'}" for c, n in bins.items())
-    paths = {"import": s.import_path, "build": built, "warm-up call": t.get("warmup_path") or {},
-             "call": t.get("path") or {}}
+    paths = {"import": s.import_path, "build": built, "first calls": t.get("first_calls_path") or {},
+             "warm-up call": t.get("warmup_path") or {}, "call": t.get("path") or {}}
     data = {"bins": {c: n[:40] for c, n in bins.items()}, "authored_names": sorted(authored)[:40],
             "composes_cutlass": cutlass, "shape": shape_label(shape), "seed": BENCH_SEED, "probe": probe,
             "clock": att["clock"], "launches": list(paths["call"].get("launches") or [])[:40]}
