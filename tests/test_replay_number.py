@@ -72,3 +72,21 @@ def test_the_hosts_launch_latency_is_told_from_a_number_that_does_not_reproduce(
     confirm_number(rp, measured, _archived(), H100)
     assert [r for r, _, _ in rp.found] == [rule] and words in rp.found[0][1]
     assert rp.found[0][2]["peak_fraction_device_bound"] is not None
+
+
+@pytest.mark.parametrize("archived,why", [
+    ({}, "keeps no measurement"),
+    ({"gpu": "h100", "peak_fraction": 0.55, "shapes": []}, "no per-shape times for this run (its claim: peak fraction 0.5500)"),
+])
+def test_a_number_that_cannot_be_set_beside_the_archive_is_not_judged_and_says_why(archived, why):
+    """H100: two clean runs timed on every shape got no number row at all (the archive kept no
+    measurement, or a fraction without per-shape times): a reader saw silence, not 'not judged'."""
+    rp = _Rp()
+    confirm_number(rp, {0: {"timing": 0.1}, 1: {"timing": 0.25}}, archived, H100)
+    assert [r for r, _, _ in rp.found] == ["replay-number"]
+    rule, msg, data = rp.found[0]
+    assert msg.startswith("Not judged: ") and why in msg and "shape 1 0.2500 ms" in msg
+    assert data["judged"] is False and data["ms_here"] == {"0": 0.1, "1": 0.25}
+    rp = _Rp()
+    confirm_number(rp, {}, archived, H100)          # nothing timed: nothing to show
+    assert rp.found == []

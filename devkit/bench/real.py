@@ -395,7 +395,7 @@ def compare_replay(cases: list[Case], before: dict[str, dict], after: dict[str, 
                      "number": n.get("rule"), "archived_peak_fraction": n.get("archived_peak_fraction"),
                      "peak_fraction_here": n.get("peak_fraction_here"),
                      "peak_fraction_hardened": n.get("peak_fraction_hardened"),
-                     "same_gpu_model": n.get("same_gpu_model")})
+                     "same_gpu_model": n.get("same_gpu_model"), "number_judged": n.get("judged", True)})
     return rows
 
 
@@ -506,7 +506,8 @@ def render_replayed(r: dict[str, Any]) -> list[str]:
          "replay findings (medium+) | archived peak fraction | ours | hardened | number |",
          "|---|---|---|---|---|---|---|---|---|---|"]
     for x in r["replayed"]:
-        judged = ("-" if not x["number"] else x["number"] if x["same_gpu_model"] else "other GPU: not judged")
+        judged = ("-" if not x["number"] else "no archived times: not judged" if x.get("number_judged") is False
+                  else x["number"] if x["same_gpu_model"] else "other GPU: not judged")
         L.append(f"| {x['run_id']} | {x['label']} | {x['before']} / {x['before_reward_hack']} | {x['after']} / "
                  f"{x['after_reward_hack']} / {x['after_correct']} | {x['replay']}"
                  + (f" ({x['replay_s']:.0f} s, {x['device']})" if x.get("replay_s") is not None else "")

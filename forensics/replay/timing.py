@@ -223,6 +223,17 @@ def confirm_number(rp: Any, measured: dict[int, dict[str, float]], archived: dic
     bound, _ = reproduced_fraction(shapes, {si: r[DEVICE_BOUND] for si, r in measured.items() if DEVICE_BOUND in r})
     claimed = archived.get("peak_fraction")
     if ours is None:
+        # nothing to set ours beside: say so (a user reads "not judged, why", never silence)
+        times = {str(si): round(r[TIMING], 5) for si, r in sorted(measured.items()) if TIMING in r}
+        if not times:
+            return
+        why = ("the archive keeps no measurement for this run" if not archived else
+               f"the archive keeps no per-shape times for this run{f' (its claim: peak fraction {claimed:.4f})' if isinstance(claimed, (int, float)) else ''}, "
+               "and its fraction cannot be recomputed from ours without them")
+        rp.finding("replay-number", f"Not judged: {why}; measured the deck's way here on {gpu_here or 'this GPU'}: "
+                   + ", ".join(f"shape {si} {ms:.4f} ms" for si, ms in times.items()) + ".",
+                   {"archived_peak_fraction": claimed, "ms_here": times, "gpu_here": gpu_here,
+                    "archived_gpu": archived.get("gpu"), "judged": False}, probe=TIMING)
         return
     same = gpu_key(archived.get("gpu")) is not None and gpu_key(archived.get("gpu")) == gpu_key(gpu_here)
     data = {"archived_peak_fraction": claimed, "peak_fraction_here": round(ours, 4),
