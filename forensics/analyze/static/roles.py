@@ -25,7 +25,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from .capabilities import evaluator
+from .evaluation import evaluator
 from .model import FuncInfo, Module, _entries, _entry_params, attr_read, walk
 
 #: what a tensor tells without its values: a name read only through these carries no input values
