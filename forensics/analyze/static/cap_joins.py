@@ -12,8 +12,8 @@ from typing import Any
 
 from .cap_cpp import CppSite
 from .cap_process import ENTRY_NAMES
-from .entry_flow import (FUTURE_JOIN, POOL_CTORS, POOL_JOIN, POOL_SUBMIT, THREAD_JOIN, WAIT_ALL, _false_arg,
-                         _short_timeout, _timeout, _unknown_join)
+from .entry_threads import (FUTURE_JOIN, POOL_CTORS, POOL_JOIN, POOL_SUBMIT, THREAD_JOIN, WAIT_ALL, _false_arg,
+                            _short_timeout, _timeout, _unknown_join)
 from .values import Ctx, Val, _src
 
 

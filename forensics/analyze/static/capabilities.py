@@ -63,7 +63,7 @@ from .cap_files import FILE_RULES, Files, loaded_answers
 from .cap_joins import Joins, PROCESS_CALLS
 from .cap_patching import FOREIGN_ROOTS, Patching
 from .cap_process import ENTRY_NAMES, RNG_RULES, Process
-from .entry_flow import POOL_CTORS, START_NOW, THREAD_CTORS
+from .entry_threads import POOL_CTORS, START_NOW, THREAD_CTORS
 from .evaluation import Evaluator, GRADER_ROOTS, STREAM_CTORS
 from .model import import_dead, name_rebound
 from .values import Cap, Ctx, Val, _MAX_VALS, _scope_walk, _src

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .bindings import Bindings
-from .entry_flow import POOL_CTORS, POOL_SUBMIT, THREAD_BASES, THREAD_CTORS
+from .entry_threads import POOL_CTORS, POOL_SUBMIT, THREAD_BASES, THREAD_CTORS
 from .model import _deco_func, _target_key
 from .values import Cap, Ctx, Val, _MAX_VALS
 
