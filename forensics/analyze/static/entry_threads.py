@@ -12,7 +12,7 @@ from typing import Any, Iterable
 from .entry_values import _Frame, _MAX, _src
 
 
-#: what starts a thread, a process or a pool of them (the thread reading: `thread_joins`, entry_flow)
+#: what starts a thread, a process or a pool of them (the thread reading: `cap_joins.Joins.thread_joins`, entry_flow)
 THREAD_CTORS = frozenset({"threading.Thread", "threading.Timer", "multiprocessing.Process", "multiprocessing.context.Process",
                           "torch.multiprocessing.Process"})
 POOL_CTORS = frozenset({"concurrent.futures.ThreadPoolExecutor", "concurrent.futures.ProcessPoolExecutor",

@@ -432,7 +432,7 @@ class Evaluator:
             if q in ("sys.modules.get", "sys.modules.__getitem__", "sys.modules.setdefault") and args:
                 return {("ref", s) for s in self.strs(args[0])}
             if q in STREAM_CTORS and call is not None:
-                return {("stream", id(call))}      # this stream, from its constructor (matched by _side_streams)
+                return {("stream", id(call))}      # this stream, from its constructor (matched by cap_joins.Joins.side_streams)
             if q in CURRENT_STREAM:
                 return {("stream", "current")}     # the caller's own stream (not one of the solution's)
             if q in EVENT_CTORS and call is not None:

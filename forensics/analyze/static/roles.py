@@ -15,7 +15,7 @@ with the names bound as the entry binds them:
   result   what the function returns is what the entry returns (the entry itself, `return helper(...)`,
            `out = helper(...); return out`, a decorator's wrapper)
 
-Calls are resolved by the module's shared evaluation (capabilities.Evaluator, passed in: aliases,
+Calls are resolved by the module's shared evaluation (evaluation.Evaluator, passed in: aliases,
 class attributes, instances, closures, partials, decorators), as the capability audit resolves them.
 """
 
