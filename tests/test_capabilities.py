@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from forensics.analyze.static import lint_source
-from forensics.analyze.static.capabilities import reference_calls
+from forensics.analyze.static.cap_patching import reference_calls
 
 KERNEL = '''
 import torch

@@ -107,7 +107,7 @@ def test_the_reference_readers_find_the_files_without_a_top_level_kernels(tmp_pa
             "        if name.split('.')[0] in {'kernels', 'torch', 'triton'}:\n"
             "            raise ImportError('blocked ' + name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "from forensics.analyze.static.capabilities import _reference_files\n"
+            "from forensics.analyze.static.cap_patching import _reference_files\n"
             "from forensics.analyze.similarity import interface_signatures\n"
             "refs = _reference_files()\n"
             "print(len(refs), sum(p.is_file() for ps in refs.values() for p in ps), len(interface_signatures()))\n")

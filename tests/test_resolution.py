@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 from lint_util import ORDER, worst_rules as rules
-from forensics.analyze.static.capabilities import evaluator, resolve_call
+from forensics.analyze.static.evaluation import evaluator, resolve_call
 from forensics.analyze.static.model import Module
 
 HEAD = '''

@@ -764,14 +764,14 @@ def _near_persist(mod: Module, n: ast.AST) -> bool:
 
 # ----------------------------------------------------------------------------------------- capabilities
 
-# What a C++/CUDA source does, read into the capability audit's own vocabulary (capabilities.py):
+# What a C++/CUDA source does, read into the capability audit's own vocabulary (capabilities.py, cap_cpp.py):
 # the Python object a call or an assignment reaches (`py::module_::import("gc").attr("get_objects")()`
 # is gc.get_objects, `PyObject_SetAttrString(ev, "elapsed_time", f)` with `ev` a torch.cuda.Event is an
 # assignment to torch.cuda.Event.elapsed_time), and the libc/C++ library calls that do what a Python
 # call does (`std::_Exit(0)` is os._exit(0), `write(1, "PASS\n", 5)` is os.write(1, ...), `fopen(p,
 # "w")` is open(p, "w"), `std::system(cmd)` is os.system(cmd), `torch::manual_seed(2026)` is
 # torch.manual_seed(2026)).  The audit then applies the rules it applies to Python.  This module only
-# reads the text; what is a capability and how severe is decided in capabilities.py.
+# reads the text; what is a capability and how severe is decided in cap_cpp.py.
 
 @dataclass(frozen=True)
 class CppOp:
@@ -1567,7 +1567,7 @@ def _memo_returns(text: str, ev: _CppEval, fn_at) -> list[CppOp]:
     """A function that returns a value it kept in static storage (a static container's entry, an
     object behind a static pointer) on a path that does not compute it again: the result of an earlier
     call handed back.  The key the lookup compares (a data pointer, a Python object's address, a call
-    count, nothing) is kept in the op's data; the rules decide in capabilities.py.  A static that only
+    count, nothing) is kept in the op's data; the rules decide in cap_cpp.py.  A static that only
     selects a plan or a workspace and returns nothing of it is not a memo."""
     statics: dict[str, int] = {}
     for m in _MEMO_CONTAINER.finditer(text):

@@ -408,7 +408,7 @@ class Module:
         """The call a call amounts to as written, for readers of its argument nodes:
         `functools.partial(f, a, k=1)(b)` is `f(a, b, k=1)`, `(lambda: f(a))()` is `f(a)` (nested forms
         unwrapped in turn).  The call itself otherwise.  What names denote (a partial bound to a local,
-        a class attribute) is the capability evaluation's: capabilities.resolve_call."""
+        a class attribute) is the capability evaluation's: evaluation.resolve_call."""
         memo = self.__dict__.setdefault("_applied", {})
         got = memo.get(id(call))
         if got is not None:

@@ -8,7 +8,7 @@ import ast
 import re
 
 from .base import Hit
-from .capabilities import resolve_call
+from .evaluation import resolve_call
 from .model import FuncInfo, Module, _entries, _module_scope
 
 NUMERIC_FLAGS = {"allow_tf32", "allow_bf16_reduced_precision_reduction", "allow_fp16_reduced_precision_reduction",

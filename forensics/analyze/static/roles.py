@@ -15,7 +15,7 @@ with the names bound as the entry binds them:
   result   what the function returns is what the entry returns (the entry itself, `return helper(...)`,
            `out = helper(...); return out`, a decorator's wrapper)
 
-Calls are resolved by the module's shared evaluation (capabilities.Evaluator, passed in: aliases,
+Calls are resolved by the module's shared evaluation (evaluation.Evaluator, passed in: aliases,
 class attributes, instances, closures, partials, decorators), as the capability audit resolves them.
 """
 
@@ -25,7 +25,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from .capabilities import evaluator
+from .evaluation import evaluator
 from .model import FuncInfo, Module, _entries, _entry_params, attr_read, walk
 
 #: what a tensor tells without its values: a name read only through these carries no input values

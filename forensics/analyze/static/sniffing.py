@@ -9,7 +9,7 @@ import re
 
 from . import problems as P
 from .base import Hit
-from .capabilities import resolve_call
+from .evaluation import resolve_call
 from .model import GRADER_FILES, GRADER_MODULES, REF_ENTRY, REF_HELPERS_OK, Module, walk
 
 # ---------------------------------------------------------------------- sniffing / tampering

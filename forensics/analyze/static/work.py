@@ -41,13 +41,14 @@ from forensics.text import rx as RX
 from forensics.text.cuda import global_kernel_names
 
 from .base import Hit
-from .capabilities import evaluator, resolve_call, walk_expr
 from . import problems as P
 from .cuda import Blob, outline, strip_c_comments
+from .evaluation import evaluator, resolve_call
 from .forbidden import off_main_path
 from .model import GRADED_CLASSES, unparse
 from .python import (FORWARD_NAMES, walk, NON_WORK_TORCH, Module, _deco_func, _entry_params, _names,
                      _names_in_target)
+from .values import walk_expr
 
 # the main operation of each problem, as library calls that would compute it
 GEMM = {"torch.mm", "torch.matmul", "torch.bmm", "torch.addmm", "torch.baddbmm", "torch.einsum", "torch.tensordot",
