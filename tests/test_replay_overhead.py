@@ -284,3 +284,78 @@ def test_the_cli_prints_the_account_in_one_line(tmp_path):
         assert len(acct) == 1 and " overhead " in acct[0] and "reference calls " in acct[0]
         # nan-poison asks for the check's first output again: kept with the reuse, computed again without
         assert (" 0 reused" in acct[0]) == bool(extra), acct[0]
+
+
+# ------------------------------------------------------------------------------ re-seeded references
+def _reset(model, seed):
+    model.reset_parameters(seed)
+
+
+@pytest.mark.parametrize("problem", ["04_grid_mingru_sps", "03_megaqwen_decode"])
+def test_a_seeded_reference_has_each_seeds_weights_bit_for_bit(problem):
+    """`Session.seeded_reference` (decode, rollout): one model per shape, re-seeded; the weights it has
+    for a seed are those of a new model reset with that seed, whatever happened to it in between (another
+    seed, an in-place change), and each seed's are drawn once."""
+    from forensics.kernels import registry
+    from forensics.replay.oracle import Oracle
+    from forensics.replay.record import Record
+    spec = registry.get(problem)
+    o = Oracle(spec, Record(None, "cpu"), device="cpu", shapes="tiny")
+    shape = o.check_shapes()[0]
+
+    def fresh(seed):
+        m = spec.build_reference(shape, "cpu")
+        m.reset_parameters(seed)
+        return {k: v.clone() for k, v in m.state_dict().items()}
+
+    def equal(m, want):
+        return all(torch.equal(v, want[k]) for k, v in m.state_dict().items())
+    a = o.seeded_reference(shape, 42, _reset)
+    assert equal(a, fresh(42))
+    b = o.seeded_reference(shape, 123, _reset)
+    assert b is a and equal(b, fresh(123))
+    with torch.no_grad():
+        next(iter(b.parameters())).mul_(3.0)        # a probe's in-place change (a stress scaling left behind)
+    c = o.seeded_reference(shape, 42, _reset)
+    assert c is a and equal(c, fresh(42))
+    assert o.rec.account.counts == {"reference_model_built": 1, "reference_model_reused": 2,
+                                    "reference_weights_drawn": 2, "reference_weights_reused": 1}
+    no = Oracle(spec, Record(None, "cpu"), device="cpu", shapes="tiny", reuse=False)
+    d = no.seeded_reference(shape, 42, _reset)
+    assert d is not no.seeded_reference(shape, 42, _reset) and equal(d, fresh(42))
+
+
+def _count_builds(monkeypatch) -> list:
+    from forensics.kernels.registry import ProblemSpec
+    from forensics.replay.values import shape_key
+    built: list = []
+    build = ProblemSpec.build_reference
+
+    def counting(self, shape, *a, **kw):
+        built.append(shape_key(shape))
+        return build(self, shape, *a, **kw)
+    monkeypatch.setattr(ProblemSpec, "build_reference", counting)
+    return built
+
+
+@pytest.mark.parametrize("problem,sol,side,probes", [
+    ("04_grid_mingru_sps", "mingru_honest.py", "mingru_core.py", None),
+    ("03_megaqwen_decode", "mq_honest.py", "mq_core.py", ["check", "fresh-state", "alternate-cache", "determinism"])])
+def test_the_decode_and_rollout_references_are_built_once_per_shape(tmp_path, monkeypatch, problem, sol, side, probes):
+    """The stateful APIs that re-seed their reference per seed (cuda 03 decode, cuda 04 rollout): every
+    probe built its own reference model (megaqwen 8 a replay, mingru 9); now the replay builds one per
+    shape and draws each seed's weights once, with the same rows as each probe building its own."""
+    built = _count_builds(monkeypatch)
+    sidecars = {side: (CORPUS / side).read_bytes()}
+    out = _replay((CORPUS / sol).read_bytes(), problem, probes, (42, 123), tmp_path, side=sidecars)
+    assert out.status() == "pass", [(r["probe"], r["status"], r["detail"]) for r in out.rows if r["status"] != "pass"]
+    assert built and len(built) == len(set(built)), built      # once per shape
+    c = out.info["account"]["counts"]
+    assert c["reference_model_built"] == len(built) and c["reference_weights_reused"] >= 3
+    n_shared = len(built)
+    built.clear()
+    before = _replay((CORPUS / sol).read_bytes(), problem, probes, (42, 123), tmp_path, side=sidecars, reuse=False)
+    assert before.status() == "pass"
+    assert len(built) > n_shared + 2
+    assert [(r["probe"], r["status"], r["case_name"], r["seed"]) for r in before.rows] == \
+        [(r["probe"], r["status"], r["case_name"], r["seed"]) for r in out.rows]

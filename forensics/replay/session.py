@@ -414,6 +414,13 @@ class Session:
         """The reference model of a check row, its weights drawn from a seed of its shape."""
         return self._oracle.check_reference(shape, key)
 
+    def seeded_reference(self, shape: dict, seed: int, reinit: Callable[[Any, int], Any]) -> Any:
+        """The reference model of `shape` with the weights `reinit(model, seed)` sets (the deck's
+        per-seed `reset_parameters(seed)`): one object per shape for the replay, each seed's weights
+        drawn once (kept here, copied back when asked again).  Valid until the next call for the same
+        shape; never change its weights but through this call or `other_weights`."""
+        return self._oracle.seeded_reference(shape, seed, reinit)
+
     def other_weights(self, model: Any, state: dict):
         """Context manager: `model` (a shared reference model) with the weights in `state` inside the
         block, its own put back after it; outputs computed inside are not kept for reuse."""
