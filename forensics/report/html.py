@@ -669,6 +669,17 @@ def _evidence_cell(ev: list[dict[str, Any]]) -> str:
     return "<br>".join(out)
 
 
+def replay_deviations_html(devs: Any) -> str:
+    """What the replay did differently from the graded run, by name (the replay summary's
+    `info.deviations`: `arch-rebuilt`, the extension rebuilt for this GPU's architecture); '' if none."""
+    if not isinstance(devs, list) or not devs:
+        return ""
+    return ('<p id="replay-deviations"><b>The replay deviated from the graded run:</b></p><ul>'
+            + "".join(f"<li>{E(str(d))}</li>" for d in devs[:20]) + "</ul>"
+            + '<p class="muted">The binary replayed is not the one graded: a pass says the source is right on this '
+              'GPU; its timing is another binary\'s on another GPU.</p>')
+
+
 def _secs(v: Any) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
 
@@ -829,6 +840,9 @@ def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, s
                 for r in rep["replay"]]
         body.append("<h2>Replay probes</h2>")
         body.append(table(["probe", "status", "case", "max_abs", "bad", "total", "device", "detail"], rows, id_="replay"))
+    dev_html = replay_deviations_html((rep.get("replay_info") or {}).get("deviations"))
+    if dev_html:
+        body.append(dev_html)
     acct = (rep.get("replay_info") or {}).get("account")
     if isinstance(acct, dict) and acct:
         body.append(replay_account_html(acct))
