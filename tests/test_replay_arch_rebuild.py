@@ -165,3 +165,19 @@ def test_the_run_page_shows_the_deviation_escaped():
     out = replay_deviations_html(["arch-rebuilt: built for sm_120 <b>x</b>, rebuilt here for sm_90"])
     assert 'id="replay-deviations"' in out and "arch-rebuilt: built for sm_120 &lt;b&gt;x&lt;/b&gt;" in out
     assert replay_deviations_html([]) == "" and replay_deviations_html(None) == ""
+
+
+def test_whether_the_source_names_the_targets_is_read_without_following_the_childs_symlinks(tmp_path):
+    """`named_in_source` reads the solution's scratch, the child's place: a symlink planted there to a
+    file that names the target is not followed (nor a FIFO waited on)."""
+    outside = tmp_path / "outside.py"
+    outside.write_text('ARCH = "sm_100a"\n')
+    rec = _record(tmp_path, "import torch\n")
+    (rec.scratch.sol_dir / "planted.py").symlink_to(outside)
+    os.mkfifo(rec.scratch.sol_dir / "pipe.py")
+    rec.note_arch_rebuild([REWRITE])
+    assert rec.out.info["arch_rebuild"][0]["named_in_source"] is False
+    (tmp_path / "x").mkdir()
+    rec2 = _record(tmp_path / "x", SRC)
+    rec2.note_arch_rebuild([REWRITE])
+    assert rec2.out.info["arch_rebuild"][0]["named_in_source"] is True

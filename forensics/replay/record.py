@@ -13,6 +13,7 @@ import math
 import re
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable
 
 from forensics.vocab import BUILD_ENV, CHECK, PROPERTY, STRESS
@@ -294,17 +295,14 @@ class Record:
     def _source_arch_names(self) -> set[str]:
         """Architecture names (`sm_120`, `compute_120a`) and TORCH_CUDA_ARCH_LIST-style numbers ("120"
         for "12.0") the solution's files in the scratch spell."""
+        from .runner import child_files
         out: set[str] = set()
-        try:
-            files = [p for p in self.scratch.sol_dir.rglob("*") if p.is_file() and not p.is_symlink()
-                     and p.suffix in (".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp", ".txt", ".toml", ".cfg")][:200]
-        except (OSError, AttributeError):
+        try:   # sol/ is the child's: read by descriptor, never through a symlink, never a FIFO
+            files = list(child_files(Path(self.scratch.sol_dir), (".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")))
+        except (OSError, AttributeError, TypeError):
             return out
-        for p in files:
-            try:
-                text = p.read_text(errors="replace")[:2_000_000]
-            except OSError:
-                continue
+        for _, data in files[:200]:
+            text = data[:2_000_000].decode("utf-8", errors="replace")
             out.update(_ARCH_NAME.findall(text))
             out.update(f"{a}{b}" for a, b in re.findall(r"\b(\d{1,2})\.(\d)[af]?\b", text))
         return out
