@@ -30,7 +30,7 @@ Judging (this process only): `make_inputs`, `ref_model` / `check_reference` / `r
 `bench_shapes`, `probe_shape`), and the results: `row`, `finding`, `rows`, `info`.  What is computed
 once per replay and kept here: the reference models (`ref_model`, shared by the check and every
 probe; `other_weights` lends one other weights and puts its own back; `share_reference` for a model
-a probe family builds) and the reference outputs named by `ref_key` (`reference(..., key=)`).  Where
+a probe family builds; `seeded_reference` for the APIs that re-seed it per seed, decode and rollout) and the reference outputs named by `ref_key` (`reference(..., key=)`).  Where
 the time goes: the replay's account (account.py, `info["account"]`; `charged` for reference-side
 work a probe family does itself).
 
