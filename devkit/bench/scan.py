@@ -204,8 +204,8 @@ def run_engine_baseline_bench(archive: Path, work: Path, workers: int, rounds: i
     alternating round by round (each going first in turn); the medians, their ratio (this / baseline)
     and whether the first round's two stores are identical, table by table."""
     import statistics
-    here = Path(__file__).resolve().parents[2]
-    trees = {"this": here, "baseline": baseline.resolve()}
+    from devkit.paths import REPO
+    trees = {"this": REPO, "baseline": baseline.resolve()}
     out: dict[str, Any] = {"archive": str(archive), "bytes": _du(archive), "workers": workers, "rounds": rounds,
                            "engine": "ray", "what": "scan without reports or replay, a process per scan",
                            "trees": {k: str(v) for k, v in trees.items()}, "rows": {}, "identical": None}
