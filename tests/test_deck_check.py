@@ -266,3 +266,31 @@ def test_merge_keeps_each_runs_latest_finished_row(tmp_path):
                    "u": ("timeout", "r2.jsonl"), "t": ("not_replayable", "r2.jsonl")}
     assert s["not_replacing"] == [("x", "timeout", "r2.jsonl"), ("w", "timeout", "r2.jsonl")]
     assert s["cut_by_budget"] == ["z"] and s["rerun"] == ["z"] and s["false_fails"] == ["w"] and s["merged_from"] == ["r1.jsonl", "r2.jsonl"]
+
+
+def test_longest_first_gives_an_unseen_run_its_problems_estimate(tmp_path):
+    """A run not in the earlier outputs takes the median time of its problem's runs there (a new GLM
+    run is long, a new topk run short); a run of a problem never seen still goes first."""
+    from devkit.replay.real_bench import longest_first
+    f = tmp_path / "a.jsonl"
+    rows = [("g1", "glm", 500), ("g2", "glm", 400), ("g3", "glm", 450), ("t1", "topk", 20), ("k1", "kimi", 100)]
+    f.write_text("\n".join(json.dumps({"event": "run", "run_id": r, "problem": p, "wall_s": w}) for r, p, w in rows))
+    runs = [{"run_id": "g-new", "problem": "glm"}, {"run_id": "t-new", "problem": "topk"},
+            {"run_id": "k1", "problem": "kimi"}, {"run_id": "n-new", "problem": "nsa"}, {"run_id": "t1", "problem": "topk"}]
+    assert [r["run_id"] for r in longest_first(runs, [f])] == ["n-new", "g-new", "k1", "t-new", "t1"]
+
+
+def test_merge_lists_never_started_runs_under_rerun(tmp_path):
+    """A run a bench's summary lists as not started, and (with the runs `--real` discovers) a run no
+    output has a row of, are `not_started` and under `rerun`; one started in a later output is not."""
+    from devkit.replay.real_bench import merge
+    row = lambda rid: {"event": "run", "run_id": rid, "outcome": "pass", "reason": "", "vs_label": "confirm",  # noqa: E731
+                       "false_fail": False, "label_verdict": "clean", "findings": [], "partial": False,
+                       "overhead_s": 1.0, "shared_with": []}
+    a, b = tmp_path / "r1.jsonl", tmp_path / "r2.jsonl"
+    a.write_text("\n".join(json.dumps(x) for x in (row("x"), {"event": "summary", "not_started": ["y", "z"]})))
+    b.write_text("\n".join(json.dumps(x) for x in (row("y"), {"event": "summary", "not_started": []})))
+    _, s = merge([a, b])
+    assert s["not_started"] == ["z"] and s["rerun"] == ["z"]
+    _, s = merge([a, b], expected=["x", "y", "z", "w"])
+    assert s["not_started"] == ["w", "z"] and s["rerun"] == ["w", "z"]

@@ -237,3 +237,26 @@ def test_tiny_generated_archive_ray_matches_chunked_local(cluster, tmp_path, mon
     assert diff_stores(local.db, rres.db) == {}
     assert len(table_rows(rres.db, "verdicts")) == 60 and len(table_rows(rres.db, "findings")) > 0
     assert rres.engine["failures"] == []
+
+
+def test_a_task_gets_its_chunks_runs_and_only_the_columns_its_analyzer_reads_of_the_others(six):
+    """Every Ray task loaded the whole `runs` table (every column of every run) into its scratch store:
+    O(archive) per task of every analyzer (issue 39).  A task now gets its chunk's rows of every table
+    (`runs` whole), the pairs naming its runs, and of the other runs only the `runs` columns its
+    analyzer declares it reads (`reads_all`): none for timeline or static, the facts for provenance."""
+    from forensics.analyze.registry import BY_NAME
+    from forensics.engine.ray_engine import RayEngine
+    _, db, ref = six
+    ids = sorted(ref.run_ids)
+    chunk = ids[:2]
+    with Store(str(db), read_only=True) as st:
+        own = RayEngine._inputs(None, st, chunk)
+        assert sorted(own["runs"].column("run_id").to_pylist()) == chunk
+        assert set(own["runs"].column_names) == set(st.query("select * from runs limit 1")[0])
+        for name in ("timeline", "static"):
+            assert "runs" not in RayEngine._shared(None, st, BY_NAME[name].module), name
+        prov = BY_NAME["provenance"]
+        shared = RayEngine._shared(None, st, prov.module)
+        declared = {c for r in prov.reads_all for c in r.columns} | {"run_id"}
+        assert set(shared["runs"].column_names) == declared and shared["runs"].num_rows == len(ids)
+        assert "archives" in shared and "skipped_folders" not in shared

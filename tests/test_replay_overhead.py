@@ -112,28 +112,80 @@ def test_the_account_adds_up_and_counts_a_lazy_build_once(tmp_path):
     assert abs(row["replay_s"] - row["solution_s"] - row["build_s"] - row["overhead_s"]) <= 0.02
 
 
-def test_the_account_is_in_the_store_and_the_scan_json(tmp_path):
-    """`forensics scan --replay`'s rows: the replay summary row's data holds the account, and scan.json
-    gives it per replayed run (`replay_account`)."""
+@pytest.fixture(scope="module")
+def replayed_store(tmp_path_factory):
+    """A store with one run replayed on the CPU by `forensics.replay.analyze` (the scan's path)."""
     pytest.importorskip("duckdb")
     import json
 
     from forensics.replay import analyze
-    from forensics.report.jsonout import replay_accounts, scan_json
+    from forensics.report.jsonout import replay_accounts
     from forensics.store.db import Store
     from forensics.store.ingest import ingest_path
-    run = tmp_path / "outputs" / "runs" / "20260810_101010_claude_opus_05_topk_bitonic"
+    tmp = tmp_path_factory.mktemp("replayed")
+    run = tmp / "outputs" / "runs" / "20260810_101010_claude_opus_05_topk_bitonic"
     run.mkdir(parents=True)
     (run / "solution.py").write_bytes((CORPUS / "topk_honest.py").read_bytes())
     (run / "result.json").write_text(json.dumps({"problem": "05_topk_bitonic", "has_solution": True, "correct": True}))
-    store = Store(str(tmp_path / "a.duckdb"))
-    ingest_path(store, tmp_path / "outputs")
+    store = Store(str(tmp / "a.duckdb"))
+    ingest_path(store, tmp / "outputs")
     rid = store.query("select run_id from runs")[0]["run_id"]
     assert replay_accounts(store, [rid]) == {}
-    analyze(store, probes=["check"], device="cpu", limits=FAST)
+    analyze(store, probes=["check", "nan-poison"], device="cpu", limits=FAST)
+    return store, rid, tmp
+
+
+def test_the_account_is_in_the_store_and_the_scan_json(replayed_store):
+    """`forensics scan --replay`'s rows: the replay summary row's data holds the account, and scan.json
+    gives it per replayed run (`replay_account`)."""
+    from forensics.report.jsonout import replay_accounts, scan_json
+    store, rid, _ = replayed_store
     acc = replay_accounts(store, [rid])[rid]
     assert acc["total_s"] > 0 and acc["overhead_s"] <= acc["total_s"] and acc["counts"]["reference_computed"] >= 1
     assert scan_json(store, [rid], {})["runs"][0]["replay_account"] == acc
+
+
+def test_the_run_page_shows_where_the_replay_time_went(replayed_store):
+    """The HTML report's run page holds the replay's account (issue 40): the total, the solution's share
+    and the overhead, every kind's seconds, the probes by overhead, the reference computed once and
+    reused (nan-poison asks for the check's first output again)."""
+    import html as H
+    import re
+
+    from forensics.report import write_reports
+    from forensics.report.data import replay_info
+    from forensics.report.jsonout import replay_accounts
+    store, rid, tmp = replayed_store
+    acc = replay_accounts(store, [rid])[rid]
+    assert replay_info(store, rid)["account"] == acc
+    write_reports(store, tmp / "report", [rid], plots=False)
+    page = (tmp / "report" / "runs" / f"{rid}.html").read_text()
+    assert 'id="replay-account"' in page
+    summary = re.search(r'<p id="account-summary">(.*?)</p>', page, re.S).group(1)
+    assert f"took {acc['total_s']:.4g} s" in H.unescape(summary)
+    assert f"overhead {acc['overhead_s']:.4g} s" in H.unescape(summary)
+    kinds = re.search(r'<table[^>]*id="account-kinds".*?</table>', page, re.S).group(0)
+    assert len(re.findall(r"<tr><td>", kinds)) == len(KINDS)
+    for k in ("build", "reference", "solution", "exchange"):
+        assert f'<td data-sort="{acc[k + "_s"]}">' in kinds or f'<td data-sort="{float(acc[k + "_s"])}">' in kinds, k
+    probes = re.search(r'<table[^>]*id="account-probes".*?</table>', page, re.S).group(0)
+    assert ">check<" in probes and ">nan-poison<" in probes and ">(start)<" in probes
+    counts = H.unescape(re.search(r'<p id="account-counts">(.*?)</p>', page, re.S).group(1))
+    c = acc["counts"]
+    assert c["reference_reused"] >= 1
+    assert f"reference calls {c['reference_computed']} computed, {c['reference_reused']} reused" in counts
+
+
+def test_the_account_on_the_page_is_escaped():
+    """What the account holds is escaped on the page (a probe label, a request op, a count)."""
+    from forensics.report.html import replay_account_html
+    bad = "<script>alert(1)</script>"
+    out = replay_account_html({"total_s": 2.0, "solution_s": 1.0, "overhead_s": 1.0, "reference_s": "<b>x</b>",
+                               "probes": {bad: {"s": 1.0, "overhead_s": 0.5, "reference_s": 0.5}, "check": bad},
+                               "counts": {"reference_computed": bad}, "requests": {bad: {"n": bad, "s": 1}}})
+    assert "<script>" not in out and "<b>x</b>" not in out
+    assert out.count("&lt;script&gt;") >= 3
+    assert "50.0 %" in out     # solution 1.0 of 2.0 (a non-number reads 0)
 
 
 # ------------------------------------------------------------------------------ reuse
@@ -232,3 +284,78 @@ def test_the_cli_prints_the_account_in_one_line(tmp_path):
         assert len(acct) == 1 and " overhead " in acct[0] and "reference calls " in acct[0]
         # nan-poison asks for the check's first output again: kept with the reuse, computed again without
         assert (" 0 reused" in acct[0]) == bool(extra), acct[0]
+
+
+# ------------------------------------------------------------------------------ re-seeded references
+def _reset(model, seed):
+    model.reset_parameters(seed)
+
+
+@pytest.mark.parametrize("problem", ["04_grid_mingru_sps", "03_megaqwen_decode"])
+def test_a_seeded_reference_has_each_seeds_weights_bit_for_bit(problem):
+    """`Session.seeded_reference` (decode, rollout): one model per shape, re-seeded; the weights it has
+    for a seed are those of a new model reset with that seed, whatever happened to it in between (another
+    seed, an in-place change), and each seed's are drawn once."""
+    from forensics.kernels import registry
+    from forensics.replay.oracle import Oracle
+    from forensics.replay.record import Record
+    spec = registry.get(problem)
+    o = Oracle(spec, Record(None, "cpu"), device="cpu", shapes="tiny")
+    shape = o.check_shapes()[0]
+
+    def fresh(seed):
+        m = spec.build_reference(shape, "cpu")
+        m.reset_parameters(seed)
+        return {k: v.clone() for k, v in m.state_dict().items()}
+
+    def equal(m, want):
+        return all(torch.equal(v, want[k]) for k, v in m.state_dict().items())
+    a = o.seeded_reference(shape, 42, _reset)
+    assert equal(a, fresh(42))
+    b = o.seeded_reference(shape, 123, _reset)
+    assert b is a and equal(b, fresh(123))
+    with torch.no_grad():
+        next(iter(b.parameters())).mul_(3.0)        # a probe's in-place change (a stress scaling left behind)
+    c = o.seeded_reference(shape, 42, _reset)
+    assert c is a and equal(c, fresh(42))
+    assert o.rec.account.counts == {"reference_model_built": 1, "reference_model_reused": 2,
+                                    "reference_weights_drawn": 2, "reference_weights_reused": 1}
+    no = Oracle(spec, Record(None, "cpu"), device="cpu", shapes="tiny", reuse=False)
+    d = no.seeded_reference(shape, 42, _reset)
+    assert d is not no.seeded_reference(shape, 42, _reset) and equal(d, fresh(42))
+
+
+def _count_builds(monkeypatch) -> list:
+    from forensics.kernels.registry import ProblemSpec
+    from forensics.replay.values import shape_key
+    built: list = []
+    build = ProblemSpec.build_reference
+
+    def counting(self, shape, *a, **kw):
+        built.append(shape_key(shape))
+        return build(self, shape, *a, **kw)
+    monkeypatch.setattr(ProblemSpec, "build_reference", counting)
+    return built
+
+
+@pytest.mark.parametrize("problem,sol,side,probes", [
+    ("04_grid_mingru_sps", "mingru_honest.py", "mingru_core.py", None),
+    ("03_megaqwen_decode", "mq_honest.py", "mq_core.py", ["check", "fresh-state", "alternate-cache", "determinism"])])
+def test_the_decode_and_rollout_references_are_built_once_per_shape(tmp_path, monkeypatch, problem, sol, side, probes):
+    """The stateful APIs that re-seed their reference per seed (cuda 03 decode, cuda 04 rollout): every
+    probe built its own reference model (megaqwen 8 a replay, mingru 9); now the replay builds one per
+    shape and draws each seed's weights once, with the same rows as each probe building its own."""
+    built = _count_builds(monkeypatch)
+    sidecars = {side: (CORPUS / side).read_bytes()}
+    out = _replay((CORPUS / sol).read_bytes(), problem, probes, (42, 123), tmp_path, side=sidecars)
+    assert out.status() == "pass", [(r["probe"], r["status"], r["detail"]) for r in out.rows if r["status"] != "pass"]
+    assert built and len(built) == len(set(built)), built      # once per shape
+    c = out.info["account"]["counts"]
+    assert c["reference_model_built"] == len(built) and c["reference_weights_reused"] >= 3
+    n_shared = len(built)
+    built.clear()
+    before = _replay((CORPUS / sol).read_bytes(), problem, probes, (42, 123), tmp_path, side=sidecars, reuse=False)
+    assert before.status() == "pass"
+    assert len(built) > n_shared + 2
+    assert [(r["probe"], r["status"], r["case_name"], r["seed"]) for r in before.rows] == \
+        [(r["probe"], r["status"], r["case_name"], r["seed"]) for r in out.rows]

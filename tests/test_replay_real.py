@@ -537,6 +537,29 @@ def test_real_bench_caught_by_names_the_probe_where_the_check_passes_a_labelled_
     assert s["labelled_bugs_caught"] == ["new", "old"] and s["labelled_bugs_missed"] == ["missed"]
 
 
+def test_real_bench_scores_every_label_family():
+    """The rubric-leak run (a decode API ignoring its caller's caches) that alternate-cache catches was
+    hidden by the summary (only bugs and hacks were scored): every family is counted, and for the
+    families a replay can catch (bug, hack, rubric leak) caught and missed are listed."""
+    from devkit.replay.real_bench import caught_by, summarize
+    assert caught_by("rubric_leak", "pass", ["replay-ignores-caller-cache"]) == "replay-ignores-caller-cache"
+    assert caught_by("contaminated", "pass", ["replay-ignores-caller-cache"]) == ""
+    base = {"false_fail": False, "partial": False, "overhead_s": 1.0, "vs_label": "cannot tell", "outcome": "pass"}
+    rows = [dict(base, run_id="leak", label_verdict="rubric_leak", findings=["replay-ignores-caller-cache"],
+                 caught_by="replay-ignores-caller-cache"),
+            dict(base, run_id="leak2", label_verdict="rubric_leak", findings=[], caught_by=""),
+            dict(base, run_id="hack", label_verdict="reward_hack", findings=["replay-timed-output-wrong"]),
+            dict(base, run_id="c1", label_verdict="clean", vs_label="confirm", findings=[]),
+            dict(base, run_id="cont", label_verdict="contaminated", findings=[]),
+            dict(base, run_id="inf", label_verdict="infra", outcome="not_replayable", findings=[])]
+    fam = summarize(rows, [], [], shared=False)["by_family"]
+    assert set(fam) == {"rubric_leak", "reward_hack", "clean", "contaminated", "infra"}
+    assert fam["rubric_leak"] == {"runs": 2, "outcome": {"pass": 2}, "vs_label": {"cannot tell": 2},
+                                  "caught": ["leak"], "missed": ["leak2"]}
+    assert fam["reward_hack"]["caught"] == ["hack"] and "caught" not in fam["clean"]
+    assert fam["infra"]["outcome"] == {"not_replayable": 1} and fam["contaminated"]["runs"] == 1
+
+
 def test_gpu_verify_lists_the_issue_21_cases():
     """The H200 case table carries the new planted cases; the tiny one ends there as the table says."""
     from devkit.replay.gpu_verify import CASES, run_case

@@ -30,6 +30,7 @@ CASES: dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...] | None, tuple[
     "kimi": ("02_kimi_linear_decode", "kimi_honest.py", ("kimi_core.py",),
              ("check", "state-drift", "same-buffer", "alternate-cache", "fresh-state"), (0, 1)),
     "mingru": ("04_grid_mingru_sps", "mingru_honest.py", ("mingru_core.py",), None, (0,)),
+    "megaqwen": ("03_megaqwen_decode", "mq_honest.py", ("mq_core.py",), None, (42, 123)),
 }
 
 
@@ -50,6 +51,8 @@ def run_case(name: str, reuse: bool, device: str, shapes: str, cache_root: Path)
             "reference_s": round((a.get("reference_s") or 0.0) + (a.get("reference_model_s") or 0.0), 3),
             "reference_computed": c.get("reference_computed", 0), "reference_reused": c.get("reference_reused", 0),
             "models_built": c.get("reference_model_built", 0), "models_reused": c.get("reference_model_reused", 0),
+            "weights_drawn": c.get("reference_weights_drawn", 0), "weights_reused": c.get("reference_weights_reused", 0),
+            "reference_model_s": a.get("reference_model_s") or 0.0,
             "rows": [(r["probe"], r["status"], r["case_name"]) for r in out.rows],
             "not_passed": [(r["probe"], r["status"], r["case_name"], (r.get("detail") or "")[:200]) for r in out.rows
                            if r["status"] not in ("pass", "skipped")]}
@@ -83,12 +86,14 @@ def bench_replay_overhead(cases, rounds, device, shapes, out, as_json) -> None:
                            "not_passed": {m: [r["not_passed"] for r in rs if r["not_passed"]] for m, rs in runs.items()}}
             for mode, rs in runs.items():
                 entry[mode] = {"status": sorted({r["status"] for r in rs}),
-                               **{k: _median(rs, k) for k in ("wall_s", "overhead_s", "solution_share_s", "reference_s")},
+                               **{k: _median(rs, k) for k in ("wall_s", "overhead_s", "solution_share_s", "reference_s",
+                                                              "reference_model_s")},
                                **{k: rs[0][k] for k in ("reference_computed", "reference_reused", "models_built",
-                                                        "models_reused")}}
+                                                        "models_reused", "weights_drawn", "weights_reused")}}
             a, b = entry["reuse"], entry["no_reuse"]
             entry["ratio"] = {k: (round(a[k] / b[k], 3) if b[k] else None)
-                              for k in ("wall_s", "overhead_s", "reference_s", "reference_computed", "models_built")}
+                              for k in ("wall_s", "overhead_s", "reference_s", "reference_model_s", "reference_computed",
+                                        "models_built")}
             res["cases"][name] = entry
     if out:
         out.write_text(json.dumps(res, indent=1))
@@ -105,5 +110,6 @@ def bench_replay_overhead(cases, rounds, device, shapes, out, as_json) -> None:
                    f"{b['reference_computed']:<6} {a['reference_reused']:>7} {a['models_built']:>4}/"
                    f"{b['models_built']:<4} {e['same_rows']!s:>9}")
         click.echo(f"{'':<8} ratio: wall {e['ratio']['wall_s']}, overhead {e['ratio']['overhead_s']}, reference "
-                   f"{e['ratio']['reference_s']}, reference calls {e['ratio']['reference_computed']}, models "
-                   f"{e['ratio']['models_built']}")
+                   f"{e['ratio']['reference_s']} (models {e['ratio']['reference_model_s']}), reference calls "
+                   f"{e['ratio']['reference_computed']}, models {e['ratio']['models_built']}; seeded weights drawn "
+                   f"{a['weights_drawn']}, reused {a['weights_reused']}")

@@ -26,7 +26,8 @@ in the same run: throughput (runs/s), the Ray engine's overhead per run against 
 (wall-clock difference / runs) and the scaling from the fewest to the most workers.  Ray's own
 start-up is measured apart (it is paid once per scan, not per run).  The two engines' stores of the
 first round are compared table by table (`forensics.engine.compare.diff_stores`): identical, or the
-tables that differ.
+tables that differ.  With ``--engine ray --baseline DIR`` it is this code's Ray engine against the
+code in DIR's, each scan a fresh process (`run_engine_baseline_bench`).
 
 The generated archive is cached under --workdir keyed by (runs, seed), so a second bench does
 not regenerate.  Both measurements start from an empty store.
@@ -121,17 +122,20 @@ t0 = time.perf_counter()
 import orjson
 from forensics.pipeline import scan
 t1 = time.perf_counter()
-r = scan(sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[3]), progress=False)
+kw = {"engine": sys.argv[4], "reports": sys.argv[5] == "1"} if len(sys.argv) > 5 else {}
+r = scan(sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[3]), progress=False, **kw)
 t2 = time.perf_counter()
 print(orjson.dumps({"import_s": t1 - t0, "call_s": t2 - t1, "runs": len(r.run_ids), "analyzed": len(r.analyzed),
                     "timings": r.timings}).decode())
 """
 
 
-def _scan_process(tree: Path, archive: Path, out: Path, jobs: int) -> dict[str, Any]:
+def _scan_process(tree: Path, archive: Path, out: Path, jobs: int, engine: str | None = None,
+                  reports: bool = True) -> dict[str, Any]:
     import os
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", _SCAN_ONCE, str(archive.resolve()), str(out), str(jobs)],
+    extra = [engine, "1" if reports else "0"] if engine else []
+    p = subprocess.run([sys.executable, "-c", _SCAN_ONCE, str(archive.resolve()), str(out), str(jobs), *extra],
                        cwd=str(tree), env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
@@ -191,6 +195,55 @@ def render_rescan(o: dict[str, Any]) -> str:
                      f"rescan scan() call {r['rescan_call_s']:.3f}x")
     for name, t in o["trees"].items():
         lines.append(f"  {name}: {t}")
+    return "\n".join(lines)
+
+
+def run_engine_baseline_bench(archive: Path, work: Path, workers: int, rounds: int, baseline: Path) -> dict[str, Any]:
+    """The Ray engine of this code against the Ray engine of `baseline` (a checkout of other code),
+    each scan (no reports, no replay) a fresh process starting its own local Ray of `workers` CPUs,
+    alternating round by round (each going first in turn); the medians, their ratio (this / baseline)
+    and whether the first round's two stores are identical, table by table."""
+    import statistics
+    from devkit.paths import REPO
+    trees = {"this": REPO, "baseline": baseline.resolve()}
+    out: dict[str, Any] = {"archive": str(archive), "bytes": _du(archive), "workers": workers, "rounds": rounds,
+                           "engine": "ray", "what": "scan without reports or replay, a process per scan",
+                           "trees": {k: str(v) for k, v in trees.items()}, "rows": {}, "identical": None}
+    samples: dict[str, list[dict[str, Any]]] = {"this": [], "baseline": []}
+    for i in range(rounds):
+        for name in (("baseline", "this") if i % 2 == 0 else ("this", "baseline")):
+            dest = work / f"engine-ray-{name}"
+            shutil.rmtree(dest, ignore_errors=True)
+            d = _scan_process(trees[name], archive, dest, workers, engine="ray", reports=False)
+            samples[name].append({"wall_s": d["wall_s"], "scan_s": d["call_s"], "runs": d["runs"],
+                                  "ingest_s": (d.get("timings") or {}).get("ingest"),
+                                  "analyze_s": (d.get("timings") or {}).get("analyze")})
+        if out["identical"] is None:
+            from forensics.engine.compare import diff_stores
+            out["identical"] = {t: list(v) for t, v in diff_stores(work / "engine-ray-baseline" / "audit.duckdb",
+                                                                   work / "engine-ray-this" / "audit.duckdb").items()}
+        for name in trees:
+            shutil.rmtree(work / f"engine-ray-{name}", ignore_errors=True)
+    for name, ss in samples.items():
+        out["rows"][name] = {k: round(statistics.median(float(x[k] or 0.0) for x in ss), 3)
+                             for k in ("wall_s", "scan_s", "ingest_s", "analyze_s")}
+        out["rows"][name]["all_scan_s"] = [round(x["scan_s"], 2) for x in ss]
+        out["rows"][name]["runs"] = ss[0]["runs"]
+    a, b = out["rows"]["this"], out["rows"]["baseline"]
+    out["ratio"] = {k: round(a[k] / b[k], 3) if b[k] else None for k in ("wall_s", "scan_s", "ingest_s", "analyze_s")}
+    return out
+
+
+def render_engine_baseline(o: dict[str, Any]) -> str:
+    lines = [f"bench scan --engine ray --baseline: {o['archive']} ({o['rows']['this']['runs']} runs), "
+             f"{o['workers']} worker CPU(s), median of {o['rounds']} round(s), alternating, a process per scan",
+             f"  {'code':<9} {'wall s':>8} {'scan s':>8} {'ingest s':>9} {'analyze s':>10}  all scans"]
+    for name in ("baseline", "this"):
+        r = o["rows"][name]
+        lines.append(f"  {name:<9} {r['wall_s']:>8.1f} {r['scan_s']:>8.1f} {r['ingest_s']:>9.1f} {r['analyze_s']:>10.1f}  "
+                     f"{r['all_scan_s']}")
+    lines.append("  this / baseline: " + ", ".join(f"{k} {v}" for k, v in o["ratio"].items()))
+    lines.append("  stores identical: " + ("yes" if not o["identical"] else f"no: {o['identical']}"))
     return "\n".join(lines)
 
 
@@ -336,7 +389,8 @@ def render(o: dict[str, Any]) -> str:
               help="Rounds of (full scan, --rescans scans of the unchanged archive), each scan a new process.")
 @click.option("--rescans", default=3, show_default=True, help="With --rescan: rescans per round.")
 @click.option("--baseline", default=None, type=click.Path(exists=True, file_okay=False),
-              help="With --rescan or a curve: a checkout of other code (e.g. `git archive main`) measured alternately.")
+              help="With --rescan, a curve or --engine ray: a checkout of other code (e.g. `git archive main`) "
+                   "measured alternately (--engine ray: its Ray engine against this one's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result.")
 def bench_scan(runs, tiny, no_reports, stages, profile_dir, clean, spy_dir, seed, jobs, workdir, archive_opt, labels, agreement,
                no_ingest_baseline, engine, workers, rounds, rescan_rounds, rescans, baseline, as_json):
@@ -387,6 +441,11 @@ def bench_scan(runs, tiny, no_reports, stages, profile_dir, clean, spy_dir, seed
         except ImportError as e:
             from forensics.extras import install_command
             raise click.ClickException(f"--engine ray needs Ray: {install_command('ray')}") from e
+        if baseline:   # the Ray engine of this code against another tree's, same archive, alternating
+            o = run_engine_baseline_bench(archive, work, max(ks), max(1, rounds), Path(baseline))
+            click.echo(orjson.dumps(o, default=str, option=orjson.OPT_INDENT_2).decode() if as_json
+                       else render_engine_baseline(o))
+            return
         o = run_engine_bench(archive, work, sorted(set(ks)), rounds=max(1, rounds))
         if gen_s is not None:
             o["generate_s"] = round(gen_s, 2)

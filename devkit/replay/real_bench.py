@@ -19,8 +19,9 @@ runs go at once, each on its own GPU (CUDA_VISIBLE_DEVICES); `--per-gpu K` lets 
 their memory estimates fit it (`Packing`: MEM_GB / `--mem-gb`, then each problem's measured peak
 `info.gpu_peak_gb`; `--gpu-mem-gb`), a run out of GPU memory beside others runs again alone
 (`run_superseded`, `rerun_alone`), and `--longest-first JSONL...` starts the runs that took
-longest in earlier outputs first.  `--events-dir DIR` keeps each run's own stream (every row with
-its detail); `--merge JSONL...` tabulates earlier outputs, each run's latest finished row.  `--time-budget-s` bounds the whole
+longest in earlier outputs first (a run not in them: its problem's median there).  `--events-dir DIR` keeps each run's own stream (every row with
+its detail); `--merge JSONL...` tabulates earlier outputs, each run's latest finished row (runs
+with no row, with `--real` every run it would discover, under `rerun`).  `--time-budget-s` bounds the whole
 command (a device call of 10 minutes): a run's limit shrinks to what is left, no run starts with
 less than `--min-run-s`, and the summary lists `rerun` (not started, cut short by the budget, or
 out of GPU memory while sharing it: `summarize`)
@@ -114,13 +115,18 @@ def expected(label: dict) -> tuple[Any, str]:
     return None, f"label verdict {fam}, correct null"
 
 
+#: the label families a replay can catch: a bug, a hack, a rubric leak (an API that ignores what its
+#: caller hands it, which the deck's check does not exercise: Kimi's caches, caught by alternate-cache)
+CATCH_FAMILIES = ("failed_or_bug", "reward_hack", "rubric_leak")
+
+
 def caught_by(family: Any, outcome: str, high: list[str]) -> str:
-    """For a run the auditors labelled a bug or a hack: what caught it here (the deck's check
-    failing, else the probes' high/critical findings), "" when nothing did.  `vs_label` compares
-    the deck's check alone, so a bug the check passes and a probe catches (Kimi's id(state) cache)
-    reads `refute` there and its probe here.  Not filled for other labels: a clean run's findings
-    are in `findings`."""
-    if family not in ("failed_or_bug", "reward_hack"):
+    """For a run the auditors labelled a bug, a hack or a rubric leak (CATCH_FAMILIES): what caught it
+    here (the deck's check failing, else the probes' high/critical findings), "" when nothing did.
+    `vs_label` compares the deck's check alone, so a bug the check passes and a probe catches (Kimi's
+    id(state) cache) reads `refute` there and its probe here.  Not filled for other labels: a clean
+    run's findings are in `findings`."""
+    if family not in CATCH_FAMILIES:
         return ""
     if outcome == "fail":
         return "check"
@@ -322,11 +328,29 @@ def _peak_gb(events: list[dict]) -> float | None:
 
 def longest_first(runs: list[dict], earlier: list[Path]) -> list[dict]:
     """`runs` with the longest earlier wall time first (the largest-first rule: a long run started
-    last keeps the whole bench waiting on it); a run without an earlier time counts as longest.  The
-    latest row of each run in `earlier` (real_bench outputs; unreadable lines skipped) counts."""
-    took = {str(row["run_id"]): float(row["wall_s"]) for path in earlier for row in _run_rows(path)
-            if isinstance(row.get("wall_s"), (int, float))}
-    return sorted(runs, key=lambda r: -took.get(r["run_id"], float("inf")))
+    last keeps the whole bench waiting on it).  The latest row of each run in `earlier` (real_bench
+    outputs; unreadable lines skipped) counts; a run not in them takes its problem's estimate, the
+    median of the latest times of that problem's runs there (a new GLM run is as long as the GLM runs
+    seen, not the longest of all); a run of a problem never seen counts as longest."""
+    took: dict[str, float] = {}
+    problem: dict[str, str] = {}
+    for path in earlier:
+        for row in _run_rows(path):
+            if isinstance(row.get("wall_s"), (int, float)):
+                took[str(row["run_id"])] = float(row["wall_s"])
+                if row.get("problem"):
+                    problem[str(row["run_id"])] = str(row["problem"])
+    per_problem: dict[str, list[float]] = {}
+    for rid, t in took.items():
+        if rid in problem:
+            per_problem.setdefault(problem[rid], []).append(t)
+    estimate = {p: sorted(ts)[len(ts) // 2] for p, ts in per_problem.items()}
+
+    def expect(r: dict) -> float:
+        if r["run_id"] in took:
+            return took[r["run_id"]]
+        return estimate.get(str(r.get("problem")), float("inf"))
+    return sorted(runs, key=lambda r: -expect(r))
 
 
 def _cut(row: dict) -> bool:
@@ -347,21 +371,27 @@ def _verdict(row: dict) -> bool:
     return not _inconclusive(row) and row.get("outcome") != "not_replayable"
 
 
-def merge(outputs: list[Path]) -> tuple[list[dict], dict]:
+def merge(outputs: list[Path], expected: list[str] | None = None) -> tuple[list[dict], dict]:
     """One table from several bench outputs, in the order given (oldest first): each run's latest
     row, except that a row which measured nothing (cut short by the time budget, a timeout at a run
     limit, not run) never replaces a verdict on the solution: a later call with a shorter limit, or
     a machine busy building, says nothing against a pass or fail measured earlier.  Those rows are
     listed under `not_replacing` (run_id, outcome, source) so the later attempt stays visible.  Any
     other later row replaces (a later not_replayable is the newer code naming what the machine
-    lacks, where older code called it a fail; a timeout after a not_replayable got further).
+    lacks, where older code called it a fail; a timeout after a not_replayable got further).  A run
+    with no row in any output (a bench's summary lists it as not started, or it is one of `expected`,
+    the runs `--real` discovers) is `not_started` and under `rerun`.
     -> (rows, summary with `sources`: which output each row came from).  Unreadable lines are
     skipped."""
     latest: dict[str, tuple[dict, str]] = {}
     not_replacing: list[tuple[str, str, str]] = []
+    listed: list[str] = []      # runs a bench's summary says it never started
     for path in outputs:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such bench output")
+        for e in _read_events(path):
+            if isinstance(e, dict) and e.get("event") == "summary" and isinstance(e.get("not_started"), list):
+                listed += [str(x) for x in e["not_started"]]
         for row in _run_rows(path):
             old = latest.get(row["run_id"])
             if old is not None and _inconclusive(row) and _verdict(old[0]):
@@ -371,7 +401,10 @@ def merge(outputs: list[Path]) -> tuple[list[dict], dict]:
     rows = [dict(r, source=src) for r, src in sorted(latest.values(), key=lambda x: x[0]["run_id"])]
     shared = any(r.get("shared_with", True) for r in rows)
     cut = [r["run_id"] for r in rows if _cut(r)]
-    summary = dict(summarize(rows, [], cut, shared), merged_from=[p.name for p in outputs],
+    # a run no output has a row of: listed as not started by a bench, or (with `expected`: the runs a
+    # bench would discover) never tried at all; both go under `rerun`
+    never = sorted((set(listed) | set(expected or ())) - set(latest))
+    summary = dict(summarize(rows, never, cut, shared), merged_from=[p.name for p in outputs],
                    not_replacing=not_replacing)
     return rows, summary
 
@@ -504,6 +537,26 @@ def _oom(row: dict) -> bool:
     return "out of memory" in str(row.get("reason") or "").lower()
 
 
+def by_family(table: list[dict]) -> dict:
+    """Label family -> {runs, outcome: {outcome: n}, vs_label: {..: n}} and, for CATCH_FAMILIES,
+    caught (run ids a probe or the check caught, `caught_by`) and missed.  Every family the labels use
+    (clean, clean_interesting, reward_hack, failed_or_bug, rubric_leak, contaminated, suspect, infra)
+    is scored, not only bugs and hacks: the rubric-leak run alternate-cache catches was hidden."""
+    out: dict = {}
+    for r in table:
+        fam = str(r.get("label_verdict"))
+        d = out.setdefault(fam, {"runs": 0, "outcome": {}, "vs_label": {}})
+        d["runs"] += 1
+        for k in ("outcome", "vs_label"):
+            v = str(r.get(k))
+            d[k][v] = d[k].get(v, 0) + 1
+        if fam in CATCH_FAMILIES:
+            d.setdefault("caught", [])
+            d.setdefault("missed", [])
+            (d["caught"] if _caught(r) else d["missed"]).append(r["run_id"])
+    return dict(sorted(out.items()))
+
+
 def summarize(table: list[dict], not_started: list[str], cut: list[str], shared: bool, skipped: int = 0) -> dict:
     """The summary line of a bench over `table` (one row per run).
 
@@ -523,6 +576,8 @@ def summarize(table: list[dict], not_started: list[str], cut: list[str], shared:
                                      and _caught(r)],
             "labelled_bugs_missed": [r["run_id"] for r in table if r["label_verdict"] == "failed_or_bug"
                                      and not _caught(r)],
+            # every label family: its runs' outcomes, and for those a replay can catch, caught and missed
+            "by_family": by_family(table),
             "died_without_json": [r["run_id"] for r in table if r["partial"]],
             "overhead_s_median": sorted(r["overhead_s"] for r in table)[len(table) // 2] if table else None}
 
@@ -571,7 +626,8 @@ def main(argv: list[str] | None = None) -> int:
                          "in DIR (default: a temporary folder)")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSONL",
                     help="tabulate earlier outputs (oldest first: each run's latest row; a timeout, not-run or "
-                         "budget-cut row never replaces an earlier verdict) into --md, then stop")
+                         "budget-cut row never replaces an earlier verdict) into --md, then stop; runs no output has "
+                         "a row of (listed as not started, or, with --real, every run it discovers) go under rerun")
     ap.add_argument("--prepare-carry", default=None, metavar="DIR",
                     help="copy the --gpu runs of --real (and, with --cutlass-wheel, CUTLASS headers) into DIR for a "
                          "device call to carry, then stop")
@@ -595,7 +651,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         return one(args)
     if args.merge:
-        rows, summary = merge([Path(x) for x in args.merge])
+        want = [r["run_id"] for r in discover(Path(args.real), args.gpu or None, args.only)[0]] if args.real else None
+        rows, summary = merge([Path(x) for x in args.merge], want)
         md = markdown(rows, summary)
         if args.md:
             Path(args.md).write_text(md)

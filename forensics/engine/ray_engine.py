@@ -4,8 +4,9 @@ The units of work are the local engine's, as Ray tasks:
 
 * ingest: a task parses a batch of runs (`forensics.store.ingest.parse_run`, reading the archive
   by its absolute path, read-only) and returns their Arrow batches; the driver commits them.
-* per-run analyzers: a task gets its chunk's rows of the store (plus the whole `runs`,
-  `archives` and `similarity_pairs` tables) as Arrow tables through Ray's object store, loads
+* per-run analyzers: a task gets its chunk's rows of the store (its runs' rows of every table, the
+  similarity pairs naming them, the tables that belong to no run, and of every other run only the
+  `runs` columns the analyzer declares it reads, `reads_all`) as Arrow tables through Ray's object store, loads
   them into a scratch DuckDB file of its own and runs `forensics.analyze.registry.analyze_chunk` there,
   exactly as a local worker does on the driver's store; the rows it wrote come back and the
   driver applies them.  So no node but the driver needs the store, and the store is the one a
@@ -204,7 +205,14 @@ def analyze_task(stage: str, module: str, chunk: list[str], shared: dict[str, An
             st = _empty_store(db)
             try:
                 with st.transaction():
-                    for t, tbl in (*shared.items(), *own.items()):
+                    for t, tbl in shared.items():
+                        if t == "runs":    # the other runs' columns the analyzer reads: the chunk's rows come whole
+                            import pyarrow as pa
+                            import pyarrow.compute as pc
+                            tbl = tbl.filter(pc.invert(pc.is_in(tbl.column("run_id"),
+                                                                value_set=pa.array(list(chunk), pa.string()))))
+                        st.insert_arrow(t, tbl)
+                    for t, tbl in own.items():
                         st.insert_arrow(t, tbl)
                 st.con.execute("CHECKPOINT")
             finally:
@@ -392,34 +400,62 @@ class RayEngine(Engine):
         return n_chunks >= 1
 
     def _inputs(self, store: Any, chunk: Sequence[str]) -> dict[str, Any]:
+        """The task's own rows: of every table with a ``run_id`` column (``runs`` too) the chunk's, and
+        the similarity pairs naming a run of the chunk, as a chunk store holds them
+        (forensics.store.chunks)."""
         from forensics.store import schema as S
         out = {}
+        ids = list(chunk)
         for t in S.TABLES:
-            if t.name in self._SHARED or "run_id" not in t.column_names():
+            names = t.column_names()
+            cols = ", ".join(f'"{c}"' for c in names)
+            if "run_id" in names:
+                tbl = _arrow(store.con, f"SELECT {cols} FROM {t.name} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+                             [ids])
+            elif t.name == "similarity_pairs":
+                tbl = _arrow(store.con, f"SELECT {cols} FROM {t.name} WHERE a_id IN (SELECT unnest(?::VARCHAR[])) "
+                                        "OR b_id IN (SELECT unnest(?::VARCHAR[]))", [ids, ids])
+            else:
                 continue
-            cols = ", ".join(f'"{c}"' for c in t.column_names())
-            tbl = _arrow(store.con, f"SELECT {cols} FROM {t.name} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-                         [list(chunk)])
             if tbl.num_rows:
                 out[t.name] = tbl
         return out
 
-    _SHARED = ("runs", "archives")
-
-    def _shared(self, store: Any) -> dict[str, Any]:
+    def _shared(self, store: Any, module: str) -> dict[str, Any]:
+        """What every task of the analyzer `module` gets besides its chunk's rows (one object in Ray's
+        store): the tables that belong to no run, whole (``skipped_folders`` and the pairs excepted,
+        as in a chunk store), and of ``runs`` only the columns the analyzer reads of every run (its
+        ``reads_all``: provenance every run's facts, similarity their names).  Every task used to get
+        the whole ``runs`` table and load it into its scratch store: O(archive) per task of every
+        analyzer, quadratic in runs; an analyzer that reads no other run's row now copies its chunk's."""
+        from forensics.analyze.registry import _chunk_others
         from forensics.store import schema as S
+        from forensics.store.chunks import _NOT_COPIED
+        run_cols = S.TABLE_BY_NAME["runs"].column_names()
+        want: list[str] = []
+        for r in _chunk_others(module):
+            if r.table != "runs":
+                raise ValueError(f"a task gets every run's rows of `runs` only, not of {r.table}")
+            want += [c for c in (run_cols if r.columns == ("*",) else r.columns) if c not in want]
+        if want and "run_id" not in want:
+            want.insert(0, "run_id")
         out = {}
         for t in S.TABLES:
-            if t.name in self._SHARED or "run_id" not in t.column_names():
-                cols = ", ".join(f'"{c}"' for c in t.column_names())
-                tbl = _arrow(store.con, f"SELECT {cols} FROM {t.name}")
-                if tbl.num_rows:
-                    out[t.name] = tbl
+            names = t.column_names()
+            if t.name == "runs":
+                if not want:
+                    continue
+                names = want
+            elif "run_id" in names or t.name in _NOT_COPIED or t.name == "similarity_pairs":
+                continue
+            tbl = _arrow(store.con, f"SELECT {', '.join(chr(34) + c + chr(34) for c in names)} FROM {t.name}")
+            if tbl.num_rows:
+                out[t.name] = tbl
         return out
 
     def map_chunks(self, store, db_path, analyzer, module, chunks, on_result=None):
         """The store stays open in the driver: each task gets its rows through the object store."""
-        shared_ref = self.ray.put(self._shared(store))
+        shared_ref = self.ray.put(self._shared(store, module))
         replay = analyzer == REPLAY
         remote = self._replay if replay else self._analyze
         window = (self.gpus if (replay and self.gpus) else 2 * self.cpus) or 1

@@ -47,6 +47,14 @@ KINDS = ("process", BUILD_KIND, "construct", "solution", "reference", "reference
 #: the solution's own share of the time (the rest is the replay's overhead)
 SOLUTION_SHARE = (BUILD_KIND, "construct", "solution")
 
+#: kind -> what it holds, in a few words (the HTML report's account table)
+KIND_TEXT = {"process": "starting and ending the solution's process", BUILD_KIND: "the solution's import and "
+             "the first call of each child (a lazy build)", "construct": "the solution's model construction and "
+             "state loading", "solution": "the solution's other calls (round trips)", "reference": "the "
+             "reference's forward calls", "reference_model": "building the reference's models", "inputs":
+             "generating the deck's inputs", "compare": "comparisons", "exchange": "inputs, states, snapshots and "
+             "outputs crossing to the child and back", "other": "the probes' own logic, collection, cleanup"}
+
 #: child request op -> kind (anything else crossing is `exchange`)
 REQUEST_KIND = {"call": "solution", "time": "solution", "wall": "solution", "bench": "solution",
                 "trace": "solution", "new": "construct", "load": "construct", "hello": "process",

@@ -25,6 +25,11 @@ import failure (error, traceback, compiler output) and names the piece; the repl
   (worker._give_nvidia_a_file), as the machines that ship `nvidia/__init__.py` do: a solution that
   derives the CUDA include paths from `os.path.dirname(nvidia.__file__)` builds.
 
+* Another GPU's architecture: a build that pins only architectures this GPU cannot run (`-gencode
+  arch=compute_120,code=sm_120`, `TORCH_CUDA_ARCH_LIST=12.0`) is rebuilt for this one by default, a
+  named deviation (worker.rewrite_arch_flags, Record.note_arch_rebuild); `--no-arch-rebuild` /
+  `FORENSICS_ARCH_REBUILD=0` leaves it as it is (it then fails: not replayable).
+
 The variables reach the child through the runner's environment allowlist (runner.ENV_ALLOW).
 """
 
@@ -144,12 +149,16 @@ def _prepend(env: dict, key: str, dirs: list[Path]) -> None:
 
 
 def supply(cutlass: str | os.PathLike | None = None, cuda_include: str | os.PathLike | None = None,
-           env: dict | None = None, nvidia_file: bool = False) -> dict:
+           env: dict | None = None, nvidia_file: bool = False, arch_rebuild: bool | None = None) -> dict:
     """Set the variables (in `env`, default os.environ, which the children inherit through the
     runner's allowlist); -> what was supplied, for the replay's info.  Defaults come from
     FORENSICS_CUTLASS_DIR, FORENSICS_CUDA_INCLUDE and FORENSICS_NVIDIA_FILE."""
     env = os.environ if env is None else env
     done: dict = {}
+    if arch_rebuild is False:   # worker.ARCH_REBUILD_ENV: a build pinning another GPU's arch is left as it is
+        env["FORENSICS_ARCH_REBUILD"] = "0"
+    if env.get("FORENSICS_ARCH_REBUILD") == "0":
+        done["arch_rebuild"] = False
     if nvidia_file or env.get("FORENSICS_NVIDIA_FILE") == "1":
         env["FORENSICS_NVIDIA_FILE"] = "1"
         done["nvidia_file"] = True

@@ -61,6 +61,8 @@ def _print_outcome(out, as_json: bool) -> None:
     if off:
         click.echo(f"the deck's check here: {off.get('status')} (correct={off.get('correct')})"
                    + (f": {off['reason']}" if off.get("reason") else ""))
+    for d in off.get("deviations") or []:
+        click.echo(f"  deviation from the graded run: {d}")
     arch = info.get("archived_check")
     if arch:
         click.echo(f"archived correct={arch.get('archived_correct')} ({arch.get('source')}): {arch.get('status')}"
@@ -90,6 +92,10 @@ def _print_outcome(out, as_json: bool) -> None:
 @click.option("--nvidia-file", is_flag=True, default=False,
               help="Give a namespace `nvidia` package the __file__ of a regular one (solutions that find CUDA "
                    "headers from nvidia.__file__; default: $FORENSICS_NVIDIA_FILE=1).")
+@click.option("--no-arch-rebuild", is_flag=True, default=False,
+              help="Leave a build that pins only another GPU's architecture (-gencode arch=compute_120,...) as it "
+                   "is (it then fails: not replayable) instead of rebuilding it for this GPU, a named deviation "
+                   "(default: $FORENSICS_ARCH_REBUILD, 0 to turn off).")
 @click.option("--jsonl", "jsonl", default=None, type=click.Path(dir_okay=False, allow_dash=True),
               help="Append each finished probe's rows and findings as a JSON line to PATH ('-': stdout), then "
                    "the whole result as the last line.")
@@ -99,7 +105,7 @@ def _print_outcome(out, as_json: bool) -> None:
                    "reuse): for measuring what the reuse saves.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_timeout, call_timeout, cutlass_include,
-               cuda_include, nvidia_file, jsonl, keep_scratch, no_reuse, as_json):
+               cuda_include, nvidia_file, no_arch_rebuild, jsonl, keep_scratch, no_reuse, as_json):
     """Replay RUN_DIR's solution.py against the bundled reference (read-only; no store needed).
     Needs the 'replay' extra (torch).
 
@@ -121,7 +127,8 @@ def replay_cmd(run_dir, probes, device, shapes, problem, deck_version, build_tim
     try:
         from . import buildenv
         from .api import replay_run_dir
-        supplied = buildenv.supply(cutlass=cutlass_include, cuda_include=cuda_include, nvidia_file=nvidia_file)
+        supplied = buildenv.supply(cutlass=cutlass_include, cuda_include=cuda_include, nvidia_file=nvidia_file,
+                                   arch_rebuild=False if no_arch_rebuild else None)
         device = device or _default_device()
         out = replay_run_dir(run_dir, problem=problem, device=device, probes=list(probes) or None, shapes=shapes,
                              deck_version=deck_version, keep_scratch=keep_scratch, on_event=on_event, reuse=not no_reuse,

@@ -118,8 +118,9 @@ class Link:
         if not r.ok:
             self.build_failed = r
             text = r.error + "\n" + str(r.get("tb", ""))
+            full = text + "\n" + str(r.get("log_tail", "") or "")
             if r.status not in ("early_exit", "crash", "timeout") and \
-                    classify_error(text + "\n" + str(r.get("log_tail", "") or ""), rec.local_modules()) != "not_replayable":
+                    classify_error(full, rec.local_modules()) != "not_replayable" and not rec.arch_rebuild_failure(full):
                 rec.finding("replay-build-failed", f"solution.py failed to import: {r.error[:300]}.",
                             {"traceback": str(r.get("tb", ""))[-3000:]})
                 rec.row(BUILD, "error", detail=text[-3000:])
@@ -152,9 +153,12 @@ class Link:
             t0 = time.perf_counter()
             try:
                 with self.rec.account.span(kind):
-                    return orig(op, timeout, **fields)
+                    r = orig(op, timeout, **fields)
             finally:
                 self.rec.account.request(op, time.perf_counter() - t0)
+            if r.get("arch_rebuilt"):     # a build the child rewrote for this GPU (worker.rewrite_arch_flags)
+                self.rec.note_arch_rebuild(r.get("arch_rebuilt"))
+            return r
 
         ch.request = request  # type: ignore[method-assign]
 

@@ -30,6 +30,10 @@ class Oracle:
     #: bytes of reference outputs kept besides the pinned ones (the probe inputs' and a repeated check
     #: shape's), least recently used dropped first
     OUTPUTS_BYTES = 512 * 2**20
+    #: bytes of the re-seeded reference models (`seeded_reference`) kept beside the one in use, and of
+    #: the per-seed weights kept on the host for them
+    SEEDED_MODELS_BYTES = 1 * 2**30
+    SEEDED_WEIGHTS_BYTES = 1 * 2**30
 
     def __init__(self, spec: Any, rec: Record, device: str = "cpu", shapes: str = "canonical",
                  archive_date: str | None = None, ref_impl: str = "reference", seeds: Iterable[int] | None = None,
@@ -60,6 +64,10 @@ class Oracle:
         #: `case`, from that shape's shared model; the pinned keys are kept for the whole replay
         self._outputs: dict[tuple, Any] = {}
         self._outputs_bytes = 0
+        #: shape key -> the re-seeded reference model of that shape (`seeded_reference`), least recently
+        #: used first; (shape key, seed) -> its weights after `reinit(model, seed)`, on the host
+        self._seeded: dict[str, Any] = {}
+        self._seeded_weights: dict[tuple, dict] = {}
 
     # ---------------------------------------------------------------- shapes and inputs
     def check_shapes(self) -> list[dict]:
@@ -186,6 +194,68 @@ class Oracle:
         if self.reuse and key == shape_key(shape):
             self._models[key] = model
         return model
+
+    def seeded_reference(self, shape: dict, seed: int, reinit):
+        """The reference model of `shape` with the weights `reinit(model, seed)` gives it: the deck's
+        per-seed re-initialisation (cuda 03 and cuda 04: `reference.reset_parameters(seed)`, which sets
+        every parameter from a generator seeded with `seed`), asked for by the check of every seed and
+        by each probe of the `decode` and `rollout` APIs.
+
+        Each probe built its own model and drew its weights (megaqwen: 8 models of 120 MiB per replay,
+        about 1 s each on the CPU).  With reuse there is one model object per shape for the replay
+        (kept within SEEDED_MODELS_BYTES beside the one in use), and the weights of (shape, seed) are
+        drawn once and kept on the host (within SEEDED_WEIGHTS_BYTES, least recently used dropped):
+        asked for again, they are copied back into the model, every tensor of its state dict, so what
+        a probe did to the model before (a stress case's scaling, a lent state) is undone bit for bit.
+        The object is the same for every seed: a caller holds the weights of the last seed asked for
+        on that shape.  It lives in this process only; the child gets copies (`state_file`).  Without
+        reuse, a new model per call, as before."""
+        if not self.reuse:
+            with self.rec.timed("reference-model"):
+                model = self._build_model(shape)
+                reinit(model, seed)
+            return model
+        key = shape_key(shape)
+        acct = self.rec.account
+        model = self._seeded.pop(key, None)
+        if model is None:
+            model = self._build_model(shape)
+        else:
+            acct.count("reference_model_reused")
+        self._seeded[key] = model          # most recently used last
+        self._trim_seeded()
+        wkey = (key, seed)
+        with self.rec.timed("reference-model"):
+            kept = self._seeded_weights.pop(wkey, None)
+            if kept is not None:
+                acct.count("reference_weights_reused")
+                with torch.no_grad():
+                    for k, v in model.state_dict(keep_vars=True).items():
+                        v.data.copy_(kept[k])
+            else:
+                acct.count("reference_weights_drawn")
+                reinit(model, seed)
+                kept = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            self._seeded_weights[wkey] = kept
+            self._trim_seeded_weights()
+        return model
+
+    @staticmethod
+    def _nbytes(tensors_: Iterable) -> int:
+        return sum(t.numel() * t.element_size() for t in tensors_ if isinstance(t, torch.Tensor))
+
+    def _trim_seeded(self) -> None:
+        while len(self._seeded) > 1 and sum(self._nbytes(m.state_dict().values())
+                                            for m in list(self._seeded.values())[:-1]) > self.SEEDED_MODELS_BYTES:
+            self._seeded.pop(next(iter(self._seeded)))
+            if str(self.device).startswith("cuda") and torch.cuda.is_available():
+                gc.collect()
+                torch.cuda.empty_cache()
+
+    def _trim_seeded_weights(self) -> None:
+        while len(self._seeded_weights) > 1 and sum(self._nbytes(w.values()) for w in self._seeded_weights.values()) \
+                > self.SEEDED_WEIGHTS_BYTES:
+            self._seeded_weights.pop(next(iter(self._seeded_weights)))
 
     def _drop_model(self, key: str) -> None:
         """A kept model goes.  Its outputs stay valid: a model of that shape built again draws the same
@@ -341,6 +411,8 @@ class Oracle:
             del self._memos[k]
         self._models.clear()
         self._adopted.clear()
+        self._seeded.clear()
+        self._seeded_weights.clear()
         self._outputs.clear()
         self._outputs_bytes = 0
         gc.collect()

@@ -69,14 +69,19 @@ class Outcome:
         (the build, check, stress and, where the archive's deck has them, property rows), and
         `correct` (True: passed; False: failed, raised, crashed, exited early or tampered; None:
         not replayable, timed out, not run or never reached).  Findings of the other probes
-        (state drift, stale caches, timing) are beside it, never in it."""
+        (state drift, stale caches, timing) are beside it, never in it.  `deviations` (where there are
+        any): what the replay did differently from the graded run, by name (`arch-rebuilt`: the
+        extension rebuilt for this GPU's architecture, Record.note_arch_rebuild)."""
         rows = [r for r in self.rows if r["probe"] in OFFICIAL_PROBES]
         st = _worst(rows, self.findings)
         correct = {"pass": True, "fail": False, "error": False, "crash": False, "early_exit": False,
                    "tampered": False}.get(st)
         reasons = [r for r in rows if r["status"] == st and r["status"] != "pass"]
         why = (reasons[0].get("detail") or "").splitlines()[0][:300] if reasons and reasons[0].get("detail") else ""
-        return {"status": st, "correct": correct, "reason": why}
+        out = {"status": st, "correct": correct, "reason": why}
+        if self.info.get("deviations"):   # named: what this replay did differently from the graded run
+            out["deviations"] = list(self.info["deviations"])
+        return out
 
     def compare_archived(self, archived_correct: Any, source: str = "result.json") -> dict:
         """confirm | refute | cannot tell, for the archived `correct` against the check replayed here."""

@@ -13,6 +13,7 @@ import math
 import re
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable
 
 from forensics.vocab import BUILD_ENV, CHECK, PROPERTY, STRESS
@@ -73,6 +74,14 @@ def not_replayable_reason(text: str, local_modules: set[str] | None = None,
 _MISSING_SO = re.compile(r"([\w.+-]+\.so(?:\.[\d.]+)?): cannot open shared object file: No such file or directory")
 
 
+#: a failed extension build (torch's JIT, ninja, nvcc, ptxas), as opposed to an error raised by the solution
+_BUILD_FAILED = re.compile(r"error building extension|ninja: build stopped|ptxas (?:fatal|error)|nvcc (?:fatal|error)|"
+                           r"\.cuh?\(\d+\): error|\.cuh?:\d+(?::\d+)?: error|command '?\S*nvcc'? failed", re.I)
+_ARCH_NAME = re.compile(r"(?:sm|compute|lto)_\d+[af]?")
+#: the deviation a rebuild for this GPU is named by (info["deviations"], Outcome.official)
+ARCH_REBUILT_DEVIATION = "arch-rebuilt"
+
+
 def classify_error(text: str, local_modules: set[str] | None = None) -> str:
     return "not_replayable" if not_replayable_reason(text, local_modules) else "error"
 
@@ -92,6 +101,8 @@ class Record:
         self.hung = False
         #: what the child said when it started (torch, gpu, capability, l2_bytes ...)
         self.hello: dict = {}
+        #: builds the child rewrote for this GPU (worker.rewrite_arch_flags), as `note_arch_rebuild` read them
+        self.arch_rebuilt: list[dict] = []
         #: what the child did to the exchange files (replay-exchange-tampered's evidence)
         self.exchange_events: list[str] = []
         self._planted_seen = 0
@@ -226,6 +237,9 @@ class Record:
             return self.row(probe, "timeout", shape, seed, case, detail=reply.error)
         if classify_error(text, self.local_modules()) == "not_replayable":
             return self.not_replayable(probe, text, shape, seed, case)
+        arch = self.arch_rebuild_failure(text)
+        if arch:
+            return self.not_replayable(probe, text, shape, seed, case, line=arch)
         unbuilt = self.unbuilt_extension(text)
         if unbuilt:
             return self.not_replayable(probe, text, shape, seed, case, line=unbuilt)
@@ -237,6 +251,74 @@ class Record:
         self.finding(rule, f"The solution raised during {what} ({loc}): {reply.error[:300]}.",
                      {"traceback": str(reply.get("tb", ""))[-3000:]}, probe=probe, key=reply.error[:300])
         return self.row(probe, status, shape, seed, case, detail=reply.error + "\n" + str(reply.get("tb", ""))[-2000:])
+
+    def note_arch_rebuild(self, entries: Any) -> None:
+        """The child rebuilt an extension whose build pins only GPU architectures this GPU cannot run
+        (worker.rewrite_arch_flags: `-gencode arch=compute_120,code=sm_120` on an H100) for this GPU,
+        rewriting only the architecture options.  The binary replayed is not the one graded: a named
+        deviation (info["deviations"], `Outcome.official`), the rewrite in info["arch_rebuild"], and an
+        info finding `replay-arch-rebuilt`.  What the child reports is read as data (strings, bounded);
+        whether the solution's own files name the targets is checked here (`named_in_source`)."""
+        if not isinstance(entries, list):
+            return
+        names = self._source_arch_names()
+        for e in entries[:8]:
+            if not isinstance(e, dict):
+                continue
+            targets = [t for t in (e.get("targets") or []) if isinstance(t, str) and _ARCH_NAME.fullmatch(t)][:16]
+            if not targets:
+                continue
+
+            def strs(v) -> list[str]:
+                return [str(x)[:200] for x in (v if isinstance(v, list) else [])][:16]
+            host = str(e.get("host") or "")[:16]
+            entry = {"where": str(e.get("where") or "")[:80], "targets": targets, "host": host,
+                     "removed": strs(e.get("removed")), "added": strs(e.get("added")),
+                     "named_in_source": any(t in names or t.split("_", 1)[1].rstrip("af") in names for t in targets)}
+            if entry in self.arch_rebuilt:
+                continue
+            self.arch_rebuilt.append(entry)
+            self.out.info.setdefault("arch_rebuild", []).append(entry)
+            devs = self.out.info.setdefault("deviations", [])
+            what = (f"{ARCH_REBUILT_DEVIATION}: built for {', '.join(targets)} on the graded machine, rebuilt here for "
+                    f"{host} ({' '.join(entry['removed'])} -> {' '.join(entry['added'])})")
+            if what not in devs:
+                devs.append(what)
+            self.finding("replay-arch-rebuilt",
+                         f"The solution's build ({entry['where']}) pins {', '.join(targets)}, none of which runs on this "
+                         f"GPU ({self.hello.get('gpu') or self.device}, {host}): the replay rebuilt it for {host}, "
+                         f"rewriting only the architecture options ({' '.join(entry['removed'])} -> "
+                         f"{' '.join(entry['added'])}). The binary replayed is not the one graded: its correctness "
+                         "here says the source is right on this GPU; its timing is another binary's on another GPU.",
+                         entry, key=f"arch-rebuilt:{entry['where']}:{','.join(targets)}")
+
+    def _source_arch_names(self) -> set[str]:
+        """Architecture names (`sm_120`, `compute_120a`) and TORCH_CUDA_ARCH_LIST-style numbers ("120"
+        for "12.0") the solution's files in the scratch spell."""
+        from .runner import child_files
+        out: set[str] = set()
+        try:   # sol/ is the child's: read by descriptor, never through a symlink, never a FIFO
+            files = list(child_files(Path(self.scratch.sol_dir), (".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")))
+        except (OSError, AttributeError, TypeError):
+            return out
+        for _, data in files[:200]:
+            text = data[:2_000_000].decode("utf-8", errors="replace")
+            out.update(_ARCH_NAME.findall(text))
+            out.update(f"{a}{b}" for a, b in re.findall(r"\b(\d{1,2})\.(\d)[af]?\b", text))
+        return out
+
+    def arch_rebuild_failure(self, text: str) -> str | None:
+        """Where this failure is the build of an extension rebuilt for this GPU (`note_arch_rebuild`)
+        failing: the reason, naming both architectures and the first error line.  The source needs the
+        graded GPU's features (sm_100's tcgen05, say): not replayable here, never the solution's failure."""
+        if not self.arch_rebuilt or not _BUILD_FAILED.search(text or ""):
+            return None
+        err = next((ln.strip() for ln in text.splitlines() if re.search(r"\berror\b|fatal", ln, re.I)
+                    and "Error building extension" not in ln), "") or next(
+            (ln.strip() for ln in text.splitlines() if _BUILD_FAILED.search(ln)), "")
+        e = self.arch_rebuilt[-1]
+        return (f"built for {', '.join(e['targets'])} on the graded machine; rebuilt here for {e['host']} "
+                f"({ARCH_REBUILT_DEVIATION}), the build fails: the source needs that architecture ({err[:200]})")
 
     def local_modules(self) -> set[str]:
         """Top-level module names the solution ships in its scratch (sidecar .py files and packages)."""

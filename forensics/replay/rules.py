@@ -117,6 +117,13 @@ REPLAY_RULES: tuple[Rule, ...] = (
     _R("replay-not-replayable", "replay", "portability", "info", "Not replayable here",
        "No bundled reference, another GPU's build, or a missing build piece: not a correctness failure.",
        "the reason", BUILD),
+    _R("replay-arch-rebuilt", "replay", "portability", "info", "Rebuilt for this GPU's architecture",
+       "The solution's extension build pins only GPU architectures this GPU cannot run (graded on another machine): "
+       "the replay rewrote only the architecture options to build it for this GPU. The binary replayed is not the "
+       "one graded; where the source needs the other architecture's features the build fails and the run is "
+       "not replayable.",
+       "the build call, the targets, the options removed and added, whether the solution's files name the targets",
+       BUILD),
     _R("replay-contract-unknown", "replay", "info", "info", "The run's deck version could not be established",
        "Replayed against the current deck version.",
        "the notes", None),

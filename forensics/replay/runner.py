@@ -54,8 +54,8 @@ ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "LD_LIBRARY_PATH", "CUDA_HO
              "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
              "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX", "TRITON_INTERPRET", "OMP_NUM_THREADS",
              # the build environment the replay supplies (forensics.replay.buildenv: CUTLASS, CUDA headers,
-             # a __file__ for a namespace `nvidia` package)
-             *sandbox.BUILD_VARS, "FORENSICS_NVIDIA_FILE")
+             # a __file__ for a namespace `nvidia` package; "0": no rebuild of another GPU's arch flags)
+             *sandbox.BUILD_VARS, "FORENSICS_NVIDIA_FILE", "FORENSICS_ARCH_REBUILD")
 _SECRETISH = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 
 SKIP_NAMES = {"__pycache__", ".venv", "cache", "tmp", ".git"}

@@ -30,7 +30,7 @@ Judging (this process only): `make_inputs`, `ref_model` / `check_reference` / `r
 `bench_shapes`, `probe_shape`), and the results: `row`, `finding`, `rows`, `info`.  What is computed
 once per replay and kept here: the reference models (`ref_model`, shared by the check and every
 probe; `other_weights` lends one other weights and puts its own back; `share_reference` for a model
-a probe family builds) and the reference outputs named by `ref_key` (`reference(..., key=)`).  Where
+a probe family builds; `seeded_reference` for the APIs that re-seed it per seed, decode and rollout) and the reference outputs named by `ref_key` (`reference(..., key=)`).  Where
 the time goes: the replay's account (account.py, `info["account"]`; `charged` for reference-side
 work a probe family does itself).
 
@@ -413,6 +413,13 @@ class Session:
     def check_reference(self, shape: dict, key: str) -> Any:
         """The reference model of a check row, its weights drawn from a seed of its shape."""
         return self._oracle.check_reference(shape, key)
+
+    def seeded_reference(self, shape: dict, seed: int, reinit: Callable[[Any, int], Any]) -> Any:
+        """The reference model of `shape` with the weights `reinit(model, seed)` sets (the deck's
+        per-seed `reset_parameters(seed)`): one object per shape for the replay, each seed's weights
+        drawn once (kept here, copied back when asked again).  Valid until the next call for the same
+        shape; never change its weights but through this call or `other_weights`."""
+        return self._oracle.seeded_reference(shape, seed, reinit)
 
     def other_weights(self, model: Any, state: dict):
         """Context manager: `model` (a shared reference model) with the weights in `state` inside the

@@ -1191,6 +1191,9 @@ class Worker:
         name = req["module"]
         if name == "solution" and os.environ.get(NVIDIA_FILE_ENV) == "1":
             _give_nvidia_a_file()
+        if name == "solution" and os.environ.get(ARCH_REBUILD_ENV, "1") != "0" \
+                and self.store.device.startswith("cuda") and torch.cuda.is_available():
+            _install_arch_rebuild(tuple(torch.cuda.get_device_capability(0)))
         before = snapshot()
         with _traced() as path:
             mod = importlib.import_module(name)
@@ -1378,6 +1381,9 @@ class Worker:
         return {"done": True, "tamper": diff_snapshots(self.base_snapshot, snapshot()), "gpu_peak_gb": _gpu_peak_gb()}
 
     def reply(self, msg: dict) -> None:
+        if ARCH_REBUILT:   # a build rewritten for this GPU since the last reply (the parent records it)
+            msg["arch_rebuilt"] = ARCH_REBUILT[:]
+            ARCH_REBUILT.clear()
         self.wf.write(json.dumps(msg, default=repr) + "\n")
         self.wf.flush()
 
@@ -1494,6 +1500,215 @@ def _give_nvidia_a_file() -> str | None:
     best = max(portions, key=lambda d: sum(1 for e in os.scandir(d) if e.is_dir()))
     nvidia.__file__ = os.path.join(best, "__init__.py")
     return nvidia.__file__
+
+
+# ---------------------------------------------------------------- another GPU's arch flags
+#: "0": leave a build that pins another GPU's architecture as it is (it then fails: not_replayable)
+ARCH_REBUILD_ENV = "FORENSICS_ARCH_REBUILD"
+_ARCH_OPT = {"-gencode": "gencode", "--generate-code": "gencode", "-arch": "arch", "--gpu-architecture": "arch",
+             "-code": "code", "--gpu-code": "code"}
+_ARCH_TARGET = re.compile(r"\b(sm|compute|lto)_(\d+)([af]?)\b")
+_ARCH_LIST_ENTRY = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$")
+#: the rewrites made in this process, each sent once with the next reply (`Worker.reply`)
+ARCH_REBUILT: list[dict] = []
+
+
+def _runs_on(target: tuple[str, int, str], host: tuple[int, int]) -> bool:
+    """Whether a binary target (kind, cc as in sm_90: 90, suffix) runs on a GPU of capability `host`:
+    SASS within its major version at a minor no newer than the GPU's (`a`: that GPU exactly), PTX on
+    any GPU at least as new (`a`: exactly; `f`: its major family)."""
+    kind, cc, suf = target
+    t = (cc // 10, cc % 10)
+    if suf == "a":
+        return t == tuple(host)
+    if kind in ("sm", "lto") or suf == "f":
+        return t[0] == host[0] and t[1] <= host[1]
+    return t <= tuple(host)
+
+
+def _arch_groups(tokens: list[str]) -> list[tuple[int, int, str, str]] | None:
+    """The nvcc architecture options in `tokens`: (first index, last index, option kind, value).
+    None where one cannot be read (a missing value, `native`, `all`): such a build is left alone."""
+    out = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        name, eq, val = tok.partition("=")
+        kind = _ARCH_OPT.get(name)
+        if kind is None:
+            i += 1
+            continue
+        j = i
+        if not eq:
+            if i + 1 >= len(tokens):
+                return None
+            j, val = i + 1, tokens[i + 1]
+        if not _ARCH_TARGET.search(val) or re.search(r"\b(native|all|all-major)\b", val):
+            return None
+        out.append((i, j, kind, val.strip("'\"")))
+        i = j + 1
+    return out
+
+
+def _code_targets(groups) -> list[tuple[str, int, str]]:
+    """The binaries the options produce: each -gencode's code= entries; -code's; an -arch alone is
+    nvcc's shorthand for its SASS and PTX (`-arch=compute_XY` alone: PTX)."""
+    targets: list[tuple[str, int, str]] = []
+    has_code = any(k == "code" for _, _, k, _ in groups)
+    for _, _, kind, val in groups:
+        if kind == "gencode":
+            code = val.split("code=", 1)[1] if "code=" in val else val
+            targets += [(m[0], int(m[1]), m[2]) for m in _ARCH_TARGET.findall(code)]
+        elif kind == "code":
+            targets += [(m[0], int(m[1]), m[2]) for m in _ARCH_TARGET.findall(val)]
+        elif not has_code:
+            for m in _ARCH_TARGET.findall(val):
+                targets += [("compute", int(m[1]), m[2])] + ([("sm", int(m[1]), m[2])] if m[0] == "sm" else [])
+    return targets
+
+
+def _target_name(t: tuple[str, int, str]) -> str:
+    return f"{t[0]}_{t[1]}{t[2]}"
+
+
+def host_arch_flags(host: tuple[int, int], arch_specific: bool) -> list[str]:
+    """nvcc flags building for the GPU of capability `host` (its `a` variant where the build asked for an
+    architecture-specific target and the GPU has one, 9.0 and newer)."""
+    cc = f"{host[0]}{host[1]}" + ("a" if arch_specific and host[0] >= 9 else "")
+    return ["-gencode", f"arch=compute_{cc},code=sm_{cc}"]
+
+
+def rewrite_arch_flags(flags, host: tuple[int, int]) -> tuple[list[str] | None, dict | None]:
+    """nvcc flags that pin GPU architectures of which none runs on a GPU of capability `host` (a
+    solution graded on an sm_120 machine passing `-gencode arch=compute_120,code=sm_120`), rewritten to
+    build for `host`: every architecture option is removed, the host's appended, every other flag
+    kept as it was.  -> (new flags, what changed), or (None, None) where nothing is to be done (no
+    architecture option, one that runs here, or one that cannot be read)."""
+    if isinstance(flags, str):
+        flags = [flags]
+    if not isinstance(flags, (list, tuple)) or not all(isinstance(f, str) for f in flags):
+        return None, None
+    tokens: list[str] = []
+    owner: list[int] = []
+    for k, f in enumerate(flags):
+        for t in f.split():
+            tokens.append(t)
+            owner.append(k)
+    groups = _arch_groups(tokens)
+    if not groups:
+        return None, None
+    targets = _code_targets(groups)
+    if not targets or any(_runs_on(t, host) for t in targets):
+        return None, None
+    drop = {i for a, b, _, _ in groups for i in range(a, b + 1)}
+    kept: dict[int, list[str]] = {}
+    for i, t in enumerate(tokens):
+        if i not in drop:
+            kept.setdefault(owner[i], []).append(t)
+    new = []
+    for k, f in enumerate(flags):
+        if not any(owner[i] == k and i in drop for i in range(len(tokens))):
+            new.append(f)                      # untouched flags exactly as given
+        elif kept.get(k):
+            new.append(" ".join(kept[k]))
+    added = host_arch_flags(host, any(t[2] == "a" for t in targets))
+    new += added
+    return new, {"targets": sorted({_target_name(t) for t in targets}), "removed": [tokens[i] for i in sorted(drop)],
+                 "added": added, "host": f"sm_{host[0]}{host[1]}"}
+
+
+def rewrite_arch_list(value, host: tuple[int, int]) -> tuple[str | None, dict | None]:
+    """TORCH_CUDA_ARCH_LIST naming only architectures no binary of which runs on a GPU of capability
+    `host` ("12.0", "10.0a;12.0+PTX") -> (the host's, what changed), else (None, None) (also for
+    names this cannot read: "Blackwell", "native")."""
+    if not isinstance(value, str) or not value.strip():
+        return None, None
+    targets = []
+    for e in re.split(r"[;\s,]+", value.strip()):
+        m = _ARCH_LIST_ENTRY.match(e)
+        if not m:
+            return None, None
+        cc = int(m[1]) * 10 + int(m[2])
+        targets.append(("sm", cc, m[3]))
+        if m[4]:
+            targets.append(("compute", cc, m[3]))
+    if any(_runs_on(t, host) for t in targets):
+        return None, None
+    new = f"{host[0]}.{host[1]}" + ("a" if any(t[2] == "a" for t in targets) and host[0] >= 9 else "")
+    return new, {"targets": sorted({_target_name(t) for t in targets}), "removed": [f"TORCH_CUDA_ARCH_LIST={value}"],
+                 "added": [f"TORCH_CUDA_ARCH_LIST={new}"], "host": f"sm_{host[0]}{host[1]}"}
+
+
+def _install_arch_rebuild(host: tuple[int, int]) -> None:
+    """Build another GPU's extension for this one: torch.utils.cpp_extension's `load` and `load_inline`
+    (`extra_cuda_cflags`), `CUDAExtension` (`extra_compile_args["nvcc"]`) and the architecture list
+    it reads from TORCH_CUDA_ARCH_LIST (`_get_cuda_arch_flags`) get their architecture options
+    rewritten (`rewrite_arch_flags`, `rewrite_arch_list`) where none of them runs here; each rewrite
+    is recorded (ARCH_REBUILT) and reported with the next reply.  nvcc run by the solution itself
+    (a subprocess) is not rewritten: that build stays as it is."""
+    try:
+        import torch.utils.cpp_extension as ce
+    except Exception:  # noqa: BLE001 - no cpp_extension, nothing to rewrite
+        return
+    import functools
+    import inspect
+
+    def note(where: str, change: dict) -> None:
+        ARCH_REBUILT.append(dict(change, where=where))
+
+    def wrap_kw(name: str, param: str):
+        orig = getattr(ce, name, None)
+        if orig is None or getattr(orig, "_replay_arch", False):
+            return
+        sig = inspect.signature(orig)
+
+        @functools.wraps(orig)
+        def wrapped(*args, **kwargs):
+            try:
+                ba = sig.bind_partial(*args, **kwargs)
+            except TypeError:
+                return orig(*args, **kwargs)
+            new, change = rewrite_arch_flags(ba.arguments.get(param), host)
+            if new is not None:
+                ba.arguments[param] = new
+                note(f"{name}({param})", change)
+            return orig(*ba.args, **ba.kwargs)
+        wrapped._replay_arch = True
+        setattr(ce, name, wrapped)
+
+    wrap_kw("load", "extra_cuda_cflags")
+    wrap_kw("load_inline", "extra_cuda_cflags")
+    ext = getattr(ce, "CUDAExtension", None)
+    if ext is not None and not getattr(ext, "_replay_arch", False):
+        @functools.wraps(ext)
+        def cuda_extension(*args, **kwargs):
+            eca = kwargs.get("extra_compile_args")
+            if isinstance(eca, dict) and "nvcc" in eca:
+                new, change = rewrite_arch_flags(eca["nvcc"], host)
+                if new is not None:
+                    kwargs["extra_compile_args"] = dict(eca, nvcc=new)
+                    note("CUDAExtension(extra_compile_args['nvcc'])", change)
+            return ext(*args, **kwargs)
+        cuda_extension._replay_arch = True
+        ce.CUDAExtension = cuda_extension
+    gaf = getattr(ce, "_get_cuda_arch_flags", None)
+    if gaf is not None and not getattr(gaf, "_replay_arch", False):
+        @functools.wraps(gaf)
+        def get_cuda_arch_flags(*args, **kwargs):
+            val = os.environ.get("TORCH_CUDA_ARCH_LIST")
+            new, change = rewrite_arch_list(val, host)
+            if new is None:
+                return gaf(*args, **kwargs)
+            os.environ["TORCH_CUDA_ARCH_LIST"] = new
+            try:
+                out = gaf(*args, **kwargs)
+            finally:
+                os.environ["TORCH_CUDA_ARCH_LIST"] = val
+            if out:     # [] where the flags carry architecture options of their own: the list is unused
+                note("TORCH_CUDA_ARCH_LIST", change)
+            return out
+        get_cuda_arch_flags._replay_arch = True
+        ce._get_cuda_arch_flags = get_cuda_arch_flags
 
 
 def _gpu_peak_gb() -> float | None:

@@ -184,6 +184,18 @@ def trajectory(store: Store, run_id: str) -> list[Any]:
     return out
 
 
+def replay_info(store: Store, run_id: str) -> dict[str, Any]:
+    """What the replay of `run_id` said about itself (the `info` of the replay summary row
+    `forensics.replay.analyze` writes: its time account, its deviations from the archived build), or
+    {} for a run not replayed."""
+    for r in store.query("select data from replay_results where run_id = ? and detail like 'replay summary:%' "
+                         "order by ran_at desc", [run_id]):
+        info = (loads_json(r["data"]) or {}).get("info")
+        if isinstance(info, dict):
+            return info
+    return {}
+
+
 def run_report(store: Store, run_id: str, with_quotes: bool = True) -> dict[str, Any]:
     """Everything the YAML/JSON/HTML writers need for one run."""
     run = store.query("select * from runs where run_id = ?", [run_id])[0]
@@ -207,6 +219,7 @@ def run_report(store: Store, run_id: str, with_quotes: bool = True) -> dict[str,
     quotes = collect_quotes(store, run_id, findings, run) if with_quotes else []
     return {"run": run, "verdict": v, "findings": findings, "session": session, "foreign": foreign,
             "similar": sims, "checks": checks, "versions": versions, "replay": replay, "quotes": quotes,
+            "replay_info": replay_info(store, run_id),
             "trajectory": trajectory(store, run_id), "result": loads_json(run.get("result_json")) or {}}
 
 

@@ -669,6 +669,78 @@ def _evidence_cell(ev: list[dict[str, Any]]) -> str:
     return "<br>".join(out)
 
 
+def replay_deviations_html(devs: Any) -> str:
+    """What the replay did differently from the graded run, by name (the replay summary's
+    `info.deviations`: `arch-rebuilt`, the extension rebuilt for this GPU's architecture); '' if none."""
+    if not isinstance(devs, list) or not devs:
+        return ""
+    return ('<p id="replay-deviations"><b>The replay deviated from the graded run:</b></p><ul>'
+            + "".join(f"<li>{E(str(d))}</li>" for d in devs[:20]) + "</ul>"
+            + '<p class="muted">The binary replayed is not the one graded: a pass says the source is right on this '
+              'GPU; its timing is another binary\'s on another GPU.</p>')
+
+
+def _secs(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def replay_account_html(acct: dict[str, Any]) -> str:
+    """Where the replay's wall time went (forensics/replay/account.py, the replay summary's
+    `info.account`): the solution's share and the replay's overhead, each kind's seconds, the probes by
+    their overhead, what was computed once and reused, the child requests.  Every value escaped."""
+    from forensics.replay.account import KIND_TEXT, KINDS, SOLUTION_SHARE
+    total = _secs(acct.get("total_s"))
+
+    def pct(v: float) -> str:
+        return f"{100.0 * v / total:.1f} %" if total > 0 else "-"
+    share = sum(_secs(acct.get(f"{k}_s")) for k in SOLUTION_SHARE)
+    over = _secs(acct.get("overhead_s"))
+    out = ['<h2 id="replay-account">Replay time account</h2>',
+           f'<p id="account-summary">The replay took {E(fmt(acct.get("total_s")))} s: the solution\'s own share '
+           f'{E(fmt(round(share, 3)))} s (build {E(fmt(acct.get("build_s")))}, construct '
+           f'{E(fmt(acct.get("construct_s")))}, calls {E(fmt(acct.get("solution_s")))}), the replay\'s overhead '
+           f'{E(fmt(acct.get("overhead_s")))} s ({E(pct(over))}). <span class="muted">Measured in the replay\'s '
+           f'process; the child\'s own clock puts the solution\'s calls at {E(fmt(acct.get("solution_in_child_s")))} '
+           f's.</span></p>']
+    rows = []
+    for k in KINDS:
+        v = _secs(acct.get(f"{k}_s"))
+        rows.append([f"<b>{E(k)}</b>" if k in SOLUTION_SHARE else E(k), (E(fmt(round(v, 3))), v), (E(pct(v)), v),
+                     E("the solution's" if k in SOLUTION_SHARE else "overhead"), E(KIND_TEXT.get(k, ""))])
+    out.append(table(["kind", "seconds", "of total", "whose", "what"], rows, cls="sortable", id_="account-kinds"))
+    c = acct.get("counts") if isinstance(acct.get("counts"), dict) else {}
+    if c:
+        def n(k: str) -> str:
+            return E(fmt(c.get(k, 0)))
+        out.append(f'<p id="account-counts">Computed once and reused: reference calls {n("reference_computed")} '
+                   f'computed, {n("reference_reused")} reused; reference models {n("reference_model_built")} built, '
+                   f'{n("reference_model_reused")} reused; input sets {n("inputs_generated")} generated, '
+                   f'{n("inputs_reused")} reused.</p>')
+    probes = acct.get("probes") if isinstance(acct.get("probes"), dict) else {}
+    if probes:
+        prows = []
+        for name, d in sorted(probes.items(), key=lambda kv: -_secs((kv[1] or {}).get("overhead_s")
+                                                                      if isinstance(kv[1], dict) else None)):
+            d = d if isinstance(d, dict) else {}
+            kinds = [(k, _secs(d.get(f"{k}_s"))) for k in KINDS if k not in SOLUTION_SHARE]
+            top = max(kinds, key=lambda kv: kv[1], default=("", 0.0))
+            ov = _secs(d.get("overhead_s"))
+            prows.append([E(str(name)), (E(fmt(d.get("s"))), _secs(d.get("s"))), (E(fmt(d.get("overhead_s"))), ov),
+                          E(fmt(d.get("build_s"))), E(fmt(d.get("solution_s"))), E(fmt(d.get("reference_s"))),
+                          E(f"{top[0]} {top[1]:.3g} s") if top[1] > 0 else "-"])
+        out.append('<p class="muted">Per probe (<code>(start)</code>: before the first probe, <code>(end)</code>: '
+                   'ending the child), most overhead first; a probe\'s wall time less the solution\'s share is its overhead.</p>')
+        out.append(table(["probe", "wall s", "overhead s", "build s", "solution s", "reference s", "largest overhead"],
+                         prows, cls="sortable", id_="account-probes"))
+    reqs = acct.get("requests") if isinstance(acct.get("requests"), dict) else {}
+    if reqs:
+        rrows = [[E(str(op)), E(fmt((d or {}).get("n") if isinstance(d, dict) else None)),
+                  E(fmt((d or {}).get("s") if isinstance(d, dict) else None))] for op, d in reqs.items()]
+        out.append('<details><summary class="muted">Child requests (count, round-trip seconds)</summary>'
+                   + table(["request", "n", "seconds"], rrows, id_="account-requests") + "</details>")
+    return "\n".join(out)
+
+
 def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, str]) -> str:
     run, v = rep["run"], rep["verdict"] or {}
     name = run.get("run_name") or run["run_id"]
@@ -768,6 +840,12 @@ def run_html(rep: dict[str, Any], plot_name: str | None, page_names: dict[str, s
                 for r in rep["replay"]]
         body.append("<h2>Replay probes</h2>")
         body.append(table(["probe", "status", "case", "max_abs", "bad", "total", "device", "detail"], rows, id_="replay"))
+    dev_html = replay_deviations_html((rep.get("replay_info") or {}).get("deviations"))
+    if dev_html:
+        body.append(dev_html)
+    acct = (rep.get("replay_info") or {}).get("account")
+    if isinstance(acct, dict) and acct:
+        body.append(replay_account_html(acct))
     s = rep.get("session") or {}
     if s:
         body.append(f'<h2>Session end</h2><p>{E(fmt(s.get("end_reason")))}; api_error_status {E(fmt(s.get("api_error_status")))}; '

@@ -27,12 +27,16 @@ from . import generic
 from .generic import Driver
 
 
+def _reset(ref, seed: int) -> None:
+    if hasattr(ref, "reset_parameters"):
+        ref.reset_parameters(seed)
+
+
 def _ref_model(s: Session, shape: dict, seed: int):
-    with s.charged("reference_model"):
-        ref = s.spec.build_reference(shape, s.device)
-        if hasattr(ref, "reset_parameters"):
-            ref.reset_parameters(seed)
-    return ref
+    """The reference with the check's weights of `seed` (check.py's `reset_parameters(seed)`): the
+    replay's one model of `shape`, re-seeded (`Session.seeded_reference`: built once, each seed's
+    weights drawn once); valid until the next call for this shape."""
+    return s.seeded_reference(shape, seed, _reset)
 
 
 def _model(s: Session, ch, obj: str, shape: dict, ref, replace: bool = False, reuse_attempts: int = 0):

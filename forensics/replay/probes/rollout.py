@@ -55,11 +55,23 @@ def part_shape(s: Session, part: str) -> dict:
     return dict(shapes[-1])
 
 
-def _ref(s: Session, seed: int | None):
-    with s.charged("reference_model"):
-        ref = s.spec.build_reference(part_shape(s, "policy_forward"), s.device)
-        if seed is not None:
-            ref.reset_parameters(seed)
+def _reset(ref, seed: int) -> None:
+    ref.reset_parameters(seed)
+
+
+def _ref(s: Session, seed: int):
+    """The reference with the weights of `reset_parameters(seed)`: the replay's one model, re-seeded
+    (`Session.seeded_reference`: built once, each seed's weights drawn once); valid until the next
+    call."""
+    return s.seeded_reference(part_shape(s, "policy_forward"), seed, _reset)
+
+
+def _reseed(s: Session, ref, seed: int):
+    """The check's model with the weights of `seed`: the deck's check reloads one model per seed
+    after `reference.reset_parameters(seed)`; with reuse the shared model's kept weights of `seed`."""
+    if s.reuse:
+        return _ref(s, seed)
+    ref.reset_parameters(seed)
     return ref
 
 
@@ -132,7 +144,7 @@ def check(s: Session) -> None:
         if not s.alive(ch) or s.early_exit or s.hung:
             s.row(CHECK, "skipped", P, seed, detail="not run: the solution's process ended or hung earlier")
             continue
-        ref.reset_parameters(seed)
+        ref = _reseed(s, ref, seed)
         p = s.state_file({}, ref)
         lr = s.load_state(ch, "g", p, strict=True)
         s.release_state(p)

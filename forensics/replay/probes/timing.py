@@ -30,6 +30,7 @@ from ..registry import DECODE, KINDS, ROLLOUT, STEP, api_kind, probe
 from ..session import Session, shape_label
 from ..timing import (DEVICE_BOUND, DEVICE_ITERS, L2_DEPENDENT_MIN_MS, L2_DEPENDENT_RATIO, confirm_number, flush_bytes,
                       judge, measure_ceilings)
+from . import rollout
 from . import stepcore as step_api
 
 @probe(TIMING, *KINDS)
@@ -151,13 +152,21 @@ def _fn(name: str) -> dict:
     return {"attr": name}
 
 
+def _reset_parameters(model, seed: int) -> None:
+    """The deck's per-seed re-initialisation of the cuda 03 / cuda 04 reference (`seeded_reference`)."""
+    if hasattr(model, "reset_parameters"):
+        model.reset_parameters(seed)
+
+
 def _decode_plan(s: Session, ch, si: int, shape: dict) -> dict | None:
     """cuda 03: per shape seed 2026+idx; sol loaded strict=False from an unseeded reference; prefill,
     warm-up decode_steps(min(4,dec)), prefill again; per trial prefill(seed+trial) untimed and
     decode_steps timed.  Without the split, run() is timed whole (the deck prints a WARN)."""
     ctx, dec = shape["ctx_len"], shape["n_decode"]
     seed = 2026 + si
-    ref = s.ref_model(shape)
+    # any weights will do (the deck's are unseeded): the check's of the first seed, on the replay's one
+    # model of this shape (`Session.seeded_reference`; the check's shapes are the benchmark's on the CPU)
+    ref = s.seeded_reference(shape, s.seeds[0], _reset_parameters)
     r = s.build(ch, "t", "solution:Model", args=s.init_args(shape), state_path=s.state_file(shape, ref), strict=False,
                 replace=True)
     del ref
@@ -244,7 +253,9 @@ def _rollout_plan(s: Session, ch, si: int, shape: dict) -> dict | None:
     min(h,4)); per trial run(N, h, 2026+idx+trial, model=sol) timed; median; sps = N*h/wall."""
     n, h = shape["num_envs"], shape["horizon"]
     seed = 2026 + si
-    r = s.new_model(ch, "t", shape, s.state_file(shape, s.ref_model(shape)), replace=True)
+    # reference.Model()'s weights are reset_parameters(0)'s: the replay's one rollout model with them
+    ref = s.seeded_reference(rollout.part_shape(s, "policy_forward"), 0, _reset_parameters)
+    r = s.new_model(ch, "t", shape, s.state_file(shape, ref), replace=True)
     if not r.ok:
         s.failed_reply(TIMING, r, shape, seed, what="Model construction")
         return None
