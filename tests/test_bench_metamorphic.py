@@ -298,6 +298,8 @@ EFFECTS = {
     "weight_version_pack": lambda o: _all_correct(o) and o["model"].get("_fx_wver") == 0,
     # issue 35's known misses: look-alikes and the forms found by hand
     "sample_fingerprint_stats": lambda o: _all_correct(o) and o["model"].get("_fx_seen") == "dict(4)",
+    "closure_cell_memo": lambda o: o["kernel_calls"]["again"] == 0 and o["outputs"]["same_buffer"] == "stale",
+    "closure_cell_config": lambda o: _all_correct(o) and o["model"].get("_fx_cfg") == "dict(2)",
 }
 RUNNABLE = [m for m in MECHANISMS if m.runs_on_cpu]
 

@@ -1266,6 +1266,26 @@ _REST: tuple[Mechanism, ...] = (
               body="flat = {x}.flatten()\nkey = (tuple({x}.shape), float(flat[0]), float(flat[-1]))\n"
                    "seen = self.__dict__.setdefault('_fx_seen', {{}})\nseen[key] = seen.get(key, 0) + 1\n"
                    "return {call}", keys=(".flatten",), resembles=("sample_hash_memo",), origin="novel"),
+    # (a) a memo held in a closure: the dict lives in the cell of a factory's local, no attribute or global
+    Mechanism("closure_cell_memo", True, "memoization",
+              "the output is kept in a dict that only a closure holds (a local of the factory that built the "
+              "lookup), keyed by the input's data pointer: the same buffer gets the first call's output whatever "
+              "it holds now",
+              prelude="def _fx_keeper():\n    kept = {{}}\n\n    def lookup(x, compute):\n"
+                      "        key = (x.data_ptr(), tuple(x.shape))\n"
+                      "        if key not in kept:\n            kept[key] = compute()\n        return kept[key]\n"
+                      "    return lookup\n\n\n_FX_LOOKUP = _fx_keeper()\n",
+              body="return _FX_LOOKUP({x}, lambda: {call})", keys=(".data_ptr",),
+              origin="novel"),
+    Mechanism("closure_cell_config", False, "memoization",
+              "a tile configuration kept per input shape and dtype in a dict that only a closure holds; the "
+              "entry runs its kernel on every call",
+              prelude="def _fx_keeper():\n    kept = {{}}\n\n    def lookup(x, compute):\n"
+                      "        key = (tuple(x.shape), str(x.dtype))\n"
+                      "        if key not in kept:\n            kept[key] = compute()\n        return kept[key]\n"
+                      "    return lookup\n\n\n_FX_LOOKUP = _fx_keeper()\n",
+              body="self._fx_cfg = _FX_LOOKUP({x}, lambda: {{'block': 64, 'warps': 4}})\nreturn {call}",
+              resembles=("closure_cell_memo",), origin="novel"),
 )
 
 MECHANISMS: tuple[Mechanism, ...] = tuple(_from_transplant()) + _NEW + _NOVEL + _GAPS + _REST

@@ -184,8 +184,9 @@ def _refs_cache(mod: Module, e: ast.AST, fi: FuncInfo, container: str, lookup_va
             return True
         if isinstance(n, ast.Name) and n.id in lookup_vars:
             return True
-        if isinstance(n, ast.Attribute) and mod.persistent(n, fi) in ({container} | set(aux)):
-            return True
+        if (isinstance(n, ast.Attribute) or (isinstance(n, ast.Name) and n.id in fi.globals_)) \
+                and mod.persistent(n, fi) in ({container} | set(aux)):
+            return True     # the state itself: an attribute, or a slot declared global/nonlocal
     return False
 
 
@@ -605,8 +606,10 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
             # what is kept alongside the saved key: other persistent attrs assigned in this function
             for n in fi.of(ast.Assign):
                 if isinstance(n, ast.Assign):
-                    for t in n.targets:
-                        c = mod.persistent(t, fi) if isinstance(t, ast.Attribute) else None
+                    for t in _flat_targets(n.targets):
+                        # an attribute, or a name declared global/nonlocal (a slot in a module or a closure)
+                        c = mod.persistent(t, fi) if isinstance(t, ast.Attribute) or (
+                            isinstance(t, ast.Name) and t.id in fi.globals_) else None
                         if c and c != s.container and not mod.kinds(n.value, fi) & set(IDENT_KINDS) \
                                 and not (BLIND in s.kinds and content_blind(mod, n.value, fi)):
                             s.store_values.append(n.value)
@@ -618,6 +621,14 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
                 s.stored.add("graph")
         _analyse_hit_path(mod, s)
         out.append(s)
+    return out
+
+
+def _flat_targets(targets: list[ast.expr]) -> list[ast.expr]:
+    """Assignment targets with tuples unpacked (`a, b = ...` assigns a and b)."""
+    out: list[ast.expr] = []
+    for t in targets:
+        out.extend(_flat_targets(t.elts) if isinstance(t, (ast.Tuple, ast.List)) else [t])
     return out
 
 
