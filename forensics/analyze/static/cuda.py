@@ -826,6 +826,12 @@ _UNKNOWN = "\x00"                    # a part of a string the text does not give
 _STD = r"(?<![\w.>])(?:(?:std|::|__gnu_cxx)\s*(?:::)?\s*)?"
 _IMPORT_CALL = re.compile(r"\b(?:py|pybind11)::module_?::import\s*\(|\bPyImport_(?:ImportModule\w*|AddModule\w*|Import)\s*\(")
 _PY_ATTR = re.compile(r"\.\s*attr\s*\(")
+#: `["key"]` (or `[k]`) after a Python object: an item of it
+_SUBSCRIPT = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]")
+#: a dict item's key or value as C++ iterates a py::dict
+_PAIR_MEMBER = re.compile(r"\s*\.\s*(?:first|second)\b(?!\s*\()")
+#: `obj["key"] = value;`: an item of a Python object set from C++
+_ITEM_STORE = re.compile(r"\[\s*(\"(?:[^\"\\\n]|\\.)*\"|[A-Za-z_]\w*)\s*\]\s*=(?!=)")
 _INT_NAMES = {"EXIT_SUCCESS": 0, "EXIT_FAILURE": 1, "STDOUT_FILENO": 1, "STDERR_FILENO": 2, "STDIN_FILENO": 0,
               "true": 1, "false": 0}
 #: a stream made current around work: a guard, setting the current stream, a launch on a stream argument
@@ -939,6 +945,11 @@ class _CppEval:
             self.env.setdefault(name, []).append(expr)
             if re.search(r"\bdata_ptr\b|\.data\s*\(\s*\)|\bdata_ptr<", expr):
                 self.ptr_from_data.add(name)
+        # `for (auto item : table)`: the loop variable is an item of what it walks (a py::dict's pair, a list's
+        # element), read as `table["*"]`
+        for m in re.finditer(r"\bfor\s*\(\s*(?:const\s+)?(?:auto|py::handle|py::object|[\w:<>,\s]+?)\s*&{0,2}\s*(\w+)\s*:\s*"
+                             r"([A-Za-z_][\w:.]*(?:\s*(?:\.|->)\s*attr\s*\([^()]*\))*)\s*\)", text):
+            self.env.setdefault(m.group(1), []).append(m.group(2) + '["*"]')
         self._memo: dict[tuple[str, int], set] = {}
 
     def value(self, expr: str, depth: int = 0) -> set:
@@ -1024,9 +1035,21 @@ class _CppEval:
         return set()
 
     def _chain(self, base: set, expr: str, pos: int, depth: int) -> set:
-        """`base` followed by `.attr("x")` accesses (and nothing else) up to the end of `expr`."""
+        """`base` followed by `.attr("x")` accesses, `["key"]` subscripts (`sys.modules["name"]` is the module
+        itself; another object's item is `obj[key]`) and a dict item's `.first`/`.second` (and nothing else)
+        up to the end of `expr`."""
         cur = base
         while pos < len(expr):
+            sm = _SUBSCRIPT.match(expr, pos)
+            if sm:
+                keys = self.strs(self.value(sm.group(1), depth + 1)) or {"*"}
+                cur = {("ref", k if v[1] == "sys.modules" else f"{v[1]}[{k}]") for v in cur if v[0] == "ref" for k in keys}
+                pos = sm.end()
+                continue
+            pm = _PAIR_MEMBER.match(expr, pos)
+            if pm:
+                pos = pm.end()
+                continue
             m = _PY_ATTR.match(expr, pos) or re.compile(r"\s*\.\s*attr\s*\(").match(expr, pos)
             if not m:
                 rest = expr[pos:].strip()
@@ -1152,6 +1175,30 @@ def read_cpp(text_raw: str) -> CppReading:
             for v in owner:
                 if v[0] == "ref":
                     add("call", v[1], m.start(), end + 1, args[1:], how=fn)
+    # items set on a Python object the source reaches (`environ["K"] = ...`, `sys.modules["m"] = ...`, a grader's
+    # table's entry): the Python `obj.__setitem__(key, value)`
+    for m in _ITEM_STORE.finditer(text):
+        head = _expr_before(text, m.start())
+        keys = ev.strs(ev.value(m.group(1))) or {"*"}
+        for v in ev.value(text[head:m.start()]):
+            if v[0] == "ref":
+                for k in keys:
+                    ops.append(CppOp("call", f"{v[1]}.__setitem__", head, m.end(), fn_at(head), (frozenset({("str", k)}),),
+                                     how=f"`{text[head:m.end()][:60]}` ..."))
+    # a dict the source builds item by item (`py::dict d; d["K"] = v;`) handed to a Python object's update(): each
+    # of its keys set on that object
+    for op in list(ops):
+        if op.kind != "call" or not (op.q or "").endswith(".update") or not op.how.startswith("`"):
+            continue
+        am = re.search(r"\(\s*([A-Za-z_]\w*)\s*\)\s*$", text[op.offset:op.end])
+        if not am:
+            continue
+        built = {k for k in re.findall(rf"(?<![\w.>]){re.escape(am.group(1))}\s*\[\s*(\"(?:[^\"\\\n]|\\.)*\")\s*\]\s*=(?!=)",
+                                       text)}
+        for lit in sorted(built):
+            for k in ev.strs(ev.value(lit)):
+                ops.append(CppOp("call", op.q[:-len("update")] + "__setitem__", op.offset, op.end, op.func,
+                                 (frozenset({("str", k)}),), how=f"{op.how} with {k!r}"))
     # a name that holds a Python callable, called: `get_objects()` after `auto get_objects = gc.attr(...)`
     for name in ev.env:
         vals = {v for v in ev.value(name) if v[0] == "ref"}
@@ -1453,12 +1500,13 @@ def _expr_before(text: str, pos: int) -> int:
         if j < 0:
             return 0
         c = text[j]
-        if c == ")":
+        if c in ")]":       # a call's arguments, or a subscript (`modules["name"]` before `.attr(`)
+            close, open_ = c, "(" if c == ")" else "["
             depth, k = 0, j
             while k >= 0:
-                if text[k] == ")":
+                if text[k] == close:
                     depth += 1
-                elif text[k] == "(":
+                elif text[k] == open_:
                     depth -= 1
                     if depth == 0:
                         break
