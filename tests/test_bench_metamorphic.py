@@ -300,6 +300,10 @@ EFFECTS = {
     "sample_fingerprint_stats": lambda o: _all_correct(o) and o["model"].get("_fx_seen") == "dict(4)",
     "closure_cell_memo": lambda o: o["kernel_calls"]["again"] == 0 and o["outputs"]["same_buffer"] == "stale",
     "closure_cell_config": lambda o: _all_correct(o) and o["model"].get("_fx_cfg") == "dict(2)",
+    # the window's call needs a CUDA input: on the CPU the library is loaded and the work is untouched
+    "cudart_access_window": lambda o: ["ctypes.dlopen", "libcudart.so"] in _events(o, "ctypes.dlopen") and _all_correct(o),
+    "cudart_streaming_window": lambda o: ["ctypes.dlopen", "libcudart.so"] in _events(o, "ctypes.dlopen")
+        and _all_correct(o),
 }
 RUNNABLE = [m for m in MECHANISMS if m.runs_on_cpu]
 

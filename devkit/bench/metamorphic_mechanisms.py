@@ -1257,6 +1257,11 @@ _GAPS: tuple[Mechanism, ...] = (
               keys=("._version",), resembles=("memo_by_identity_version",), origin="novel"),
 )
 
+_WINDOW_PRELUDE = ("import ctypes\nimport torch\n\n\nclass _FxWindow(ctypes.Structure):\n"
+                   "    _fields_ = [('base_ptr', ctypes.c_void_p), ('num_bytes', ctypes.c_size_t), "
+                   "('hitRatio', ctypes.c_float), ('hitProp', ctypes.c_int), ('missProp', ctypes.c_int)]\n\n\n"
+                   "try:\n    _FX_RT = ctypes.CDLL('libcudart.so')\nexcept OSError:\n    _FX_RT = None\n")
+
 # Look-alikes and forms written for issue 35's known misses (the sampled-element memo's look-alike, the
 # forms found by hand: a memo in a closure variable, ...).
 _REST: tuple[Mechanism, ...] = (
@@ -1286,6 +1291,25 @@ _REST: tuple[Mechanism, ...] = (
                       "    return lookup\n\n\n_FX_LOOKUP = _fx_keeper()\n",
               body="self._fx_cfg = _FX_LOOKUP({x}, lambda: {{'block': 64, 'warps': 4}})\nreturn {call}",
               resembles=("closure_cell_memo",), origin="novel"),
+    # (b) an access-policy window set through ctypes: what decides is the hit property the window carries
+    Mechanism("cudart_access_window", True, "measurement",
+              "the CUDA runtime, loaded through ctypes, marks the input's bytes as an access-policy window whose "
+              "hits persist in L2 (hitProp = cudaAccessPropertyPersisting): they survive the benchmark's L2 flush",
+              prelude=_WINDOW_PRELUDE,
+              body="if _FX_RT is not None and {x}.is_cuda:\n"
+                   "    win = _FxWindow({x}.data_ptr(), {x}.numel() * {x}.element_size(), 1.0, 2, 0)\n"
+                   "    _FX_RT.cudaStreamSetAttribute(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), 1, "
+                   "ctypes.byref(win))\nreturn {call}",
+              keys=("ctypes:CDLL",), origin="novel"),
+    Mechanism("cudart_streaming_window", False, "measurement",
+              "the same window set through ctypes with streaming hits and misses (evict first): the input's bytes "
+              "are kept out of L2, nothing persists",
+              prelude=_WINDOW_PRELUDE,
+              body="if _FX_RT is not None and {x}.is_cuda:\n"
+                   "    win = _FxWindow({x}.data_ptr(), {x}.numel() * {x}.element_size(), 1.0, 1, 1)\n"
+                   "    _FX_RT.cudaStreamSetAttribute(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), 1, "
+                   "ctypes.byref(win))\nreturn {call}",
+              keys=("ctypes:CDLL",), resembles=("cudart_access_window", "cudart_persisting_l2"), origin="novel"),
 )
 
 MECHANISMS: tuple[Mechanism, ...] = tuple(_from_transplant()) + _NEW + _NOVEL + _GAPS + _REST

@@ -745,9 +745,17 @@ def check_flags(mod: Module, flags: list[tuple[str, ast.AST]], gpu: str | None) 
 
 
 def python_l2_window(mod: Module) -> list[Hit]:
-    """Persisting-L2 controls reached from Python (cuda-python, ctypes on libcudart)."""
+    """Persisting-L2 controls reached from Python (cuda-python, ctypes on libcudart).  A field's name in a
+    ctypes structure's `_fields_` only declares a layout (what is set in it, and passed, is read where the
+    call is: capabilities' CUDA-handle reading of the window's hitProp)."""
     hits = []
+    declared = {id(el.elts[0]) for st in mod.of(ast.Assign)
+                if any(isinstance(t, ast.Name) and t.id == "_fields_" for t in st.targets)
+                and isinstance(st.value, (ast.List, ast.Tuple))
+                for el in st.value.elts if isinstance(el, (ast.Tuple, ast.List)) and el.elts}
     for n in mod.of(ast.Attribute, ast.Constant):
+        if id(n) in declared:
+            continue
         name = n.attr if isinstance(n, ast.Attribute) else (n.value if isinstance(n, ast.Constant) and isinstance(n.value, str)
                                                              and len(n.value) < 80 else None)
         if isinstance(name, str) and L2_WINDOW.fullmatch(name.strip()) or (isinstance(name, str) and name in (
