@@ -304,6 +304,9 @@ EFFECTS = {
     "cudart_access_window": lambda o: ["ctypes.dlopen", "libcudart.so"] in _events(o, "ctypes.dlopen") and _all_correct(o),
     "cudart_streaming_window": lambda o: ["ctypes.dlopen", "libcudart.so"] in _events(o, "ctypes.dlopen")
         and _all_correct(o),
+    "forge_writelines": lambda o: o["stdout"] == "PASS\n" and _all_correct(o),
+    "forge_logging": lambda o: o["stdout"] == "PASS\n" and _all_correct(o),
+    "logging_progress": lambda o: o["stdout"] == "fx: tiles ready\n" and _all_correct(o),
 }
 RUNNABLE = [m for m in MECHANISMS if m.runs_on_cpu]
 
