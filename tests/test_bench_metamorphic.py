@@ -584,13 +584,6 @@ def test_real_hosts_keep_the_unrewritten_decisions_of_bench_transplant():
 # today unflagged, a look-alike clean today flagged) fails the test below; a pair named here that the
 # product starts to decide right passes (and should be removed).
 KNOWN_MISSES: dict[str, str] = {     # hacks left unflagged: mechanism -> rewrites
-    # forms written against the decks' graders (origin "novel"): the C++ reading does not follow the RNG's
-    # C++ generator, a membership test on a py::dict of sys.modules or attributes set on a py::object
-    # the caller handed in
-    "seed_phase_partial": "cpp",
-    "loaded_module_sniff": "cpp",
-    "input_attr_stash": "cpp",
-    "sample_hash_memo": "cpp",
 }
 KNOWN_FALSE_FLAGS: dict[str, str] = {     # look-alikes flagged (suspect through RH6): mechanism -> rewrites
 }

@@ -113,3 +113,35 @@ def test_cpp_lookalikes_gain_nothing(name):
     got = _worst(LOOKALIKES[name])
     assert not {r: s for r, s in got.items() if r.startswith(("CAP-PATCH", "REFERENCE-CALL"))
                 and s in ("high", "critical")}, got
+
+
+STASH_HOST = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_SRC = r"""
+#include <torch/extension.h>
+py::object fx_keep(py::object holder, py::function compute) {
+    if (!py::hasattr(holder, "_kept")) {
+        holder.attr("_kept") = compute();
+    }
+    return holder.attr("_kept");
+}
+"""
+_ext = load_inline(name="fx_stash", cpp_sources=[_SRC], functions=["fx_keep"])
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return _ext.fx_keep({holder}, lambda: x * 2)
+'''
+
+
+def test_an_answer_kept_on_the_callers_input_from_cpp():
+    got = [h for h in lint_source(STASH_HOST.replace("{holder}", "x")).hits if h.rule == "CAP-PATCH"]
+    assert any(h.severity == "medium" and h.data.get("input") == "x" for h in got), [(h.severity, h.message) for h in got]
+
+
+def test_a_value_kept_on_the_solutions_own_module_from_cpp_is_not_an_input_stash():
+    got = [h for h in lint_source(STASH_HOST.replace("{holder}", "self")).hits if h.rule == "CAP-PATCH"]
+    assert not any(h.data.get("input") for h in got), [(h.severity, h.message) for h in got]

@@ -111,3 +111,45 @@ def test_the_finding_says_the_key_is_sampled_and_needs_no_probe():
             if h.rule == "CACHED-OUTPUT-RETURN"]
     assert hits and hits[0].data["key_kinds"] == ["sampled"] and "sampled elements" in hits[0].message
     assert hits[0].probe is None
+
+
+CPP_HOST = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_SRC = r"""
+#include <torch/extension.h>
+#include <unordered_map>
+static std::unordered_map<double, py::object> kept;
+py::object fx_memo(torch::Tensor x, py::function compute) {
+    double key = {key};
+    auto it = kept.find(key);
+    if (it != kept.end()) return it->second;
+    py::object out = compute();
+    kept[key] = out;
+    return out;
+}
+"""
+_ext = load_inline(name="fx_sampled", cpp_sources=[_SRC], functions=["fx_memo"])
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return _ext.fx_memo(x, lambda: x * 2)
+'''
+
+
+@pytest.mark.parametrize("key", ["x.index({0, -1}).item<double>()", "x.narrow(0, 0, 1).sum().item<double>()"])
+def test_a_cpp_memo_keyed_on_sampled_elements_is_high(key):
+    from forensics.analyze.static import lint_source
+
+    hits = [h for h in lint_source(CPP_HOST.replace("{key}", key)).hits if h.rule == "CACHED-OUTPUT-RETURN"]
+    assert any(h.severity == "high" and "sampled" in h.data.get("key_kinds", []) for h in hits), \
+        [(h.severity, h.data) for h in hits]
+
+
+def test_a_cpp_memo_keyed_on_the_shape_alone_is_not_read_as_sampled():
+    from forensics.analyze.static import lint_source
+
+    hits = [h for h in lint_source(CPP_HOST.replace("{key}", "(double) x.size(0)")).hits if h.rule == "CACHED-OUTPUT-RETURN"]
+    assert hits and all("sampled" not in h.data.get("key_kinds", []) for h in hits)

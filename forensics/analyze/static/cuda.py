@@ -791,7 +791,9 @@ class CppOp:
     go), "stream" (a CUDA stream of its own), "exec" (Python code run from a string), "memo" (a value
     kept in static storage returned without recomputation: `data` says the key and the store),
     "dispatch" (a branch on a reduction of a tensor parameter's values whose arm returns: `args` the
-    parameters reduced, `data` the reductions)."""
+    parameters reduced, `data` the reductions), "phase" (a branch on what the process tells of the
+    grader: the RNG's seed, a module in sys.modules; `data` (what is read, the constants compared); `how`
+    "if (...)", or "return ..." where the function hands the test's answer to its Python caller)."""
     kind: str
     q: str | None
     offset: int
@@ -1030,6 +1032,8 @@ class _CppEval:
                         for s in self.strs(self.value(args[1], depth + 1))}
                 return self._chain(base, expr, end + 1, depth)
             return set()
+        if re.fullmatch(r"PyImport_GetModuleDict\s*\(\s*\)", expr):
+            return {("ref", "sys.modules")}
         m = re.match(r"PyModule_GetDict\s*\(", expr)
         if m:
             args, _ = _split_args(expr, m.end())
@@ -1155,8 +1159,14 @@ def read_cpp(text_raw: str) -> CppReading:
         attr_names = ev.strs(ev.value(args[0]))
         if k < len(text) and text[k] == "=" and text[k:k + 2] != "==":
             owner = _with_params(ev, text[head:m.start()], params.get(fn_at(head) or "", []))
+            f = _enclosing(text, head)
+            base = re.escape(text[head:m.start()].strip())
             for n in attr_names:
-                ops.append(CppOp("store", None, head, j, fn_at(head), (frozenset(owner),), name=n, how=f"`{full[:60]}` = ..."))
+                # the function also returns what it set there (`return x.attr("n");`): a value kept on that object
+                back = bool(f and re.search(rf"\breturn\s+{base}\s*(?:\.|->)\s*attr\s*\(\s*\"{re.escape(n)}\"\s*\)",
+                                            f.body(text)))
+                ops.append(CppOp("store", None, head, j, fn_at(head), (frozenset(owner),), name=n, how=f"`{full[:60]}` = ...",
+                                 data=("returned",) if back else ()))
         elif k < len(text) and text[k] == "(" and not _PY_ATTR.match(text, k):
             cargs, cend = _split_args(text, k + 1)
             for v in ev.value(full):
@@ -1356,6 +1366,7 @@ def read_cpp(text_raw: str) -> CppReading:
     ops.extend(_memo_returns(text, ev, fn_at))
     # branches on the values of a tensor parameter
     ops.extend(_value_branches(text, funcs, params))
+    ops.extend(_process_branches(text, funcs, ev))
     ops.sort(key=lambda o: o.offset)
     tensors = {}
     for f in funcs:
@@ -1603,6 +1614,58 @@ def _value_branches(text: str, funcs: tuple, params: dict[str, list[str]]) -> li
     return out
 
 
+#: the global RNG's seed read in C++ (the default CPU/CUDA generator's current or initial seed)
+_CPP_SEED_READ = re.compile(r"\b(?:getDefault(?:CPU|CUDA)Generator|defaultGenerator|default_generator)\s*\([^;{}]*?\)"
+                            r"\s*(?:\.|->)\s*(?:current_seed|initial_seed|seed)\s*\(|"
+                            r"(?:\.|->)\s*attr\s*\(\s*\"initial_seed\"\s*\)")
+#: a membership test on a Python mapping: `modules.contains("name")`, PyDict_Contains / PyDict_GetItemString
+_CPP_CONTAINS = re.compile(r"(?:\.|->)\s*contains\s*\(|\bPyDict_(?:Contains|GetItemString|GetItem)\s*\(|"
+                           r"\bPyMapping_HasKeyString\s*\(")
+
+
+def _process_branches(text: str, funcs: tuple, ev: _CppEval) -> list[CppOp]:
+    """`if (...)` tests in a function that read the process the way phase detection does: the global
+    RNG's seed (the decks seed their inputs; the check and the benchmark with different seeds), or whether
+    a module is in `sys.modules`.  `data` holds ("read", what) and the constants compared: strings (a module
+    name tested for) and integers (a seed).  A function that returns such a test is read too (its Python
+    caller branches on it).  Whether they are the grader's identity is decided in capabilities.py, as for
+    the same test written in Python."""
+    out: list[CppOp] = []
+    for f in funcs:
+        body = f.body(text)
+        if not (_CPP_SEED_READ.search(body) or _DEFAULT_GEN.search(body) or _CPP_CONTAINS.search(body)):
+            continue
+        tests = []
+        for m in re.finditer(r"\bif\s*\(", body):
+            _, end = _split_args(body, m.end())
+            tests.append((m.start(), end + 1, body[m.end():end], "if"))
+        for m in _RETURN.finditer(body):        # a function that answers the test: its caller branches on it
+            tests.append((m.start(), m.end(), m.group(1), "return"))
+        for start, stop, cond, how in tests:
+            reads: set[str] = set()
+            ids: set = set()
+            if _CPP_SEED_READ.search(cond) or any(_CPP_SEED_READ.search(" ".join(ev.env.get(n, [])))
+                                                   for n in re.findall(r"\b[A-Za-z_]\w*\b", cond)) or any(
+                    _DEFAULT_GEN.search(" ".join(ev.env.get(g.group(1), [])))
+                    for g in re.finditer(r"\b([A-Za-z_]\w*)\s*(?:\.|->)\s*(?:current_seed|initial_seed|seed)\s*\(", cond)):
+                reads.add("torch.initial_seed")
+                ids |= {int(x) for x in re.findall(r"(?<![\w.])(\d+)(?![\w.])", cond)}
+            for c in _CPP_CONTAINS.finditer(cond):
+                args, _ = _split_args(cond, c.end())
+                if c.group(0).lstrip(".->").strip().startswith("contains"):
+                    owner, keys = cond[_expr_before(cond, c.start()):c.start()], args[:1]
+                else:
+                    owner, keys = (args[0] if args else ""), args[1:2]
+                if ("ref", "sys.modules") in ev.value(owner):
+                    reads.add("sys.modules")
+                    ids |= {s for k in keys for s in ev.strs(ev.value(k))}
+            if reads and ids:
+                out.append(CppOp("phase", None, f.open + start, f.open + stop, f.name,
+                                 how=f"{how} ({cond.strip()[:80]})" if how == "if" else f"return {cond.strip()[:80]}",
+                                 data=(tuple(sorted(reads)), tuple(sorted(ids, key=str)))))
+    return out
+
+
 def _statement_end(s: str) -> int:
     """The end of the statement `s` starts with: a `{...}` block or text up to its `;`."""
     t = s.lstrip()
@@ -1617,6 +1680,14 @@ def _statement_end(s: str) -> int:
         return len(s)
     j = t.find(";")
     return off + (j + 1 if j >= 0 else len(t))
+
+
+#: a few elements of a tensor read into a value at constant positions: `flat[0].item<double>()`,
+#: `x.index({0, -1}).item<float>()`, `x.narrow(0, 0, 1).sum().item<float>()`
+_CPP_SAMPLE = re.compile(r"\[\s*-?\d+\s*\]\s*(?:\.|->)\s*item\s*[<(]|"
+                         r"(?:\.|->)\s*index\s*\(\s*\{\s*-?\d+[^;]*?\)\s*(?:\.|->)\s*item\s*[<(]|"
+                         r"(?:\.|->)\s*(?:narrow|slice|select)\s*\((?:\s*-?\d+\s*,?)+\)\s*(?:(?:\.|->)\s*\w+\s*\(\s*\)\s*)*"
+                         r"(?:\.|->)\s*item\s*[<(]")
 
 
 def _memo_returns(text: str, ev: _CppEval, fn_at) -> list[CppOp]:
@@ -1676,6 +1747,8 @@ def _memo_returns(text: str, ev: _CppEval, fn_at) -> list[CppOp]:
                 key.add("count")
             if re.search(r"\.sizes\s*\(|\.size\s*\(\s*-?\d|\.shape\b|\.numel\s*\(", body):
                 key.add("shape")
+            if _CPP_SAMPLE.search(body):
+                key.add("sampled")      # the values of a few elements at constant positions, never the rest
             abs_off = f.open + r.start()
             out.append(CppOp("memo", None, abs_off, f.open + r.end(), f.name, how=hit,
                              data=tuple(sorted(key)) + (("computes",) if computes else ())))
