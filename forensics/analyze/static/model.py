@@ -725,13 +725,15 @@ def closure_cell(mod: Module, name: str, fi: FuncInfo) -> str | None:
         if outer.node.name in FORWARD_NAMES:
             return None
         child = parts[i]
-        for n in walk(outer.node):
-            handed = (isinstance(n, ast.Return) and n.value is not None) or (
-                isinstance(n, ast.Assign) and any(not isinstance(t, ast.Name) or t.id in outer.globals_
-                                                  for t in n.targets))
-            if handed and any(isinstance(m, ast.Name) and m.id == child for m in walk(n.value)):
-                return f"{outer.qualname}.{name}"
-        return None
+        memo = mod.__dict__.setdefault("_fx_handed", {})
+        if (outer.qualname, child) not in memo:
+            memo[(outer.qualname, child)] = any(
+                ((isinstance(n, ast.Return) and n.value is not None) or (
+                    isinstance(n, ast.Assign) and any(not isinstance(t, ast.Name) or t.id in outer.globals_
+                                                      for t in n.targets)))
+                and any(isinstance(m, ast.Name) and m.id == child for m in walk(n.value))
+                for n in walk(outer.node))
+        return f"{outer.qualname}.{name}" if memo[(outer.qualname, child)] else None
     return None
 
 
