@@ -747,7 +747,7 @@ def check_flags(mod: Module, flags: list[tuple[str, ast.AST]], gpu: str | None) 
 def python_l2_window(mod: Module) -> list[Hit]:
     """Persisting-L2 controls reached from Python (cuda-python, ctypes on libcudart).  A field's name in a
     ctypes structure's `_fields_` only declares a layout (what is set in it, and passed, is read where the
-    call is: capabilities' CUDA-handle reading of the window's hitProp)."""
+    call is: cap_process's CUDA-handle reading of the window's hitProp)."""
     hits = []
     declared = {id(el.elts[0]) for st in mod.of(ast.Assign)
                 if any(isinstance(t, ast.Name) and t.id == "_fields_" for t in st.targets)
@@ -1628,7 +1628,7 @@ def _process_branches(text: str, funcs: tuple, ev: _CppEval) -> list[CppOp]:
     RNG's seed (the decks seed their inputs; the check and the benchmark with different seeds), or whether
     a module is in `sys.modules`.  `data` holds ("read", what) and the constants compared: strings (a module
     name tested for) and integers (a seed).  A function that returns such a test is read too (its Python
-    caller branches on it).  Whether they are the grader's identity is decided in capabilities.py, as for
+    caller branches on it).  Whether they are the grader's identity is decided in cap_cpp.py, as for
     the same test written in Python."""
     out: list[CppOp] = []
     for f in funcs:
