@@ -25,6 +25,7 @@ from forensics.archive.sidecars import split_sidecars
 from ..findings import severity_key
 from . import cuda as C
 from . import language as L
+from . import output_forgery as OF
 from . import pasted as PASTED
 from . import problems as P
 from . import python as PY
@@ -159,6 +160,7 @@ def _lint_source(source: str | bytes, filename: str, problem: str | None, bench:
                 rep.hits.extend(C.analyse_blob(b))
             rep.hits.extend(C.check_flags(mod, flags, gpu))
             rep.hits.extend(C.python_l2_window(mod))
+            rep.hits.extend(OF.check_forged_writes(mod))
             rep.state = PY.state_inventory(mod)
         except RecursionError:
             err = "RecursionError: AST nested too deeply for the rule walkers"

@@ -26,6 +26,9 @@ from .model import (
     _names,
     _names_in_target,
     _tensor_text,
+    attr_read,
+    builtin_called,
+    method_call,
     walk,
 )
 
@@ -181,8 +184,9 @@ def _refs_cache(mod: Module, e: ast.AST, fi: FuncInfo, container: str, lookup_va
             return True
         if isinstance(n, ast.Name) and n.id in lookup_vars:
             return True
-        if isinstance(n, ast.Attribute) and mod.persistent(n, fi) in ({container} | set(aux)):
-            return True
+        if (isinstance(n, ast.Attribute) or (isinstance(n, ast.Name) and n.id in fi.globals_)) \
+                and mod.persistent(n, fi) in ({container} | set(aux)):
+            return True     # the state itself: an attribute, or a slot declared global/nonlocal
     return False
 
 
@@ -206,8 +210,14 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
             if _refs_cache(mod, v, fi, container, set()):
                 lookup_vars.add(name)
 
+    # a key read from sampled elements is computed with tensor calls (`x[:, :8].sum()`): computing the key
+    # is the lookup, not work done on the hit path
+    key_names = _key_locals(mod, site) if SAMPLED in site.kinds else set()
+
     def launches(stmts: Iterable[ast.stmt]) -> bool:
         for st in stmts:
+            if isinstance(st, ast.Assign) and all(isinstance(t, ast.Name) and t.id in key_names for t in st.targets):
+                continue
             if isinstance(st, ast.Expr) and _stored_callable_call(mod, st.value, fi):
                 return True
             for n in walk(st):
@@ -284,6 +294,26 @@ def _analyse_hit_path(mod: Module, site: CacheSite) -> None:
     del launches, hit_stmts, scan   # recursive closures are reference cycles: drop them now
 
 
+def _key_locals(mod: Module, site: CacheSite) -> set[str]:
+    """The locals a site's lookup keys are computed through (`key = (...)`, `flat = x.flatten()` it reads)."""
+    fi = site.func
+    keys: list[ast.AST] = []
+    for n in site.lookup_nodes:
+        parts = _lookup_parts(mod, n, fi)
+        if parts:
+            keys.append(parts[1])
+    out: set[str] = set()
+    todo = [nm for k in keys for nm in _names(k)]
+    while todo:
+        nm = todo.pop()
+        if nm in out or nm not in fi.assigns or nm in fi.params:
+            continue
+        out.add(nm)
+        for v in fi.assigns[nm]:
+            todo.extend(_names(v))
+    return out
+
+
 def _live_names(fi: FuncInfo) -> set[str]:
     """The entry's caller-supplied parameters and the locals computed from them (in a function an entry
     hands its call to, the names that carry the entry's inputs there: roles)."""
@@ -328,7 +358,8 @@ def find_cache_sites(mod: Module) -> list[CacheSite]:
 
 def blind_sites(mod: Module) -> list[CacheSite]:
     """Sites keyed by nothing that reads the inputs' contents (shape, dtype, device, a constant-free
-    tuple of those): a hit is the same for any values of the same shape."""
+    tuple of those: a hit is the same for any values of the same shape), or only a few sampled elements
+    of them (SAMPLED: a hit is the same for any values elsewhere)."""
     return [s for s in _all_sites(mod) if not s.kinds & set(IDENT_KINDS)]
 
 
@@ -394,6 +425,126 @@ def content_blind(mod: Module, key: ast.AST, fi: FuncInfo, depth: int = 0) -> bo
     return seen_meta
 
 
+#: the kind of a key read from a few elements of an input (a constant index or slice), never all of it
+SAMPLED = "sampled"
+#: methods that give the same tensor (or a view, a cast, a copy) of their receiver: its elements still to be read
+_VIEW_METHODS = frozenset({"flatten", "view", "reshape", "ravel", "contiguous", "detach", "float", "double", "half",
+                           "bfloat16", "to", "cpu", "cuda", "clone", "t", "T", "mT", "squeeze", "unsqueeze", "transpose",
+                           "permute", "view_as", "flip", "abs", "int", "long", "data"})
+#: methods that read the values of their receiver (into a Python value, bytes or a reduction of them)
+_VALUE_METHODS = frozenset({"item", "tolist", "numpy", "tobytes", "sum", "mean", "amax", "amin", "max", "min", "norm",
+                            "prod", "std", "var", "any", "all", "hexdigest", "digest", "__hash__", "__float__"})
+#: builtins that read the value of what they are given into a hashable key
+_VALUE_BUILTINS = frozenset({"float", "int", "bool", "hash", "round", "tuple", "str", "repr", "frozenset", "list",
+                             "bytes", "abs"})
+_NON_TENSOR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "list", "tuple", "dict", "List", "Tuple", "Dict",
+                                     "Sequence", "Optional", "None"})
+_KIND_ORDER = ("const", "meta", "view", "elem", "sample", "full", "other")
+
+
+def _const_index(e: ast.AST) -> bool:
+    """An index or slice made of integer constants only that narrows the tensor (`0`, `-1`, `:8`, `::1024`,
+    `:, :4`), not a bare `:` (every element)."""
+    if isinstance(e, ast.Tuple):
+        parts = [x for x in e.elts if not (isinstance(x, ast.Slice) and x.lower is x.upper is x.step is None)]
+        return bool(parts) and all(_const_index(x) for x in parts)
+    if isinstance(e, ast.Slice):
+        parts = [x for x in (e.lower, e.upper, e.step) if x is not None]
+        return bool(parts) and all(_const_index(x) for x in parts)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        return _const_index(e.operand)
+    return isinstance(e, ast.Constant) and type(e.value) is int
+
+
+def _non_tensor_param(fi: FuncInfo, name: str) -> bool:
+    """A parameter annotated as something other than a tensor (`k: int`, `sizes: tuple[int, ...]`)."""
+    for a in fi.node.args.posonlyargs + fi.node.args.args + fi.node.args.kwonlyargs:
+        if a.arg == name and a.annotation is not None:
+            ann = a.annotation.value if isinstance(a.annotation, ast.Subscript) else a.annotation
+            last = ann.attr if isinstance(ann, ast.Attribute) else getattr(ann, "id", None) or (
+                ann.value if isinstance(ann, ast.Constant) else None)
+            return str(last) in _NON_TENSOR_ANNOTATIONS
+    return False
+
+
+def _key_read(mod: Module, e: ast.AST, fi: FuncInfo, inputs: set[str], depth: int = 0) -> str:
+    """What a cache key (or a part of one) reads of the call's inputs: `const`, `meta` (shape, dtype, ...),
+    `view` (an input tensor itself, or a view or cast of it: nothing read yet), `elem` (a few of its
+    elements, not yet read into a value), `sample` (the values of a few elements: `float(flat[0])`,
+    `x[:, :4].sum().item()`, a hash of the bytes of `x[:64]`), `full` (values read from the whole input:
+    `x.sum().item()`) or `other` (anything else: a helper's result, state, an unknown call)."""
+    if depth > 4:
+        return "other"
+    join = lambda kinds: max(kinds, key=_KIND_ORDER.index, default="const")   # noqa: E731
+    if isinstance(e, ast.Constant):
+        return "const"
+    if isinstance(e, (ast.Tuple, ast.List)):
+        return join([_key_read(mod, x, fi, inputs, depth) for x in e.elts])
+    if isinstance(e, ast.BinOp):
+        k = join([_key_read(mod, e.left, fi, inputs, depth), _key_read(mod, e.right, fi, inputs, depth)])
+        return "other" if k in ("view", "elem") else k
+    if isinstance(e, ast.UnaryOp):
+        return _key_read(mod, e.operand, fi, inputs, depth)
+    if isinstance(e, ast.Name):
+        if e.id in ("self", "cls"):
+            return "other"
+        vals = fi.assigns.get(e.id, []) if e.id not in fi.globals_ else []
+        if vals:        # a local: what its values read (the depth bounds a chain of locals, and a cycle)
+            return join([_key_read(mod, v, fi, inputs, depth + 1) for v in vals])
+        return "view" if e.id in inputs and not _non_tensor_param(fi, e.id) else "other"
+    read = attr_read(mod, e) if isinstance(e, (ast.Attribute, ast.Call)) else None
+    if read is not None:        # `x.shape`, `getattr(x, 'shape')`
+        if read[1] in _META_ATTRS:
+            return "meta"
+        base = _key_read(mod, read[0], fi, inputs, depth)
+        return base if read[1] in _VIEW_METHODS and base in ("view", "elem") else "other"
+    if isinstance(e, ast.Subscript):
+        base = _key_read(mod, e.value, fi, inputs, depth)
+        if base in ("const", "meta"):
+            return base if _const_index(e.slice) or _key_read(mod, e.slice, fi, inputs, depth) in ("const", "meta") \
+                else "other"
+        if base in ("view", "elem") and _const_index(e.slice):
+            return "elem"
+        return "other"
+    if isinstance(e, ast.Call):
+        args = list(e.args) + [k.value for k in e.keywords]
+        b = builtin_called(mod, e)
+        q = mod.qn(e.func) or ""
+        if b in _KEY_BUILTINS | _VALUE_BUILTINS or q.startswith("hashlib."):
+            if b in ("len", "type"):
+                return "meta"       # len(x), type(x): no values read
+            k = join([_key_read(mod, a, fi, inputs, depth) for a in args])
+            return {"view": "full", "elem": "sample"}.get(k, k)
+        m = method_call(mod, e, fi)
+        if m is not None:
+            recv, name = m
+            if name in _META_ATTRS:
+                return "meta"
+            base = _key_read(mod, recv, fi, inputs, depth)
+            rest = join([_key_read(mod, a, fi, inputs, depth) for a in args])
+            if rest not in ("const", "meta"):
+                return "other"
+            if name in ("narrow", "select", "index_select") and base in ("view", "elem"):
+                return "elem"
+            if name in _VIEW_METHODS and base in ("view", "elem", "sample"):
+                return base
+            if name in _VALUE_METHODS:
+                return {"view": "full", "elem": "sample", "sample": "sample", "full": "full"}.get(base, "other")
+            return "other"
+        return "other"
+    return "other"
+
+
+def content_sampled(mod: Module, key: ast.AST, fi: FuncInfo) -> bool:
+    """Does a cache key read the values of only a few elements of the call's inputs (a constant index or
+    slice: `float(x.flatten()[0])`, `x[:, :8].sum().item()`, a hash of the bytes of `x[:64]`), besides
+    their metadata?  A hit then answers any input agreeing at those positions: the values elsewhere are
+    never read.  A key reading every value (`x.sum().item()`, a hash of all the bytes) is not sampled."""
+    carried = fi.__dict__.get("_fx_role_inputs")
+    inputs = (set(carried) if carried is not None else set(_entry_params(fi))) - {"args", "kwargs"}
+    return bool(inputs) and _key_read(mod, key, fi, inputs) == "sample"
+
+
 def _subscript_of_meta(mod: Module, n: ast.Subscript, fi: FuncInfo, depth: int) -> bool:
     """`shape[0]` where `shape = x.shape`: an element of metadata."""
     return isinstance(n.value, ast.Name) and bool(fi.assigns.get(n.value.id)) and n.value.id not in fi.params \
@@ -420,9 +571,14 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
                     continue
                 k = k | {"is"}
             if not (k & set(IDENT_KINDS)) and op != "store":
-                if op == "is" or isinstance(key, ast.Constant) or not content_blind(mod, key, fi):
+                if op == "is" or isinstance(key, ast.Constant):
                     continue
-                k = k | {BLIND}     # keyed by what the inputs are shaped like, never by what they hold
+                if content_blind(mod, key, fi):
+                    k = k | {BLIND}     # keyed by what the inputs are shaped like, never by what they hold
+                elif content_sampled(mod, key, fi):
+                    k = k | {SAMPLED}   # keyed by a few of the values they hold, never by the rest
+                else:
+                    continue
             s = sites.get((fi.qualname, container))
             if s is None:
                 s = sites[(fi.qualname, container)] = CacheSite(fi, container, set())
@@ -443,15 +599,17 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
                             sites[(fi.qualname, c)].store_values.append(n.value)
     out = []
     for s in sites.values():
-        if not (s.kinds & set(IDENT_KINDS + (BLIND,))):
+        if not (s.kinds & set(IDENT_KINDS + (BLIND, SAMPLED))):
             continue
         fi = s.func
         if s.style in ("saved-key", "identity"):
             # what is kept alongside the saved key: other persistent attrs assigned in this function
             for n in fi.of(ast.Assign):
                 if isinstance(n, ast.Assign):
-                    for t in n.targets:
-                        c = mod.persistent(t, fi) if isinstance(t, ast.Attribute) else None
+                    for t in _flat_targets(n.targets):
+                        # an attribute, or a name declared global/nonlocal (a slot in a module or a closure)
+                        c = mod.persistent(t, fi) if isinstance(t, ast.Attribute) or (
+                            isinstance(t, ast.Name) and t.id in fi.globals_) else None
                         if c and c != s.container and not mod.kinds(n.value, fi) & set(IDENT_KINDS) \
                                 and not (BLIND in s.kinds and content_blind(mod, n.value, fi)):
                             s.store_values.append(n.value)
@@ -463,6 +621,14 @@ def _find_cache_sites(mod: Module) -> list[CacheSite]:
                 s.stored.add("graph")
         _analyse_hit_path(mod, s)
         out.append(s)
+    return out
+
+
+def _flat_targets(targets: list[ast.expr]) -> list[ast.expr]:
+    """Assignment targets with tuples unpacked (`a, b = ...` assigns a and b)."""
+    out: list[ast.expr] = []
+    for t in targets:
+        out.extend(_flat_targets(t.elts) if isinstance(t, (ast.Tuple, ast.List)) else [t])
     return out
 
 
@@ -565,12 +731,18 @@ def check_caches(mod: Module) -> list[Hit]:
             continue
         if not (s.stored - {"graph"}) and not s.aux:
             continue
+        if SAMPLED in s.kinds:
+            what = ("when a few sampled elements of the inputs (a constant index or slice) match an earlier "
+                    "call's, without launching work: the key reads no other value, so new values anywhere else "
+                    "get the old result")
+        else:
+            what = ("when the inputs' shape matches an earlier call's, without launching work: the key reads none "
+                    "of the inputs' values, so any new values of that shape get the old result")
         hits.append(mod.hit("CACHED-OUTPUT-RETURN", s.returns_stored,
-                            f"{s.func.qualname} returns the value stored in {s.container} when the inputs' shape "
-                            "matches an earlier call's, without launching work: the key reads none of the inputs' "
-                            "values, so any new values of that shape get the old result",
+                            f"{s.func.qualname} returns the value stored in {s.container} {what}",
                             probe=None,     # stale by construction: no probe can show the key reads the values
-                            data={"function": s.func.qualname, "container": s.container, "key_kinds": ["shape"],
+                            data={"function": s.func.qualname, "container": s.container,
+                                  "key_kinds": ["sampled"] if SAMPLED in s.kinds else ["shape"],
                                   "stores": sorted(s.stored), "hit_launches_work": False, "hit_returns_stored": True}))
     for s in find_cache_sites(mod):
         node = min(s.lookup_nodes, key=lambda n: getattr(n, "lineno", 0))
@@ -627,7 +799,7 @@ def _own_state_versioned(mod: Module, s: CacheSite) -> bool:
     """A _version key over the module's own tensors only (`self.weight._version`), guarding data derived
     from those tensors alone: nothing of the call's inputs is kept, no hit returns the kept value, and
     every tensor the kept values read is one whose _version the key reads."""
-    if s.kinds & {"ptr", "id", "is", BLIND} or s.unversioned or not s.versioned:
+    if s.kinds & {"ptr", "id", "is", BLIND, SAMPLED} or s.unversioned or not s.versioned:
         return False
     if s.returns_stored is not None and s.func.qualname in _result_functions(mod):
         return False        # the kept value is what the entry returns (a packer's getter returning it is not)

@@ -13,7 +13,7 @@ from typing import Any
 
 from .cap_patching import GRADER_CALLS, GRADER_TENSOR_METHODS
 from .model import _entry_params
-from .values import Ctx
+from .values import Ctx, walk_expr
 
 
 #: calls that build (and load) an extension from sources: code that runs as it loads runs there
@@ -169,6 +169,8 @@ class CppSources:
         if self.aud._in_main(site):
             return
         if op.kind == "store":
+            if "returned" in op.data and op.args:
+                self._cpp_input_stash(op, site, where)
             owners = {v for v in args[0] if v[0] in ("ref", "dict")} if args else set()
             for v in owners:
                 self.aud.patching.patch(v, op.name, site, where)
@@ -209,6 +211,9 @@ class CppSources:
             return
         if op.kind == "dispatch":
             self._cpp_input_dispatch(r, op, site, where)
+            return
+        if op.kind == "phase":
+            self._cpp_phase(op, site, where)
             return
         q = op.q or ""
         if q.startswith("native."):
@@ -254,12 +259,68 @@ class CppSources:
                       "then returns a result it kept instead of computing one", "high", via=where,
                       data={"function": op.func, "key_kinds": sorted(keys)})
             return
-        ident = sorted(keys & {"ptr", "id", "version"})
+        ident = sorted(keys & {"ptr", "id", "version", "sampled"})     # sampled: a few elements, never the rest
         sev = "high" if ident or not keys else "medium"
         self.aud._cap("CACHED-OUTPUT-RETURN", site, "state", op.func, f"{where}: {op.func} returns {op.how} on a "
                   + ("/".join(ident) + "-keyed " if ident else "keyed " if keys else "") + "hit without computing it "
                   "again: the result of an earlier call, whatever the inputs now hold", sev, via=where,
                   data={"function": op.func, "key_kinds": sorted(keys), "hit_returns_stored": True})
+
+    def _cpp_input_stash(self, op: Any, site: "CppSite", where: str) -> None:
+        """A C++ function that sets an attribute of an object a parameter holds and returns that attribute
+        (`x.attr("out") = y; ... return x.attr("out");`), where a graded entry passes one of its inputs in that
+        position: the answer is kept on the caller's input, as the same code written in Python."""
+        idx = {v[1] for v in op.args[0] if v[0] == "param"}
+        reach = self.aud.entry_reach()
+        for n in site.calls:
+            call = self.aud.mod.parent.get(n)
+            fi = self.aud.mod.scope_of(n)
+            if fi is None or fi.qualname not in reach or not isinstance(call, ast.Call) or call.func is not n:
+                continue
+            own = set(_entry_params(fi))
+            for i in sorted(idx):
+                a = call.args[i] if i < len(call.args) else None
+                if isinstance(a, ast.Name) and a.id in own:
+                    self.aud._cap("CAP-PATCH", site, "patching", f"{fi.qualname}({a.id}).{op.name}",
+                                  f"{where}: keeps {op.name!r} as an attribute of {fi.qualname}'s input {a.id!r}, an "
+                                  "object the caller owns, and returns it: the answer comes back with the same object "
+                                  "whatever its values are by then (the benchmark passes the same inputs to every call)",
+                                  "medium", via=where, data={"entry": fi.qualname, "input": a.id, "attribute": op.name})
+                    return
+
+    def _cpp_phase(self, op: Any, site: "CppSite", where: str) -> None:
+        """A C++ test on what the process tells (the global RNG's seed, a module in sys.modules) against the
+        grader's identity (a seed the decks draw their inputs with, a module of the grader's): a branch in a
+        function the graded entry's path calls, or the answer of a function whose Python call an entry's
+        branch tests.  The check and the benchmark take different paths (phase detection), as the same test
+        written in Python (cap_entry's phase test)."""
+        reads, consts = op.data
+        ids = self.aud.entries.phase_identities(reads, consts)
+        if not ids:
+            return
+        reach = self.aud.entry_reach()
+        graded = []
+        for n in site.calls:
+            call = self.aud.mod.parent.get(n)
+            fi = self.aud.mod.scope_of(n)
+            if fi is None or fi.qualname not in reach or not isinstance(call, ast.Call) or call.func is not n:
+                continue
+            if not op.how.startswith("return"):
+                graded.append(n)
+                continue
+            p = self.aud.mod.parent.get(call)      # the answer tested by a branch (`if ext.f():`, `not ext.f()`, `and`)
+            while isinstance(p, (ast.UnaryOp, ast.BoolOp, ast.Compare)):
+                p = self.aud.mod.parent.get(p)
+            if isinstance(p, (ast.If, ast.IfExp, ast.While)) and any(x is call for x in walk_expr(p.test)):
+                graded.append(n)
+        if not graded:
+            return
+        self.aud._cap("CAP-INTROSPECTION", site, "introspection", f"phase test: {reads[0]}",
+                      f"{where}: {'returns' if op.how.startswith('return') else 'branches on'} {', '.join(reads)} "
+                      f"compared with {', '.join(map(repr, ids[:2]))}" + (", and the graded entry branches on the answer"
+                                                                       if op.how.startswith("return") else "")
+                      + ": the check and the benchmark take different paths (phase detection)", "high", via=where,
+                      data={"reads": list(reads), "identities": [str(i) for i in ids[:4]]})
 
     def _cpp_input_dispatch(self, r: Any, op: Any, site: "CppSite", where: str) -> None:
         """A C++ function an entry's path calls with its inputs that branches on a reduction of them and

@@ -101,6 +101,14 @@ class EntryReading:
     def __init__(self, aud: Any) -> None:
         self.aud = aud
 
+    @staticmethod
+    def phase_identities(reads: tuple, consts: tuple) -> list:
+        """Of the constants a test compares what it reads of the process with, those that name the grader's
+        phase: a module of the grader's, or a seed the decks draw their inputs with where the RNG's seed is
+        read (the C++ reading's phase tests, cap_cpp)."""
+        return [c for c in consts if isinstance(c, str) and _grader_module(c)] + \
+            [c for c in consts if isinstance(c, int) and c in DECK_SEEDS and "torch.initial_seed" in reads]
+
     def phase_test(self, at: ast.AST, test: ast.AST, ctx: Ctx, where: str) -> bool:
         """A branch whose test reads the process (the RNG's seed, frames, argv, the running script's
         module, which grader modules are loaded) and compares it with the grader's identity (a script

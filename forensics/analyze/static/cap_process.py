@@ -14,6 +14,7 @@ from forensics.analyze.findings import Rule
 
 from .cap_cpp import CppCall
 from .evaluation import CUDA_HANDLE, CUDA_LIBS
+from .l2 import ACCESS_PERSISTING, window_properties
 from .values import Ctx, _scope_walk
 
 
@@ -192,10 +193,18 @@ class Process:
         if fn in _CUDA_SET_ATTRIBUTE:
             attr = _const_arg(node, 1)
             if attr in (None, 1):        # cudaStreamAttributeAccessPolicyWindow / CU_..._ACCESS_POLICY_WINDOW = 1
+                props = window_properties(self.aud.mod, node, self.aud.mod.scope_of(node) if node is not None else None) or {}
+                if "hitProp" in props and ACCESS_PERSISTING not in (props["hitProp"], props.get("missProp")):
+                    self.aud._cap("CAP-NATIVE", at, "native", q, f"{fn}() sets an access-policy window whose hits and "
+                                  f"misses do not persist (hitProp {props['hitProp']:g}, missProp {props.get('missProp', 0):g}): "
+                                  "nothing is pinned in L2", "info", data={"name": fn, "window": props})
+                    return
                 self.aud._cap("L2-PERSISTING-WINDOW", at, "native", q,
                           f"{fn}(..., {_arg_text(node, 1)}, ...) through a loaded CUDA library sets an access-policy "
-                          "window: lines it marks persisting outlive the flush the deck runs between timings", "high",
-                          data={"name": fn, "attribute": attr})
+                          "window" + (" with persisting hits" if props.get("hitProp") == ACCESS_PERSISTING else
+                                      " with persisting misses" if props.get("missProp") == ACCESS_PERSISTING else "")
+                          + ": lines it marks persisting outlive the flush the deck runs between timings", "high",
+                          data={"name": fn, "attribute": attr, "window": props})
                 return
         self.aud._cap("CAP-NATIVE", at, "native", q, f"calls {fn}() through a loaded CUDA library: neither building, "
                   "launching nor querying kernels", "medium")

@@ -745,9 +745,17 @@ def check_flags(mod: Module, flags: list[tuple[str, ast.AST]], gpu: str | None) 
 
 
 def python_l2_window(mod: Module) -> list[Hit]:
-    """Persisting-L2 controls reached from Python (cuda-python, ctypes on libcudart)."""
+    """Persisting-L2 controls reached from Python (cuda-python, ctypes on libcudart).  A field's name in a
+    ctypes structure's `_fields_` only declares a layout (what is set in it, and passed, is read where the
+    call is: cap_process's CUDA-handle reading of the window's hitProp)."""
     hits = []
+    declared = {id(el.elts[0]) for st in mod.of(ast.Assign)
+                if any(isinstance(t, ast.Name) and t.id == "_fields_" for t in st.targets)
+                and isinstance(st.value, (ast.List, ast.Tuple))
+                for el in st.value.elts if isinstance(el, (ast.Tuple, ast.List)) and el.elts}
     for n in mod.of(ast.Attribute, ast.Constant):
+        if id(n) in declared:
+            continue
         name = n.attr if isinstance(n, ast.Attribute) else (n.value if isinstance(n, ast.Constant) and isinstance(n.value, str)
                                                              and len(n.value) < 80 else None)
         if isinstance(name, str) and L2_WINDOW.fullmatch(name.strip()) or (isinstance(name, str) and name in (
@@ -783,7 +791,9 @@ class CppOp:
     go), "stream" (a CUDA stream of its own), "exec" (Python code run from a string), "memo" (a value
     kept in static storage returned without recomputation: `data` says the key and the store),
     "dispatch" (a branch on a reduction of a tensor parameter's values whose arm returns: `args` the
-    parameters reduced, `data` the reductions)."""
+    parameters reduced, `data` the reductions), "phase" (a branch on what the process tells of the
+    grader: the RNG's seed, a module in sys.modules; `data` (what is read, the constants compared); `how`
+    "if (...)", or "return ..." where the function hands the test's answer to its Python caller)."""
     kind: str
     q: str | None
     offset: int
@@ -826,6 +836,12 @@ _UNKNOWN = "\x00"                    # a part of a string the text does not give
 _STD = r"(?<![\w.>])(?:(?:std|::|__gnu_cxx)\s*(?:::)?\s*)?"
 _IMPORT_CALL = re.compile(r"\b(?:py|pybind11)::module_?::import\s*\(|\bPyImport_(?:ImportModule\w*|AddModule\w*|Import)\s*\(")
 _PY_ATTR = re.compile(r"\.\s*attr\s*\(")
+#: `["key"]` (or `[k]`) after a Python object: an item of it
+_SUBSCRIPT = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]")
+#: a dict item's key or value as C++ iterates a py::dict
+_PAIR_MEMBER = re.compile(r"\s*\.\s*(?:first|second)\b(?!\s*\()")
+#: `obj["key"] = value;`: an item of a Python object set from C++
+_ITEM_STORE = re.compile(r"\[\s*(\"(?:[^\"\\\n]|\\.)*\"|[A-Za-z_]\w*)\s*\]\s*=(?!=)")
 _INT_NAMES = {"EXIT_SUCCESS": 0, "EXIT_FAILURE": 1, "STDOUT_FILENO": 1, "STDERR_FILENO": 2, "STDIN_FILENO": 0,
               "true": 1, "false": 0}
 #: a stream made current around work: a guard, setting the current stream, a launch on a stream argument
@@ -939,6 +955,11 @@ class _CppEval:
             self.env.setdefault(name, []).append(expr)
             if re.search(r"\bdata_ptr\b|\.data\s*\(\s*\)|\bdata_ptr<", expr):
                 self.ptr_from_data.add(name)
+        # `for (auto item : table)`: the loop variable is an item of what it walks (a py::dict's pair, a list's
+        # element), read as `table["*"]`
+        for m in re.finditer(r"\bfor\s*\(\s*(?:const\s+)?(?:auto|py::handle|py::object|[\w:<>,\s]+?)\s*&{0,2}\s*(\w+)\s*:\s*"
+                             r"([A-Za-z_][\w:.]*(?:\s*(?:\.|->)\s*attr\s*\([^()]*\))*)\s*\)", text):
+            self.env.setdefault(m.group(1), []).append(m.group(2) + '["*"]')
         self._memo: dict[tuple[str, int], set] = {}
 
     def value(self, expr: str, depth: int = 0) -> set:
@@ -1011,6 +1032,8 @@ class _CppEval:
                         for s in self.strs(self.value(args[1], depth + 1))}
                 return self._chain(base, expr, end + 1, depth)
             return set()
+        if re.fullmatch(r"PyImport_GetModuleDict\s*\(\s*\)", expr):
+            return {("ref", "sys.modules")}
         m = re.match(r"PyModule_GetDict\s*\(", expr)
         if m:
             args, _ = _split_args(expr, m.end())
@@ -1024,9 +1047,21 @@ class _CppEval:
         return set()
 
     def _chain(self, base: set, expr: str, pos: int, depth: int) -> set:
-        """`base` followed by `.attr("x")` accesses (and nothing else) up to the end of `expr`."""
+        """`base` followed by `.attr("x")` accesses, `["key"]` subscripts (`sys.modules["name"]` is the module
+        itself; another object's item is `obj[key]`) and a dict item's `.first`/`.second` (and nothing else)
+        up to the end of `expr`."""
         cur = base
         while pos < len(expr):
+            sm = _SUBSCRIPT.match(expr, pos)
+            if sm:
+                keys = self.strs(self.value(sm.group(1), depth + 1)) or {"*"}
+                cur = {("ref", k if v[1] == "sys.modules" else f"{v[1]}[{k}]") for v in cur if v[0] == "ref" for k in keys}
+                pos = sm.end()
+                continue
+            pm = _PAIR_MEMBER.match(expr, pos)
+            if pm:
+                pos = pm.end()
+                continue
             m = _PY_ATTR.match(expr, pos) or re.compile(r"\s*\.\s*attr\s*\(").match(expr, pos)
             if not m:
                 rest = expr[pos:].strip()
@@ -1124,8 +1159,14 @@ def read_cpp(text_raw: str) -> CppReading:
         attr_names = ev.strs(ev.value(args[0]))
         if k < len(text) and text[k] == "=" and text[k:k + 2] != "==":
             owner = _with_params(ev, text[head:m.start()], params.get(fn_at(head) or "", []))
+            f = _enclosing(text, head)
+            base = re.escape(text[head:m.start()].strip())
             for n in attr_names:
-                ops.append(CppOp("store", None, head, j, fn_at(head), (frozenset(owner),), name=n, how=f"`{full[:60]}` = ..."))
+                # the function also returns what it set there (`return x.attr("n");`): a value kept on that object
+                back = bool(f and re.search(rf"\breturn\s+{base}\s*(?:\.|->)\s*attr\s*\(\s*\"{re.escape(n)}\"\s*\)",
+                                            f.body(text)))
+                ops.append(CppOp("store", None, head, j, fn_at(head), (frozenset(owner),), name=n, how=f"`{full[:60]}` = ...",
+                                 data=("returned",) if back else ()))
         elif k < len(text) and text[k] == "(" and not _PY_ATTR.match(text, k):
             cargs, cend = _split_args(text, k + 1)
             for v in ev.value(full):
@@ -1152,6 +1193,30 @@ def read_cpp(text_raw: str) -> CppReading:
             for v in owner:
                 if v[0] == "ref":
                     add("call", v[1], m.start(), end + 1, args[1:], how=fn)
+    # items set on a Python object the source reaches (`environ["K"] = ...`, `sys.modules["m"] = ...`, a grader's
+    # table's entry): the Python `obj.__setitem__(key, value)`
+    for m in _ITEM_STORE.finditer(text):
+        head = _expr_before(text, m.start())
+        keys = ev.strs(ev.value(m.group(1))) or {"*"}
+        for v in ev.value(text[head:m.start()]):
+            if v[0] == "ref":
+                for k in keys:
+                    ops.append(CppOp("call", f"{v[1]}.__setitem__", head, m.end(), fn_at(head), (frozenset({("str", k)}),),
+                                     how=f"`{text[head:m.end()][:60]}` ..."))
+    # a dict the source builds item by item (`py::dict d; d["K"] = v;`) handed to a Python object's update(): each
+    # of its keys set on that object
+    for op in list(ops):
+        if op.kind != "call" or not (op.q or "").endswith(".update") or not op.how.startswith("`"):
+            continue
+        am = re.search(r"\(\s*([A-Za-z_]\w*)\s*\)\s*$", text[op.offset:op.end])
+        if not am:
+            continue
+        built = {k for k in re.findall(rf"(?<![\w.>]){re.escape(am.group(1))}\s*\[\s*(\"(?:[^\"\\\n]|\\.)*\")\s*\]\s*=(?!=)",
+                                       text)}
+        for lit in sorted(built):
+            for k in ev.strs(ev.value(lit)):
+                ops.append(CppOp("call", op.q[:-len("update")] + "__setitem__", op.offset, op.end, op.func,
+                                 (frozenset({("str", k)}),), how=f"{op.how} with {k!r}"))
     # a name that holds a Python callable, called: `get_objects()` after `auto get_objects = gc.attr(...)`
     for name in ev.env:
         vals = {v for v in ev.value(name) if v[0] == "ref"}
@@ -1301,6 +1366,7 @@ def read_cpp(text_raw: str) -> CppReading:
     ops.extend(_memo_returns(text, ev, fn_at))
     # branches on the values of a tensor parameter
     ops.extend(_value_branches(text, funcs, params))
+    ops.extend(_process_branches(text, funcs, ev))
     ops.sort(key=lambda o: o.offset)
     tensors = {}
     for f in funcs:
@@ -1453,12 +1519,13 @@ def _expr_before(text: str, pos: int) -> int:
         if j < 0:
             return 0
         c = text[j]
-        if c == ")":
+        if c in ")]":       # a call's arguments, or a subscript (`modules["name"]` before `.attr(`)
+            close, open_ = c, "(" if c == ")" else "["
             depth, k = 0, j
             while k >= 0:
-                if text[k] == ")":
+                if text[k] == close:
                     depth += 1
-                elif text[k] == "(":
+                elif text[k] == open_:
                     depth -= 1
                     if depth == 0:
                         break
@@ -1547,6 +1614,58 @@ def _value_branches(text: str, funcs: tuple, params: dict[str, list[str]]) -> li
     return out
 
 
+#: the global RNG's seed read in C++ (the default CPU/CUDA generator's current or initial seed)
+_CPP_SEED_READ = re.compile(r"\b(?:getDefault(?:CPU|CUDA)Generator|defaultGenerator|default_generator)\s*\([^;{}]*?\)"
+                            r"\s*(?:\.|->)\s*(?:current_seed|initial_seed|seed)\s*\(|"
+                            r"(?:\.|->)\s*attr\s*\(\s*\"initial_seed\"\s*\)")
+#: a membership test on a Python mapping: `modules.contains("name")`, PyDict_Contains / PyDict_GetItemString
+_CPP_CONTAINS = re.compile(r"(?:\.|->)\s*contains\s*\(|\bPyDict_(?:Contains|GetItemString|GetItem)\s*\(|"
+                           r"\bPyMapping_HasKeyString\s*\(")
+
+
+def _process_branches(text: str, funcs: tuple, ev: _CppEval) -> list[CppOp]:
+    """`if (...)` tests in a function that read the process the way phase detection does: the global
+    RNG's seed (the decks seed their inputs; the check and the benchmark with different seeds), or whether
+    a module is in `sys.modules`.  `data` holds ("read", what) and the constants compared: strings (a module
+    name tested for) and integers (a seed).  A function that returns such a test is read too (its Python
+    caller branches on it).  Whether they are the grader's identity is decided in cap_cpp.py, as for
+    the same test written in Python."""
+    out: list[CppOp] = []
+    for f in funcs:
+        body = f.body(text)
+        if not (_CPP_SEED_READ.search(body) or _DEFAULT_GEN.search(body) or _CPP_CONTAINS.search(body)):
+            continue
+        tests = []
+        for m in re.finditer(r"\bif\s*\(", body):
+            _, end = _split_args(body, m.end())
+            tests.append((m.start(), end + 1, body[m.end():end], "if"))
+        for m in _RETURN.finditer(body):        # a function that answers the test: its caller branches on it
+            tests.append((m.start(), m.end(), m.group(1), "return"))
+        for start, stop, cond, how in tests:
+            reads: set[str] = set()
+            ids: set = set()
+            if _CPP_SEED_READ.search(cond) or any(_CPP_SEED_READ.search(" ".join(ev.env.get(n, [])))
+                                                   for n in re.findall(r"\b[A-Za-z_]\w*\b", cond)) or any(
+                    _DEFAULT_GEN.search(" ".join(ev.env.get(g.group(1), [])))
+                    for g in re.finditer(r"\b([A-Za-z_]\w*)\s*(?:\.|->)\s*(?:current_seed|initial_seed|seed)\s*\(", cond)):
+                reads.add("torch.initial_seed")
+                ids |= {int(x) for x in re.findall(r"(?<![\w.])(\d+)(?![\w.])", cond)}
+            for c in _CPP_CONTAINS.finditer(cond):
+                args, _ = _split_args(cond, c.end())
+                if c.group(0).lstrip(".->").strip().startswith("contains"):
+                    owner, keys = cond[_expr_before(cond, c.start()):c.start()], args[:1]
+                else:
+                    owner, keys = (args[0] if args else ""), args[1:2]
+                if ("ref", "sys.modules") in ev.value(owner):
+                    reads.add("sys.modules")
+                    ids |= {s for k in keys for s in ev.strs(ev.value(k))}
+            if reads and ids:
+                out.append(CppOp("phase", None, f.open + start, f.open + stop, f.name,
+                                 how=f"{how} ({cond.strip()[:80]})" if how == "if" else f"return {cond.strip()[:80]}",
+                                 data=(tuple(sorted(reads)), tuple(sorted(ids, key=str)))))
+    return out
+
+
 def _statement_end(s: str) -> int:
     """The end of the statement `s` starts with: a `{...}` block or text up to its `;`."""
     t = s.lstrip()
@@ -1561,6 +1680,14 @@ def _statement_end(s: str) -> int:
         return len(s)
     j = t.find(";")
     return off + (j + 1 if j >= 0 else len(t))
+
+
+#: a few elements of a tensor read into a value at constant positions: `flat[0].item<double>()`,
+#: `x.index({0, -1}).item<float>()`, `x.narrow(0, 0, 1).sum().item<float>()`
+_CPP_SAMPLE = re.compile(r"\[\s*-?\d+\s*\]\s*(?:\.|->)\s*item\s*[<(]|"
+                         r"(?:\.|->)\s*index\s*\(\s*\{\s*-?\d+[^;]*?\)\s*(?:\.|->)\s*item\s*[<(]|"
+                         r"(?:\.|->)\s*(?:narrow|slice|select)\s*\((?:\s*-?\d+\s*,?)+\)\s*(?:(?:\.|->)\s*\w+\s*\(\s*\)\s*)*"
+                         r"(?:\.|->)\s*item\s*[<(]")
 
 
 def _memo_returns(text: str, ev: _CppEval, fn_at) -> list[CppOp]:
@@ -1620,6 +1747,8 @@ def _memo_returns(text: str, ev: _CppEval, fn_at) -> list[CppOp]:
                 key.add("count")
             if re.search(r"\.sizes\s*\(|\.size\s*\(\s*-?\d|\.shape\b|\.numel\s*\(", body):
                 key.add("shape")
+            if _CPP_SAMPLE.search(body):
+                key.add("sampled")      # the values of a few elements at constant positions, never the rest
             abs_off = f.open + r.start()
             out.append(CppOp("memo", None, abs_off, f.open + r.end(), f.name, how=hit,
                              data=tuple(sorted(key)) + (("computes",) if computes else ())))

@@ -142,3 +142,88 @@ def _closure(fi: FuncInfo, names: set[str], extra: dict[str, set[str]] | None = 
 
 def _closure_dep(fi: FuncInfo, names: set[str], targets: set[str]) -> bool:
     return bool(names & targets)
+
+
+# ---------------------------------------------------------------------- access-policy windows set from Python
+#: cudaAccessProperty / CUaccessProperty: 0 normal, 1 streaming, 2 persisting
+ACCESS_PERSISTING = 2
+_WINDOW_FIELDS = ("hitProp", "missProp", "hitRatio", "num_bytes")
+_POINTER_OF = ("ctypes.byref", "ctypes.pointer", "ctypes.addressof", "ctypes.cast")
+
+
+def window_properties(mod: Module, call: ast.AST, fi: FuncInfo | None) -> dict[str, float] | None:
+    """What the access-policy window a `cudaStreamSetAttribute`/`cuStreamSetAttribute` call passes says
+    (its third argument: a ctypes structure, `ctypes.byref(s)`, `ctypes.pointer(s)`): `hitProp`, `missProp`,
+    `hitRatio`, `num_bytes` where the source gives them as constants.  The structure is built from a
+    `ctypes.Structure` class of the module (positional arguments in the order of its `_fields_`, keywords
+    by name) and fields may be set on it afterwards (`s.hitProp = 2`, `v.accessPolicyWindow.hitProp = 2`,
+    in the function that makes the call).  None where the argument is no such structure: nothing read."""
+    if not isinstance(call, ast.Call) or len(call.args) < 3:
+        return None
+    e = call.args[2]
+    while isinstance(e, ast.Call) and (mod.qn(e.func) or "") in _POINTER_OF and e.args:
+        e = e.args[0]
+    if not isinstance(e, ast.Name):
+        return None
+    name = e.id
+    vals = list(fi.assigns.get(name, ())) if fi is not None else []
+    if not vals and name in mod.consts:
+        vals = [mod.consts[name]]
+    built = [v for v in vals if isinstance(v, ast.Call)]
+    if len(built) != 1:
+        return None
+    ctor = built[0]
+    fields = _struct_fields(mod, ctor.func)
+    if fields is None:
+        return None
+    out: dict[str, float] = {}
+    for f, a in zip(fields, ctor.args):
+        c = _int_const(mod, a)
+        if f in _WINDOW_FIELDS and c is not None:
+            out[f] = c
+    for k in ctor.keywords:
+        c = _int_const(mod, k.value)
+        if k.arg in _WINDOW_FIELDS and c is not None:
+            out[k.arg] = c
+    body = fi.node if fi is not None else mod.tree
+    for n in walk(body):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute) \
+                and n.targets[0].attr in _WINDOW_FIELDS:
+            root = n.targets[0].value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id == name:
+                c = _int_const(mod, n.value)
+                if c is None:
+                    out.pop(n.targets[0].attr, None)     # set to something the source does not give: unread
+                else:
+                    out[n.targets[0].attr] = c
+    return out
+
+
+def _struct_fields(mod: Module, f: ast.AST) -> list[str] | None:
+    """The field names, in order, of a ctypes structure class of the module that `f` names."""
+    cname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+    for c in mod.of(ast.ClassDef):
+        if c.name != cname:
+            continue
+        for st in c.body:
+            if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_fields_" for t in st.targets) \
+                    and isinstance(st.value, (ast.List, ast.Tuple)):
+                names = [el.elts[0].value for el in st.value.elts if isinstance(el, (ast.Tuple, ast.List)) and el.elts
+                         and isinstance(el.elts[0], ast.Constant) and isinstance(el.elts[0].value, str)]
+                return names if len(names) == len(st.value.elts) else None
+    return None
+
+
+def _int_const(mod: Module, e: ast.AST) -> float | None:
+    """A number the source gives: a literal, or a module-level name bound to one."""
+    if isinstance(e, ast.Name) and e.id in mod.consts:
+        e = mod.consts[e.id]
+    if isinstance(e, ast.Call) and e.args and (mod.qn(e.func) or "").startswith("ctypes.c_"):
+        e = e.args[0]                       # ctypes.c_int(2)
+    try:
+        v = ast.literal_eval(e)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None

@@ -586,6 +586,10 @@ class Module:
                 return self._alias(node.id, fi) if alias else None
             if node.id in self.module_assigned or (fi is not None and node.id in fi.globals_):
                 return node.id
+            if fi is not None:
+                cell = closure_cell(self, node.id, fi)
+                if cell:
+                    return cell
         if isinstance(node, ast.Subscript):
             return self.persistent(node.value, fi, alias)
         if isinstance(node, ast.Call) and _getattr_call(node) and isinstance(node.args[0], ast.Name) \
@@ -703,6 +707,34 @@ def namespace_item(mod: Module, node: ast.Subscript, depth: int) -> str | None:
 def shadowed(mod: Module, name: str) -> bool:
     """A builtin's name bound by the module (imported, assigned or defined): not the builtin."""
     return name in mod.aliases or name in mod.module_assigned or name in mod.by_name
+
+
+def closure_cell(mod: Module, name: str, fi: FuncInfo) -> str | None:
+    """`name` read in a nested function from the closure of the function that defines it (no `nonlocal`
+    needed to mutate a dict), where that function hands the nested one out to outlive it: returns it
+    (a factory, a decorator) or stores it (`self._run = run`, a global).  The cell is then state kept
+    across calls, as a global is: `outer.name`.  A function called and dropped in the call that defines
+    it (a closure run inside the entry) sees a fresh cell each time: not state."""
+    parts = fi.qualname.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        outer = mod.funcs.get(".".join(parts[:i]))
+        if outer is None:
+            continue
+        if name not in outer.params and name not in outer.assigns:
+            continue
+        if outer.node.name in FORWARD_NAMES:
+            return None
+        child = parts[i]
+        memo = mod.__dict__.setdefault("_fx_handed", {})
+        if (outer.qualname, child) not in memo:
+            memo[(outer.qualname, child)] = any(
+                ((isinstance(n, ast.Return) and n.value is not None) or (
+                    isinstance(n, ast.Assign) and any(not isinstance(t, ast.Name) or t.id in outer.globals_
+                                                      for t in n.targets)))
+                and any(isinstance(m, ast.Name) and m.id == child for m in walk(n.value))
+                for n in walk(outer.node))
+        return f"{outer.qualname}.{name}" if memo[(outer.qualname, child)] else None
+    return None
 
 
 def attr_read(mod: Module, node: ast.AST) -> tuple[ast.AST, str] | None:

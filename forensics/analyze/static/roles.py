@@ -294,6 +294,40 @@ def _decorator_wrappers(mod: Module, ev: Any, fi: FuncInfo) -> list[tuple[FuncIn
     return out
 
 
+def decorated_runs(mod: Module, ev: Any, fi: FuncInfo) -> tuple[list[FuncInfo], bool]:
+    """What a call of the decorated `fi` runs: the wrappers its decorators put in its place (empty where no
+    decorator resolves to a function of the module: `@torch.no_grad()`, a class) and whether `fi`'s own
+    body may still run.  It may unless every wrapper resolved and the function handed to the decorator is
+    used for nothing but `functools.wraps`/`update_wrapper` (copying its name): a wrapper that never calls,
+    stores or passes on the original replaces the body entirely."""
+    wrappers = [w for w, _ in _decorator_wrappers(mod, ev, fi)]
+    if not wrappers or len(wrappers) < len(fi.node.decorator_list):
+        return wrappers, True
+    return wrappers, any(_original_used(mod, w) for w in wrappers)
+
+
+def _original_used(mod: Module, w: FuncInfo) -> bool:
+    """Does anything in the decorator functions enclosing wrapper `w` use the parameters of the one that
+    returns it (the function decorated: a factory's outer arguments are settings) otherwise than as the
+    argument of `functools.wraps` or `functools.update_wrapper`?  No enclosing function: the original may
+    be reached some other way (True)."""
+    parts = w.qualname.split(".")
+    outers = [mod.funcs[q] for q in (".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)) if q in mod.funcs]
+    if not outers:
+        return True
+    params = set(outers[0].params)
+    for o in outers:
+        for n in walk(o.node):
+            if n.__class__ is not ast.Name or n.id not in params or not isinstance(n.ctx, ast.Load):
+                continue
+            call = mod.parent.get(n)
+            if isinstance(call, ast.Call) and n in call.args and (mod.qn(call.func) or "").split(".")[-1] in (
+                    "wraps", "update_wrapper"):
+                continue
+            return True
+    return False
+
+
 def callees(mod: Module, fi: FuncInfo, c: ast.Call) -> list[FuncInfo]:
     """The solution's functions a call in `fi` runs, resolved by the module's shared evaluation."""
     return [g for g, _ in callees_of(mod, evaluator(mod), fi, c)]

@@ -42,6 +42,7 @@ from forensics.text.cuda import global_kernel_names
 
 from .base import Hit
 from . import problems as P
+from . import roles as RO
 from .cuda import Blob, outline, strip_c_comments
 from .evaluation import evaluator, resolve_call
 from .forbidden import off_main_path
@@ -449,10 +450,16 @@ def account(mod: Module, blobs: list[Blob], problem: str | None) -> list[Account
     # the class the deck instantiates first: its entry is the graded one
     entries.sort(key=lambda fi: (fi.cls not in GRADED_CLASSES, GRADED_CLASSES.index(fi.cls) if fi.cls in GRADED_CLASSES else 0))
     out = []
+    ev = evaluator(mod) if any(fi.node.decorator_list for fi in entries[:6]) else None
     for entry in entries[:6]:
         acc = Account(entry.qualname)
         seen: set[str] = set()
         todo = [(entry, 0)]
+        if ev is not None and entry.node.decorator_list:
+            # a decorator's wrapper runs in the entry's place; the entry's own body only where the wrapper
+            # may call it (a wrapper that calls a library and never the original leaves the body dead)
+            wrappers, body_runs = RO.decorated_runs(mod, ev, entry)
+            todo = [(w, 1) for w in wrappers] + ([(entry, 0)] if body_runs else [])
         while todo:
             fi, depth = todo.pop()
             if fi.qualname in seen or depth > 6 or fi.is_triton:
