@@ -31,6 +31,18 @@ def make_venv(venv: Path, *args: str, env: dict | None = None) -> Path:
     return venv / "bin" / "python"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_replay_inputs():
+    """Each test draws its own deck inputs: the replay keeps them across the replays of a process
+    (forensics/replay/oracle.py SHARED_INPUTS), which would make a test's counts depend on the tests
+    that ran before it.  Only where the replay is loaded (no torch import for the others)."""
+    import sys
+    oracle = sys.modules.get("forensics.replay.oracle")
+    if oracle is not None:
+        oracle.SHARED_INPUTS.clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

@@ -232,6 +232,8 @@ def test_a_probe_that_lends_the_shared_reference_other_weights_gives_them_back(t
     from forensics.replay.oracle import Oracle
     from forensics.replay.record import Record
     from forensics.replay.values import shape_key
+    from forensics.replay.oracle import SHARED_INPUTS
+    SHARED_INPUTS.clear()      # an earlier test's replay of the same problem would lend its inputs
     o = Oracle(registry.get("01_fp8_gemm"), Record(None, "cpu"), device="cpu", shapes="tiny")
     shape = o.check_shapes()[0]
     ref = o.ref_model(shape)
@@ -359,3 +361,43 @@ def test_the_decode_and_rollout_references_are_built_once_per_shape(tmp_path, mo
     assert len(built) > n_shared + 2
     assert [(r["probe"], r["status"], r["case_name"], r["seed"]) for r in before.rows] == \
         [(r["probe"], r["status"], r["case_name"], r["seed"]) for r in out.rows]
+
+
+def test_the_decks_inputs_are_drawn_once_per_process_and_every_replay_gets_its_own_copy(monkeypatch):
+    """H100: paged attention's replays spent 36 of their 41 s of overhead drawing the same KV caches
+    on the CPU, run after run of one scan.  A second replay (a new Oracle) of the same problem, shape
+    and seed takes the first one's inputs (`inputs_shared`), equal to a fresh draw, as clones: what a
+    replay does to them in place reaches neither the kept set nor the next replay.  Another seed is
+    drawn; a cap of 0 keeps nothing; beyond the cap the least recently used set goes."""
+    from forensics.kernels import registry
+    from forensics.replay.oracle import SHARED_INPUTS, Oracle, SharedInputs
+    from forensics.replay.record import Record
+    spec = registry.get("05_topk_bitonic")
+    SHARED_INPUTS.clear()
+    first = Oracle(spec, Record(None, "cpu"), device="cpu", shapes="tiny")
+    shape, seed = first.check_shapes()[0], first.seeds[0]
+    a = first.make_inputs(shape, seed)
+    a[0].zero_()                                                    # a replay writing into its inputs
+    second = Oracle(spec, Record(None, "cpu"), device="cpu", shapes="tiny")
+    b = second.make_inputs(shape, seed)
+    fresh = spec.make_inputs(shape, seed, "cpu")
+    assert all(torch.equal(x, y) for x, y in zip(b, fresh)) and not torch.equal(a[0], b[0])
+    assert first.rec.account.counts == {"inputs_generated": 1}
+    assert second.rec.account.counts == {"inputs_shared": 1}
+    other = [s for s in second.seeds if s != seed][:1] or [seed + 1]
+    second.make_inputs(shape, other[0])
+    assert second.rec.account.counts == {"inputs_shared": 1, "inputs_generated": 1}
+    # off: a cap of 0 keeps nothing
+    SHARED_INPUTS.clear()
+    monkeypatch.setenv("FORENSICS_REPLAY_INPUT_CACHE_MB", "0")
+    Oracle(spec, Record(None, "cpu"), device="cpu", shapes="tiny").make_inputs(shape, seed)
+    third = Oracle(spec, Record(None, "cpu"), device="cpu", shapes="tiny")
+    third.make_inputs(shape, seed)
+    assert third.rec.account.counts == {"inputs_generated": 1}
+    # bounded: sets of 1 KiB under a 2.5 KiB cap keep the two used last
+    monkeypatch.setenv("FORENSICS_REPLAY_INPUT_CACHE_MB", str(2.5 / 1024))
+    cache = SharedInputs()
+    for i in range(4):
+        cache.put(("k", i), [torch.zeros(256)])
+    assert [k[1] for k in cache._sets] == [2, 3]
+    assert cache.get(("k", 0)) is None and cache.get(("k", 3)) is not None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import gc
 import json
+import os
 from contextlib import contextmanager
 from typing import Any, Iterable
 
@@ -18,6 +19,75 @@ import torch
 
 from .record import Record
 from .values import key_seed, shape_key, tensors
+
+
+#: bytes of deck inputs kept across the replays of this process (FORENSICS_REPLAY_INPUT_CACHE_MB; 0: off)
+INPUT_CACHE_MB = 4096
+
+
+class SharedInputs:
+    """The deck's inputs kept across the replays of one process: a scan replays the runs of a problem one
+    after another, and each replay drew the same (shape, seed) sets again on the CPU (paged attention:
+    a 134M-element bf16 KV cache per set, 36 of a replay's 41 s of overhead on an H100 host).
+
+    Keyed by what fixes the values: the problem, its deck version, the reference file, the shape and
+    the seed (the deck's generator is seeded by that alone).  Host tensors, least recently used dropped
+    beyond the byte cap; only this process holds them, the replays hand out clones (`make_inputs`)."""
+
+    def __init__(self) -> None:
+        self._sets: dict[tuple, list] = {}
+        self._bytes: dict[tuple, int] = {}
+
+    @staticmethod
+    def cap() -> int:
+        try:
+            mb = float(os.environ.get("FORENSICS_REPLAY_INPUT_CACHE_MB", INPUT_CACHE_MB))
+        except ValueError:
+            mb = INPUT_CACHE_MB
+        return max(0, int(mb * 2**20))
+
+    @staticmethod
+    def key(spec: Any, shape: dict, seed: int) -> tuple:
+        """What fixes the values: the problem and deck version, the reference file as it is now (path,
+        size, mtime: a file rewritten in place is another generator), the problem's own input rule,
+        the shape and the seed."""
+        ref = str(getattr(spec, "ref_file", "") or "")
+        try:
+            st = os.stat(ref) if ref else None
+            stamp = (st.st_size, st.st_mtime_ns) if st else None
+        except OSError:
+            stamp = None
+        fn = getattr(spec, "make_inputs_fn", None)
+        rule = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}" if fn is not None else None
+        return (getattr(spec, "key", getattr(spec, "name", "?")), getattr(spec, "deck_version", None), ref, stamp,
+                rule, shape_key(shape), seed)
+
+    def get(self, key: tuple) -> list | None:
+        got = self._sets.pop(key, None)
+        if got is not None:
+            self._sets[key] = got          # most recently used last
+        return got
+
+    def put(self, key: tuple, xs: list) -> None:
+        cap = self.cap()
+        n = sum(t.numel() * t.element_size() for t in tensors(xs))
+        if n > cap:
+            return
+        self._sets.pop(key, None)
+        self._sets[key] = xs
+        self._bytes[key] = n
+        while sum(self._bytes.values()) > cap:
+            old = next(iter(self._sets))
+            self._sets.pop(old)
+            self._bytes.pop(old)
+
+    def clear(self) -> None:
+        self._sets.clear()
+        self._bytes.clear()
+
+
+#: the process's shared inputs (one per process: the scan's replay stage, or a notebook's session)
+SHARED_INPUTS = SharedInputs()
 
 
 class Oracle:
@@ -92,8 +162,16 @@ class Oracle:
         acct = self.rec.account
         with self.rec.timed("inputs"):
             if key not in self._inputs_memo:
-                acct.count("inputs_generated")
-                self._inputs_memo[key] = self.spec.make_inputs(shape, seed, "cpu")
+                skey = SharedInputs.key(self.spec, shape, seed)
+                kept = SHARED_INPUTS.get(skey) if self.reuse else None
+                if kept is not None:
+                    acct.count("inputs_shared")      # drawn by an earlier replay of this process
+                else:
+                    acct.count("inputs_generated")
+                    kept = self.spec.make_inputs(shape, seed, "cpu")
+                    if self.reuse:
+                        SHARED_INPUTS.put(skey, kept)
+                self._inputs_memo[key] = kept
                 while len(self._inputs_memo) > self.MEMO_MAX:
                     # the least recently used goes; the probes' own inputs stay (asked for by most probes)
                     old = next((k for k in self._inputs_memo if k != self._probe_inputs_key()), None)
