@@ -18,7 +18,7 @@ from typing import Any, Iterable
 import torch
 
 from .record import Record
-from .values import key_seed, shape_key, tensors
+from .values import key_seed, nbytes, shape_key
 
 
 #: bytes of deck inputs kept across the replays of this process (FORENSICS_REPLAY_INPUT_CACHE_MB; 0: off)
@@ -70,7 +70,7 @@ class SharedInputs:
 
     def put(self, key: tuple, xs: list) -> None:
         cap = self.cap()
-        n = sum(t.numel() * t.element_size() for t in tensors(xs))
+        n = nbytes(xs)
         if n > cap:
             return
         self._sets.pop(key, None)
@@ -198,7 +198,7 @@ class Oracle:
                     xs = self.make_inputs(shape, seed)
                 except Exception:  # noqa: BLE001 - the check itself reports a generator failure
                     return
-                budget -= sum(t.numel() * t.element_size() for t in tensors(xs))
+                budget -= nbytes(xs)
 
     def probe_shape(self, multi_row: bool = False) -> dict:
         """The first check shape; with multi_row, the first whose inputs have more than one row
@@ -318,12 +318,8 @@ class Oracle:
             self._trim_seeded_weights()
         return model
 
-    @staticmethod
-    def _nbytes(tensors_: Iterable) -> int:
-        return sum(t.numel() * t.element_size() for t in tensors_ if isinstance(t, torch.Tensor))
-
     def _trim_seeded(self) -> None:
-        while len(self._seeded) > 1 and sum(self._nbytes(m.state_dict().values())
+        while len(self._seeded) > 1 and sum(nbytes(m.state_dict())
                                             for m in list(self._seeded.values())[:-1]) > self.SEEDED_MODELS_BYTES:
             self._seeded.pop(next(iter(self._seeded)))
             if str(self.device).startswith("cuda") and torch.cuda.is_available():
@@ -331,7 +327,7 @@ class Oracle:
                 torch.cuda.empty_cache()
 
     def _trim_seeded_weights(self) -> None:
-        while len(self._seeded_weights) > 1 and sum(self._nbytes(w.values()) for w in self._seeded_weights.values()) \
+        while len(self._seeded_weights) > 1 and sum(nbytes(w) for w in self._seeded_weights.values()) \
                 > self.SEEDED_WEIGHTS_BYTES:
             self._seeded_weights.pop(next(iter(self._seeded_weights)))
 
@@ -409,7 +405,7 @@ class Oracle:
 
     def _keep_output(self, key: tuple, out) -> None:
         pinned = self._pinned(key)
-        n = sum(t.numel() * t.element_size() for t in tensors(out))
+        n = nbytes(out)
         if not pinned and n > self.OUTPUTS_BYTES:
             return
         self._outputs[key] = out
@@ -424,7 +420,7 @@ class Oracle:
     def _drop_output(self, key: tuple) -> None:
         out = self._outputs.pop(key, None)
         if out is not None and not self._pinned(key):
-            self._outputs_bytes -= sum(t.numel() * t.element_size() for t in tensors(out))
+            self._outputs_bytes -= nbytes(out)
 
     def _reference(self, model, inputs):
         if self.ref_impl == "triton" and getattr(self.spec, "has_triton", False):

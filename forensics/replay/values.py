@@ -25,6 +25,11 @@ def tensors(x: Any) -> list[torch.Tensor]:
     return []
 
 
+def nbytes(x: Any) -> int:
+    """Bytes of every tensor of a tree (`tensors`)."""
+    return sum(t.numel() * t.element_size() for t in tensors(x))
+
+
 def unwrap(x: Any) -> Any:
     """Child exports: subclass markers -> flagged dict; opaque -> kept as marker."""
     if isinstance(x, dict) and "__subclass__" in x:
